@@ -1,0 +1,382 @@
+/**
+ * Encoding and decoding of snapshot documents: YAML and JSON, validation with the
+ * offending field and line, and the ConfigMap size budget.
+ *
+ * @module
+ */
+import {
+  isMap,
+  isScalar,
+  isSeq,
+  LineCounter,
+  parseAllDocuments,
+  parseDocument,
+  stringify,
+} from "yaml";
+import type { Document } from "yaml";
+import { UsageError } from "../errors.ts";
+import {
+  ACCEPTED_API_VERSIONS,
+  isMeasurementType,
+  MEASUREMENT_TYPES,
+  normalizeSnapshot,
+  SNAPSHOT_KIND,
+} from "./model.ts";
+import type {
+  Measurement,
+  Reading,
+  ReadingMap,
+  Snapshot,
+  SnapshotMetadata,
+  Subtype,
+} from "./model.ts";
+
+/** Output encodings. */
+export const SNAPSHOT_FORMATS = ["yaml", "json"] as const;
+
+/** One output encoding. */
+export type SnapshotFormat = typeof SNAPSHOT_FORMATS[number];
+
+/** A ConfigMap holds at most 1 MiB in all (keys, values and metadata). */
+export const CONFIGMAP_MAX_BYTES = 1024 * 1024;
+
+/** Bytes of a ConfigMap kept free for metadata, labels and the small data keys. */
+export const CONFIGMAP_RESERVED_BYTES = 16 * 1024;
+
+/** The largest encoded snapshot a ConfigMap can carry. */
+export const CONFIGMAP_SNAPSHOT_BUDGET = CONFIGMAP_MAX_BYTES - CONFIGMAP_RESERVED_BYTES;
+
+/** The largest snapshot document readers accept (a fleet stream may hold many). */
+export const MAX_DOCUMENT_BYTES = 16 * 1024 * 1024;
+
+/** Aliases a YAML document may expand before it is rejected as an alias bomb. */
+const MAX_ALIAS_COUNT = 100;
+
+/**
+ * Checks that a string names an output format.
+ *
+ * @param value any string
+ * @returns whether it is `yaml` or `json`
+ */
+export function isSnapshotFormat(value: unknown): value is SnapshotFormat {
+  return typeof value === "string" && (SNAPSHOT_FORMATS as readonly string[]).includes(value);
+}
+
+/**
+ * Encodes a snapshot. The output is deterministic: canonical measurement order,
+ * sorted keys, 2-space indent, no line folding, trailing newline.
+ *
+ * @param snapshot the snapshot
+ * @param format `yaml` (default) or `json`
+ * @returns the document text
+ */
+export function encodeSnapshot(snapshot: Snapshot, format: SnapshotFormat = "yaml"): string {
+  const doc = toPlainDocument(normalizeSnapshot(snapshot));
+  if (format === "json") return encodeJson(doc) + "\n";
+  // YAML 1.1 quoting keeps `"yes"`, `"on"` and timestamps strings for YAML 1.1 readers too.
+  return stringify(doc, {
+    version: "1.1",
+    indent: 2,
+    lineWidth: 0,
+    minContentWidth: 0,
+    indentSeq: true,
+  });
+}
+
+/**
+ * Encodes any JSON-like value with `bigint`s written as exact integers.
+ *
+ * @param value the value
+ * @returns 2-space indented JSON
+ */
+export function encodeJson(value: unknown): string {
+  return JSON.stringify(
+    value,
+    (_key, v) => typeof v === "bigint" ? (JSON as unknown as RawJson).rawJSON(v.toString()) : v,
+    2,
+  );
+}
+
+interface RawJson {
+  rawJSON(text: string): unknown;
+}
+
+function toPlainDocument(snapshot: Snapshot): Record<string, unknown> {
+  return {
+    kind: snapshot.kind,
+    apiVersion: snapshot.apiVersion,
+    metadata: snapshot.metadata,
+    measurements: snapshot.measurements.map((m) => {
+      const out: Record<string, unknown> = { type: m.type };
+      if (m.subtypes.length > 0) {
+        out.subtypes = m.subtypes.map((s) => {
+          const sub: Record<string, unknown> = { subtype: s.subtype, data: s.data };
+          if (s.context) sub.context = s.context;
+          return sub;
+        });
+      }
+      return out;
+    }),
+  };
+}
+
+/** Options for {@link parseSnapshot}. */
+export interface ParseSnapshotOptions {
+  /** Name of the input for error messages (a path, `-`, `cm://ns/name`). */
+  source?: string;
+}
+
+/**
+ * Parses and validates one snapshot document (YAML or JSON; JSON is read as YAML 1.2).
+ *
+ * @param text the document text
+ * @param options the input's name for errors
+ * @returns the normalised snapshot
+ * @throws {UsageError} naming the input, the field and the line when the document is invalid
+ */
+export function parseSnapshot(text: string, options: ParseSnapshotOptions = {}): Snapshot {
+  const source = options.source ?? "input";
+  checkDocumentSize(text, source);
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, {
+    intAsBigInt: true,
+    uniqueKeys: true,
+    lineCounter,
+    prettyErrors: true,
+  });
+  return decodeDocument(doc, lineCounter, source);
+}
+
+/**
+ * Parses a stream of snapshot documents (`---`-separated YAML, or one JSON document).
+ *
+ * @param text the stream
+ * @param options the input's name for errors
+ * @returns every snapshot in order
+ * @throws {UsageError} on the first invalid document, naming its index and line
+ */
+export function parseSnapshotStream(text: string, options: ParseSnapshotOptions = {}): Snapshot[] {
+  const source = options.source ?? "input";
+  if (new TextEncoder().encode(text).length > MAX_DOCUMENT_BYTES * 64) {
+    throw new UsageError(`Cannot read snapshots from '${source}': stream exceeds 1 GiB`);
+  }
+  const lineCounter = new LineCounter();
+  const docs = parseAllDocuments(text, { intAsBigInt: true, uniqueKeys: true, lineCounter });
+  if (!Array.isArray(docs)) return [];
+  return docs
+    .filter((doc) => doc.contents !== null)
+    .map((doc) => decodeDocument(doc, lineCounter, source));
+}
+
+function checkDocumentSize(text: string, source: string): void {
+  // Cheap upper bound first: UTF-8 needs at most 3 bytes per UTF-16 unit.
+  if (text.length * 3 <= MAX_DOCUMENT_BYTES) return;
+  const bytes = new TextEncoder().encode(text).length;
+  if (bytes > MAX_DOCUMENT_BYTES) {
+    throw new UsageError(
+      `Cannot read snapshot '${source}': document is ${bytes} bytes, over the ${MAX_DOCUMENT_BYTES}-byte cap`,
+    );
+  }
+}
+
+function decodeDocument(doc: Document, lineCounter: LineCounter, source: string): Snapshot {
+  const firstError = doc.errors[0];
+  if (firstError) {
+    const pos = firstError.linePos?.[0];
+    const where = pos ? ` at line ${pos.line}, column ${pos.col}` : "";
+    throw new UsageError(
+      `Cannot parse snapshot '${source}'${where}: ${firstError.message.split(" at line ")[0]}`,
+    );
+  }
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+  } catch (error) {
+    throw new UsageError(
+      `Cannot parse snapshot '${source}': ${error instanceof Error ? error.message : error}`,
+      { cause: error },
+    );
+  }
+  const fail = (path: (string | number)[], problem: string): never => {
+    const line = lineOf(doc, lineCounter, path);
+    const field = formatPath(path);
+    throw new UsageError(
+      `Cannot read snapshot '${source}': field '${field}'${
+        line ? ` (line ${line})` : ""
+      } ${problem}`,
+    );
+  };
+  return normalizeSnapshot(validateSnapshot(value, fail));
+}
+
+type Fail = (path: (string | number)[], problem: string) => never;
+
+function validateSnapshot(value: unknown, fail: Fail): Snapshot {
+  if (!isRecord(value)) return fail([], "must be a mapping with kind, apiVersion and measurements");
+  if (value.kind !== SNAPSHOT_KIND) {
+    fail(["kind"], `must be '${SNAPSHOT_KIND}': current value is ${describe(value.kind)}`);
+  }
+  if (typeof value.apiVersion !== "string" || !ACCEPTED_API_VERSIONS.includes(value.apiVersion)) {
+    fail(
+      ["apiVersion"],
+      `must be one of ${ACCEPTED_API_VERSIONS.map((v) => `'${v}'`).join(", ")}: current value is ${
+        describe(value.apiVersion)
+      }`,
+    );
+  }
+  const metadata: Record<string, string> = {};
+  if (value.metadata !== undefined && value.metadata !== null) {
+    if (!isRecord(value.metadata)) fail(["metadata"], "must be a mapping of strings");
+    for (const [key, v] of Object.entries(value.metadata as Record<string, unknown>)) {
+      if (typeof v === "object" && v !== null) fail(["metadata", key], "must be a scalar");
+      metadata[key] = v === null || v === undefined ? "" : String(v);
+    }
+  }
+  metadata.timestamp ??= "";
+  metadata.version ??= "";
+  metadata["source-node"] ??= "";
+  const rawMeasurements = value.measurements ?? [];
+  if (!Array.isArray(rawMeasurements)) fail(["measurements"], "must be a list");
+  const measurements = (rawMeasurements as unknown[]).map((m, i) =>
+    validateMeasurement(m, ["measurements", i], fail)
+  );
+  return {
+    kind: SNAPSHOT_KIND,
+    apiVersion: value.apiVersion as string,
+    metadata: metadata as SnapshotMetadata,
+    measurements,
+  };
+}
+
+function validateMeasurement(value: unknown, path: (string | number)[], fail: Fail): Measurement {
+  if (!isRecord(value)) return fail(path, "must be a mapping with type and subtypes");
+  if (!isMeasurementType(value.type)) {
+    fail(
+      [...path, "type"],
+      `must be one of ${MEASUREMENT_TYPES.join(", ")}: current value is ${describe(value.type)}`,
+    );
+  }
+  const raw = value.subtypes ?? [];
+  if (!Array.isArray(raw)) fail([...path, "subtypes"], "must be a list");
+  const subtypes = (raw as unknown[]).map((s, i) =>
+    validateSubtype(s, [...path, "subtypes", i], fail)
+  );
+  return { type: value.type as Measurement["type"], subtypes };
+}
+
+function validateSubtype(value: unknown, path: (string | number)[], fail: Fail): Subtype {
+  if (!isRecord(value)) return fail(path, "must be a mapping with subtype and data");
+  const name = value.subtype ?? "";
+  if (typeof name !== "string") fail([...path, "subtype"], "must be a string");
+  const rawData = value.data ?? {};
+  if (!isRecord(rawData)) fail([...path, "data"], "must be a mapping of scalar readings");
+  const data: ReadingMap = {};
+  for (const [key, v] of Object.entries(rawData as Record<string, unknown>)) {
+    data[key] = toReading(v, [...path, "data", key], fail);
+  }
+  const out: Subtype = { subtype: name as string, data };
+  if (value.context !== undefined && value.context !== null) {
+    if (!isRecord(value.context)) fail([...path, "context"], "must be a mapping of strings");
+    const context: Record<string, string> = {};
+    for (const [key, v] of Object.entries(value.context as Record<string, unknown>)) {
+      if (typeof v === "object" && v !== null) fail([...path, "context", key], "must be a scalar");
+      context[key] = String(v);
+    }
+    if (Object.keys(context).length > 0) out.context = context;
+  }
+  return out;
+}
+
+function toReading(value: unknown, path: (string | number)[], fail: Fail): Reading {
+  if (value === null || value === undefined) return null;
+  if (typeof value === "bigint") {
+    return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER)
+      ? Number(value)
+      : value;
+  }
+  if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") {
+    return value;
+  }
+  if (value instanceof Date) return value.toISOString();
+  return fail(path, "must be a scalar reading (string, number, bool or null)");
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) return "missing";
+  if (typeof value === "string") return `'${value}'`;
+  return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+function formatPath(path: (string | number)[]): string {
+  if (path.length === 0) return "(document)";
+  return path.map((p, i) => typeof p === "number" ? `[${p}]` : i === 0 ? p : `.${p}`).join("");
+}
+
+function lineOf(
+  doc: Document,
+  lineCounter: LineCounter,
+  path: (string | number)[],
+): number | undefined {
+  // Walk as deep as the path exists; report the deepest node found.
+  for (let n = path.length; n >= 0; n--) {
+    const node = n === 0 ? doc.contents : doc.getIn(path.slice(0, n), true);
+    if (node && (isMap(node) || isSeq(node) || isScalar(node)) && node.range) {
+      return lineCounter.linePos(node.range[0]).line;
+    }
+  }
+  return undefined;
+}
+
+/** One entry of a size report: a measurement or subtype and its encoded size. */
+export interface SizeEntry {
+  /** `Type` or `Type.subtype`. */
+  path: string;
+  /** Bytes of its YAML encoding. */
+  bytes: number;
+}
+
+/**
+ * Sizes each subtype of a snapshot, largest first.
+ *
+ * @param snapshot the snapshot
+ * @returns entries sorted by size, descending
+ */
+export function sizeReport(snapshot: Snapshot): SizeEntry[] {
+  const encoder = new TextEncoder();
+  const entries: SizeEntry[] = [];
+  for (const m of snapshot.measurements) {
+    for (const s of m.subtypes) {
+      const bytes = encoder.encode(stringify(s.data, { lineWidth: 0 })).length;
+      entries.push({ path: `${m.type}.${s.subtype}`, bytes });
+    }
+  }
+  return entries.sort((a, b) => b.bytes - a.bytes);
+}
+
+/**
+ * Checks that an encoded snapshot fits a ConfigMap.
+ *
+ * @param snapshot the snapshot (for the size report)
+ * @param encoded its encoding
+ * @param target where it was going, for the message
+ * @throws {UsageError} naming the largest subtypes and the fix when it does not fit
+ */
+export function assertFitsConfigMap(snapshot: Snapshot, encoded: string, target: string): void {
+  const bytes = new TextEncoder().encode(encoded).length;
+  if (bytes <= CONFIGMAP_SNAPSHOT_BUDGET) return;
+  const largest = sizeReport(snapshot).slice(0, 5).map((e) => `  - ${e.path}: ${e.bytes} bytes`);
+  throw new UsageError(
+    `Cannot write snapshot to '${target}': it is ${bytes} bytes and a ConfigMap holds at most ${CONFIGMAP_SNAPSHOT_BUDGET} bytes of snapshot`,
+    {
+      details: [
+        "largest readings:",
+        ...largest,
+        "write it to a file or stdout instead, or exclude readings (for example --max-nodes-per-entry for NodeTopology)",
+      ],
+    },
+  );
+}

@@ -1,0 +1,13 @@
+/**
+ * The Snapshot model and its codec: the shared language of every aicr role.
+ *
+ * ```ts
+ * import { createSnapshot, encodeSnapshot, parseSnapshot } from "./mod.ts";
+ * const snap = createSnapshot([], { timestamp: new Date(0), version: "dev", nodeName: "n1" });
+ * const again = parseSnapshot(encodeSnapshot(snap));
+ * ```
+ *
+ * @module
+ */
+export * from "./model.ts";
+export * from "./codec.ts";
