@@ -1,0 +1,27 @@
+/**
+ * What every command receives: streams, environment, clock, cancellation and the
+ * factories for real dependencies (built in the root `mod.ts`, faked in tests).
+ *
+ * @module
+ */
+import type { Logger, TextWriter } from "../log.ts";
+
+/** Dependencies of the CLI, injected by the composition root. */
+export interface CliDeps {
+  /** Standard output: documents only. */
+  stdout: TextWriter;
+  /** Standard error: logs, progress, errors. */
+  stderr: TextWriter;
+  /** Environment lookup. */
+  env: (name: string) => string | undefined;
+  /** Working directory for relative paths. */
+  cwd: string;
+  /** Clock. */
+  now: () => Date;
+  /** Whether stdout is a terminal (colour, progress). */
+  stdoutIsTerminal: boolean;
+  /** Aborted on SIGINT/SIGTERM. */
+  signal: AbortSignal;
+  /** Makes the logger for a run (level and format come from global flags). */
+  makeLogger: (options: { debug: boolean; json: boolean; prefix?: string }) => Logger;
+}

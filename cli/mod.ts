@@ -1,0 +1,79 @@
+/**
+ * The aicr command line: a thin dispatcher over commander. Each verb lives in its own
+ * module and exports a factory `xCommand(deps)`; this module maps every error to its
+ * exit code in one place.
+ *
+ * ```ts ignore
+ * const code = await runCli(["version"], deps);
+ * ```
+ *
+ * @module
+ */
+import { Command, CommanderError } from "commander";
+import { EXIT_CODE_HELP, EXIT_CODES, exitCodeOf, formatError, UsageError } from "../errors.ts";
+import { buildInfo } from "../version.ts";
+import type { CliDeps } from "./context.ts";
+import { COMMAND_FACTORIES } from "./commands.ts";
+
+export type { CliDeps } from "./context.ts";
+
+/**
+ * Builds the root command with every verb registered.
+ *
+ * @param deps injected streams and factories
+ * @returns the commander program (not yet parsed)
+ */
+export function createProgram(deps: CliDeps): Command {
+  const program = new Command("aicr")
+    .description("Capture, serve and compare what every GPU node really runs")
+    .version(buildInfo().version, "--version", "print the version (without a leading v)")
+    .option("--debug", "verbose logs on stderr", false)
+    .option("--log-json", "logs as JSON lines", false)
+    .addHelpText("after", `\nExit codes:\n${EXIT_CODE_HELP.map((l) => `  ${l}`).join("\n")}\n`)
+    .showHelpAfterError("(run with --help for usage)")
+    .configureOutput({
+      writeOut: (text) => deps.stdout.write(text),
+      writeErr: (text) => deps.stderr.write(text),
+      outputError: (text, write) => write(text),
+    })
+    .exitOverride();
+  for (const factory of COMMAND_FACTORIES) {
+    const command = factory(deps);
+    applyDefaults(command, deps);
+    program.addCommand(command);
+  }
+  return program;
+}
+
+function applyDefaults(command: Command, deps: CliDeps): void {
+  command.exitOverride().configureOutput({
+    writeOut: (text) => deps.stdout.write(text),
+    writeErr: (text) => deps.stderr.write(text),
+    outputError: (text, write) => write(text),
+  });
+  for (const sub of command.commands) applyDefaults(sub, deps);
+}
+
+/**
+ * Runs the CLI once.
+ *
+ * @param argv arguments after the program name
+ * @param deps injected streams and factories
+ * @returns the process exit code
+ */
+export async function runCli(argv: readonly string[], deps: CliDeps): Promise<number> {
+  const program = createProgram(deps);
+  try {
+    await program.parseAsync([...argv], { from: "user" });
+    return EXIT_CODES.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and --version end through exitOverride with exit code 0.
+      if (error.exitCode === 0) return EXIT_CODES.ok;
+      // commander already printed its message; the exit code is ours.
+      return new UsageError(error.message).exitCode;
+    }
+    deps.stderr.write(formatError(error) + "\n");
+    return exitCodeOf(error);
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * aicr: capture, serve and compare what every GPU node really runs.
+ *
+ * This is the composition root: it reads the arguments and the environment, builds
+ * the real dependencies, runs the CLI and sets the exit code. Library users import
+ * the public API re-exported below.
+ *
+ * @module
+ */
+import process from "node:process";
+import { runCli } from "./cli/mod.ts";
+import type { CliDeps } from "./cli/mod.ts";
+import { createLogger } from "./log.ts";
+import type { TextWriter } from "./log.ts";
+import { commandArgs } from "./runtime.ts";
+
+export * from "./snapshot/mod.ts";
+export * from "./errors.ts";
+export { buildInfo, defaultImage } from "./version.ts";
+export type { BuildInfo } from "./version.ts";
+export { runCli } from "./cli/mod.ts";
+
+/**
+ * Builds the real dependencies from this process.
+ *
+ * @param signal aborted on SIGINT/SIGTERM
+ * @returns the CLI dependencies
+ */
+export function processDeps(signal: AbortSignal): CliDeps {
+  const stdout: TextWriter = { write: (text) => void process.stdout.write(text) };
+  const stderr: TextWriter = { write: (text) => void process.stderr.write(text) };
+  return {
+    stdout,
+    stderr,
+    env: (name) => process.env[name],
+    cwd: process.cwd(),
+    now: () => new Date(),
+    stdoutIsTerminal: Boolean(process.stdout.isTTY),
+    signal,
+    makeLogger: ({ debug, json, prefix }) =>
+      createLogger(stderr, {
+        level: debug ? "debug" : "info",
+        json,
+        ...(prefix ? { prefix } : {}),
+      }),
+  };
+}
+
+/**
+ * Runs aicr as a program: arguments in, exit code out, SIGINT/SIGTERM abort the run
+ * (which still cleans up) and a second signal is left to the default handler.
+ *
+ * @returns the exit code
+ */
+export async function main(): Promise<number> {
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => {
+    controller.abort(new Error(`received ${signal}`));
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    return await runCli(commandArgs(), processDeps(controller.signal));
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}
+
+if (import.meta.main) {
+  process.exitCode = await main();
+}
