@@ -18,7 +18,6 @@ export interface BuildInfo {
 }
 
 declare global {
-  // deno-lint-ignore no-var
   var __AICR_BUILD__: BuildInfo | undefined;
 }
 
