@@ -1,0 +1,701 @@
+/**
+ * A real local Kubernetes control plane for tests: etcd, kube-apiserver, kube-controller-manager and
+ * kube-scheduler built from Go modules by `build.sh`, each its own process on 127.0.0.1 with free
+ * ports, a throwaway PKI and logs in a state folder.
+ *
+ * ```sh
+ * deno task cluster:build            # build once (cached by source hash, outside the repo)
+ * deno task cluster:up               # start, wait for readiness, write kubeconfigs, return
+ * deno task cluster:up --foreground  # same, and stay until Ctrl-C (then stop everything)
+ * deno task cluster:down             # stop what `up` started
+ * ```
+ *
+ * ```ts ignore
+ * const cluster = await startCluster({ stateDir: "/tmp/c1" });
+ * // cluster.adminKubeconfig, await cluster.kubeconfigFor("alice", ["team-a"])
+ * await cluster.stop();
+ * ```
+ *
+ * @module
+ */
+
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { stringify } from "yaml";
+import { type CertFiles, createCa, createCert, createServiceAccountKeys } from "./pki.ts";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+/** The repository root (two folders above this file). */
+export const REPO_ROOT: string = resolve(HERE, "..", "..");
+/** Default state folder, git-ignored. Overridden by `AICR_CLUSTER_DIR`. */
+export const DEFAULT_STATE_DIR: string = join(REPO_ROOT, ".cluster");
+
+/** Ports the control plane listens on, all on 127.0.0.1 and all chosen free. */
+export interface ClusterPorts {
+  etcdClient: number;
+  etcdPeer: number;
+  apiserver: number;
+  controllerManager: number;
+  scheduler: number;
+}
+
+/** One started process. */
+export interface ClusterProcess {
+  name: string;
+  pid: number;
+  log: string;
+}
+
+/** What `cluster.json` in the state folder holds; the kubelet stand-in and tests read it. */
+export interface ClusterInfo {
+  /** The apiserver URL, `https://127.0.0.1:<port>`. */
+  server: string;
+  stateDir: string;
+  logDir: string;
+  /** CA that signed every certificate (serving and client). */
+  caFile: string;
+  /** CA key: the kubelet stand-in signs its node client and serving certificates with it. */
+  caKeyFile: string;
+  adminKubeconfig: string;
+  /** Admin client certificate (`O=system:masters`) for plain HTTPS clients. */
+  adminCert: CertFiles;
+  /** Client certificate the apiserver presents to kubelets (`pods/log`, exec). */
+  kubeletClientCert: CertFiles;
+  /** A loopback /24 private to this run (`127.X.Y`) from which simulated nodes take addresses. */
+  nodeSubnet: string;
+  ports: ClusterPorts;
+  processes: ClusterProcess[];
+  binDir: string;
+  /** Kubernetes version of the built components. */
+  version: string;
+}
+
+/** A running cluster. */
+export interface Cluster extends ClusterInfo {
+  /**
+   * Writes (once) and returns the path of a kubeconfig for a client certificate with this user name and groups.
+   * No RBAC is granted: tests bind what they need.
+   */
+  kubeconfigFor(user: string, groups?: readonly string[]): Promise<string>;
+  /** Stops every process this cluster started (SIGTERM, then SIGKILL after a few seconds). */
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startCluster}. */
+export interface StartClusterOptions {
+  /** State folder; default `$AICR_CLUSTER_DIR` or `<repo>/.cluster`. It is wiped first. */
+  stateDir?: string;
+  /** Detach the processes (own session) so they outlive this process, as `cluster:up` does. */
+  detach?: boolean;
+  /** Progress lines. Default: stderr. */
+  log?: (line: string) => void;
+  /** Give up waiting for readiness after this many ms (default 120 000). */
+  readyTimeoutMs?: number;
+}
+
+const enc = new TextEncoder();
+
+/**
+ * The default progress writer: one line to stderr.
+ *
+ * @param line text without newline
+ */
+function stderrLog(line: string): void {
+  Deno.stderr.writeSync(enc.encode(`${line}\n`));
+}
+
+/**
+ * Resolves the state folder from an option or the environment.
+ *
+ * @param stateDir explicit folder
+ * @returns an absolute path
+ */
+export function resolveStateDir(stateDir?: string): string {
+  return resolve(stateDir ?? Deno.env.get("AICR_CLUSTER_DIR") ?? DEFAULT_STATE_DIR);
+}
+
+/**
+ * Builds the control plane binaries (or finds them cached) with `build.sh`, streaming its progress.
+ *
+ * @param options.log progress writer (default stderr)
+ * @returns the folder holding `kcp` and `etcd`
+ * @throws {Error} when the build fails
+ */
+export async function buildCluster(
+  options: { log?: (line: string) => void } = {},
+): Promise<string> {
+  const { log = stderrLog } = options;
+  const child = new Deno.Command("bash", {
+    args: [join(HERE, "build.sh")],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const pump = async (stream: ReadableStream<Uint8Array>, sink: (l: string) => void) => {
+    let buf = "";
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      buf += chunk;
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        sink(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+    }
+    if (buf) sink(buf);
+  };
+  const outLines: string[] = [];
+  const [status] = await Promise.all([
+    child.status,
+    pump(child.stdout, (l) => outLines.push(l)),
+    pump(child.stderr, log),
+  ]);
+  const binDir = outLines.at(-1);
+  if (!status.success || !binDir) {
+    throw new Error(`Cannot build the test cluster: build.sh exited with code ${status.code}`);
+  }
+  return binDir;
+}
+
+/**
+ * Picks `count` distinct free TCP ports on 127.0.0.1 (held open together so they differ).
+ *
+ * @param count how many
+ * @returns the ports
+ */
+export function freePorts(count: number): number[] {
+  const listeners = Array.from(
+    { length: count },
+    () => Deno.listen({ hostname: "127.0.0.1", port: 0 }),
+  );
+  const ports = listeners.map((l) => (l.addr as Deno.NetAddr).port);
+  for (const l of listeners) l.close();
+  return ports;
+}
+
+/**
+ * Renders a kubeconfig with embedded certificate data.
+ *
+ * @param server apiserver URL
+ * @param ca CA file
+ * @param client client certificate
+ * @param user user/context name
+ * @returns kubeconfig YAML
+ */
+function kubeconfigYaml(server: string, ca: string, client: CertFiles, user: string): string {
+  const b64 = (p: string) => btoa(readFileSync(p, "latin1"));
+  return stringify({
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name: "aicr-test", cluster: { server, "certificate-authority-data": b64(ca) } }],
+    users: [{
+      name: user,
+      user: {
+        "client-certificate-data": b64(client.cert),
+        "client-key-data": b64(client.key),
+      },
+    }],
+    contexts: [{ name: user, context: { cluster: "aicr-test", user } }],
+    "current-context": user,
+  });
+}
+
+/**
+ * Spawns one component with output appended to its log file.
+ *
+ * @param name component name (log file base name)
+ * @param bin executable
+ * @param args arguments
+ * @param logDir logs folder
+ * @param detach start it in its own session (survives this process and its Ctrl-C)
+ * @returns the child and its record
+ */
+function spawnComponent(
+  name: string,
+  bin: string,
+  args: string[],
+  logDir: string,
+  detach: boolean,
+): { child: Deno.ChildProcess; proc: ClusterProcess } {
+  const log = join(logDir, `${name}.log`);
+  // `sh -c exec` keeps the pid of the component itself while redirecting to a file, which
+  // Deno.Command cannot do directly; setsid (no fork: we are not a group leader) detaches it.
+  const argv = [
+    "/bin/sh",
+    "-c",
+    'log="$1"; shift; exec "$@" >>"$log" 2>&1 </dev/null',
+    "sh",
+    log,
+    bin,
+    ...args,
+  ];
+  const cmd = detach ? ["setsid", ...argv] : argv;
+  const child = new Deno.Command(cmd[0]!, {
+    args: cmd.slice(1),
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  if (detach) child.unref();
+  return { child, proc: { name, pid: child.pid, log } };
+}
+
+/**
+ * Whether a pid is alive and still runs a binary from `binDir` (so a reused pid is never killed).
+ *
+ * @param pid process id
+ * @param binDir our binaries' folder
+ * @returns true when it is ours and alive
+ */
+function isOurs(pid: number, binDir: string): boolean {
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "latin1");
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    return cmdline.includes(binDir) && !/\) Z /.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Stops processes: SIGTERM in the order given, then SIGKILL whatever still runs after `graceMs`.
+ *
+ * @param procs processes to stop
+ * @param binDir folder of our binaries (pid reuse guard)
+ * @param graceMs grace period
+ */
+async function stopProcesses(
+  procs: ClusterProcess[],
+  binDir: string,
+  graceMs = 8000,
+): Promise<void> {
+  for (const p of procs) {
+    if (isOurs(p.pid, binDir)) {
+      try {
+        Deno.kill(p.pid, "SIGTERM");
+      } catch { /* already gone */ }
+    }
+  }
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline && procs.some((p) => isOurs(p.pid, binDir))) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  for (const p of procs) {
+    if (isOurs(p.pid, binDir)) {
+      try {
+        Deno.kill(p.pid, "SIGKILL");
+      } catch { /* already gone */ }
+    }
+  }
+}
+
+/**
+ * Polls an HTTPS URL until it answers 200 or the deadline passes.
+ *
+ * @param url URL to get
+ * @param client HTTP client with the admin certificate
+ * @param deadline epoch ms
+ * @param alive throws when a component died, to fail fast
+ * @returns the last body
+ * @throws {Error} on timeout
+ */
+async function waitFor200(
+  url: string,
+  client: Deno.HttpClient,
+  deadline: number,
+  alive: () => void,
+): Promise<string> {
+  let last = "";
+  while (Date.now() < deadline) {
+    alive();
+    try {
+      const res = await fetch(url, { client, signal: AbortSignal.timeout(5000) });
+      last = await res.text();
+      if (res.status === 200) return last;
+      last = `HTTP ${res.status}: ${last.slice(0, 2000)}`;
+    } catch (e) {
+      last = String(e);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`Cannot reach "${url}": ${last}`);
+}
+
+/**
+ * Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler, waits until the apiserver
+ * is ready, the scheduler and controller-manager are healthy and the `default` ServiceAccount exists,
+ * then writes `admin.kubeconfig`, `user-alice.kubeconfig` (a user with no rights) and `cluster.json`.
+ *
+ * @param options state folder, detach mode, logger, timeout
+ * @returns the running cluster
+ * @throws {Error} when the build, the PKI or readiness fails (processes started so far are stopped)
+ */
+export async function startCluster(options: StartClusterOptions = {}): Promise<Cluster> {
+  const { detach = false, log = stderrLog, readyTimeoutMs = 120_000 } = options;
+  const t0 = performance.now();
+  const stateDir = resolveStateDir(options.stateDir);
+  const binDir = await buildCluster({ log });
+  await rm(stateDir, { recursive: true, force: true });
+  const pki = join(stateDir, "pki");
+  const logDir = join(stateDir, "logs");
+  for (const d of [pki, logDir, join(stateDir, "etcd"), join(stateDir, "certs")]) {
+    await mkdir(d, { recursive: true });
+  }
+  const [etcdClient, etcdPeer, apiserverPort, kcmPort, schedPort] = freePorts(5) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const ports: ClusterPorts = {
+    etcdClient,
+    etcdPeer,
+    apiserver: apiserverPort,
+    controllerManager: kcmPort,
+    scheduler: schedPort,
+  };
+  const server = `https://127.0.0.1:${apiserverPort}`;
+  // A /24 of loopback addresses private to this run, so two runs' nodes never share an address.
+  const nodeSubnet = `127.${100 + Math.floor(Math.random() * 150)}.${
+    Math.floor(Math.random() * 256)
+  }`;
+
+  log(`cluster: generating PKI in ${pki}`);
+  const ca = await createCa(pki, "ca");
+  const [apiCert, admin, kcm, sched, kubeletClient, sa] = await Promise.all([
+    createCert(pki, "apiserver", ca, {
+      cn: "kube-apiserver",
+      usage: "server",
+      ips: ["127.0.0.1", "10.96.0.1"],
+      dns: [
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+      ],
+    }),
+    createCert(pki, "admin", ca, { cn: "aicr-admin", orgs: ["system:masters"], usage: "client" }),
+    createCert(pki, "controller-manager", ca, {
+      cn: "system:kube-controller-manager",
+      usage: "client",
+    }),
+    createCert(pki, "scheduler", ca, { cn: "system:kube-scheduler", usage: "client" }),
+    createCert(pki, "apiserver-kubelet-client", ca, {
+      cn: "kube-apiserver-kubelet-client",
+      orgs: ["system:masters"],
+      usage: "client",
+    }),
+    createServiceAccountKeys(pki),
+  ]);
+  const adminKubeconfig = join(stateDir, "admin.kubeconfig");
+  await writeFile(adminKubeconfig, kubeconfigYaml(server, ca.cert, admin, "aicr-admin"));
+  const kcmKubeconfig = join(stateDir, "controller-manager.kubeconfig");
+  await writeFile(
+    kcmKubeconfig,
+    kubeconfigYaml(server, ca.cert, kcm, "system:kube-controller-manager"),
+  );
+  const schedKubeconfig = join(stateDir, "scheduler.kubeconfig");
+  await writeFile(schedKubeconfig, kubeconfigYaml(server, ca.cert, sched, "system:kube-scheduler"));
+
+  const kcp = join(binDir, "kcp");
+  const children: Deno.ChildProcess[] = [];
+  const procs: ClusterProcess[] = [];
+  const start = (name: string, bin: string, args: string[]) => {
+    const { child, proc } = spawnComponent(name, bin, args, logDir, detach);
+    children.push(child);
+    procs.push(proc);
+    log(`cluster: started ${name} (pid ${proc.pid}, log ${proc.log})`);
+  };
+  const alive = () => {
+    for (const p of procs) {
+      if (!isOurs(p.pid, binDir)) {
+        const tail = existsSync(p.log)
+          ? readFileSync(p.log, "utf8").split("\n").slice(-15).join("\n")
+          : "";
+        throw new Error(
+          `Cannot start the test cluster: "${p.name}" exited; its log ends:\n${tail}`,
+        );
+      }
+    }
+  };
+  const client = Deno.createHttpClient({
+    caCerts: [await readFile(ca.cert, "utf8")],
+    cert: await readFile(admin.cert, "utf8"),
+    key: await readFile(admin.key, "utf8"),
+  });
+  try {
+    start("etcd", join(binDir, "etcd"), [
+      "--name=default",
+      `--data-dir=${join(stateDir, "etcd")}`,
+      `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
+      `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
+      `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-cluster=default=http://127.0.0.1:${etcdPeer}`,
+      "--initial-cluster-state=new",
+      // A test cluster dies with its folder: skip fsync, which dominates etcd's latency on CI disks.
+      "--unsafe-no-fsync",
+      "--log-level=warn",
+    ]);
+    start("kube-apiserver", kcp, [
+      "apiserver",
+      `--etcd-servers=http://127.0.0.1:${etcdClient}`,
+      "--bind-address=127.0.0.1",
+      "--advertise-address=127.0.0.1",
+      `--secure-port=${apiserverPort}`,
+      `--cert-dir=${join(stateDir, "certs")}`,
+      `--tls-cert-file=${apiCert.cert}`,
+      `--tls-private-key-file=${apiCert.key}`,
+      `--client-ca-file=${ca.cert}`,
+      "--authorization-mode=Node,RBAC",
+      "--enable-admission-plugins=NodeRestriction",
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-key-file=${sa.pub}`,
+      `--service-account-signing-key-file=${sa.key}`,
+      "--service-cluster-ip-range=10.96.0.0/16",
+      // Endpoints may not hold loopback addresses, and nothing routes to the Service IP here anyway:
+      // pods reach the apiserver through KUBERNETES_SERVICE_HOST=127.0.0.1 set by the kubelet stand-in.
+      "--endpoint-reconciler-type=none",
+      `--kubelet-client-certificate=${kubeletClient.cert}`,
+      `--kubelet-client-key=${kubeletClient.key}`,
+      `--kubelet-certificate-authority=${ca.cert}`,
+      "--kubelet-preferred-address-types=InternalIP",
+      "--allow-privileged=true",
+      "--profiling=false",
+      "--v=1",
+    ]);
+    const deadline = Date.now() + readyTimeoutMs;
+    await waitFor200(`${server}/readyz`, client, deadline, alive);
+    log(
+      `cluster: kube-apiserver ready at ${server} after ${Math.round(performance.now() - t0)} ms`,
+    );
+    const common = (port: number, kubeconfig: string, dir: string) => [
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      "--bind-address=127.0.0.1",
+      `--secure-port=${port}`,
+      `--cert-dir=${join(stateDir, "certs", dir)}`,
+      "--leader-elect=false",
+      "--profiling=false",
+      "--v=1",
+    ];
+    start("kube-controller-manager", kcp, [
+      "controller-manager",
+      ...common(kcmPort, kcmKubeconfig, "kcm"),
+      "--controllers=*",
+      "--use-service-account-credentials=true",
+      `--service-account-private-key-file=${sa.key}`,
+      `--root-ca-file=${ca.cert}`,
+      `--cluster-signing-cert-file=${ca.cert}`,
+      `--cluster-signing-key-file=${ca.key}`,
+      "--allocate-node-cidrs=false",
+    ]);
+    start("kube-scheduler", kcp, ["scheduler", ...common(schedPort, schedKubeconfig, "scheduler")]);
+    // Their serving certs are self-signed in --cert-dir; /healthz is always allowed: curl -k semantics.
+    await Promise.all([
+      waitForHealthz(`https://127.0.0.1:${kcmPort}/healthz`, deadline, alive),
+      waitForHealthz(`https://127.0.0.1:${schedPort}/healthz`, deadline, alive),
+    ]);
+    // Pods need their ServiceAccount: the serviceaccount controller creates `default` per namespace.
+    await waitFor200(
+      `${server}/api/v1/namespaces/default/serviceaccounts/default`,
+      client,
+      deadline,
+      alive,
+    );
+    const version = JSON.parse(await waitFor200(`${server}/version`, client, deadline, alive))
+      .gitVersion as string;
+    const info: ClusterInfo = {
+      server,
+      stateDir,
+      logDir,
+      caFile: ca.cert,
+      caKeyFile: ca.key,
+      adminKubeconfig,
+      adminCert: admin,
+      kubeletClientCert: kubeletClient,
+      nodeSubnet,
+      ports,
+      processes: procs,
+      binDir,
+      version,
+    };
+    await writeFile(join(stateDir, "cluster.json"), JSON.stringify(info, null, 2) + "\n");
+    const cluster = attach(info, children);
+    await cluster.kubeconfigFor("alice");
+    log(`cluster: ${version} ready in ${Math.round(performance.now() - t0)} ms; state ${stateDir}`);
+    return cluster;
+  } catch (e) {
+    await stopProcesses([...procs].reverse(), binDir, 2000);
+    throw e;
+  } finally {
+    client.close();
+  }
+}
+
+/**
+ * Polls a component's /healthz with `curl -k` (its serving certificate is self-signed).
+ *
+ * @param url healthz URL
+ * @param deadline epoch ms
+ * @param alive throws when a component died
+ * @throws {Error} on timeout
+ */
+async function waitForHealthz(url: string, deadline: number, alive: () => void): Promise<void> {
+  let last = "";
+  while (Date.now() < deadline) {
+    alive();
+    const out = await new Deno.Command("curl", {
+      args: ["-ksS", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}", url],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    last = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+    if (last.trim() === "200") return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`Cannot reach "${url}": ${last}`);
+}
+
+/**
+ * Wraps cluster info with its methods.
+ *
+ * @param info the cluster's record
+ * @param children child handles when this process started them
+ * @returns the cluster
+ */
+function attach(info: ClusterInfo, children: Deno.ChildProcess[] = []): Cluster {
+  let stopped: Promise<void> | undefined;
+  return {
+    ...info,
+    async kubeconfigFor(user: string, groups: readonly string[] = []): Promise<string> {
+      const safe = `${user}${groups.length ? "." + groups.join(".") : ""}`.replace(
+        /[^A-Za-z0-9._-]/g,
+        "_",
+      );
+      const path = join(info.stateDir, `user-${safe}.kubeconfig`);
+      if (existsSync(path)) return path;
+      const dir = join(info.stateDir, "pki", "users");
+      await mkdir(dir, { recursive: true });
+      const cert = await createCert(dir, safe, { cert: info.caFile, key: info.caKeyFile }, {
+        cn: user,
+        orgs: groups,
+        usage: "client",
+      });
+      await writeFile(path, kubeconfigYaml(info.server, info.caFile, cert, user));
+      return path;
+    },
+    stop(): Promise<void> {
+      stopped ??= (async () => {
+        await stopProcesses([...info.processes].reverse(), info.binDir);
+        await Promise.allSettled(children.map((c) => c.status));
+      })();
+      return stopped;
+    },
+  };
+}
+
+/**
+ * Attaches to a cluster already started in `stateDir` (by `cluster:up` or another test run) if its
+ * apiserver answers `/readyz`.
+ *
+ * @param stateDir state folder (default `$AICR_CLUSTER_DIR` or `<repo>/.cluster`)
+ * @returns the cluster, or undefined when none is running there
+ */
+export async function loadCluster(stateDir?: string): Promise<Cluster | undefined> {
+  const dir = resolveStateDir(stateDir);
+  const file = join(dir, "cluster.json");
+  if (!existsSync(file)) return undefined;
+  const info = JSON.parse(await readFile(file, "utf8")) as ClusterInfo;
+  if (!info.processes.every((p) => isOurs(p.pid, info.binDir))) return undefined;
+  const client = Deno.createHttpClient({
+    caCerts: [await readFile(info.caFile, "utf8")],
+    cert: await readFile(info.adminCert.cert, "utf8"),
+    key: await readFile(info.adminCert.key, "utf8"),
+  });
+  try {
+    const res = await fetch(`${info.server}/readyz`, { client, signal: AbortSignal.timeout(3000) });
+    await res.body?.cancel();
+    return res.ok ? attach(info) : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    client.close();
+  }
+}
+
+/**
+ * Stops a cluster recorded in `stateDir/cluster.json` (by pid, only processes still running our binaries).
+ *
+ * @param stateDir state folder
+ * @returns true when there was a record
+ */
+export async function stopClusterAt(stateDir?: string): Promise<boolean> {
+  const file = join(resolveStateDir(stateDir), "cluster.json");
+  if (!existsSync(file)) return false;
+  const info = JSON.parse(await readFile(file, "utf8")) as ClusterInfo;
+  await stopProcesses([...info.processes].reverse(), info.binDir);
+  return true;
+}
+
+/**
+ * CLI: `build`, `up [--foreground]`, `down`, `kubeconfig <user> [group...]`.
+ *
+ * @param args command line
+ * @returns exit code
+ */
+async function main(args: string[]): Promise<number> {
+  const [verb, ...rest] = args;
+  const out = (s: string) => Deno.stdout.writeSync(enc.encode(`${s}\n`));
+  switch (verb) {
+    case "build":
+      out(await buildCluster());
+      return 0;
+    case "up": {
+      const foreground = rest.includes("--foreground");
+      await stopClusterAt();
+      const cluster = await startCluster({ detach: !foreground });
+      out(`export KUBECONFIG=${cluster.adminKubeconfig}`);
+      if (!foreground) return 0;
+      stderrLog("cluster: running; Ctrl-C stops it");
+      await new Promise<void>((resolveStop) => {
+        const onSignal = () => resolveStop();
+        Deno.addSignalListener("SIGINT", onSignal);
+        Deno.addSignalListener("SIGTERM", onSignal);
+      });
+      await cluster.stop();
+      stderrLog("cluster: stopped");
+      return 0;
+    }
+    case "down":
+      stderrLog(await stopClusterAt() ? "cluster: stopped" : "cluster: nothing recorded");
+      return 0;
+    case "kubeconfig": {
+      const [user, ...groups] = rest;
+      const cluster = user ? await loadCluster() : undefined;
+      if (!user || !cluster) {
+        stderrLog(user ? "cluster: not running" : "usage: cluster.ts kubeconfig <user> [group...]");
+        return 2;
+      }
+      out(await cluster.kubeconfigFor(user, groups));
+      return 0;
+    }
+    default:
+      stderrLog(
+        "usage: cluster.ts build | up [--foreground] | down | kubeconfig <user> [group...]",
+      );
+      return 2;
+  }
+}
+
+if (import.meta.main) {
+  try {
+    Deno.exitCode = await main(Deno.args);
+  } catch (e) {
+    stderrLog(e instanceof Error ? e.message : String(e));
+    Deno.exitCode = 1;
+  }
+}
