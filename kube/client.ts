@@ -1,0 +1,601 @@
+/**
+ * The narrow Kubernetes client aicr uses: the calls we make, nothing more, over the
+ * transport in `rest.ts`. Everything above floor 1 depends on {@link KubeClient},
+ * never on `@kubernetes/client-node` types.
+ *
+ * @module
+ */
+import { KubeApiError } from "./errors.ts";
+import { createRestClient, loadKubeConfig } from "./rest.ts";
+import type { KubeConfigSource, LineStream, Query, RestClient, RestClientOptions } from "./rest.ts";
+import { apiVersionOf, collectionPath, objectPath, RESOURCES } from "./resources.ts";
+import type { KindName, ResourceType } from "./resources.ts";
+
+/** An owner reference. */
+export interface OwnerReference {
+  /** Owner apiVersion. */
+  apiVersion: string;
+  /** Owner kind. */
+  kind: string;
+  /** Owner name. */
+  name: string;
+  /** Owner UID. */
+  uid: string;
+  /** Whether the owner is the managing controller. */
+  controller?: boolean;
+}
+
+/** Object metadata, the fields aicr reads. */
+export interface ObjectMeta {
+  /** Name. */
+  name?: string;
+  /** Namespace. */
+  namespace?: string;
+  /** UID assigned by the API server. */
+  uid?: string;
+  /** Labels. */
+  labels?: Record<string, string>;
+  /** Annotations. */
+  annotations?: Record<string, string>;
+  /** Resource version. */
+  resourceVersion?: string;
+  /** Set when deletion started. */
+  deletionTimestamp?: string;
+  /** Creation time. */
+  creationTimestamp?: string;
+  /** Owners. */
+  ownerReferences?: OwnerReference[];
+}
+
+/** Any Kubernetes object. */
+export interface KubeObject {
+  /** apiVersion. */
+  apiVersion?: string;
+  /** kind. */
+  kind?: string;
+  /** metadata. */
+  metadata?: ObjectMeta;
+  /** Everything else. */
+  [field: string]: unknown;
+}
+
+/** One page of a list. */
+export interface ListResult<T> {
+  /** The objects. */
+  items: T[];
+  /** Continue token for the next page, if any. */
+  continue?: string;
+  /** Resource version of the list (start a watch from it). */
+  resourceVersion: string;
+}
+
+/** One watch event. */
+export interface WatchEvent<T> {
+  /** Event type. */
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  /** The object (a Status for ERROR). */
+  object: T;
+}
+
+/** Options shared by calls. */
+export interface CallOptions {
+  /** Cancels the call. */
+  signal?: AbortSignal;
+  /** Per-attempt timeout. */
+  timeoutMs?: number;
+}
+
+/** Options for list and watch. */
+export interface ListOptions extends CallOptions {
+  /** Label selector. */
+  labelSelector?: string;
+  /** Field selector. */
+  fieldSelector?: string;
+  /** Page size. */
+  limit?: number;
+  /** Continue token. */
+  continue?: string;
+}
+
+/** Options for watch. */
+export interface WatchOptions extends ListOptions {
+  /** Start after this resource version. */
+  resourceVersion?: string;
+  /** Server-side timeout of the watch. */
+  timeoutSeconds?: number;
+}
+
+/** Attributes of an access review (one `kubectl auth can-i` question). */
+export interface ResourceAttributes {
+  /** Verb, e.g. `create`. */
+  verb: string;
+  /** API group, `""` for core. */
+  group?: string;
+  /** Resource plural, e.g. `jobs`. */
+  resource: string;
+  /** Subresource, e.g. `log`. */
+  subresource?: string;
+  /** Namespace; omitted for cluster scope. */
+  namespace?: string;
+  /** Object name. */
+  name?: string;
+}
+
+/** The answer of an access review. */
+export interface AccessDecision {
+  /** Whether allowed. */
+  allowed: boolean;
+  /** The authorizer's reason, if any. */
+  reason?: string;
+}
+
+/** A user as TokenReview reports it. */
+export interface ReviewedUser {
+  /** Username. */
+  username: string;
+  /** UID. */
+  uid?: string;
+  /** Groups. */
+  groups: string[];
+  /** Extra attributes. */
+  extra?: Record<string, string[]>;
+}
+
+/** What aicr asks of the Kubernetes API. */
+export interface KubeClient {
+  /** API server URL. */
+  readonly server: string;
+  /** The kubeconfig context's namespace, if set. */
+  readonly defaultNamespace: string | undefined;
+  /** Creates an object; the response carries its UID. Never retried. */
+  create<T extends KubeObject>(kind: KindName, object: T, options?: CallOptions): Promise<T>;
+  /** Reads an object; undefined when it does not exist. */
+  get<T extends KubeObject>(
+    kind: KindName,
+    namespace: string | undefined,
+    name: string,
+    options?: CallOptions,
+  ): Promise<T | undefined>;
+  /** Lists one page. */
+  list<T extends KubeObject>(
+    kind: KindName,
+    namespace: string | undefined,
+    options?: ListOptions,
+  ): Promise<ListResult<T>>;
+  /** Lists every page. */
+  listAll<T extends KubeObject>(
+    kind: KindName,
+    namespace: string | undefined,
+    options?: ListOptions,
+  ): Promise<T[]>;
+  /**
+   * Deletes an object only if its UID still matches (`preconditions.uid`).
+   * Returns `deleted`, `gone` (404) or `conflict` (another object holds the name).
+   */
+  deleteIfUid(
+    kind: KindName,
+    namespace: string | undefined,
+    name: string,
+    uid: string,
+    options?: CallOptions & { propagationPolicy?: "Background" | "Foreground" | "Orphan" },
+  ): Promise<"deleted" | "gone" | "conflict">;
+  /** Watches objects; iterate, and break or abort the signal to stop. */
+  watch<T extends KubeObject>(
+    kind: KindName,
+    namespace: string | undefined,
+    options?: WatchOptions,
+  ): Promise<AsyncIterable<WatchEvent<T>> & { close(): void }>;
+  /** Server-side applies a ConfigMap (create or update, field manager `aicr`, forced). */
+  applyConfigMap(
+    namespace: string,
+    name: string,
+    content: { labels: Record<string, string>; data: Record<string, string> },
+    options?: CallOptions,
+  ): Promise<KubeObject>;
+  /** Reads a container's log. */
+  podLog(
+    namespace: string,
+    name: string,
+    options?: CallOptions & { container?: string; tailLines?: number; limitBytes?: number },
+  ): Promise<string>;
+  /** Follows a container's log line by line. */
+  followPodLog(
+    namespace: string,
+    name: string,
+    options?: CallOptions & { container?: string; sinceTime?: string },
+  ): Promise<LineStream>;
+  /** Asks whether the caller may do something (SelfSubjectAccessReview). */
+  selfAccessReview(attributes: ResourceAttributes, options?: CallOptions): Promise<AccessDecision>;
+  /** Asks whether a user may do something (SubjectAccessReview). */
+  subjectAccessReview(
+    user: { username: string; groups?: string[]; uid?: string; extra?: Record<string, string[]> },
+    attributes: ResourceAttributes,
+    options?: CallOptions,
+  ): Promise<AccessDecision>;
+  /** Authenticates a bearer token (TokenReview). */
+  tokenReview(
+    token: string,
+    options?: CallOptions & { audiences?: string[] },
+  ): Promise<{ authenticated: boolean; user?: ReviewedUser; error?: string }>;
+  /** The server's `/version`. */
+  serverVersion(options?: CallOptions): Promise<Record<string, string>>;
+  /** The preferred version of every API resource (discovery). */
+  discoverResources(options?: CallOptions): Promise<DiscoveredResource[]>;
+  /** Lists custom objects cluster-wide (all pages). */
+  listCustomObjects(
+    resource: { group: string; version: string; plural: string },
+    options?: ListOptions,
+  ): Promise<KubeObject[]>;
+  /** The transport, for calls not covered here. */
+  readonly rest: RestClient;
+}
+
+/** One resource found by discovery. */
+export interface DiscoveredResource {
+  /** API group. */
+  group: string;
+  /** Preferred version. */
+  version: string;
+  /** Plural name. */
+  plural: string;
+  /** Kind. */
+  kind: string;
+  /** Namespaced or cluster-scoped. */
+  namespaced: boolean;
+  /** Verbs. */
+  verbs: string[];
+}
+
+/** Options for {@link createKubeClient}. */
+export interface KubeClientOptions extends RestClientOptions {
+  /** Field manager for server-side apply. @default "aicr" */
+  fieldManager?: string;
+}
+
+/**
+ * Connects to the cluster a kubeconfig names.
+ *
+ * @param source kubeconfig path, context or in-cluster
+ * @param env environment lookup
+ * @param options retry policy and field manager
+ * @returns the client
+ * @throws {UsageError} when the kubeconfig cannot be loaded
+ */
+export function connectKube(
+  source: KubeConfigSource,
+  env: (name: string) => string | undefined,
+  options: KubeClientOptions = {},
+): KubeClient {
+  return createKubeClient(createRestClient(loadKubeConfig(source, env), options), options);
+}
+
+/**
+ * Builds the client over a transport.
+ *
+ * @param rest the transport
+ * @param options field manager
+ * @returns the client
+ */
+export function createKubeClient(rest: RestClient, options: KubeClientOptions = {}): KubeClient {
+  const { fieldManager = "aicr" } = options;
+  const res = (kind: KindName): ResourceType => RESOURCES[kind];
+  const ns = (resource: ResourceType, namespace: string | undefined) =>
+    resource.namespaced ? namespace : undefined;
+  const call = (options?: CallOptions) => ({
+    ...(options?.signal ? { signal: options.signal } : {}),
+    ...(options?.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+  });
+  const listQuery = (options?: ListOptions): Query => ({
+    labelSelector: options?.labelSelector,
+    fieldSelector: options?.fieldSelector,
+    limit: options?.limit,
+    continue: options?.continue,
+  });
+
+  async function list<T extends KubeObject>(
+    kind: KindName,
+    namespace: string | undefined,
+    options?: ListOptions,
+  ): Promise<ListResult<T>> {
+    const resource = res(kind);
+    const body = await rest.json<
+      { items?: T[]; metadata?: { continue?: string; resourceVersion?: string } }
+    >({
+      method: "GET",
+      path: collectionPath(resource, ns(resource, namespace)),
+      query: listQuery(options),
+      ...call(options),
+    });
+    const out: ListResult<T> = {
+      items: body.items ?? [],
+      resourceVersion: body.metadata?.resourceVersion ?? "",
+    };
+    if (body.metadata?.continue) out.continue = body.metadata.continue;
+    return out;
+  }
+
+  async function pages<T extends KubeObject>(
+    fetchPage: (token: string | undefined) => Promise<ListResult<T>>,
+  ): Promise<T[]> {
+    const items: T[] = [];
+    let token: string | undefined;
+    do {
+      const page = await fetchPage(token);
+      items.push(...page.items);
+      token = page.continue;
+    } while (token);
+    return items;
+  }
+
+  return {
+    server: rest.server,
+    defaultNamespace: rest.defaultNamespace,
+    rest,
+    async create<T extends KubeObject>(kind: KindName, object: T, options?: CallOptions) {
+      const resource = res(kind);
+      const body = { apiVersion: apiVersionOf(resource), kind: resource.kind, ...object };
+      return await rest.json<T>({
+        method: "POST",
+        path: collectionPath(resource, ns(resource, object.metadata?.namespace)),
+        body,
+        idempotent: false,
+        ...call(options),
+      });
+    },
+    async get<T extends KubeObject>(
+      kind: KindName,
+      namespace: string | undefined,
+      name: string,
+      options?: CallOptions,
+    ) {
+      const resource = res(kind);
+      try {
+        return await rest.json<T>({
+          method: "GET",
+          path: objectPath(resource, ns(resource, namespace), name),
+          ...call(options),
+        });
+      } catch (error) {
+        if (error instanceof KubeApiError && error.isNotFound) return undefined;
+        throw error;
+      }
+    },
+    list,
+    listAll<T extends KubeObject>(
+      kind: KindName,
+      namespace: string | undefined,
+      options?: ListOptions,
+    ) {
+      return pages<T>((token) =>
+        list<T>(kind, namespace, { limit: 500, ...options, ...(token ? { continue: token } : {}) })
+      );
+    },
+    async deleteIfUid(kind, namespace, name, uid, options) {
+      const resource = res(kind);
+      try {
+        await rest.json({
+          method: "DELETE",
+          path: objectPath(resource, ns(resource, namespace), name),
+          body: {
+            apiVersion: "v1",
+            kind: "DeleteOptions",
+            preconditions: { uid },
+            ...(options?.propagationPolicy ? { propagationPolicy: options.propagationPolicy } : {}),
+          },
+          // A UID-pinned delete is safe to resend: it can only ever remove that one object.
+          idempotent: true,
+          ...call(options),
+        });
+        return "deleted";
+      } catch (error) {
+        if (error instanceof KubeApiError && error.isNotFound) return "gone";
+        if (error instanceof KubeApiError && error.status === 409) return "conflict";
+        throw error;
+      }
+    },
+    async watch<T extends KubeObject>(
+      kind: KindName,
+      namespace: string | undefined,
+      options?: WatchOptions,
+    ) {
+      const resource = res(kind);
+      const stream = await rest.lines({
+        path: collectionPath(resource, ns(resource, namespace)),
+        query: {
+          ...listQuery(options),
+          watch: true,
+          allowWatchBookmarks: true,
+          resourceVersion: options?.resourceVersion,
+          timeoutSeconds: options?.timeoutSeconds,
+        },
+        ...call(options),
+      });
+      return {
+        close: () => stream.close(),
+        async *[Symbol.asyncIterator]() {
+          for await (const line of stream) {
+            if (line.trim() === "") continue;
+            yield JSON.parse(line) as WatchEvent<T>;
+          }
+        },
+      };
+    },
+    async applyConfigMap(namespace, name, content, options) {
+      return await rest.json<KubeObject>({
+        method: "PATCH",
+        path: objectPath(RESOURCES.ConfigMap, namespace, name),
+        query: { fieldManager, force: true },
+        contentType: "application/apply-patch+yaml",
+        body: {
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { name, namespace, labels: content.labels },
+          data: content.data,
+        },
+        // Server-side apply is idempotent: sending the same intent twice converges.
+        idempotent: true,
+        ...call(options),
+      });
+    },
+    async podLog(namespace, name, options) {
+      return await rest.text({
+        method: "GET",
+        path: `${objectPath(RESOURCES.Pod, namespace, name)}/log`,
+        query: {
+          container: options?.container,
+          tailLines: options?.tailLines,
+          limitBytes: options?.limitBytes,
+        },
+        ...call(options),
+      });
+    },
+    async followPodLog(namespace, name, options) {
+      return await rest.lines({
+        path: `${objectPath(RESOURCES.Pod, namespace, name)}/log`,
+        query: { container: options?.container, follow: true, sinceTime: options?.sinceTime },
+        ...call(options),
+      });
+    },
+    async selfAccessReview(attributes, options) {
+      const review = await rest.json<{ status?: AccessDecision }>({
+        method: "POST",
+        path: "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        body: {
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SelfSubjectAccessReview",
+          spec: { resourceAttributes: attributes },
+        },
+        // A review persists nothing, so resending it is safe.
+        idempotent: true,
+        ...call(options),
+      });
+      return decision(review.status);
+    },
+    async subjectAccessReview(user, attributes, options) {
+      const review = await rest.json<{ status?: AccessDecision }>({
+        method: "POST",
+        path: "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        body: {
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SubjectAccessReview",
+          spec: {
+            user: user.username,
+            ...(user.groups ? { groups: user.groups } : {}),
+            ...(user.uid ? { uid: user.uid } : {}),
+            ...(user.extra ? { extra: user.extra } : {}),
+            resourceAttributes: attributes,
+          },
+        },
+        idempotent: true,
+        ...call(options),
+      });
+      return decision(review.status);
+    },
+    async tokenReview(token, options) {
+      const review = await rest.json<{
+        status?: { authenticated?: boolean; user?: Partial<ReviewedUser>; error?: string };
+      }>({
+        method: "POST",
+        path: "/apis/authentication.k8s.io/v1/tokenreviews",
+        body: {
+          apiVersion: "authentication.k8s.io/v1",
+          kind: "TokenReview",
+          spec: { token, ...(options?.audiences ? { audiences: options.audiences } : {}) },
+        },
+        idempotent: true,
+        ...call(options),
+      });
+      const status = review.status ?? {};
+      const out: { authenticated: boolean; user?: ReviewedUser; error?: string } = {
+        authenticated: status.authenticated === true,
+      };
+      if (status.authenticated && status.user?.username) {
+        out.user = {
+          username: status.user.username,
+          groups: status.user.groups ?? [],
+          ...(status.user.uid ? { uid: status.user.uid } : {}),
+          ...(status.user.extra ? { extra: status.user.extra } : {}),
+        };
+      }
+      if (status.error) out.error = status.error;
+      return out;
+    },
+    async serverVersion(options) {
+      return await rest.json<Record<string, string>>({
+        method: "GET",
+        path: "/version",
+        ...call(options),
+      });
+    },
+    async discoverResources(options) {
+      return await discover(rest, call(options));
+    },
+    listCustomObjects(resource, options) {
+      const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`;
+      return pages<KubeObject>(async (token) => {
+        const body = await rest.json<{ items?: KubeObject[]; metadata?: { continue?: string } }>({
+          method: "GET",
+          path,
+          query: { ...listQuery(options), limit: options?.limit ?? 500, continue: token },
+          ...call(options),
+        });
+        const out: ListResult<KubeObject> = { items: body.items ?? [], resourceVersion: "" };
+        if (body.metadata?.continue) out.continue = body.metadata.continue;
+        return out;
+      });
+    },
+  };
+}
+
+function decision(status: AccessDecision | undefined): AccessDecision {
+  const out: AccessDecision = { allowed: status?.allowed === true };
+  if (status?.reason) out.reason = status.reason;
+  return out;
+}
+
+interface ApiResourceList {
+  groupVersion?: string;
+  resources?: { name: string; kind: string; namespaced: boolean; verbs?: string[] }[];
+}
+
+async function discover(
+  rest: RestClient,
+  call: { signal?: AbortSignal; timeoutMs?: number },
+): Promise<DiscoveredResource[]> {
+  const groupVersions: { group: string; version: string }[] = [{ group: "", version: "v1" }];
+  const groups = await rest.json<{
+    groups?: { name: string; preferredVersion?: { version: string } }[];
+  }>({ method: "GET", path: "/apis", ...call });
+  for (const g of groups.groups ?? []) {
+    if (g.preferredVersion) {
+      groupVersions.push({ group: g.name, version: g.preferredVersion.version });
+    }
+  }
+  // Partial discovery is accepted (as upstream): a group that fails is skipped.
+  const lists = await Promise.allSettled(
+    groupVersions.map(({ group, version }) =>
+      rest.json<ApiResourceList>({
+        method: "GET",
+        path: group === "" ? `/api/${version}` : `/apis/${group}/${version}`,
+        ...call,
+      }).then((list) => ({ group, version, list }))
+    ),
+  );
+  const out: DiscoveredResource[] = [];
+  for (const result of lists) {
+    if (result.status !== "fulfilled") continue;
+    const { group, version, list } = result.value;
+    for (const r of list.resources ?? []) {
+      if (r.name.includes("/")) continue;
+      out.push({
+        group,
+        version,
+        plural: r.name,
+        kind: r.kind,
+        namespaced: r.namespaced,
+        verbs: r.verbs ?? [],
+      });
+    }
+  }
+  return out;
+}

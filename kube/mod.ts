@@ -1,0 +1,23 @@
+/**
+ * The Kubernetes adapter: the only importer of `@kubernetes/client-node`. It exposes a
+ * narrow {@link KubeClient} and API errors as aicr errors.
+ *
+ * ```ts ignore
+ * const kube = connectKube({ kubeconfig: "~/.kube/config" }, (n) => process.env[n]);
+ * const cm = await kube.get("ConfigMap", "default", "aicr-snapshot");
+ * ```
+ *
+ * @module
+ */
+export * from "./client.ts";
+export * from "./errors.ts";
+export * from "./resources.ts";
+export { abortableSleep, createRestClient, loadKubeConfig } from "./rest.ts";
+export type {
+  KubeConfigSource,
+  LineStream,
+  Query,
+  RestClient,
+  RestClientOptions,
+  RestRequest,
+} from "./rest.ts";

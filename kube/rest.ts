@@ -1,0 +1,334 @@
+/**
+ * The HTTPS transport to the Kubernetes API: credentials from a kubeconfig (through
+ * `@kubernetes/client-node`'s KubeConfig, so exec plugins, token files and client
+ * certificates all work), JSON in and out, Status bodies parsed into
+ * {@link KubeApiError}, bounded retries with backoff for idempotent requests, and
+ * line-delimited streams for watches and logs.
+ *
+ * @module
+ */
+import https from "node:https";
+import http from "node:http";
+import { Buffer } from "node:buffer";
+import { KubeConfig } from "@kubernetes/client-node";
+import { UsageError } from "../errors.ts";
+import { KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
+
+/** Query parameters; undefined values are left out. */
+export type Query = Record<string, string | number | boolean | undefined>;
+
+/** One API request. */
+export interface RestRequest {
+  /** HTTP method. */
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  /** Absolute API path, e.g. `/api/v1/namespaces/default/pods`. */
+  path: string;
+  /** Query parameters. */
+  query?: Query;
+  /** JSON body. */
+  body?: unknown;
+  /** Content type of the body. @default "application/json" */
+  contentType?: string;
+  /** Cancels the request. */
+  signal?: AbortSignal;
+  /** Per-attempt timeout. @default 30000 */
+  timeoutMs?: number;
+  /**
+   * Whether the request may be sent again after a retryable failure. GETs and
+   * UID-pinned deletes are; creates are not (a lost response must not duplicate).
+   * @default method === "GET"
+   */
+  idempotent?: boolean;
+}
+
+/** Line stream of a long-running response (watch, follow logs). */
+export interface LineStream extends AsyncIterable<string> {
+  /** Stops the stream and closes the connection. */
+  close(): void;
+}
+
+/** The transport every Kubernetes call goes through. */
+export interface RestClient {
+  /** The API server URL. */
+  readonly server: string;
+  /** The identity's default namespace from the kubeconfig context, if any. */
+  readonly defaultNamespace: string | undefined;
+  /** Sends a request and parses the JSON response. */
+  json<T>(request: RestRequest): Promise<T>;
+  /** Sends a request and returns the body as text. */
+  text(request: RestRequest): Promise<string>;
+  /** Opens a streaming GET and yields its lines. */
+  lines(request: Omit<RestRequest, "method" | "body">): Promise<LineStream>;
+}
+
+/** Options for {@link createRestClient}. */
+export interface RestClientOptions {
+  /** Retries after the first attempt for idempotent requests. @default 4 */
+  retries?: number;
+  /** First backoff delay. @default 200 */
+  backoffMs?: number;
+  /** Sleep, injectable for tests. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+/** Where a kubeconfig comes from. */
+export interface KubeConfigSource {
+  /** Explicit kubeconfig path (`--kubeconfig`). */
+  kubeconfig?: string;
+  /** Context name (`--context`). */
+  context?: string;
+  /** Use the in-cluster ServiceAccount (agent pods). */
+  inCluster?: boolean;
+}
+
+/**
+ * Loads a kubeconfig: an explicit file, else `KUBECONFIG`/`~/.kube/config`, else the
+ * in-cluster ServiceAccount.
+ *
+ * @param source explicit path, context, or in-cluster
+ * @param env environment lookup
+ * @returns the loaded KubeConfig
+ * @throws {UsageError} naming the file or context and the fix
+ */
+export function loadKubeConfig(
+  source: KubeConfigSource,
+  env: (name: string) => string | undefined,
+): KubeConfig {
+  const kc = new KubeConfig();
+  try {
+    if (source.inCluster) {
+      kc.loadFromCluster();
+    } else if (source.kubeconfig) {
+      kc.loadFromFile(source.kubeconfig);
+    } else if (env("KUBECONFIG")) {
+      kc.loadFromDefault();
+    } else if (env("KUBERNETES_SERVICE_HOST")) {
+      kc.loadFromCluster();
+    } else {
+      kc.loadFromDefault();
+    }
+  } catch (error) {
+    const file = source.kubeconfig ?? env("KUBECONFIG") ?? "~/.kube/config";
+    throw new UsageError(
+      `Cannot load kubeconfig '${file}': ${error instanceof Error ? error.message : error}`,
+      { cause: error, details: ["pass --kubeconfig with a valid kubeconfig file"] },
+    );
+  }
+  if (source.context) {
+    if (!kc.getContextObject(source.context)) {
+      throw new UsageError(
+        `Cannot use context '${source.context}': it is not in the kubeconfig (contexts: ${
+          kc.getContexts().map((c) => c.name).join(", ") || "none"
+        })`,
+      );
+    }
+    kc.setCurrentContext(source.context);
+  }
+  const cluster = kc.getCurrentCluster();
+  if (!cluster || !cluster.server) {
+    throw new UsageError(
+      "Cannot find a Kubernetes API server: the kubeconfig has no current cluster",
+      { details: ["pass --kubeconfig, set KUBECONFIG, or run inside a cluster"] },
+    );
+  }
+  return kc;
+}
+
+/**
+ * Creates the transport for a kubeconfig.
+ *
+ * @param kc the loaded kubeconfig
+ * @param options retry policy
+ * @returns the REST client
+ */
+export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}): RestClient {
+  const { retries = 4, backoffMs = 200, sleep = abortableSleep } = options;
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new UsageError("Cannot find a Kubernetes API server: no current cluster");
+  const server = cluster.server.replace(/\/+$/, "");
+  const base = new URL(server);
+  const contextName = kc.getCurrentContext();
+  const defaultNamespace = kc.getContextObject(contextName)?.namespace;
+
+  async function send(request: RestRequest, stream: boolean): Promise<http.IncomingMessage> {
+    const opts: https.RequestOptions = {};
+    await kc.applyToHTTPSOptions(opts);
+    const url = new URL(base.pathname.replace(/\/$/, "") + request.path, base);
+    for (const [key, value] of Object.entries(request.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(key, String(value));
+    }
+    const body = request.body === undefined ? undefined : JSON.stringify(request.body);
+    const headers: Record<string, string> = {
+      ...(opts.headers as Record<string, string> | undefined),
+      Accept: "application/json",
+      "User-Agent": "aicr",
+    };
+    if (body !== undefined) {
+      headers["Content-Type"] = request.contentType ?? "application/json";
+      headers["Content-Length"] = String(Buffer.byteLength(body));
+    }
+    const lib = url.protocol === "http:" ? http : https;
+    return await new Promise((resolve, reject) => {
+      const req = lib.request(url, { ...opts, method: request.method, headers }, (res) => {
+        if (!stream) req.setTimeout(0);
+        resolve(res);
+      });
+      const timeoutMs = request.timeoutMs ?? 30_000;
+      if (!stream) {
+        req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
+      }
+      const onAbort = () => req.destroy(request.signal?.reason ?? new Error("aborted"));
+      if (request.signal) {
+        if (request.signal.aborted) onAbort();
+        else request.signal.addEventListener("abort", onAbort, { once: true });
+      }
+      req.on("error", (error) => reject(connectionError(request, server, error)));
+      req.on("close", () => request.signal?.removeEventListener("abort", onAbort));
+      if (body !== undefined) req.write(body);
+      req.end();
+    });
+  }
+
+  async function attempt(request: RestRequest): Promise<string> {
+    const res = await send(request, false);
+    const text = await readAll(res);
+    const status = res.statusCode ?? 0;
+    if (status >= 200 && status < 300) return text;
+    throw statusError(request, status, text, res.headers["retry-after"]);
+  }
+
+  async function withRetries(request: RestRequest): Promise<string> {
+    const idempotent = request.idempotent ?? request.method === "GET";
+    for (let n = 0;; n++) {
+      try {
+        return await attempt(request);
+      } catch (error) {
+        const retryable = error instanceof KubeApiError && error.isRetryable && idempotent &&
+          !request.signal?.aborted;
+        if (!retryable || n >= retries) throw error;
+        const wait = error.retryAfterSeconds !== undefined
+          ? Math.min(error.retryAfterSeconds * 1000, 30_000)
+          : backoffMs * 2 ** n * (0.75 + Math.random() / 2);
+        await sleep(wait, request.signal);
+      }
+    }
+  }
+
+  return {
+    server,
+    defaultNamespace,
+    async json<T>(request: RestRequest): Promise<T> {
+      const text = await withRetries(request);
+      return (text === "" ? {} : JSON.parse(text)) as T;
+    },
+    text(request: RestRequest): Promise<string> {
+      return withRetries(request);
+    },
+    async lines(request): Promise<LineStream> {
+      const full: RestRequest = { ...request, method: "GET" };
+      const res = await send(full, true);
+      const status = res.statusCode ?? 0;
+      if (status < 200 || status >= 300) {
+        throw statusError(full, status, await readAll(res), res.headers["retry-after"]);
+      }
+      return lineStream(res);
+    },
+  };
+}
+
+function lineStream(res: http.IncomingMessage): LineStream {
+  res.setEncoding("utf8");
+  return {
+    close() {
+      res.destroy();
+    },
+    async *[Symbol.asyncIterator]() {
+      let buffer = "";
+      try {
+        for await (const chunk of res) {
+          buffer += chunk as string;
+          let index: number;
+          while ((index = buffer.indexOf("\n")) >= 0) {
+            const line = buffer.slice(0, index);
+            buffer = buffer.slice(index + 1);
+            yield line;
+          }
+        }
+      } catch (error) {
+        // A destroyed stream ends the iteration; a reset connection surfaces as an error.
+        if (!res.destroyed || (error as { code?: string }).code !== "ERR_STREAM_PREMATURE_CLOSE") {
+          if (!res.destroyed) throw error;
+        }
+      }
+      if (buffer !== "") yield buffer;
+    },
+  };
+}
+
+async function readAll(res: http.IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of res) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function describeRequest(request: RestRequest): string {
+  return `${request.method} ${request.path}`;
+}
+
+function statusError(
+  request: RestRequest,
+  status: number,
+  text: string,
+  retryAfter: string | string[] | undefined,
+): KubeApiError {
+  let reason = "";
+  let message = text.trim().slice(0, 500);
+  try {
+    const parsed = JSON.parse(text) as { reason?: string; message?: string };
+    reason = parsed.reason ?? "";
+    message = parsed.message ?? message;
+  } catch {
+    // Not a Status object (e.g. a proxy's HTML); keep the raw text.
+  }
+  const header = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
+  const seconds = header !== undefined && /^\d+$/.test(header) ? Number(header) : undefined;
+  return new KubeApiError(
+    `Cannot ${describeRequest(request)}: ${status}${reason ? ` ${reason}` : ""}: ${message}`,
+    status,
+    reason,
+    seconds === undefined ? {} : { retryAfterSeconds: seconds },
+  );
+}
+
+function connectionError(request: RestRequest, server: string, error: unknown): unknown {
+  if (request.signal?.aborted) return request.signal.reason ?? error;
+  const detail = error instanceof Error ? error.message : String(error);
+  return new KubeApiError(
+    `Cannot reach Kubernetes API server '${server}' for ${describeRequest(request)}: ${detail}`,
+    0,
+    "ConnectionFailure",
+    { cause: error, details: UNREACHABLE_HINTS },
+  );
+}
+
+/**
+ * Sleeps, waking early with the signal's reason when it aborts.
+ *
+ * @param ms milliseconds
+ * @param signal cancels the sleep
+ * @returns resolves after the delay
+ */
+export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
