@@ -1,0 +1,14 @@
+/**
+ * Pure builders of the Kubernetes objects aicr creates, and the one source of their
+ * names and labels. Nothing here does I/O: configuration in, plain objects out.
+ *
+ * ```ts
+ * import { jobName, newRunId, runLabels } from "./mod.ts";
+ * const runId = newRunId(new Date(0), () => "0123456789abcdef");
+ * const name = jobName("aicr", runId); // "aicr-19700101-000000-0123456789abcdef"
+ * const labels = runLabels({ runId, invocationId: "fedcba9876543210" });
+ * ```
+ *
+ * @module
+ */
+export * from "./names.ts";

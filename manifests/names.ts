@@ -1,0 +1,492 @@
+/**
+ * The one source of every name and label aicr puts on a Kubernetes object: run IDs,
+ * invocation IDs, run-scoped names that always fit 63 characters, the names of the
+ * rendered exact-ServiceAccount grant, the labels of runs and of the snapshot
+ * ConfigMap, label selectors, and Kubernetes name validation with errors that name
+ * the flag.
+ *
+ * @module
+ */
+import { UsageError } from "../errors.ts";
+
+/** Labels of one object, in the order they are written. */
+export type Labels = Record<string, string>;
+
+/** `app.kubernetes.io/name`: always `aicr`. */
+export const LABEL_NAME = "app.kubernetes.io/name";
+/** `app.kubernetes.io/managed-by`: `aicr` on every object a run creates. */
+export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
+/** `app.kubernetes.io/component`: `snapshot-agent`, `daemon`, or `Snapshot` on the ConfigMap. */
+export const LABEL_COMPONENT = "app.kubernetes.io/component";
+/** `app.kubernetes.io/version`: the agent's version, on the snapshot ConfigMap. */
+export const LABEL_VERSION = "app.kubernetes.io/version";
+/** `app.kubernetes.io/instance`: tells two DaemonSets of one namespace apart. */
+export const LABEL_INSTANCE = "app.kubernetes.io/instance";
+/** `aicr.run/run-id`: the run ID; settable, so it proves nothing on its own. */
+export const LABEL_RUN_ID = "aicr.run/run-id";
+/** `aicr.run/invocation-id`: generated per process; what cleanup's ownership proof rests on. */
+export const LABEL_INVOCATION_ID = "aicr.run/invocation-id";
+
+/** The value of {@link LABEL_NAME} and {@link LABEL_MANAGED_BY}. */
+export const APP_NAME = "aicr";
+/** Component of the snapshot agent Job, its pod and its RBAC. */
+export const COMPONENT_SNAPSHOT_AGENT = "snapshot-agent";
+/** Component of the DaemonSet mode's objects. */
+export const COMPONENT_DAEMON = "daemon";
+/** Component the in-pod agent writes on the snapshot ConfigMap. */
+export const COMPONENT_SNAPSHOT = "Snapshot";
+
+/** A component aicr creates objects for. */
+export type Component = typeof COMPONENT_SNAPSHOT_AGENT | typeof COMPONENT_DAEMON;
+
+/** Default `--job-name` prefix. */
+export const DEFAULT_JOB_NAME_PREFIX = "aicr";
+/** Default `--service-account-name` prefix. */
+export const DEFAULT_SERVICE_ACCOUNT_PREFIX = "aicr";
+/** Prefix of the run-scoped ClusterRole and ClusterRoleBinding. */
+export const NODE_READER_PREFIX = "aicr-node-reader";
+/** Prefix of the staging ConfigMap the agent writes when no `cm://` was given. */
+export const STAGING_CONFIGMAP_PREFIX = "aicr-agent-snapshot";
+/** Prefix of the directory `--add-roles-to-service-account` writes. */
+export const RBAC_DIRECTORY_PREFIX = "snapshot-rbac";
+
+/** Longest Kubernetes object name that is also a DNS-1123 label (Jobs, pod-template labels). */
+export const MAX_NAME_LENGTH = 63;
+/** Length of a run ID: `YYYYMMDD-HHMMSS-` plus 16 hex digits. */
+export const RUN_ID_LENGTH = 32;
+/** Longest prefix kept in a run-scoped name: 63 - 1 (`-`) - 32. */
+export const MAX_PREFIX_LENGTH = MAX_NAME_LENGTH - 1 - RUN_ID_LENGTH;
+/** Hex digits the random source must give for a run or invocation ID. */
+export const RANDOM_HEX_LENGTH = 16;
+
+const RUN_ID_REGEXP = /^\d{8}-\d{6}-[0-9a-f]{16}$/;
+const INVOCATION_ID_REGEXP = /^[0-9a-f]{16}$/;
+const HEX_REGEXP = /^[0-9a-f]{16}$/;
+const DNS1123_LABEL_REGEXP = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1123_SUBDOMAIN_REGEXP =
+  /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const PREFIX_REGEXP = /^[a-z0-9][-a-z0-9]*$/;
+const LABEL_NAME_REGEXP = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const LABEL_VALUE_REGEXP = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+function randomHex16(randomHex: () => string): string {
+  const hex = randomHex().toLowerCase();
+  if (!HEX_REGEXP.test(hex)) {
+    throw new RangeError(
+      `Cannot make an ID as the random source must give ${RANDOM_HEX_LENGTH} hex digits: current value is "${hex}"`,
+    );
+  }
+  return hex;
+}
+
+function pad(value: number, width: number): string {
+  return String(value).padStart(width, "0");
+}
+
+/**
+ * Makes a run ID: `<YYYYMMDD-HHMMSS>-<16 hex>` in UTC, 32 characters. The time part
+ * sorts runs and tells an operator when a leftover object was made; the hex part
+ * makes concurrent runs in the same second distinct.
+ *
+ * @param now the clock reading
+ * @param randomHex gives 16 lowercase hex digits (e.g. 8 random bytes as hex)
+ * @returns the run ID
+ * @throws {RangeError} when `randomHex` gives anything but 16 hex digits
+ */
+export function newRunId(now: Date, randomHex: () => string): string {
+  const stamp = `${pad(now.getUTCFullYear(), 4)}${pad(now.getUTCMonth() + 1, 2)}${
+    pad(now.getUTCDate(), 2)
+  }-${pad(now.getUTCHours(), 2)}${pad(now.getUTCMinutes(), 2)}${pad(now.getUTCSeconds(), 2)}`;
+  return `${stamp}-${randomHex16(randomHex)}`;
+}
+
+/**
+ * Checks the run ID format.
+ *
+ * @param value any value
+ * @returns whether it is `<YYYYMMDD-HHMMSS>-<16 hex>`
+ */
+export function isRunId(value: unknown): value is string {
+  return typeof value === "string" && RUN_ID_REGEXP.test(value);
+}
+
+/**
+ * Makes an invocation ID: 16 hex digits, one per deployer (process), never
+ * configurable. Cleanup deletes an object whose create response was lost only when it
+ * carries this value, because a run ID can be shared on purpose.
+ *
+ * @param randomHex gives 16 lowercase hex digits
+ * @returns the invocation ID
+ * @throws {RangeError} when `randomHex` gives anything but 16 hex digits
+ */
+export function newInvocationId(randomHex: () => string): string {
+  return randomHex16(randomHex);
+}
+
+/**
+ * Checks the invocation ID format.
+ *
+ * @param value any value
+ * @returns whether it is 16 lowercase hex digits
+ */
+export function isInvocationId(value: unknown): value is string {
+  return typeof value === "string" && INVOCATION_ID_REGEXP.test(value);
+}
+
+function assertRunId(runId: string): void {
+  if (!isRunId(runId)) {
+    throw new RangeError(
+      `Cannot make a run-scoped name as the run ID must be <YYYYMMDD-HHMMSS>-<16 hex>: current value is "${runId}"`,
+    );
+  }
+}
+
+/**
+ * Checks a DNS-1123 label: at most 63 lowercase alphanumerics or `-`, starting and
+ * ending alphanumeric (namespaces, Job names).
+ *
+ * @param value any string
+ * @returns whether it is a DNS-1123 label
+ */
+export function isDns1123Label(value: string): boolean {
+  return value.length <= 63 && DNS1123_LABEL_REGEXP.test(value);
+}
+
+/**
+ * Checks a DNS-1123 subdomain: at most 253 characters of dot-separated labels
+ * (ServiceAccounts, ConfigMaps, RBAC objects).
+ *
+ * @param value any string
+ * @returns whether it is a DNS-1123 subdomain
+ */
+export function isDns1123Subdomain(value: string): boolean {
+  return value.length <= 253 && DNS1123_SUBDOMAIN_REGEXP.test(value);
+}
+
+/**
+ * Validates a namespace flag value.
+ *
+ * @param flag the flag it came from, e.g. `--namespace`
+ * @param value the value
+ * @returns the value
+ * @throws {UsageError} naming the flag and the value when it is not a DNS-1123 label
+ */
+export function validateNamespace(flag: string, value: string): string {
+  if (!isDns1123Label(value)) {
+    throw new UsageError(
+      `Cannot use '${flag}' as it must be a DNS-1123 label (at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit): current value is '${value}'`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Validates a ServiceAccount name flag value.
+ *
+ * @param flag the flag it came from, e.g. `--add-roles-to-service-account`
+ * @param value the value
+ * @returns the value
+ * @throws {UsageError} naming the flag and the value when it is not a DNS-1123 subdomain
+ */
+export function validateServiceAccountName(flag: string, value: string): string {
+  if (!isDns1123Subdomain(value)) {
+    throw new UsageError(
+      `Cannot use '${flag}' as it must be a DNS-1123 subdomain (at most 253 lowercase letters, digits, '-' or '.', each dot-separated part starting and ending with a letter or digit): current value is '${value}'`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Builds `<prefix>-<runID>`, cutting the prefix to 30 characters and trimming the
+ * `-` the cut may leave, so the name always fits 63 characters and always ends in the
+ * run ID's hex segment.
+ *
+ * @param prefix the name prefix, e.g. `--job-name`
+ * @param runId the run ID
+ * @param options `flag` names the flag the prefix came from in errors (default `--job-name`)
+ * @returns the run-scoped name
+ * @throws {UsageError} when the prefix has characters a Kubernetes name cannot hold
+ * @throws {RangeError} when `runId` is not a run ID
+ */
+export function runScopedName(
+  prefix: string,
+  runId: string,
+  options: { flag?: string } = {},
+): string {
+  const { flag = "--job-name" } = options;
+  assertRunId(runId);
+  if (!PREFIX_REGEXP.test(prefix)) {
+    throw new UsageError(
+      `Cannot use '${flag}' as a name prefix as it must be lowercase letters, digits or '-', starting with a letter or digit: current value is '${prefix}'`,
+    );
+  }
+  const kept = prefix.slice(0, MAX_PREFIX_LENGTH).replace(/-+$/, "");
+  return `${kept}-${runId}`;
+}
+
+/**
+ * The agent Job's name: `<job-name>-<runID>`.
+ *
+ * @param prefix the `--job-name` value (default `aicr`)
+ * @param runId the run ID
+ * @returns the Job name
+ * @throws {UsageError} when the prefix is not usable in a name
+ */
+export function jobName(prefix: string, runId: string): string {
+  return runScopedName(prefix, runId, { flag: "--job-name" });
+}
+
+/**
+ * The run-scoped ServiceAccount's name, shared by its Role and RoleBinding:
+ * `<service-account-name>-<runID>` (default `aicr-<runID>`).
+ *
+ * @param prefix the `--service-account-name` value used as a prefix
+ * @param runId the run ID
+ * @returns the ServiceAccount, Role and RoleBinding name
+ * @throws {UsageError} when the prefix is not usable in a name
+ */
+export function serviceAccountRunName(prefix: string, runId: string): string {
+  return runScopedName(prefix, runId, { flag: "--service-account-name" });
+}
+
+/**
+ * The run-scoped ClusterRole and ClusterRoleBinding name: `aicr-node-reader-<runID>`.
+ *
+ * @param runId the run ID
+ * @returns the name
+ */
+export function nodeReaderName(runId: string): string {
+  return runScopedName(NODE_READER_PREFIX, runId);
+}
+
+/**
+ * The staging ConfigMap's name: `aicr-agent-snapshot-<runID>`.
+ *
+ * @param runId the run ID
+ * @returns the name
+ */
+export function stagingConfigMapName(runId: string): string {
+  return runScopedName(STAGING_CONFIGMAP_PREFIX, runId);
+}
+
+/**
+ * The directory `--add-roles-to-service-account` writes: `snapshot-rbac-<runID>`.
+ *
+ * @param runId the run ID
+ * @returns the directory name (relative)
+ */
+export function rbacDirectoryName(runId: string): string {
+  return runScopedName(RBAC_DIRECTORY_PREFIX, runId);
+}
+
+/**
+ * The rendered Role and RoleBinding name: `aicr-agent-<sa>-rbac`. It ends in `-rbac`,
+ * which no run-scoped name can, so the two name spaces never collide.
+ *
+ * @param serviceAccount the `--add-roles-to-service-account` value
+ * @returns the name
+ * @throws {UsageError} when the ServiceAccount name is not a DNS-1123 subdomain
+ */
+export function renderedRoleName(serviceAccount: string): string {
+  validateServiceAccountName("--add-roles-to-service-account", serviceAccount);
+  return `aicr-agent-${serviceAccount}-rbac`;
+}
+
+/**
+ * The rendered ClusterRole and ClusterRoleBinding name: `aicr-agent-<ns>.<sa>-rbac`.
+ * A namespace never holds `.`, so no other (namespace, ServiceAccount) pair gives the
+ * same name.
+ *
+ * @param namespace the `--namespace` value
+ * @param serviceAccount the `--add-roles-to-service-account` value
+ * @returns the name
+ * @throws {UsageError} when either value is not a valid Kubernetes name
+ */
+export function renderedClusterRoleName(namespace: string, serviceAccount: string): string {
+  validateNamespace("--namespace", namespace);
+  validateServiceAccountName("--add-roles-to-service-account", serviceAccount);
+  return `aicr-agent-${namespace}.${serviceAccount}-rbac`;
+}
+
+/**
+ * The user name Kubernetes gives a ServiceAccount: `system:serviceaccount:<ns>:<sa>`.
+ *
+ * @param namespace the namespace
+ * @param serviceAccount the ServiceAccount name
+ * @returns the user name
+ */
+export function serviceAccountUser(namespace: string, serviceAccount: string): string {
+  return `system:serviceaccount:${namespace}:${serviceAccount}`;
+}
+
+/**
+ * The groups Kubernetes gives a ServiceAccount's tokens.
+ *
+ * @param namespace the namespace
+ * @returns `system:serviceaccounts`, `system:serviceaccounts:<ns>`, `system:authenticated`
+ */
+export function serviceAccountGroups(namespace: string): string[] {
+  return ["system:serviceaccounts", `system:serviceaccounts:${namespace}`, "system:authenticated"];
+}
+
+/** What identifies a run's objects. */
+export interface RunIdentity {
+  /** The run ID. */
+  runId: string;
+  /** The invocation ID of the deployer that creates the objects. */
+  invocationId: string;
+  /** The component. @default "snapshot-agent" */
+  component?: Component;
+}
+
+/**
+ * The five labels on every object a run creates (and on the Job's pod template):
+ * name, managed-by, component, run ID and invocation ID.
+ *
+ * @param identity run ID, invocation ID and component
+ * @returns the labels
+ * @throws {RangeError} when an ID has the wrong format
+ */
+export function runLabels(identity: RunIdentity): Labels {
+  const { runId, invocationId, component = COMPONENT_SNAPSHOT_AGENT } = identity;
+  assertRunId(runId);
+  if (!isInvocationId(invocationId)) {
+    throw new RangeError(
+      `Cannot label a run's objects as the invocation ID must be 16 hex digits: current value is "${invocationId}"`,
+    );
+  }
+  return {
+    [LABEL_NAME]: APP_NAME,
+    [LABEL_MANAGED_BY]: APP_NAME,
+    [LABEL_COMPONENT]: component,
+    [LABEL_RUN_ID]: runId,
+    [LABEL_INVOCATION_ID]: invocationId,
+  };
+}
+
+/**
+ * The labels of objects a user applies from `--add-roles-to-service-account`: no
+ * managed-by (aicr does not manage them) and no run or invocation ID (no run cleans
+ * them up).
+ *
+ * @returns the labels
+ */
+export function renderedLabels(): Labels {
+  return { [LABEL_NAME]: APP_NAME, [LABEL_COMPONENT]: COMPONENT_SNAPSHOT_AGENT };
+}
+
+/**
+ * Turns any string into a valid label value: characters outside `[A-Za-z0-9._-]`
+ * become `-`, the result is cut to 63 characters and trimmed to start and end
+ * alphanumeric (`0.1.0+abc` becomes `0.1.0-abc`).
+ *
+ * @param value any string
+ * @returns a valid label value (possibly empty)
+ */
+export function toLabelValue(value: string): string {
+  return value.replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 63).replace(/^[^A-Za-z0-9]+/, "")
+    .replace(/[^A-Za-z0-9]+$/, "");
+}
+
+/**
+ * The labels the in-pod agent writes on the snapshot ConfigMap: name `aicr`,
+ * component `Snapshot` and the agent's own version (not the CLI's).
+ *
+ * @param agentVersion the version of the binary that collected
+ * @returns the labels
+ */
+export function snapshotConfigMapLabels(agentVersion: string): Labels {
+  return {
+    [LABEL_NAME]: APP_NAME,
+    [LABEL_COMPONENT]: COMPONENT_SNAPSHOT,
+    [LABEL_VERSION]: toLabelValue(agentVersion),
+  };
+}
+
+/**
+ * Formats an equality label selector, `k1=v1,k2=v2`, in the given order.
+ *
+ * @param labels the labels to match
+ * @returns the selector string
+ */
+export function formatLabelSelector(labels: Labels): string {
+  return Object.entries(labels).map(([key, value]) => `${key}=${value}`).join(",");
+}
+
+/**
+ * The selector of one run's objects: `app.kubernetes.io/name=aicr,aicr.run/run-id=<id>`.
+ * It only narrows candidates; ownership is proven by UID or invocation ID.
+ *
+ * @param runId the run ID
+ * @returns the selector string
+ */
+export function runSelector(runId: string): string {
+  return formatLabelSelector({ [LABEL_NAME]: APP_NAME, [LABEL_RUN_ID]: runId });
+}
+
+/**
+ * The stable selector of every run's objects of one component, as the docs use it:
+ * `app.kubernetes.io/name=aicr,app.kubernetes.io/component=snapshot-agent`.
+ *
+ * @param component the component @default "snapshot-agent"
+ * @returns the selector string
+ */
+export function componentSelector(component: Component = COMPONENT_SNAPSHOT_AGENT): string {
+  return formatLabelSelector({ [LABEL_NAME]: APP_NAME, [LABEL_COMPONENT]: component });
+}
+
+/**
+ * Checks that an object's labels include every wanted label with the same value.
+ *
+ * @param labels the object's labels (may be missing)
+ * @param want the labels to find
+ * @returns whether all match
+ */
+export function matchesLabels(
+  labels: Readonly<Labels> | undefined,
+  want: Readonly<Labels>,
+): boolean {
+  return Object.entries(want).every(([key, value]) => labels?.[key] === value);
+}
+
+/**
+ * The ownership proof cleanup asks of an object whose create response was lost: it
+ * carries every one of this run's five labels, invocation ID included.
+ *
+ * @param labels the object's labels
+ * @param identity this run's identity
+ * @returns whether this invocation provably created it
+ */
+export function carriesRunLabels(
+  labels: Readonly<Labels> | undefined,
+  identity: RunIdentity,
+): boolean {
+  return matchesLabels(labels, runLabels(identity));
+}
+
+/**
+ * Checks a label key (also a node-selector or taint key): an optional DNS subdomain
+ * prefix and `/`, then a name of at most 63 alphanumerics, `-`, `_` or `.`.
+ *
+ * @param key any string
+ * @returns whether Kubernetes accepts it as a label key
+ */
+export function isLabelKey(key: string): boolean {
+  const slash = key.lastIndexOf("/");
+  const name = slash < 0 ? key : key.slice(slash + 1);
+  const prefix = slash < 0 ? undefined : key.slice(0, slash);
+  if (prefix !== undefined && !isDns1123Subdomain(prefix)) return false;
+  return name.length <= 63 && LABEL_NAME_REGEXP.test(name);
+}
+
+/**
+ * Checks a label value: empty, or at most 63 alphanumerics, `-`, `_` or `.`, starting
+ * and ending alphanumeric.
+ *
+ * @param value any string
+ * @returns whether Kubernetes accepts it as a label value
+ */
+export function isLabelValue(value: string): boolean {
+  return value.length <= 63 && LABEL_VALUE_REGEXP.test(value);
+}
