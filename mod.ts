@@ -8,8 +8,18 @@
  * @module
  */
 import process from "node:process";
+import { join } from "node:path";
 import { runCli } from "./cli/mod.ts";
 import type { CliDeps } from "./cli/mod.ts";
+import {
+  createClusterReader,
+  createCommandRunner,
+  createHostReader,
+  createSystemdBus,
+  SYSTEM_BUS_SOCKET,
+  SYSTEMD_PRIVATE_SOCKET,
+} from "./collectors/mod.ts";
+import { connectKube } from "./kube/mod.ts";
 import { createLogger } from "./log.ts";
 import type { TextWriter } from "./log.ts";
 import { commandArgs } from "./runtime.ts";
@@ -36,7 +46,25 @@ export function processDeps(signal: AbortSignal): CliDeps {
     cwd: process.cwd(),
     now: () => new Date(),
     stdoutIsTerminal: Boolean(process.stdout.isTTY),
+    stderrIsTerminal: Boolean(process.stderr.isTTY),
     signal,
+    connectKube: (source) => connectKube(source, (name) => process.env[name]),
+    collectorDeps: ({ kube, log, hostRoot }) => {
+      const root = hostRoot ?? "/";
+      return {
+        host: createHostReader({ root }),
+        exec: createCommandRunner(),
+        // Connects lazily, so hosts without systemd pay nothing until the collector asks.
+        systemd: () =>
+          createSystemdBus({
+            privateSocket: join(root, SYSTEMD_PRIVATE_SOCKET),
+            systemSocket: join(root, SYSTEM_BUS_SOCKET),
+          }),
+        ...(kube ? { cluster: createClusterReader(kube) } : {}),
+        env: (name) => process.env[name],
+        log,
+      };
+    },
     makeLogger: ({ debug, json, prefix }) =>
       createLogger(stderr, {
         level: debug ? "debug" : "info",

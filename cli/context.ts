@@ -4,6 +4,8 @@
  *
  * @module
  */
+import type { CollectorDeps } from "../collectors/mod.ts";
+import type { KubeClient, KubeConfigSource } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
 
 /** Dependencies of the CLI, injected by the composition root. */
@@ -20,8 +22,22 @@ export interface CliDeps {
   now: () => Date;
   /** Whether stdout is a terminal (colour, progress). */
   stdoutIsTerminal: boolean;
+  /** Whether stderr is a terminal (progress lines). */
+  stderrIsTerminal: boolean;
   /** Aborted on SIGINT/SIGTERM. */
   signal: AbortSignal;
   /** Makes the logger for a run (level and format come from global flags). */
   makeLogger: (options: { debug: boolean; json: boolean; prefix?: string }) => Logger;
+  /** Connects to a cluster. @throws {NoKubeconfigError} when there is no kubeconfig */
+  connectKube: (source: KubeConfigSource) => KubeClient;
+  /** Builds the collectors' readers (host files, processes, systemd, the cluster). */
+  collectorDeps: (options: { kube?: KubeClient; log: Logger; hostRoot?: string }) => CollectorDeps;
+}
+
+/** The global flags every command can read from its parent. */
+export interface GlobalFlags {
+  /** `--debug`. */
+  debug: boolean;
+  /** `--log-json`. */
+  logJson: boolean;
 }

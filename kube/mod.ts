@@ -12,7 +12,7 @@
 export * from "./client.ts";
 export * from "./errors.ts";
 export * from "./resources.ts";
-export { abortableSleep, createRestClient, loadKubeConfig } from "./rest.ts";
+export { abortableSleep, createRestClient, loadKubeConfig, NoKubeconfigError } from "./rest.ts";
 export type {
   KubeConfigSource,
   LineStream,

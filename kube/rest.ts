@@ -11,7 +11,10 @@ import https from "node:https";
 import http from "node:http";
 import { Buffer } from "node:buffer";
 import { KubeConfig } from "@kubernetes/client-node";
-import { UsageError } from "../errors.ts";
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { NotFoundError, UsageError } from "../errors.ts";
 import { KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
 
 /** Query parameters; undefined values are left out. */
@@ -81,9 +84,21 @@ export interface KubeConfigSource {
   inCluster?: boolean;
 }
 
+/** No kubeconfig was given or found, and this is not a pod. */
+export class NoKubeconfigError extends NotFoundError {
+  constructor() {
+    super(
+      "Cannot find a kubeconfig: --kubeconfig is not set, KUBECONFIG is empty, ~/.kube/config does not exist and this is not a pod",
+      { details: ["pass --kubeconfig <file> or set KUBECONFIG"] },
+    );
+    this.name = "NoKubeconfigError";
+  }
+}
+
 /**
  * Loads a kubeconfig: an explicit file, else `KUBECONFIG`/`~/.kube/config`, else the
  * in-cluster ServiceAccount.
+ * @throws {NoKubeconfigError} when there is none at all
  *
  * @param source explicit path, context, or in-cluster
  * @param env environment lookup
@@ -102,12 +117,16 @@ export function loadKubeConfig(
       kc.loadFromFile(source.kubeconfig);
     } else if (env("KUBECONFIG")) {
       kc.loadFromDefault();
+    } else if (existsSync(join(env("HOME") ?? homedir(), ".kube", "config"))) {
+      kc.loadFromDefault();
     } else if (env("KUBERNETES_SERVICE_HOST")) {
       kc.loadFromCluster();
     } else {
-      kc.loadFromDefault();
+      // client-node would fall back to http://localhost:8080; say "no cluster" instead.
+      throw new NoKubeconfigError();
     }
   } catch (error) {
+    if (error instanceof NoKubeconfigError) throw error;
     const file = source.kubeconfig ?? env("KUBECONFIG") ?? "~/.kube/config";
     throw new UsageError(
       `Cannot load kubeconfig '${file}': ${error instanceof Error ? error.message : error}`,

@@ -11,3 +11,4 @@
  */
 export * from "./model.ts";
 export * from "./codec.ts";
+export * from "./target.ts";

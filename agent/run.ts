@@ -1,0 +1,136 @@
+/**
+ * The node side of Job mode (and `aicr agent` on any host): collect every
+ * measurement, build the snapshot, check `--require-gpu`, and deliver it.
+ *
+ * @module
+ */
+import { collectMeasurements } from "../collectors/mod.ts";
+import type { CollectOptions, CollectorDeps, CollectorReport } from "../collectors/mod.ts";
+import { NotFoundError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import { createSnapshot, encodeSnapshot, findMeasurement } from "../snapshot/mod.ts";
+import type { Snapshot, SnapshotFormat, SnapshotTarget } from "../snapshot/mod.ts";
+import { deliverSnapshot } from "./sinks.ts";
+import type { SinkDeps } from "./sinks.ts";
+
+/** What an agent run needs. */
+export interface AgentDeps {
+  /** Readers the collectors use. */
+  collectors: CollectorDeps;
+  /** Streams and client for delivery. */
+  sink: SinkDeps;
+  /** Logger (stderr). */
+  log: Logger;
+  /** Clock. */
+  now: () => Date;
+  /** Version of this binary. */
+  version: string;
+}
+
+/** Options of one agent run. */
+export interface AgentOptions {
+  /** Where the snapshot goes. */
+  target: SnapshotTarget;
+  /** Encoding. @default "yaml" */
+  format?: SnapshotFormat;
+  /** Fail unless a GPU was found. */
+  requireGpu?: boolean;
+  /** Node name for metadata and the K8s node lookup. */
+  nodeName: string;
+  /** Options passed to the collectors. */
+  collect?: Omit<CollectOptions, "signal" | "nodeName">;
+  /** Cancels the run. */
+  signal?: AbortSignal;
+}
+
+/** What an agent run produced. */
+export interface AgentResult {
+  /** The snapshot. */
+  snapshot: Snapshot;
+  /** Per-collector outcomes. */
+  reports: CollectorReport[];
+  /** Where it went. */
+  destination: string;
+}
+
+/** The message upstream prints when `--require-gpu` finds no GPU. */
+export const REQUIRE_GPU_MESSAGE =
+  "--require-gpu was set but no GPU was detected (nvidia-smi not found or returned 0 GPUs)";
+
+/**
+ * Collects a snapshot of this node.
+ *
+ * @param deps readers, clock, version and logger
+ * @param options node name and collector options
+ * @returns the snapshot and the collector reports
+ */
+export async function collectSnapshot(
+  deps: Pick<AgentDeps, "collectors" | "log" | "now" | "version">,
+  options: Pick<AgentOptions, "nodeName" | "collect" | "signal">,
+): Promise<{ snapshot: Snapshot; reports: CollectorReport[] }> {
+  const timestamp = deps.now();
+  const { measurements, reports } = await collectMeasurements(deps.collectors, {
+    ...options.collect,
+    nodeName: options.nodeName,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  for (const report of reports) {
+    if (report.status !== "ok") {
+      deps.log.warn(`failed to collect ${report.collector} - skipping`, {
+        status: report.status,
+        error: report.error,
+      });
+    } else {
+      deps.log.debug("collected", { collector: report.collector, durationMs: report.durationMs });
+    }
+  }
+  const snapshot = createSnapshot(measurements, {
+    timestamp,
+    version: deps.version,
+    nodeName: options.nodeName,
+  });
+  return { snapshot, reports };
+}
+
+/**
+ * Whether a snapshot found at least one GPU (`gpu-count` > 0 in a GPU subtype).
+ *
+ * @param snapshot the snapshot
+ * @returns true when a GPU was seen
+ */
+export function hasGpu(snapshot: Snapshot): boolean {
+  const gpu = findMeasurement(snapshot, "GPU");
+  return gpu?.subtypes.some((s) => {
+    const count = s.data["gpu-count"];
+    return typeof count === "number" && count > 0;
+  }) ?? false;
+}
+
+/**
+ * Runs the agent: collect, check, encode, deliver.
+ *
+ * @param deps readers, sinks, clock, version and logger
+ * @param options target, format and checks
+ * @returns the snapshot, reports and destination
+ * @throws {NotFoundError} when `requireGpu` is set and no GPU was found
+ */
+export async function runAgent(deps: AgentDeps, options: AgentOptions): Promise<AgentResult> {
+  const format = options.format ?? "yaml";
+  const { snapshot, reports } = await collectSnapshot(deps, options);
+  if (options.requireGpu && !hasGpu(snapshot)) throw new NotFoundError(REQUIRE_GPU_MESSAGE);
+  const encoded = encodeSnapshot(snapshot, format);
+  const destination = await deliverSnapshot(deps.sink, {
+    target: options.target,
+    encoded,
+    format,
+    snapshot,
+    version: deps.version,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  if (options.target.kind === "configmap") {
+    deps.log.info("snapshot saved to ConfigMap", { uri: destination });
+  } else if (options.target.kind === "file") {
+    deps.log.info("snapshot saved to file", { path: destination });
+  }
+  return { snapshot, reports, destination };
+}

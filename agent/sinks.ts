@@ -1,0 +1,169 @@
+/**
+ * Delivering a snapshot: stdout, a file written atomically (a failed run never leaves
+ * an empty or partial file), or a ConfigMap by server-side apply.
+ *
+ * @module
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
+import { ToolError } from "../errors.ts";
+import type { KubeClient } from "../kube/mod.ts";
+import type { TextWriter } from "../log.ts";
+import { snapshotConfigMapLabels } from "../manifests/mod.ts";
+import { assertFitsConfigMap, formatConfigMapUri, formatTimestamp } from "../snapshot/mod.ts";
+import type { ConfigMapRef, Snapshot, SnapshotFormat, SnapshotTarget } from "../snapshot/mod.ts";
+
+/** The ConfigMap data key holding a snapshot in a format. */
+export function snapshotDataKey(format: SnapshotFormat): string {
+  return `snapshot.${format}`;
+}
+
+/**
+ * Builds the ConfigMap content for a snapshot: `snapshot.<format>`, `format`, `timestamp`.
+ *
+ * @param encoded the encoded snapshot
+ * @param format its format
+ * @param writtenAt write time
+ * @returns the data map
+ */
+export function snapshotConfigMapData(
+  encoded: string,
+  format: SnapshotFormat,
+  writtenAt: Date,
+): Record<string, string> {
+  return {
+    [snapshotDataKey(format)]: encoded,
+    format,
+    timestamp: formatTimestamp(writtenAt),
+  };
+}
+
+/**
+ * Picks the snapshot text out of a ConfigMap's data: `data.format` (default yaml), then
+ * `snapshot.<format>`, then `snapshot.yaml` or `snapshot.json`.
+ *
+ * @param data the ConfigMap data
+ * @returns the text, or undefined when there is none
+ */
+export function snapshotFromConfigMapData(
+  data: Record<string, string> | undefined,
+): string | undefined {
+  if (!data) return undefined;
+  const format = data.format ?? "yaml";
+  return data[`snapshot.${format}`] ?? data["snapshot.yaml"] ?? data["snapshot.json"];
+}
+
+/**
+ * Writes a file atomically: a temporary file beside it, then a rename.
+ *
+ * @param path the destination
+ * @param text the content
+ * @param mode file mode @default 0o644
+ * @throws {ToolError} naming the path when it cannot be written
+ */
+export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
+  const target = resolve(path);
+  const dir = dirname(target);
+  const temp = join(dir, `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    await mkdir(dir, { recursive: true });
+    await writeFile(temp, text, { mode, flag: "wx" });
+    await rename(temp, target);
+  } catch (error) {
+    await rm(temp, { force: true }).catch(() => {});
+    throw new ToolError(
+      `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
+      "internal",
+      500,
+      { cause: error },
+    );
+  }
+}
+
+/** What delivery needs. */
+export interface SinkDeps {
+  /** Standard output. */
+  stdout: TextWriter;
+  /** The Kubernetes client, needed only for ConfigMap targets. */
+  kube?: () => KubeClient;
+  /** Clock for the ConfigMap timestamp. */
+  now: () => Date;
+}
+
+/** Options for {@link deliverSnapshot}. */
+export interface DeliverOptions {
+  /** Where to. */
+  target: SnapshotTarget;
+  /** The encoded snapshot. */
+  encoded: string;
+  /** Its format. */
+  format: SnapshotFormat;
+  /** The snapshot itself (for the size report). */
+  snapshot: Snapshot;
+  /** The version label value on a ConfigMap. */
+  version: string;
+  /** Cancels a ConfigMap write. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Delivers an encoded snapshot to its target.
+ *
+ * @param deps streams, client and clock
+ * @param options the target and content
+ * @returns a one-line description of where it went
+ * @throws {UsageError} when it is too large for a ConfigMap
+ * @throws {KubeApiError} when the ConfigMap write fails
+ */
+export async function deliverSnapshot(deps: SinkDeps, options: DeliverOptions): Promise<string> {
+  const { target, encoded, format } = options;
+  switch (target.kind) {
+    case "stdout":
+      deps.stdout.write(encoded.endsWith("\n") ? encoded : encoded + "\n");
+      return "stdout";
+    case "file":
+      await writeFileAtomic(target.path, encoded.endsWith("\n") ? encoded : encoded + "\n");
+      return target.path;
+    case "configmap": {
+      const uri = formatConfigMapUri(target.ref);
+      assertFitsConfigMap(options.snapshot, encoded, uri);
+      if (!deps.kube) {
+        throw new ToolError(`Cannot write snapshot to '${uri}': no Kubernetes client`, "internal");
+      }
+      await writeSnapshotConfigMap(deps.kube(), target.ref, {
+        encoded,
+        format,
+        version: options.version,
+        writtenAt: deps.now(),
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+      return uri;
+    }
+  }
+}
+
+/**
+ * Server-side applies a snapshot ConfigMap (create or update in one call).
+ *
+ * @param kube the client
+ * @param ref where
+ * @param content the encoded snapshot, format, agent version and write time
+ * @returns the applied object
+ */
+export async function writeSnapshotConfigMap(
+  kube: KubeClient,
+  ref: ConfigMapRef,
+  content: {
+    encoded: string;
+    format: SnapshotFormat;
+    version: string;
+    writtenAt: Date;
+    signal?: AbortSignal;
+  },
+): Promise<unknown> {
+  return await kube.applyConfigMap(ref.namespace, ref.name, {
+    labels: snapshotConfigMapLabels(content.version),
+    data: snapshotConfigMapData(content.encoded, content.format, content.writtenAt),
+  }, { timeoutMs: 30_000, ...(content.signal ? { signal: content.signal } : {}) });
+}

@@ -1,0 +1,99 @@
+/**
+ * Where a snapshot goes or comes from: stdout (`-` or empty), a file path, or a
+ * ConfigMap `cm://namespace/name`.
+ *
+ * @module
+ */
+import { UsageError } from "../errors.ts";
+
+/** The URI scheme of ConfigMap targets. */
+export const CONFIGMAP_SCHEME = "cm://";
+
+/** A ConfigMap address. */
+export interface ConfigMapRef {
+  /** Namespace. */
+  namespace: string;
+  /** Name. */
+  name: string;
+}
+
+/** A parsed `--output` value. */
+export type SnapshotTarget =
+  | { kind: "stdout" }
+  | { kind: "file"; path: string }
+  | { kind: "configmap"; ref: ConfigMapRef };
+
+const DNS_LABEL_REGEXP = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN_REGEXP = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/**
+ * Parses `cm://namespace/name`, validating both parts as Kubernetes names.
+ *
+ * @param uri the URI
+ * @param flag the flag it came from, for the message
+ * @returns the ConfigMap address
+ * @throws {UsageError} naming the value and the expected form
+ */
+export function parseConfigMapUri(uri: string, flag = "--output"): ConfigMapRef {
+  if (!uri.startsWith(CONFIGMAP_SCHEME)) {
+    throw new UsageError(
+      `Cannot use '${flag}' value '${uri}' as a ConfigMap: it must start with 'cm://'`,
+    );
+  }
+  const rest = uri.slice(CONFIGMAP_SCHEME.length);
+  const slash = rest.indexOf("/");
+  const namespace = slash < 0 ? "" : rest.slice(0, slash).trim();
+  const name = slash < 0 ? "" : rest.slice(slash + 1).trim();
+  if (!namespace || !name) {
+    throw new UsageError(
+      `Cannot use '${flag}' value '${uri}': a ConfigMap URI is 'cm://<namespace>/<name>' with both parts non-empty`,
+    );
+  }
+  if (namespace.length > 63 || !DNS_LABEL_REGEXP.test(namespace)) {
+    throw new UsageError(
+      `Cannot use '${flag}' value '${uri}': namespace '${namespace}' is not a valid Kubernetes namespace (lower-case letters, digits and '-', at most 63 characters)`,
+    );
+  }
+  if (name.length > 253 || !DNS_SUBDOMAIN_REGEXP.test(name)) {
+    throw new UsageError(
+      `Cannot use '${flag}' value '${uri}': name '${name}' is not a valid ConfigMap name (lower-case letters, digits, '-' and '.', at most 253 characters)`,
+    );
+  }
+  return { namespace, name };
+}
+
+/**
+ * Parses an `--output` value.
+ *
+ * @param value the flag value (`-`, empty, a path or `cm://ns/name`)
+ * @param flag the flag name, for messages
+ * @returns the target
+ * @throws {UsageError} for a malformed `cm://` URI or another URL scheme
+ */
+export function parseSnapshotTarget(value: string | undefined, flag = "--output"): SnapshotTarget {
+  if (value === undefined || value === "" || value === "-") return { kind: "stdout" };
+  if (value.startsWith(CONFIGMAP_SCHEME)) {
+    return { kind: "configmap", ref: parseConfigMapUri(value, flag) };
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
+    throw new UsageError(
+      `Cannot use '${flag}' value '${value}': only a file path, '-' (stdout) or 'cm://<namespace>/<name>' are supported`,
+    );
+  }
+  if (value.endsWith("/")) {
+    throw new UsageError(
+      `Cannot use '${flag}' value '${value}': it names a directory; give a file path`,
+    );
+  }
+  return { kind: "file", path: value };
+}
+
+/**
+ * Formats a ConfigMap address as its URI.
+ *
+ * @param ref the address
+ * @returns `cm://namespace/name`
+ */
+export function formatConfigMapUri(ref: ConfigMapRef): string {
+  return `${CONFIGMAP_SCHEME}${ref.namespace}/${ref.name}`;
+}
