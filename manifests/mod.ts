@@ -12,3 +12,4 @@
  * @module
  */
 export * from "./names.ts";
+export type * from "./types.ts";

@@ -490,3 +490,74 @@ export function isLabelKey(key: string): boolean {
 export function isLabelValue(value: string): boolean {
   return value.length <= 63 && LABEL_VALUE_REGEXP.test(value);
 }
+
+/** Default name of the DaemonSet, its ServiceAccount and its Role. */
+export const DEFAULT_DAEMON_NAME = "aicr-daemon";
+
+/**
+ * The daemon's ClusterRole and ClusterRoleBinding name: `aicr-daemon-<ns>.<name>`.
+ * The `.` keeps (namespace, name) pairs apart, and the `aicr-daemon-` start keeps it
+ * apart from the rendered `aicr-agent-…-rbac` grants.
+ *
+ * @param namespace the daemon's namespace
+ * @param name the daemon's name
+ * @returns the name
+ * @throws {UsageError} when either value is not a valid Kubernetes name
+ */
+export function daemonClusterRoleName(namespace: string, name: string): string {
+  validateNamespace("--namespace", namespace);
+  if (!isDns1123Label(name)) {
+    throw new UsageError(
+      `Cannot name the daemon as it must be a DNS-1123 label (at most 63 lowercase letters, digits or '-'): current value is '${name}'`,
+    );
+  }
+  return `aicr-daemon-${namespace}.${name}`;
+}
+
+/** Options for {@link daemonLabels}. */
+export interface DaemonLabelOptions {
+  /** The daemon's name, written as `app.kubernetes.io/instance`. */
+  name: string;
+  /** The installing run's ID, when an install is tracked like a run. */
+  runId?: string;
+  /** The installing invocation's ID (with `runId`). */
+  invocationId?: string;
+}
+
+/**
+ * The labels of the DaemonSet mode's objects: name, managed-by, component `daemon`,
+ * instance, plus the run and invocation IDs when the installer passes them.
+ *
+ * @param options name and optional run identity
+ * @returns the labels
+ * @throws {RangeError} when only one of the two IDs is given, or one has the wrong format
+ */
+export function daemonLabels(options: DaemonLabelOptions): Labels {
+  const { name, runId, invocationId } = options;
+  if ((runId === undefined) !== (invocationId === undefined)) {
+    throw new RangeError("Cannot label the daemon as runId and invocationId go together");
+  }
+  const base: Labels = runId !== undefined && invocationId !== undefined
+    ? runLabels({ runId, invocationId, component: COMPONENT_DAEMON })
+    : {
+      [LABEL_NAME]: APP_NAME,
+      [LABEL_MANAGED_BY]: APP_NAME,
+      [LABEL_COMPONENT]: COMPONENT_DAEMON,
+    };
+  return { ...base, [LABEL_INSTANCE]: name };
+}
+
+/**
+ * The DaemonSet's pod selector: name, component `daemon` and instance. It leaves out
+ * the run labels because a selector is immutable and must survive a re-install.
+ *
+ * @param name the daemon's name
+ * @returns the match labels
+ */
+export function daemonSelectorLabels(name: string): Labels {
+  return {
+    [LABEL_NAME]: APP_NAME,
+    [LABEL_COMPONENT]: COMPONENT_DAEMON,
+    [LABEL_INSTANCE]: name,
+  };
+}

@@ -3,6 +3,9 @@ import { UsageError } from "../errors.ts";
 import {
   carriesRunLabels,
   componentSelector,
+  daemonClusterRoleName,
+  daemonLabels,
+  daemonSelectorLabels,
   formatLabelSelector,
   isDns1123Label,
   isDns1123Subdomain,
@@ -218,4 +221,24 @@ Deno.test("names: label keys and values follow the Kubernetes rules", () => {
   assert.ok(!isLabelValue("a=b"));
   assert.ok(!isLabelValue("-a"));
   assert.equal(serviceAccountUser("ns", "sa"), "system:serviceaccount:ns:sa");
+});
+
+Deno.test("names: daemon labels carry component daemon and the instance, run IDs only in pairs", () => {
+  assert.deepEqual(daemonLabels({ name: "aicr-daemon" }), {
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/managed-by": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "aicr-daemon",
+  });
+  const tracked = daemonLabels({ name: "d", runId: RUN_ID, invocationId: INVOCATION_ID });
+  assert.equal(tracked["aicr.run/run-id"], RUN_ID);
+  assert.equal(tracked["app.kubernetes.io/component"], "daemon");
+  assert.throws(() => daemonLabels({ name: "d", runId: RUN_ID }), RangeError);
+  assert.deepEqual(daemonSelectorLabels("d"), {
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "d",
+  });
+  assert.equal(daemonClusterRoleName("ns", "aicr-daemon"), "aicr-daemon-ns.aicr-daemon");
+  assert.throws(() => daemonClusterRoleName("ns", "Bad"), UsageError);
 });

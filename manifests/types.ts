@@ -1,0 +1,254 @@
+/**
+ * Minimal plain types of the Kubernetes objects aicr builds, shaped exactly like
+ * their JSON (only the fields aicr sets). Kept free of `@kubernetes/client-node` so
+ * the core never depends on the client's classes.
+ *
+ * @module
+ */
+import type { Labels } from "./names.ts";
+
+/** `metadata` of an object aicr creates. */
+export interface ObjectMeta {
+  /** Object name. */
+  name: string;
+  /** Namespace; absent on cluster-scoped objects. */
+  namespace?: string;
+  /** Labels. */
+  labels?: Labels;
+  /** Annotations. */
+  annotations?: Record<string, string>;
+}
+
+/** Pod template `metadata`. */
+export interface TemplateMeta {
+  /** Labels of the pods. */
+  labels: Labels;
+  /** Annotations of the pods. */
+  annotations?: Record<string, string>;
+}
+
+/** Resource name → quantity, e.g. `{ cpu: "1", memory: "4Gi" }`. */
+export type ResourceList = Record<string, string>;
+
+/** `resources` of a container. */
+export interface ResourceRequirements {
+  /** Requests. */
+  requests: ResourceList;
+  /** Limits. */
+  limits: ResourceList;
+}
+
+/** A toleration. */
+export interface Toleration {
+  /** Taint key; absent with `Exists` tolerates every key. */
+  key?: string;
+  /** `Equal` or `Exists`. */
+  operator: "Equal" | "Exists";
+  /** Taint value (only with `Equal`). */
+  value?: string;
+  /** Taint effect; absent tolerates every effect. */
+  effect?: "NoSchedule" | "PreferNoSchedule" | "NoExecute";
+}
+
+/** One environment variable, literal or from the downward API. */
+export interface EnvVar {
+  /** Name. */
+  name: string;
+  /** Literal value. */
+  value?: string;
+  /** Downward API source. */
+  valueFrom?: { fieldRef: { fieldPath: string } };
+}
+
+/** A Linux seccomp profile reference. */
+export interface SeccompProfile {
+  /** Only `RuntimeDefault` is used. */
+  type: "RuntimeDefault";
+}
+
+/** Container `securityContext`. */
+export interface SecurityContext {
+  /** Privileged container. */
+  privileged?: boolean;
+  /** Refuse to start as root. */
+  runAsNonRoot?: boolean;
+  /** User ID. */
+  runAsUser?: number;
+  /** Group ID. */
+  runAsGroup?: number;
+  /** setuid and friends. */
+  allowPrivilegeEscalation?: boolean;
+  /** Read-only root filesystem. */
+  readOnlyRootFilesystem?: boolean;
+  /** Capabilities to add and drop. */
+  capabilities?: { add?: string[]; drop?: string[] };
+  /** Seccomp profile. */
+  seccompProfile?: SeccompProfile;
+}
+
+/** Pod `securityContext`. */
+export interface PodSecurityContext {
+  /** Refuse to start as root. */
+  runAsNonRoot?: boolean;
+  /** User ID. */
+  runAsUser?: number;
+  /** Group ID. */
+  runAsGroup?: number;
+  /** Volume group. */
+  fsGroup?: number;
+  /** When to chown volumes. */
+  fsGroupChangePolicy?: "OnRootMismatch" | "Always";
+  /** Seccomp profile. */
+  seccompProfile?: SeccompProfile;
+}
+
+/** A volume mount. */
+export interface VolumeMount {
+  /** Volume name. */
+  name: string;
+  /** Path in the container. */
+  mountPath: string;
+  /** Mount read-only. */
+  readOnly?: boolean;
+}
+
+/** The hostPath types aicr uses. */
+export type HostPathType = "Directory" | "File" | "DirectoryOrCreate";
+
+/** A volume: emptyDir, hostPath or secret. */
+export interface Volume {
+  /** Volume name. */
+  name: string;
+  /** Scratch space. */
+  emptyDir?: Record<string, never>;
+  /** A host path. */
+  hostPath?: { path: string; type: HostPathType };
+  /** A Secret's keys as files. */
+  secret?: { secretName: string; defaultMode?: number };
+}
+
+/** An HTTP(S) probe. */
+export interface Probe {
+  /** The request. */
+  httpGet: { path: string; port: number; scheme: "HTTP" | "HTTPS" };
+  /** Delay before the first probe. */
+  initialDelaySeconds?: number;
+  /** Interval. */
+  periodSeconds?: number;
+  /** Per-probe timeout. */
+  timeoutSeconds?: number;
+  /** Failures before acting. */
+  failureThreshold?: number;
+}
+
+/** A container port. */
+export interface ContainerPort {
+  /** Port name. */
+  name: string;
+  /** Port number. */
+  containerPort: number;
+  /** Protocol. */
+  protocol: "TCP";
+}
+
+/** A container. */
+export interface Container {
+  /** Name. */
+  name: string;
+  /** Image reference. */
+  image: string;
+  /** Entrypoint. */
+  command: string[];
+  /** Arguments. */
+  args: string[];
+  /** Environment. */
+  env: EnvVar[];
+  /** Ports. */
+  ports?: ContainerPort[];
+  /** Requests and limits. */
+  resources: ResourceRequirements;
+  /** Security context. */
+  securityContext: SecurityContext;
+  /** Mounts. */
+  volumeMounts: VolumeMount[];
+  /** Liveness probe. */
+  livenessProbe?: Probe;
+  /** Readiness probe. */
+  readinessProbe?: Probe;
+}
+
+/** A pod spec. */
+export interface PodSpec {
+  /** ServiceAccount the pod runs as. */
+  serviceAccountName: string;
+  /** `Never` for the Job, `Always` for the DaemonSet. */
+  restartPolicy: "Never" | "Always";
+  /** Host PID namespace. */
+  hostPID?: boolean;
+  /** Host network namespace. */
+  hostNetwork?: boolean;
+  /** Host IPC namespace. */
+  hostIPC?: boolean;
+  /** DNS policy (set with host networking). */
+  dnsPolicy?: "ClusterFirst" | "ClusterFirstWithHostNet";
+  /** Node selector. */
+  nodeSelector?: Record<string, string>;
+  /** Tolerations. */
+  tolerations: Toleration[];
+  /** Pull secrets. */
+  imagePullSecrets?: { name: string }[];
+  /** Runtime class (e.g. `nvidia`). */
+  runtimeClassName?: string;
+  /** Pod security context. */
+  securityContext: PodSecurityContext;
+  /** Containers. */
+  containers: Container[];
+  /** Volumes. */
+  volumes: Volume[];
+}
+
+/** A Job manifest. */
+export interface JobManifest {
+  /** `batch/v1`. */
+  apiVersion: "batch/v1";
+  /** `Job`. */
+  kind: "Job";
+  /** Metadata. */
+  metadata: ObjectMeta;
+  /** Spec. */
+  spec: {
+    /** Always 1. */
+    completions: number;
+    /** Always 1. */
+    parallelism: number;
+    /** `NonIndexed`. */
+    completionMode: "NonIndexed";
+    /** Always 0: the first pod failure fails the Job. */
+    backoffLimit: number;
+    /** Garbage collection after finishing. */
+    ttlSecondsAfterFinished: number;
+    /** Hard deadline of the whole Job. */
+    activeDeadlineSeconds: number;
+    /** The pod template. */
+    template: { metadata: TemplateMeta; spec: PodSpec };
+  };
+}
+
+/** A DaemonSet manifest. */
+export interface DaemonSetManifest {
+  /** `apps/v1`. */
+  apiVersion: "apps/v1";
+  /** `DaemonSet`. */
+  kind: "DaemonSet";
+  /** Metadata. */
+  metadata: ObjectMeta;
+  /** Spec. */
+  spec: {
+    /** Selects the pods (immutable). */
+    selector: { matchLabels: Labels };
+    /** Rolling update, one node at a time. */
+    updateStrategy: { type: "RollingUpdate"; rollingUpdate: { maxUnavailable: number } };
+    /** The pod template. */
+    template: { metadata: TemplateMeta; spec: PodSpec };
+  };
+}

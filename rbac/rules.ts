@@ -1,0 +1,323 @@
+/**
+ * THE rule set: every permission the agent and the daemon hold, each with the reason
+ * it exists. The run-scoped Role and ClusterRole, the rendered
+ * `--add-roles-to-service-account` manifests, the DaemonSet's RBAC and the agent side
+ * of the pre-flight gate are all derived from here, so none can fall behind another.
+ *
+ * @module
+ */
+
+/** One RBAC rule of one API group, with the reason the agent needs it. */
+export interface Rule {
+  /** API group; `""` is the core group. */
+  readonly group: string;
+  /** Resources, `resource` or `resource/subresource`. */
+  readonly resources: readonly string[];
+  /** Verbs, in the order they are written. */
+  readonly verbs: readonly string[];
+  /** Why the agent needs this rule: one sentence, shown in rendered headers. */
+  readonly why: string;
+}
+
+/** The rules of one identity, split by scope. */
+export interface RuleSet {
+  /** Rules of the namespaced Role (the deployment namespace only). */
+  readonly namespaced: readonly Rule[];
+  /** Rules of the ClusterRole. */
+  readonly cluster: readonly Rule[];
+}
+
+/** One authorization question: can this identity do `verb` on this resource here? */
+export interface AccessAttributes {
+  /** The verb, e.g. `list`. */
+  verb: string;
+  /** API group; `""` is the core group. */
+  group: string;
+  /** The resource, e.g. `pods`. */
+  resource: string;
+  /** The subresource, e.g. `exec` of `pods/exec`. */
+  subresource?: string;
+  /** The namespace; absent for cluster-scoped (or all-namespace) questions. */
+  namespace?: string;
+}
+
+/** Verbs that change nothing. */
+export const READ_ONLY_VERBS: readonly string[] = ["get", "list", "watch"];
+
+/** The agent's namespaced Role: "create/update ConfigMaps and list pods". */
+export const AGENT_NAMESPACED_RULES: readonly Rule[] = [
+  {
+    group: "",
+    resources: ["configmaps"],
+    verbs: ["create", "get", "update", "patch"],
+    why:
+      "writes the snapshot into a ConfigMap in this namespace with a server-side apply (create the first time, update and patch after)",
+  },
+  {
+    group: "",
+    resources: ["pods"],
+    verbs: ["get", "list"],
+    why:
+      "reads the pods of its own namespace (its own pod, for the node it landed on); it reads nothing else here",
+  },
+];
+
+/** The agent's read-only ClusterRole baseline. */
+export const AGENT_CLUSTER_RULES: readonly Rule[] = [
+  {
+    group: "",
+    resources: ["nodes"],
+    verbs: ["get", "list"],
+    why:
+      "reads its own node (provider, kubelet, kernel and OS versions) and lists every node for the label and taint topology",
+  },
+  {
+    group: "",
+    resources: ["pods"],
+    verbs: ["get", "list"],
+    why:
+      "lists pods in all namespaces to record which container image tags run in the cluster (names and tags only)",
+  },
+  {
+    group: "nvidia.com",
+    resources: ["clusterpolicies"],
+    verbs: ["get", "list"],
+    why: "reads the GPU Operator ClusterPolicy spec (driver, toolkit, device plugin settings)",
+  },
+  {
+    group: "slinky.slurm.net",
+    resources: ["controllers", "nodesets", "loginsets", "restapis", "accountings"],
+    verbs: ["list"],
+    why:
+      "detects Slinky (Slurm on Kubernetes); only allowlisted identity, association and boolean fields are kept, never configuration, status, pod templates or Secret and ConfigMap contents",
+  },
+  {
+    group: "k8s.mariadb.com",
+    resources: ["mariadbs"],
+    verbs: ["list"],
+    why:
+      "records whether official MariaDB CRs are present; it does not inspect database configuration, Services, pods or external databases",
+  },
+  {
+    group: "apps",
+    resources: ["daemonsets"],
+    verbs: ["get", "list"],
+    why: "detects the legacy OKE NVIDIA device-plugin DaemonSet",
+  },
+];
+
+/**
+ * The cluster-scoped rules `--discover-network` appends for k8s-launch-kit's live
+ * discovery. Most of them mutate the cluster.
+ */
+export const DISCOVER_NETWORK_RULES: readonly Rule[] = [
+  {
+    group: "apiextensions.k8s.io",
+    resources: ["customresourcedefinitions"],
+    verbs: ["get", "list", "create", "update", "patch"],
+    why: "k8s-launch-kit installs and updates the CustomResourceDefinitions its discovery uses",
+  },
+  {
+    group: "",
+    resources: ["namespaces"],
+    verbs: ["get", "create", "delete"],
+    why: "k8s-launch-kit creates and tears down a bootstrap namespace for its discovery pods",
+  },
+  {
+    group: "apps",
+    resources: ["daemonsets"],
+    verbs: ["get", "list", "watch", "create", "delete"],
+    why:
+      "k8s-launch-kit runs a discovery DaemonSet on the nodes, waits for it, and deletes it afterwards",
+  },
+  {
+    group: "",
+    resources: ["serviceaccounts", "configmaps"],
+    verbs: ["get", "create", "delete"],
+    why:
+      "k8s-launch-kit creates the discovery DaemonSet's ServiceAccount and configuration, and deletes them afterwards",
+  },
+  {
+    group: "rbac.authorization.k8s.io",
+    resources: ["roles", "rolebindings"],
+    verbs: ["get", "create", "delete"],
+    why: "k8s-launch-kit grants its discovery pods their own Role, and deletes it afterwards",
+  },
+  {
+    group: "",
+    resources: ["pods/exec"],
+    verbs: ["create"],
+    why: "k8s-launch-kit execs into the discovery DaemonSet pods to read NIC VPD and link state",
+  },
+  {
+    group: "",
+    resources: ["nodes"],
+    verbs: ["patch"],
+    why: "k8s-launch-kit writes nvidia.kubernetes-launch-kit.* labels onto the nodes",
+  },
+  {
+    group: "configuration.net.nvidia.com",
+    resources: ["nicdevices"],
+    verbs: ["get", "list"],
+    why: "k8s-launch-kit reads the NicDevice objects the NVIDIA Network Operator publishes",
+  },
+  {
+    group: "mellanox.com",
+    resources: ["nicclusterpolicies"],
+    verbs: ["get", "patch"],
+    why: "k8s-launch-kit may patch the Network Operator's NicClusterPolicy",
+  },
+];
+
+/**
+ * What the daemon adds to the agent's read-only baseline: it authenticates and
+ * authorizes its HTTP clients against the API server (delegated auth, the
+ * kube-rbac-proxy pattern), so scraping a snapshot needs a Kubernetes identity.
+ */
+export const DAEMON_AUTH_RULES: readonly Rule[] = [
+  {
+    group: "authentication.k8s.io",
+    resources: ["tokenreviews"],
+    verbs: ["create"],
+    why: "checks the bearer token of every HTTP client of the daemon (delegated authentication)",
+  },
+  {
+    group: "authorization.k8s.io",
+    resources: ["subjectaccessreviews"],
+    verbs: ["create"],
+    why: "asks whether an authenticated HTTP client may read snapshots (delegated authorization)",
+  },
+];
+
+/** Rules the daemon needs to publish its snapshot into a ConfigMap of its namespace. */
+export const DAEMON_CONFIGMAP_RULES: readonly Rule[] = [
+  {
+    group: "",
+    resources: ["configmaps"],
+    verbs: ["create", "get", "update", "patch"],
+    why: "publishes this node's latest snapshot into a ConfigMap in the daemon's namespace",
+  },
+];
+
+/**
+ * Whether a rule can change the cluster: any verb other than get, list or watch.
+ *
+ * @param rule the rule
+ * @returns whether it mutates
+ */
+export function isMutating(rule: Rule): boolean {
+  return rule.verbs.some((verb) => !READ_ONLY_VERBS.includes(verb));
+}
+
+/** Options for {@link agentRules}. */
+export interface AgentRuleOptions {
+  /** `--discover-network`: append the mutating discovery rules. @default false */
+  discoverNetwork?: boolean;
+}
+
+/**
+ * The agent's rules: the namespaced Role and the ClusterRole, the latter widened by
+ * the mutating discovery rules under `--discover-network`.
+ *
+ * @param options `discoverNetwork`
+ * @returns the rule set
+ */
+export function agentRules(options: AgentRuleOptions = {}): RuleSet {
+  const { discoverNetwork = false } = options;
+  return {
+    namespaced: [...AGENT_NAMESPACED_RULES],
+    cluster: discoverNetwork
+      ? [...AGENT_CLUSTER_RULES, ...DISCOVER_NETWORK_RULES]
+      : [...AGENT_CLUSTER_RULES],
+  };
+}
+
+/** Options for {@link daemonRules}. */
+export interface DaemonRuleOptions {
+  /** Check HTTP clients with TokenReview and SubjectAccessReview. @default true */
+  delegatedAuth?: boolean;
+  /** Let the daemon publish its snapshot into a ConfigMap of its namespace. @default false */
+  publishConfigMap?: boolean;
+}
+
+/**
+ * The daemon's rules: the agent's read-only cluster baseline (it runs the same
+ * collectors), the delegated-auth rules, and ConfigMap writes only when it publishes.
+ * It never gets the discovery rules: a long-lived identity must not mutate the cluster.
+ *
+ * @param options `delegatedAuth`, `publishConfigMap`
+ * @returns the rule set
+ */
+export function daemonRules(options: DaemonRuleOptions = {}): RuleSet {
+  const { delegatedAuth = true, publishConfigMap = false } = options;
+  return {
+    namespaced: publishConfigMap ? [...DAEMON_CONFIGMAP_RULES] : [],
+    cluster: delegatedAuth ? [...AGENT_CLUSTER_RULES, ...DAEMON_AUTH_RULES] : [
+      ...AGENT_CLUSTER_RULES,
+    ],
+  };
+}
+
+/**
+ * Splits `pods/exec` into resource and subresource.
+ *
+ * @param resource `resource` or `resource/subresource`
+ * @returns the two parts
+ */
+export function splitResource(resource: string): { resource: string; subresource?: string } {
+  const slash = resource.indexOf("/");
+  return slash < 0
+    ? { resource }
+    : { resource: resource.slice(0, slash), subresource: resource.slice(slash + 1) };
+}
+
+/**
+ * Flattens rules into one question per (verb, resource), namespaced rules asked in
+ * `namespace` and cluster rules cluster-wide, without duplicates (the discovery
+ * DaemonSet rule repeats the baseline's `get` and `list`). This is what the gate asks
+ * of an existing ServiceAccount, and its length is the WARN's `uncheckedRules`.
+ *
+ * @param rules the rule set
+ * @param namespace the deployment namespace
+ * @returns the questions, in rule order
+ */
+export function accessQuestions(rules: RuleSet, namespace: string): AccessAttributes[] {
+  const seen = new Set<string>();
+  const questions: AccessAttributes[] = [];
+  function add(rule: Rule, scope: string | undefined): void {
+    for (const resource of rule.resources) {
+      for (const verb of rule.verbs) {
+        const question: AccessAttributes = {
+          verb,
+          group: rule.group,
+          ...splitResource(resource),
+          ...(scope === undefined ? {} : { namespace: scope }),
+        };
+        const key = [verb, rule.group, resource, scope ?? ""].join("\u0000");
+        if (seen.has(key)) continue;
+        seen.add(key);
+        questions.push(question);
+      }
+    }
+  }
+  for (const rule of rules.namespaced) add(rule, namespace);
+  for (const rule of rules.cluster) add(rule, undefined);
+  return questions;
+}
+
+/**
+ * The name kubectl and the gate's messages use for a resource: core resources bare
+ * (`pods`, `pods/log`), others `resource.group` (`jobs.batch`), a subresource after
+ * the group (`deployments.apps/scale`).
+ *
+ * @param attributes group, resource and subresource
+ * @returns the qualified name
+ */
+export function qualifiedResource(
+  attributes: Pick<AccessAttributes, "group" | "resource" | "subresource">,
+): string {
+  const base = attributes.group === ""
+    ? attributes.resource
+    : `${attributes.resource}.${attributes.group}`;
+  return attributes.subresource === undefined ? base : `${base}/${attributes.subresource}`;
+}

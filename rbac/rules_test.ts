@@ -1,0 +1,119 @@
+import assert from "node:assert/strict";
+import {
+  accessQuestions,
+  agentRules,
+  daemonRules,
+  isMutating,
+  qualifiedResource,
+  splitResource,
+} from "./rules.ts";
+import type { AccessAttributes, Rule } from "./rules.ts";
+
+function summary(rules: readonly Rule[]): string[] {
+  return rules.map((r) => `${r.group || "core"} ${r.resources.join(",")}: ${r.verbs.join(",")}`);
+}
+
+Deno.test("rules: the namespaced Role creates and updates ConfigMaps and lists pods", () => {
+  assert.deepEqual(summary(agentRules().namespaced), [
+    "core configmaps: create,get,update,patch",
+    "core pods: get,list",
+  ]);
+});
+
+Deno.test("rules: the ClusterRole baseline is the documented read-only set", () => {
+  const cluster = agentRules().cluster;
+  assert.deepEqual(summary(cluster), [
+    "core nodes: get,list",
+    "core pods: get,list",
+    "nvidia.com clusterpolicies: get,list",
+    "slinky.slurm.net controllers,nodesets,loginsets,restapis,accountings: list",
+    "k8s.mariadb.com mariadbs: list",
+    "apps daemonsets: get,list",
+  ]);
+  assert.ok(cluster.every((rule) => !isMutating(rule)));
+});
+
+Deno.test("rules: --discover-network appends the documented cluster-scoped rules", () => {
+  const cluster = agentRules({ discoverNetwork: true }).cluster;
+  assert.deepEqual(summary(cluster.slice(6)), [
+    "apiextensions.k8s.io customresourcedefinitions: get,list,create,update,patch",
+    "core namespaces: get,create,delete",
+    "apps daemonsets: get,list,watch,create,delete",
+    "core serviceaccounts,configmaps: get,create,delete",
+    "rbac.authorization.k8s.io roles,rolebindings: get,create,delete",
+    "core pods/exec: create",
+    "core nodes: patch",
+    "configuration.net.nvidia.com nicdevices: get,list",
+    "mellanox.com nicclusterpolicies: get,patch",
+  ]);
+  // Everything but the NicDevice read mutates.
+  assert.deepEqual(
+    cluster.slice(6).filter((rule) => !isMutating(rule)).map((r) => r.resources[0]),
+    ["nicdevices"],
+  );
+  assert.equal(agentRules({ discoverNetwork: true }).namespaced.length, 2);
+});
+
+Deno.test("rules: every rule explains itself", () => {
+  const all = [
+    ...agentRules({ discoverNetwork: true }).namespaced,
+    ...agentRules({ discoverNetwork: true }).cluster,
+    ...daemonRules({ publishConfigMap: true }).namespaced,
+    ...daemonRules().cluster,
+  ];
+  for (const rule of all) assert.ok(rule.why.length > 20, rule.resources.join(","));
+});
+
+Deno.test("rules: the default rule set asks 20 questions, as the documented WARN's uncheckedRules=20", () => {
+  // 6 namespaced (configmaps x4, pods x2) + 14 cluster (nodes 2, pods 2, clusterpolicies 2,
+  // five Slinky lists, mariadbs 1, daemonsets 2).
+  const questions = accessQuestions(agentRules(), "gpu-operator");
+  assert.equal(questions.length, 20);
+  assert.equal(questions.filter((q) => q.namespace === "gpu-operator").length, 6);
+  assert.deepEqual(questions[0], {
+    verb: "create",
+    group: "",
+    resource: "configmaps",
+    namespace: "gpu-operator",
+  });
+  assert.deepEqual(questions.at(-1), { verb: "list", group: "apps", resource: "daemonsets" });
+});
+
+Deno.test("rules: --discover-network questions drop the repeated DaemonSet reads and split subresources", () => {
+  const questions = accessQuestions(agentRules({ discoverNetwork: true }), "ns");
+  // 20 + CRDs 5 + namespaces 3 + daemonsets 3 new (watch, create, delete) + sa/cm 6 +
+  // roles/rolebindings 6 + pods/exec 1 + nodes patch 1 + nicdevices 2 + nicclusterpolicies 2.
+  assert.equal(questions.length, 49);
+  const daemonsets = questions.filter((q) => q.resource === "daemonsets").map((q) => q.verb);
+  assert.deepEqual(daemonsets, ["get", "list", "watch", "create", "delete"]);
+  const exec: AccessAttributes | undefined = questions.find((q) => q.subresource === "exec");
+  assert.deepEqual(exec, { verb: "create", group: "", resource: "pods", subresource: "exec" });
+});
+
+Deno.test("rules: the daemon reads like the agent, checks its clients, and never mutates", () => {
+  const rules = daemonRules();
+  assert.deepEqual(rules.namespaced, []);
+  assert.deepEqual(summary(rules.cluster.slice(6)), [
+    "authentication.k8s.io tokenreviews: create",
+    "authorization.k8s.io subjectaccessreviews: create",
+  ]);
+  assert.equal(daemonRules({ delegatedAuth: false }).cluster.length, 6);
+  assert.deepEqual(summary(daemonRules({ publishConfigMap: true }).namespaced), [
+    "core configmaps: create,get,update,patch",
+  ]);
+});
+
+Deno.test("rules: resource names read as kubectl writes them", () => {
+  assert.equal(qualifiedResource({ group: "batch", resource: "jobs" }), "jobs.batch");
+  assert.equal(qualifiedResource({ group: "", resource: "pods", subresource: "log" }), "pods/log");
+  assert.equal(qualifiedResource({ group: "", resource: "nodes" }), "nodes");
+  assert.equal(
+    qualifiedResource({ group: "rbac.authorization.k8s.io", resource: "clusterroles" }),
+    "clusterroles.rbac.authorization.k8s.io",
+  );
+  assert.equal(
+    qualifiedResource({ group: "apps", resource: "deployments", subresource: "scale" }),
+    "deployments.apps/scale",
+  );
+  assert.deepEqual(splitResource("pods"), { resource: "pods" });
+});
