@@ -1,0 +1,303 @@
+/**
+ * Renderings of drift: a readable table (grouped by measurement, values side by side,
+ * optional ANSI colour) and stable YAML/JSON documents, for two snapshots and for a fleet.
+ *
+ * @module
+ */
+import { stringify } from "yaml";
+import { encodeJson } from "./codec.ts";
+import type { Change, DiffResult } from "./diff.ts";
+import type { FleetReport } from "./fleet.ts";
+import type { Reading } from "./model.ts";
+
+/** Formats `aicr diff` renders for two snapshots. */
+export const DIFF_FORMATS = ["table", "yaml", "json"] as const;
+
+/** One diff format. */
+export type DiffFormat = typeof DIFF_FORMATS[number];
+
+/** Formats `aicr diff --fleet` renders (html in `fleet_html.ts`). */
+export const FLEET_FORMATS = ["table", "yaml", "json", "html"] as const;
+
+/** One fleet format. */
+export type FleetFormat = typeof FLEET_FORMATS[number];
+
+/** Options for the table renderers. */
+export interface TableOptions {
+  /** Colour with ANSI escapes (only when stdout is a terminal). @default false */
+  color?: boolean;
+  /** Longest value shown in a cell before it is cut with `…`. @default 60 */
+  maxValueWidth?: number;
+}
+
+const ANSI = {
+  red: "\x1b[31m",
+  green: "\x1b[32m",
+  yellow: "\x1b[33m",
+  bold: "\x1b[1m",
+  dim: "\x1b[2m",
+  reset: "\x1b[0m",
+} as const;
+
+/**
+ * Shows a reading in a table: strings as is (empty as `""`), absent as `-`, other
+ * scalars as their YAML text, control characters escaped so one reading stays one line.
+ *
+ * @param value the reading, or undefined when absent
+ * @param maxWidth longest text kept
+ * @returns the cell text
+ */
+export function formatReading(value: Reading | undefined, maxWidth = 60): string {
+  if (value === undefined) return "-";
+  let text: string;
+  if (value === null) text = "null";
+  else if (typeof value === "string") {
+    // deno-lint-ignore no-control-regex -- control characters are exactly what is escaped
+    text = value === "" ? '""' : value.replace(/[\x00-\x1f\x7f]/g, (c) => {
+      if (c === "\n") return "\\n";
+      if (c === "\t") return "\\t";
+      return `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`;
+    });
+  } else text = String(value);
+  return text.length > maxWidth ? text.slice(0, Math.max(1, maxWidth - 1)) + "…" : text;
+}
+
+function paint(text: string, color: string, enabled: boolean): string {
+  return enabled ? color + text + ANSI.reset : text;
+}
+
+const KIND_COLOR: Record<Change["kind"], string> = {
+  added: ANSI.green,
+  removed: ANSI.red,
+  modified: ANSI.yellow,
+};
+
+/**
+ * Renders a diff as a table grouped by measurement type. Starts with `NO CHANGES` or
+ * `CHANGES (a added, r removed, m modified)` and ends with `DRIFT DETECTED` or
+ * `NO DRIFT`, as upstream does.
+ *
+ * @param result the diff
+ * @param options colour and cell width
+ * @returns the text, newline-terminated
+ */
+export function renderDiffTable(result: DiffResult, options: TableOptions = {}): string {
+  const { color = false, maxValueWidth = 60 } = options;
+  const { summary } = result;
+  const lines: string[] = [];
+  lines.push(`BASELINE ${result.baselineSource}`);
+  lines.push(`TARGET   ${result.targetSource}`);
+  lines.push("");
+  if (summary.total === 0) {
+    lines.push("NO CHANGES");
+  } else {
+    lines.push(
+      `CHANGES (${summary.added} added, ${summary.removed} removed, ${summary.modified} modified)`,
+    );
+    const rows = result.changes.map((c) => ({
+      change: c,
+      kind: c.kind.toUpperCase(),
+      path: c.path,
+      baseline: formatReading(c.baseline, maxValueWidth),
+      target: formatReading(c.target, maxValueWidth),
+    }));
+    const header = { kind: "KIND", path: "PATH", baseline: "BASELINE", target: "TARGET" };
+    const width = {
+      kind: Math.max(header.kind.length, ...rows.map((r) => r.kind.length)),
+      path: Math.max(header.path.length, ...rows.map((r) => r.path.length)),
+      baseline: Math.max(header.baseline.length, ...rows.map((r) => r.baseline.length)),
+    };
+    const line = (kind: string, path: string, baseline: string, target: string) =>
+      `  ${kind.padEnd(width.kind)}  ${path.padEnd(width.path)}  ${
+        baseline.padEnd(width.baseline)
+      }  ${target}`.trimEnd();
+    let group = "";
+    for (const row of rows) {
+      const type = row.path.slice(0, row.path.indexOf("."));
+      if (type !== group) {
+        group = type;
+        lines.push("");
+        lines.push(paint(type, ANSI.bold, color));
+        lines.push(
+          paint(line(header.kind, header.path, header.baseline, header.target), ANSI.dim, color),
+        );
+      }
+      const kindCell = paint(row.kind.padEnd(width.kind), KIND_COLOR[row.change.kind], color);
+      lines.push(
+        `  ${kindCell}  ${row.path.padEnd(width.path)}  ${
+          row.baseline.padEnd(width.baseline)
+        }  ${row.target}`.trimEnd(),
+      );
+      const nodes = row.change.nodes;
+      if (nodes) {
+        const parts: string[] = [];
+        if (nodes.added.length > 0) parts.push(`+${nodes.added.join(",+")}`);
+        if (nodes.removed.length > 0) parts.push(`-${nodes.removed.join(",-")}`);
+        lines.push(
+          `  ${"".padEnd(width.kind)}  ${paint(`nodes: ${parts.join(" ")}`, ANSI.dim, color)}`,
+        );
+      }
+    }
+  }
+  if (result.statusChanges.length > 0) {
+    lines.push("");
+    lines.push("SOURCE STATUS (context, not counted as drift)");
+    for (const s of result.statusChanges) {
+      lines.push(`  ${s.path}: ${s.baseline ?? "-"} -> ${s.target ?? "-"}`);
+    }
+  }
+  lines.push("");
+  lines.push(
+    summary.total > 0
+      ? paint("DRIFT DETECTED", ANSI.red, color)
+      : paint("NO DRIFT", ANSI.green, color),
+  );
+  return lines.join("\n") + "\n";
+}
+
+/**
+ * The machine document of a diff: `baselineSource`, `targetSource`, `changes` (kind,
+ * severity, path, baseline, target, and `nodes` for NodeTopology moves), `summary`,
+ * `statusChanges`. Key order is fixed; values keep their types.
+ *
+ * @param result the diff
+ * @returns a plain object ready to encode
+ */
+export function diffDocument(result: DiffResult): Record<string, unknown> {
+  return {
+    baselineSource: result.baselineSource,
+    targetSource: result.targetSource,
+    changes: result.changes.map((c) => {
+      const out: Record<string, unknown> = { kind: c.kind, severity: c.severity, path: c.path };
+      if (c.baseline !== undefined) out.baseline = c.baseline;
+      if (c.target !== undefined) out.target = c.target;
+      if (c.nodes) out.nodes = c.nodes;
+      return out;
+    }),
+    summary: { ...result.summary },
+    statusChanges: result.statusChanges.map((s) => ({ ...s })),
+  };
+}
+
+/**
+ * Encodes a plain document as YAML or JSON, deterministically (bigints exact).
+ *
+ * @param doc the document
+ * @param format `yaml` or `json`
+ * @returns the text, newline-terminated
+ */
+export function encodeDocument(doc: unknown, format: "yaml" | "json"): string {
+  if (format === "json") return encodeJson(doc) + "\n";
+  return stringify(doc, { version: "1.1", indent: 2, lineWidth: 0, indentSeq: true });
+}
+
+/**
+ * Renders a diff in any {@link DIFF_FORMATS}.
+ *
+ * @param result the diff
+ * @param format the format
+ * @param options table options
+ * @returns the text
+ */
+export function renderDiff(
+  result: DiffResult,
+  format: DiffFormat,
+  options: TableOptions = {},
+): string {
+  return format === "table"
+    ? renderDiffTable(result, options)
+    : encodeDocument(diffDocument(result), format);
+}
+
+/**
+ * Formats one outlier line: `node: path value (fleet: reference on N nodes)`.
+ *
+ * @param node the node
+ * @param d the difference
+ * @param maxWidth longest value shown
+ * @returns the line
+ */
+export function formatFleetDifference(
+  node: string,
+  d: FleetReport["outliers"][number]["differences"][number],
+  maxWidth = 60,
+): string {
+  const value = d.kind === "removed" ? "(absent)" : formatReading(d.value, maxWidth);
+  const fleet = d.kind === "added" ? "(absent)" : formatReading(d.fleet, maxWidth);
+  return `${node}: ${d.path} ${value} (fleet: ${fleet} on ${d.fleetNodes} node${
+    d.fleetNodes === 1 ? "" : "s"
+  })`;
+}
+
+/**
+ * Renders a fleet report as text: one line per measurement type with its groups, one
+ * line per outlier reading, and the final `DRIFT DETECTED`/`NO DRIFT`.
+ *
+ * @param report the fleet report
+ * @param options colour and cell width
+ * @returns the text, newline-terminated
+ */
+export function renderFleetTable(report: FleetReport, options: TableOptions = {}): string {
+  const { color = false, maxValueWidth = 60 } = options;
+  const lines: string[] = [];
+  lines.push(
+    `FLEET (${report.summary.nodes} nodes, ${report.summary.outliers} outliers, ${report.summary.differences} differences)`,
+  );
+  lines.push("");
+  const typeWidth = Math.max(4, ...report.measurements.map((m) => m.type.length));
+  lines.push(paint(`${"TYPE".padEnd(typeWidth)}  GROUPS  MAJORITY  OUTLIERS`, ANSI.dim, color));
+  for (const m of report.measurements) {
+    const majority = m.groups.find((g) => g.majority)?.nodes.length ?? 0;
+    const total = m.groups.reduce((s, g) => s + g.nodes.length, 0);
+    lines.push(
+      `${m.type.padEnd(typeWidth)}  ${String(m.groups.length).padEnd(6)}  ${
+        String(majority).padEnd(8)
+      }  ${total - majority}`,
+    );
+  }
+  if (report.outliers.length > 0) {
+    lines.push("");
+    lines.push(paint("OUTLIERS", ANSI.bold, color));
+    for (const o of report.outliers) {
+      for (const d of o.differences) {
+        lines.push(
+          `  ${formatFleetDifference(paint(o.node, ANSI.yellow, color), d, maxValueWidth)}`,
+        );
+      }
+    }
+  }
+  lines.push("");
+  lines.push(
+    report.outliers.length > 0
+      ? paint("DRIFT DETECTED", ANSI.red, color)
+      : paint("NO DRIFT", ANSI.green, color),
+  );
+  return lines.join("\n") + "\n";
+}
+
+/**
+ * The machine document of a fleet report: `summary`, `measurements` (groups with their
+ * nodes, majority first), `outliers` (node, differences) and `columns`.
+ *
+ * @param report the fleet report
+ * @returns a plain object ready to encode
+ */
+export function fleetDocument(report: FleetReport): Record<string, unknown> {
+  return {
+    summary: { ...report.summary },
+    measurements: report.measurements.map((m) => ({
+      type: m.type,
+      groups: m.groups.map((g) => ({ majority: g.majority, size: g.nodes.length, nodes: g.nodes })),
+    })),
+    outliers: report.outliers.map((o) => ({
+      node: o.node,
+      differences: o.differences.map((d) => {
+        const out: Record<string, unknown> = { path: d.path, kind: d.kind };
+        if (d.value !== undefined) out.value = d.value;
+        if (d.fleet !== undefined) out.fleet = d.fleet;
+        out.fleetNodes = d.fleetNodes;
+        return out;
+      }),
+    })),
+  };
+}
