@@ -21,3 +21,4 @@ export type {
   RestClientOptions,
   RestRequest,
 } from "./rest.ts";
+export * from "./ledger.ts";
