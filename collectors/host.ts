@@ -1,0 +1,251 @@
+/**
+ * Real host adapters: a {@link HostReader} over `node:fs` with an optional root prefix,
+ * and a {@link CommandRunner} over `node:child_process` that resolves commands on PATH.
+ *
+ * @module
+ */
+import { spawn } from "node:child_process";
+import { constants as fsConstants } from "node:fs";
+import { access, lstat, open, readdir } from "node:fs/promises";
+import path from "node:path";
+import process from "node:process";
+import {
+  NotFoundError,
+  PermissionError,
+  TimeoutError,
+  ToolError,
+  UnavailableError,
+} from "../errors.ts";
+import type { CommandRunner, DirEntry, HostReader, RunOptions, RunResult } from "./types.ts";
+
+/** Default read bound: upstream's file parser rejects files above 1 MiB. */
+export const DEFAULT_MAX_FILE_BYTES = 1 << 20;
+/** Default bound on a command's stdout. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 64 << 20;
+const MAX_STDERR_CHARS = 4096;
+
+/** A file is larger than the bound its reader set. */
+export class FileTooLargeError extends ToolError {
+  /** @param message what was too large */
+  constructor(message: string) {
+    super(message, "usage", 413);
+    this.name = "FileTooLargeError";
+  }
+}
+
+/**
+ * Turns a `node:fs` or `node:child_process` error into a ToolError.
+ *
+ * @param error the thrown value
+ * @param action what was attempted, e.g. `read '/proc/cmdline'`
+ * @returns a NotFoundError, PermissionError or ToolError keeping `cause`
+ */
+export function toToolError(error: unknown, action: string): ToolError {
+  if (error instanceof ToolError) return error;
+  const code = (error as { code?: string } | undefined)?.code;
+  const detail = error instanceof Error ? error.message : String(error);
+  if (code === "ENOENT" || code === "ENOTDIR") {
+    return new NotFoundError(`Cannot ${action}: it does not exist`, { cause: error });
+  }
+  if (code === "EACCES" || code === "EPERM") {
+    return new PermissionError(`Cannot ${action}: permission denied`, { cause: error });
+  }
+  if (code === "ECONNREFUSED" || code === "ECONNRESET" || code === "EPIPE") {
+    return new UnavailableError(`Cannot ${action}: ${detail}`, { cause: error });
+  }
+  return new ToolError(`Cannot ${action}: ${detail}`, "internal", 500, { cause: error });
+}
+
+/**
+ * Creates a reader of host files under `root` (default `/`).
+ *
+ * @param options `root`: directory prepended to every absolute path
+ * @returns the reader
+ */
+export function createHostReader(options: { root?: string } = {}): HostReader {
+  const root = path.resolve(options.root ?? "/");
+  function resolve(hostPath: string): string {
+    if (!hostPath.startsWith("/")) {
+      throw new TypeError(`Cannot resolve host path '${hostPath}': it is not absolute`);
+    }
+    return root === "/" ? hostPath : path.join(root, hostPath);
+  }
+  return {
+    async readFile(hostPath: string, maxBytes = DEFAULT_MAX_FILE_BYTES): Promise<Uint8Array> {
+      const full = resolve(hostPath);
+      let handle;
+      try {
+        handle = await open(full, "r");
+      } catch (error) {
+        throw toToolError(error, `read '${hostPath}'`);
+      }
+      try {
+        // procfs reports size 0, so read in chunks until EOF or one byte past the bound.
+        const chunks: Uint8Array[] = [];
+        let total = 0;
+        const chunkSize = Math.min(maxBytes + 1, 64 * 1024);
+        while (total <= maxBytes) {
+          const buffer = new Uint8Array(Math.min(chunkSize, maxBytes + 1 - total));
+          const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+          if (bytesRead === 0) break;
+          chunks.push(buffer.subarray(0, bytesRead));
+          total += bytesRead;
+        }
+        if (total > maxBytes) {
+          throw new FileTooLargeError(
+            `Cannot read '${hostPath}': it is larger than the bound: current limit is ${maxBytes} bytes`,
+          );
+        }
+        if (chunks.length === 1) return chunks[0] as Uint8Array;
+        const out = new Uint8Array(total);
+        let offset = 0;
+        for (const chunk of chunks) {
+          out.set(chunk, offset);
+          offset += chunk.length;
+        }
+        return out;
+      } catch (error) {
+        throw toToolError(error, `read '${hostPath}'`);
+      } finally {
+        await handle.close();
+      }
+    },
+    async readDir(hostPath: string): Promise<DirEntry[]> {
+      try {
+        const entries = await readdir(resolve(hostPath), { withFileTypes: true });
+        return entries.map((entry) => ({
+          name: entry.name,
+          isFile: entry.isFile(),
+          isDirectory: entry.isDirectory(),
+          isSymlink: entry.isSymbolicLink(),
+        }));
+      } catch (error) {
+        throw toToolError(error, `list '${hostPath}'`);
+      }
+    },
+    async exists(hostPath: string): Promise<boolean> {
+      try {
+        await lstat(resolve(hostPath));
+        return true;
+      } catch {
+        return false;
+      }
+    },
+  };
+}
+
+/**
+ * Finds an executable on a PATH string.
+ *
+ * @param command a bare name or a path containing `/`
+ * @param searchPath a `:`-separated PATH
+ * @returns the absolute path, or undefined when not found
+ */
+export async function findExecutable(
+  command: string,
+  searchPath: string,
+): Promise<string | undefined> {
+  const candidates = command.includes("/")
+    ? [path.resolve(command)]
+    : searchPath.split(":").filter((dir) => dir !== "").map((dir) => path.join(dir, command));
+  for (const candidate of candidates) {
+    try {
+      await access(candidate, fsConstants.X_OK);
+      const info = await lstat(candidate).catch(() => undefined);
+      if (info?.isDirectory()) continue;
+      return candidate;
+    } catch {
+      // not here; try the next directory
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Creates a runner of local processes.
+ *
+ * @param options `path`: the PATH to search (default: this process's PATH)
+ * @returns the runner
+ */
+export function createCommandRunner(options: { path?: string } = {}): CommandRunner {
+  const searchPath = options.path ?? process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin";
+  return {
+    async run(command: string, args: string[], runOptions: RunOptions): Promise<RunResult> {
+      const { timeoutMs, signal, maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES } = runOptions;
+      const display = [command, ...args].join(" ");
+      const executable = await findExecutable(command, searchPath);
+      if (executable === undefined) {
+        throw new NotFoundError(
+          `Cannot run '${command}': it is not on PATH: current PATH is ${searchPath}`,
+        );
+      }
+      if (signal?.aborted) {
+        throw new TimeoutError(`Cannot run '${display}': the collection was cancelled`);
+      }
+      return await new Promise<RunResult>((resolve, reject) => {
+        const child = spawn(executable, args, { stdio: ["ignore", "pipe", "pipe"] });
+        const chunks: Uint8Array[] = [];
+        let size = 0;
+        let stderr = "";
+        let failure: ToolError | undefined;
+        function stop(error: ToolError): void {
+          if (failure === undefined) failure = error;
+          child.kill("SIGKILL");
+        }
+        const timer = setTimeout(
+          () =>
+            stop(
+              new TimeoutError(`Cannot run '${display}': it did not finish within ${timeoutMs} ms`),
+            ),
+          timeoutMs,
+        );
+        function onAbort(): void {
+          stop(new TimeoutError(`Cannot run '${display}': the collection was cancelled`));
+        }
+        signal?.addEventListener("abort", onAbort, { once: true });
+        child.stdout.on("data", (chunk: Uint8Array) => {
+          size += chunk.length;
+          if (size > maxOutputBytes) {
+            stop(
+              new ToolError(
+                `Cannot run '${display}': its output is too large: current limit is ${maxOutputBytes} bytes`,
+              ),
+            );
+            return;
+          }
+          chunks.push(chunk);
+        });
+        child.stderr.setEncoding("utf8");
+        child.stderr.on("data", (text: string) => {
+          if (stderr.length < MAX_STDERR_CHARS) {
+            stderr += text.slice(0, MAX_STDERR_CHARS - stderr.length);
+          }
+        });
+        child.on("error", (error) => {
+          if (failure === undefined) failure = toToolError(error, `run '${display}'`);
+        });
+        child.on("close", (code, killSignal) => {
+          clearTimeout(timer);
+          signal?.removeEventListener("abort", onAbort);
+          if (failure !== undefined) {
+            reject(failure);
+            return;
+          }
+          const out = new Uint8Array(size);
+          let offset = 0;
+          for (const chunk of chunks) {
+            out.set(chunk, offset);
+            offset += chunk.length;
+          }
+          const exitCode = code ?? (killSignal ? 128 + signalNumber(killSignal) : 1);
+          resolve({ exitCode, stdout: out, stderr });
+        });
+      });
+    },
+  };
+}
+
+function signalNumber(name: string): number {
+  const table: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
+  return table[name] ?? 0;
+}

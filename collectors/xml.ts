@@ -1,0 +1,255 @@
+/**
+ * A small, safe XML parser for `nvidia-smi -q -x` output. It builds a plain element
+ * tree and is deliberately not a general XML processor:
+ *
+ * - a DOCTYPE is skipped, internal subset included; its entity declarations are
+ *   never read, so no entity is ever defined or expanded (no "billion laughs", no XXE);
+ * - only the five predefined entities and numeric character references are decoded;
+ *   any other `&name;` stays in the text literally;
+ * - input size and element depth are bounded;
+ * - a truncated or malformed document throws {@link XmlError} instead of returning
+ *   a partial tree.
+ *
+ * @module
+ */
+
+/** One element: its name, attributes, child elements and its own text. */
+export interface XmlElement {
+  /** Tag name. */
+  name: string;
+  /** Attributes, decoded. */
+  attributes: Record<string, string>;
+  /** Child elements in document order. */
+  children: XmlElement[];
+  /** The element's direct character data (CDATA included), raw (untrimmed). */
+  text: string;
+}
+
+/** Limits of {@link parseXml}. */
+export interface XmlLimits {
+  /** Maximum input length in UTF-16 code units. @default 16 MiB */
+  maxChars?: number;
+  /** Maximum element nesting depth. @default 64 */
+  maxDepth?: number;
+  /** Maximum number of elements. @default 2,000,000 */
+  maxElements?: number;
+}
+
+/** The document is not well-formed, too large or too deep. */
+export class XmlError extends Error {
+  /** @param message what is wrong, with the offset */
+  constructor(message: string) {
+    super(message);
+    this.name = "XmlError";
+  }
+}
+
+const PREDEFINED: Readonly<Record<string, string>> = {
+  lt: "<",
+  gt: ">",
+  amp: "&",
+  quot: '"',
+  apos: "'",
+};
+const NAME_REGEXP = /[A-Za-z_:][-A-Za-z0-9_:.]*/y;
+const ATTRIBUTE_REGEXP = /\s*([A-Za-z_:][-A-Za-z0-9_:.]*)\s*=\s*("([^"]*)"|'([^']*)')/y;
+
+/**
+ * Decodes character references: the five predefined entities and `&#N;`/`&#xN;`.
+ * Any other reference is kept as written.
+ *
+ * @param text raw character data
+ * @returns the decoded text
+ */
+export function decodeEntities(text: string): string {
+  if (!text.includes("&")) return text;
+  return text.replace(
+    /&(#x[0-9A-Fa-f]{1,6}|#[0-9]{1,7}|[A-Za-z_][-A-Za-z0-9_.]*);/g,
+    (ref, body) => {
+      const name = body as string;
+      if (name.startsWith("#")) {
+        const code = name[1] === "x" ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10);
+        if (code === 0 || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return ref;
+        return String.fromCodePoint(code);
+      }
+      return PREDEFINED[name] ?? ref;
+    },
+  );
+}
+
+/**
+ * Parses a document into its root element.
+ *
+ * @param input the document text
+ * @param limits size, depth and element bounds
+ * @returns the root element
+ * @throws {XmlError} when the document is malformed, truncated, empty or over a limit
+ */
+export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
+  const { maxChars = 16 << 20, maxDepth = 64, maxElements = 2_000_000 } = limits;
+  if (input.length > maxChars) {
+    throw new XmlError(
+      `Cannot parse XML: it is too large: current length is ${input.length}, limit ${maxChars}`,
+    );
+  }
+  const stack: XmlElement[] = [];
+  let root: XmlElement | undefined;
+  let elements = 0;
+  let pos = 0;
+  const length = input.length;
+
+  function fail(reason: string): never {
+    throw new XmlError(`Cannot parse XML at offset ${pos}: ${reason}`);
+  }
+  function appendText(text: string): void {
+    const top = stack[stack.length - 1];
+    if (top) top.text += text;
+    else if (text.trim() !== "") fail("text outside the root element");
+  }
+  function indexOrFail(needle: string, from: number, what: string): number {
+    const index = input.indexOf(needle, from);
+    if (index < 0) fail(`unterminated ${what}`);
+    return index;
+  }
+
+  while (pos < length) {
+    const lt = input.indexOf("<", pos);
+    if (lt < 0) {
+      appendText(decodeEntities(input.slice(pos)));
+      pos = length;
+      break;
+    }
+    if (lt > pos) appendText(decodeEntities(input.slice(pos, lt)));
+    pos = lt;
+    if (input.startsWith("<?", pos)) {
+      pos = indexOrFail("?>", pos + 2, "processing instruction") + 2;
+    } else if (input.startsWith("<!--", pos)) {
+      pos = indexOrFail("-->", pos + 4, "comment") + 3;
+    } else if (input.startsWith("<![CDATA[", pos)) {
+      const end = indexOrFail("]]>", pos + 9, "CDATA section");
+      if (stack.length === 0) fail("CDATA outside the root element");
+      appendText(input.slice(pos + 9, end));
+      pos = end + 3;
+    } else if (input.startsWith("<!DOCTYPE", pos)) {
+      if (root !== undefined || stack.length > 0) fail("DOCTYPE after the root element");
+      pos = skipDoctype(input, pos + 9, fail);
+    } else if (input.startsWith("</", pos)) {
+      NAME_REGEXP.lastIndex = pos + 2;
+      const match = NAME_REGEXP.exec(input);
+      if (!match) fail("bad end tag");
+      const name = match[0];
+      const close = indexOrFail(">", pos + 2 + name.length, "end tag");
+      if (input.slice(pos + 2 + name.length, close).trim() !== "") fail(`bad end tag '${name}'`);
+      const top = stack.pop();
+      if (!top || top.name !== name) fail(`end tag '${name}' does not match '${top?.name ?? ""}'`);
+      if (stack.length === 0) root = top;
+      pos = close + 1;
+    } else {
+      NAME_REGEXP.lastIndex = pos + 1;
+      const match = NAME_REGEXP.exec(input);
+      if (!match) fail("bad start tag");
+      const element: XmlElement = { name: match[0], attributes: {}, children: [], text: "" };
+      pos += 1 + element.name.length;
+      for (;;) {
+        ATTRIBUTE_REGEXP.lastIndex = pos;
+        const attribute = ATTRIBUTE_REGEXP.exec(input);
+        if (!attribute) break;
+        element.attributes[attribute[1] as string] = decodeEntities(
+          attribute[3] ?? attribute[4] ?? "",
+        );
+        pos = ATTRIBUTE_REGEXP.lastIndex;
+      }
+      while (pos < length && /\s/.test(input[pos] as string)) pos++;
+      let selfClosing = false;
+      if (input.startsWith("/>", pos)) {
+        selfClosing = true;
+        pos += 2;
+      } else if (input[pos] === ">") {
+        pos += 1;
+      } else {
+        fail(pos >= length ? "unterminated start tag" : `bad start tag '${element.name}'`);
+      }
+      if (++elements > maxElements) fail(`too many elements: limit is ${maxElements}`);
+      const parent = stack[stack.length - 1];
+      if (parent) parent.children.push(element);
+      else if (root !== undefined) fail("a second root element");
+      if (selfClosing) {
+        if (!parent) root = element;
+      } else {
+        if (stack.length >= maxDepth) fail(`elements nest too deep: limit is ${maxDepth}`);
+        stack.push(element);
+      }
+    }
+  }
+  if (stack.length > 0) {
+    throw new XmlError(
+      `Cannot parse XML: the document is truncated: element '${
+        stack[stack.length - 1]?.name
+      }' is not closed`,
+    );
+  }
+  if (root === undefined) throw new XmlError("Cannot parse XML: there is no root element");
+  return root;
+}
+
+function skipDoctype(input: string, from: number, fail: (reason: string) => never): number {
+  // Skip `<!DOCTYPE name ... [internal subset] >` without interpreting anything, honouring
+  // quoted strings so a `]` or `>` inside a literal does not end the declaration early.
+  let pos = from;
+  let inSubset = false;
+  while (pos < input.length) {
+    const ch = input[pos];
+    if (ch === '"' || ch === "'") {
+      const end = input.indexOf(ch, pos + 1);
+      if (end < 0) break;
+      pos = end + 1;
+      continue;
+    }
+    if (inSubset && input.startsWith("<!--", pos)) {
+      const end = input.indexOf("-->", pos + 4);
+      if (end < 0) break;
+      pos = end + 3;
+      continue;
+    }
+    if (ch === "[") inSubset = true;
+    else if (ch === "]") inSubset = false;
+    else if (ch === ">" && !inSubset) return pos + 1;
+    pos++;
+  }
+  return fail("unterminated DOCTYPE");
+}
+
+/**
+ * The first child element with a name.
+ *
+ * @param element the parent (may be undefined)
+ * @param name the child's tag name
+ * @returns the child, if any
+ */
+export function child(element: XmlElement | undefined, name: string): XmlElement | undefined {
+  return element?.children.find((c) => c.name === name);
+}
+
+/**
+ * Every child element with a name.
+ *
+ * @param element the parent (may be undefined)
+ * @param name the children's tag name
+ * @returns the children in document order
+ */
+export function children(element: XmlElement | undefined, name: string): XmlElement[] {
+  return element?.children.filter((c) => c.name === name) ?? [];
+}
+
+/**
+ * The raw text at a slash-separated path below an element, `""` when any step is missing.
+ *
+ * @param element the starting element
+ * @param path e.g. `pci/pci_gpu_link_info/pcie_gen/max_link_gen`
+ * @returns the text, untrimmed
+ */
+export function textAt(element: XmlElement | undefined, path: string): string {
+  let current = element;
+  for (const step of path.split("/")) current = child(current, step);
+  return current?.text ?? "";
+}
