@@ -1,0 +1,359 @@
+/**
+ * The pre-flight permission gate of `aicr snapshot`: before anything is written, ask
+ * whether the caller can do everything the run will do (SelfSubjectAccessReview) and,
+ * in exact-ServiceAccount mode, whether that ServiceAccount holds the agent's rules
+ * (SubjectAccessReview). Every failure is collected into one error, so one run tells
+ * the user everything to fix. The reviewer is injected; the gate itself does no I/O.
+ *
+ * @module
+ */
+import { PermissionError, ToolError, UnavailableError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import { serviceAccountGroups, serviceAccountUser } from "../manifests/mod.ts";
+import { accessQuestions, agentRules, qualifiedResource } from "./rules.ts";
+import type { AccessAttributes } from "./rules.ts";
+
+/** Asks the API server authorization questions (implemented by `kube/`). */
+export interface AccessReviewer {
+  /**
+   * Asks about the caller (SelfSubjectAccessReview).
+   *
+   * @param attributes the question
+   * @returns whether it is allowed, and the authorizer's reason
+   */
+  selfReview(attributes: AccessAttributes): Promise<{ allowed: boolean; reason?: string }>;
+  /**
+   * Asks about another identity (SubjectAccessReview).
+   *
+   * @param user the user name, e.g. `system:serviceaccount:ns:sa`
+   * @param groups the user's groups
+   * @param attributes the question
+   * @returns whether it is allowed
+   * @throws {PermissionError} when the caller may not create SubjectAccessReviews
+   */
+  subjectReview(
+    user: string,
+    groups: string[],
+    attributes: AccessAttributes,
+  ): Promise<{ allowed: boolean }>;
+}
+
+/**
+ * How the run gets its ServiceAccount: `prefix` creates a run-scoped one with the
+ * full RBAC set, `exact` uses an existing one and creates no RBAC.
+ */
+export type ServiceAccountMode = "prefix" | "exact";
+
+/** Options for {@link callerChecks}. */
+export interface CallerCheckOptions {
+  /** ServiceAccount mode. */
+  mode: ServiceAccountMode;
+  /** Whether aicr owns the output ConfigMap (no user `cm://`), so cleanup deletes it. */
+  ownsOutput: boolean;
+  /** `--namespace`. */
+  namespace: string;
+}
+
+function namespaced(
+  namespace: string,
+  group: string,
+  resource: string,
+  verbs: readonly string[],
+  subresource?: string,
+): AccessAttributes[] {
+  return verbs.map((verb) => ({
+    verb,
+    group,
+    resource,
+    ...(subresource === undefined ? {} : { subresource }),
+    namespace,
+  }));
+}
+
+function clusterScoped(
+  group: string,
+  resource: string,
+  verbs: readonly string[],
+): AccessAttributes[] {
+  return verbs.map((verb) => ({ verb, group, resource }));
+}
+
+const RBAC_GROUP = "rbac.authorization.k8s.io";
+const CREATE_DELETE = ["create", "delete"] as const;
+
+/**
+ * What the caller must be able to do, in the documented order. Both modes: get
+ * serviceaccounts; create, get, list, watch, delete jobs.batch; get, list, watch pods;
+ * get pods/log; get, list configmaps; and delete configmaps when aicr owns the output.
+ * Prefix mode only: create and delete serviceaccounts, roles, rolebindings (namespace)
+ * and clusterroles, clusterrolebindings (cluster), because cleanup always runs.
+ *
+ * @param options mode, output ownership and namespace
+ * @returns the questions
+ */
+export function callerChecks(options: CallerCheckOptions): AccessAttributes[] {
+  const { mode, ownsOutput, namespace } = options;
+  const checks: AccessAttributes[] = [
+    ...namespaced(namespace, "", "serviceaccounts", ["get"]),
+    ...namespaced(namespace, "batch", "jobs", ["create", "get", "list", "watch", "delete"]),
+    ...namespaced(namespace, "", "pods", ["get", "list", "watch"]),
+    ...namespaced(namespace, "", "pods", ["get"], "log"),
+    ...namespaced(namespace, "", "configmaps", ["get", "list"]),
+    ...(ownsOutput ? namespaced(namespace, "", "configmaps", ["delete"]) : []),
+  ];
+  if (mode === "prefix") {
+    checks.push(
+      ...namespaced(namespace, "", "serviceaccounts", CREATE_DELETE),
+      ...namespaced(namespace, RBAC_GROUP, "roles", CREATE_DELETE),
+      ...namespaced(namespace, RBAC_GROUP, "rolebindings", CREATE_DELETE),
+      ...clusterScoped(RBAC_GROUP, "clusterroles", CREATE_DELETE),
+      ...clusterScoped(RBAC_GROUP, "clusterrolebindings", CREATE_DELETE),
+    );
+  }
+  return checks;
+}
+
+/**
+ * The scope words of a denial line: `(namespace "x")` or `(cluster-scoped)`.
+ *
+ * @param attributes the question
+ * @returns the scope in parentheses
+ */
+export function formatScope(attributes: AccessAttributes): string {
+  return attributes.namespace === undefined
+    ? "(cluster-scoped)"
+    : `(namespace ${JSON.stringify(attributes.namespace)})`;
+}
+
+/** Who lacked a permission. */
+export type Identity = { kind: "caller" } | { kind: "serviceAccount"; user: string };
+
+/**
+ * One line of the gate's error, e.g.
+ * `- the caller (your kubeconfig identity) cannot "delete" clusterroles.rbac.authorization.k8s.io (cluster-scoped)`.
+ *
+ * @param identity the caller or the agent ServiceAccount
+ * @param attributes the denied question
+ * @returns the line
+ */
+export function formatDenial(identity: Identity, attributes: AccessAttributes): string {
+  const who = identity.kind === "caller"
+    ? "the caller (your kubeconfig identity)"
+    : `agent ServiceAccount ${JSON.stringify(identity.user)}`;
+  return `- ${who} cannot ${JSON.stringify(attributes.verb)} ${qualifiedResource(attributes)} ${
+    formatScope(attributes)
+  }`;
+}
+
+/** The first line of the gate's error. */
+export const MISSING_PERMISSIONS_HEADER = "missing required permissions:";
+
+/** The WARN logged when the agent ServiceAccount's permissions cannot be checked. */
+export const UNVERIFIED_SERVICE_ACCOUNT_WARNING =
+  "could not verify the agent ServiceAccount's own permissions; continuing, but a missing rule will surface as an in-pod failure minutes from now instead of here";
+
+const CONNECTION_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ETIMEDOUT",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_SOCKET",
+]);
+const CONNECTION_MESSAGE_REGEXP =
+  /dial tcp|no such host|connection refused|i\/o timeout|TLS handshake timeout|network is unreachable|no route to host|getaddrinfo|fetch failed|ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND/i;
+
+/**
+ * Whether an error means the API server could not be reached (refused, unreachable,
+ * DNS, TLS handshake), looking through `cause`. A deadline alone is not one.
+ *
+ * @param error anything thrown
+ * @returns whether it is a connection problem
+ */
+export function isConnectionError(error: unknown): boolean {
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === "string" && CONNECTION_CODES.has(code)) return true;
+    if (CONNECTION_MESSAGE_REGEXP.test(current.message)) return true;
+    current = current.cause;
+  }
+  return false;
+}
+
+function reviewFailure(error: unknown, attributes: AccessAttributes): ToolError {
+  if (error instanceof ToolError) return error;
+  const what = `"${attributes.verb}" ${qualifiedResource(attributes)}`;
+  if (isConnectionError(error)) {
+    return new UnavailableError(
+      `Cannot check permission ${what} as the Kubernetes API server is unreachable: ${
+        error instanceof Error ? error.message : String(error)
+      }`,
+      {
+        cause: error,
+        details: [
+          "Is your VPN connected?",
+          "Is the cluster endpoint correct in your kubeconfig?",
+          "Do firewall rules allow egress to the API server?",
+        ],
+      },
+    );
+  }
+  return new ToolError(
+    `Cannot check permission ${what} as the access review failed: ${
+      error instanceof Error ? error.message : String(error)
+    }`,
+    "internal",
+    500,
+    { cause: error },
+  );
+}
+
+/**
+ * Maps over items with at most `limit` calls in flight, keeping the results in order.
+ * The first rejection rejects the whole map after the calls in flight settle.
+ *
+ * @param items the inputs
+ * @param limit most calls at once (at least 1)
+ * @param fn the call
+ * @returns the results, in input order
+ */
+export async function mapConcurrent<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  async function worker(): Promise<void> {
+    while (failure === undefined && next < items.length) {
+      const index = next++;
+      try {
+        results[index] = await fn(items[index] as T, index);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  }
+  const workers = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker);
+  await Promise.all(workers);
+  if (failure !== undefined) throw failure.error;
+  return results;
+}
+
+/** Options for {@link runGate}. */
+export interface GateOptions {
+  /** `--namespace`. */
+  namespace: string;
+  /** ServiceAccount mode, decided beforehand by a `get serviceaccounts`. */
+  mode: ServiceAccountMode;
+  /** The ServiceAccount the pod runs as (checked in exact mode). */
+  serviceAccount: string;
+  /** Whether aicr owns the output ConfigMap. */
+  ownsOutput: boolean;
+  /** `--discover-network`: widen the agent questions. @default false */
+  discoverNetwork?: boolean;
+  /** Where the WARN goes. */
+  log: Logger;
+  /** Reviews in flight at once. @default 8 */
+  concurrency?: number;
+}
+
+/** What the gate checked. */
+export interface GateReport {
+  /** Caller questions asked. */
+  callerChecked: number;
+  /** Agent ServiceAccount questions answered. */
+  serviceAccountChecked: number;
+  /** Agent ServiceAccount questions that could not be asked (SAR creation denied). */
+  serviceAccountUnchecked: number;
+}
+
+type Outcome =
+  | { kind: "allowed" }
+  | { kind: "denied"; line: string }
+  | { kind: "unchecked" };
+
+/**
+ * Runs the gate: every caller question, and in exact mode every agent question derived
+ * from the rule set, concurrently (bounded). When the caller may not create
+ * SubjectAccessReviews, it logs the documented WARN and goes on.
+ *
+ * @param reviewer asks the API server
+ * @param options namespace, mode, ServiceAccount, ownership, discovery, logger
+ * @returns what was checked
+ * @throws {PermissionError} `missing required permissions:` and one line per denial
+ * @throws {UnavailableError} when the API server cannot be reached
+ * @throws {ToolError} when a review fails otherwise
+ */
+export async function runGate(reviewer: AccessReviewer, options: GateOptions): Promise<GateReport> {
+  const {
+    namespace,
+    mode,
+    serviceAccount,
+    ownsOutput,
+    discoverNetwork = false,
+    log,
+    concurrency = 8,
+  } = options;
+  const user = serviceAccountUser(namespace, serviceAccount);
+  const groups = serviceAccountGroups(namespace);
+  const caller = callerChecks({ mode, ownsOutput, namespace });
+  const agent = mode === "exact" ? accessQuestions(agentRules({ discoverNetwork }), namespace) : [];
+  type Task = { identity: Identity; attributes: AccessAttributes };
+  const tasks: Task[] = [
+    ...caller.map((attributes): Task => ({ identity: { kind: "caller" }, attributes })),
+    ...agent.map((attributes): Task => ({
+      identity: { kind: "serviceAccount", user },
+      attributes,
+    })),
+  ];
+  const outcomes = await mapConcurrent(tasks, concurrency, async (task): Promise<Outcome> => {
+    const { identity, attributes } = task;
+    try {
+      if (identity.kind === "caller") {
+        const answer = await reviewer.selfReview(attributes);
+        if (answer.allowed) return { kind: "allowed" };
+        if (answer.reason) {
+          log.debug("permission denied", {
+            verb: attributes.verb,
+            resource: qualifiedResource(attributes),
+            reason: answer.reason,
+          });
+        }
+      } else {
+        const answer = await reviewer.subjectReview(user, [...groups], attributes);
+        if (answer.allowed) return { kind: "allowed" };
+      }
+      return { kind: "denied", line: formatDenial(identity, attributes) };
+    } catch (error) {
+      if (identity.kind === "serviceAccount" && error instanceof PermissionError) {
+        return { kind: "unchecked" };
+      }
+      throw reviewFailure(error, attributes);
+    }
+  });
+  const unchecked = outcomes.filter((o) => o.kind === "unchecked").length;
+  if (unchecked > 0) {
+    log.warn(UNVERIFIED_SERVICE_ACCOUNT_WARNING, {
+      serviceAccount,
+      namespace,
+      uncheckedRules: unchecked,
+      remedy:
+        `grant the caller 'create subjectaccessreviews.authorization.k8s.io', or verify by hand with: kubectl auth can-i --list --as ${user}`,
+    });
+  }
+  const lines = outcomes.flatMap((o) => (o.kind === "denied" ? [o.line] : []));
+  if (lines.length > 0) {
+    throw new PermissionError([MISSING_PERMISSIONS_HEADER, ...lines].join("\n"));
+  }
+  return {
+    callerChecked: caller.length,
+    serviceAccountChecked: agent.length - unchecked,
+    serviceAccountUnchecked: unchecked,
+  };
+}
