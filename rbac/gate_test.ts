@@ -300,7 +300,7 @@ Deno.test("gate: a forbidden SubjectAccessReview does not hide the caller's deni
   // The authorizer's reason goes to the debug log; the WARN is logged once.
   assert.deepEqual(lines.map((l) => l.split(" ").slice(0, 3).join(" ")), [
     "DEBUG permission denied",
-    "WARN could not verify",
+    "WARN could not",
   ]);
   assert.match(lines[0] ?? "", /verb=watch resource=jobs.batch reason="RBAC: no rule"/);
 });
