@@ -1,0 +1,332 @@
+/**
+ * The daemon's HTTP API as a Hono app: snapshots (whole or one measurement, YAML or JSON),
+ * health, readiness and Prometheus metrics, with Kubernetes authentication and authorization
+ * in front of everything but health. This is the only place errors become HTTP responses.
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { NotFoundError, PermissionError, ToolError, UsageError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import { MEASUREMENT_TYPES } from "../snapshot/mod.ts";
+import type { MeasurementType, SnapshotFormat } from "../snapshot/mod.ts";
+import {
+  bearerToken,
+  describeDenial,
+  metricsAttributes,
+  snapshotAttributes,
+  UnauthenticatedError,
+} from "./auth.ts";
+import type { AccessAttributes, RequestAuthorizer, UserInfo } from "./auth.ts";
+import type { SnapshotCache } from "./cache.ts";
+import { METRICS_CONTENT_TYPE } from "./metrics.ts";
+import type { DaemonMetrics } from "./metrics.ts";
+
+/** Per-request values of the daemon app. */
+export type DaemonEnv = {
+  Variables: {
+    /** The authenticated caller; undefined with `--insecure-no-auth`. */
+    user: UserInfo | undefined;
+  };
+};
+
+/** Dependencies of {@link createApp}. */
+export interface AppDeps {
+  /** The snapshot cache. */
+  cache: SnapshotCache;
+  /** The metric set, rendered on `/metrics` and fed by every request. */
+  metrics: DaemonMetrics;
+  /**
+   * Authenticates and authorizes callers. Undefined turns authentication off: only for
+   * `--insecure-no-auth` on a trusted loopback, never in a cluster.
+   */
+  auth: RequestAuthorizer | undefined;
+  /** Logger (access lines at debug). */
+  log: Logger;
+  /** This daemon's node: the name authorized against, and the `X-Aicr-Node` header. */
+  nodeName: string;
+}
+
+/** Content types of the snapshot formats. */
+export const SNAPSHOT_CONTENT_TYPES: Readonly<Record<SnapshotFormat, string>> = {
+  yaml: "application/yaml; charset=utf-8",
+  json: "application/json; charset=utf-8",
+};
+
+const MEDIA_FORMATS: Readonly<Record<string, SnapshotFormat>> = {
+  "application/json": "json",
+  "application/yaml": "yaml",
+  "application/x-yaml": "yaml",
+  "text/yaml": "yaml",
+  "text/x-yaml": "yaml",
+};
+
+/**
+ * Picks the snapshot format: `?format=` wins, then the `Accept` media type of highest
+ * quality that names JSON or YAML; anything else (none, `*\/*`, `text/html`) gets YAML.
+ *
+ * @param query the `format` query value
+ * @param accept the `Accept` header
+ * @returns the format
+ * @throws {UsageError} when `format` is neither `yaml` nor `json`
+ */
+export function negotiateFormat(
+  query: string | undefined,
+  accept: string | undefined,
+): SnapshotFormat {
+  if (query !== undefined) {
+    if (query === "yaml" || query === "json") return query;
+    throw new UsageError(
+      `Cannot encode snapshot as 'format' must be 'yaml' or 'json': current value is '${query}'`,
+    );
+  }
+  if (!accept) return "yaml";
+  let best: { format: SnapshotFormat; q: number } | undefined;
+  for (const range of accept.split(",")) {
+    const [type = "", ...params] = range.split(";").map((part) => part.trim().toLowerCase());
+    const format = MEDIA_FORMATS[type];
+    if (!format) continue;
+    let q = 1;
+    for (const param of params) {
+      if (param.startsWith("q=")) q = Number(param.slice(2));
+    }
+    if (!(q > 0)) continue;
+    if (!best || q > best.q) best = { format, q };
+  }
+  return best?.format ?? "yaml";
+}
+
+/**
+ * Resolves a measurement type from a path segment: exact, else case-insensitive.
+ *
+ * @param name the segment, e.g. `GPU` or `gpu`
+ * @returns the type, or undefined when it names none
+ */
+export function resolveMeasurementType(name: string): MeasurementType | undefined {
+  const exact = MEASUREMENT_TYPES.find((type) => type === name);
+  if (exact) return exact;
+  const lower = name.toLowerCase();
+  return MEASUREMENT_TYPES.find((type) => type.toLowerCase() === lower);
+}
+
+function parseFresh(value: string | undefined): boolean {
+  if (value === undefined || value === "false" || value === "0") return false;
+  if (value === "true" || value === "1" || value === "") return true;
+  throw new UsageError(
+    `Cannot read 'fresh' as it must be 'true' or 'false': current value is '${value}'`,
+  );
+}
+
+/** Route labels for metrics: a closed set, so a scan of random paths cannot grow series. */
+function routeOf(path: string): string {
+  switch (path) {
+    case "/healthz":
+    case "/readyz":
+    case "/metrics":
+    case "/v1/snapshot":
+      return path;
+  }
+  return path.startsWith("/v1/snapshot/") ? "/v1/snapshot/{measurement}" : "other";
+}
+
+const KNOWN_PATH_REGEXP = /^\/(healthz|readyz|metrics|v1\/snapshot(\/[^/]+)?)$/;
+
+const REASONS: Readonly<Record<number, string>> = {
+  400: "BadRequest",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "NotFound",
+  405: "MethodNotAllowed",
+  429: "TooManyRequests",
+  500: "InternalError",
+  503: "ServiceUnavailable",
+  504: "Timeout",
+};
+
+/**
+ * An error body in the shape of a Kubernetes `Status`, so clients parse daemon and apiserver
+ * failures alike.
+ *
+ * @param code HTTP status
+ * @param message the message
+ * @returns the JSON text
+ */
+export function statusBody(code: number, message: string): string {
+  return JSON.stringify({
+    kind: "Status",
+    apiVersion: "v1",
+    status: "Failure",
+    message,
+    reason: REASONS[code] ?? "Unknown",
+    code,
+  }) + "\n";
+}
+
+function errorResponse(code: number, message: string, headers: Record<string, string> = {}) {
+  return new Response(statusBody(code, message), {
+    status: code,
+    headers: { "content-type": "application/json; charset=utf-8", ...headers },
+  });
+}
+
+/**
+ * A middleware requiring a bearer token whose user may do `attributes` (no-op without auth).
+ *
+ * @param options the authorizer and the attributes to check
+ * @returns the middleware
+ */
+export function requireAccess(
+  options: { auth: RequestAuthorizer | undefined; attributes: AccessAttributes },
+): MiddlewareHandler<DaemonEnv> {
+  const { auth, attributes } = options;
+  return async function requireAccess(c, next) {
+    if (auth) {
+      const signal = c.req.raw.signal;
+      const user = await auth.authenticate(bearerToken(c.req.raw.headers), signal);
+      if (!user) {
+        throw new UnauthenticatedError("Cannot authenticate: the bearer token is not valid");
+      }
+      if (!(await auth.authorize(user, attributes, signal))) {
+        throw new PermissionError(describeDenial(user, attributes));
+      }
+      c.set("user", user);
+    }
+    await next();
+  };
+}
+
+function httpDate(ms: number): string {
+  return new Date(ms).toUTCString();
+}
+
+function etagMatches(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  return header.split(",").some((tag) => {
+    const t = tag.trim();
+    return t === "*" || t === etag || t === `W/${etag}`;
+  });
+}
+
+/**
+ * Builds the daemon's Hono app.
+ *
+ * Routes: `GET /healthz` (open), `GET /readyz` (open; 503 until the first successful
+ * collection), `GET /metrics` (`get nodes/metrics`), `GET /v1/snapshot` and
+ * `GET /v1/snapshot/{measurement}` (`get snapshots.aicr.run`, named after the node), with
+ * `?format=yaml|json` (else `Accept`) and `?fresh=true`.
+ *
+ * @param deps cache, metrics, authorizer, logger and node name
+ * @returns the app (serve it with `serve()` from `serve.ts`, or call `app.request()` in tests)
+ */
+export function createApp(deps: AppDeps): Hono<DaemonEnv> {
+  const { cache, metrics, auth, log, nodeName } = deps;
+  const app = new Hono<DaemonEnv>();
+
+  app.use(async function observe(c, next) {
+    const start = performance.now();
+    await next();
+    const route = routeOf(c.req.path);
+    const seconds = (performance.now() - start) / 1000;
+    const code = String(c.res.status);
+    metrics.httpRequests.inc({ route, code });
+    metrics.httpDuration.observe(seconds, { route });
+    log.debug("request", {
+      method: c.req.method,
+      path: c.req.path,
+      code,
+      ms: Math.round(seconds * 1000),
+      user: c.get("user")?.username,
+    });
+  });
+
+  app.get("/healthz", (c) => c.text("ok\n", 200, { "cache-control": "no-store" }));
+
+  app.get("/readyz", (c) => {
+    return cache.ready
+      ? c.text("ok\n", 200, { "cache-control": "no-store" })
+      : c.text("not ready: no successful collection yet\n", 503, { "cache-control": "no-store" });
+  });
+
+  app.get(
+    "/metrics",
+    requireAccess({ auth, attributes: metricsAttributes(nodeName) }),
+    (c) => c.body(metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE }),
+  );
+
+  const snapshotAccess = requireAccess({ auth, attributes: snapshotAttributes(nodeName) });
+
+  async function serveSnapshot(c: Context<DaemonEnv>, typeName?: string): Promise<Response> {
+    const format = negotiateFormat(c.req.query("format"), c.req.header("accept"));
+    const fresh = parseFresh(c.req.query("fresh"));
+    let type: MeasurementType | undefined;
+    if (typeName !== undefined) {
+      type = resolveMeasurementType(typeName);
+      if (!type) {
+        throw new NotFoundError(
+          `Cannot find measurement type '${typeName}': known types are ${
+            MEASUREMENT_TYPES.join(", ")
+          }`,
+        );
+      }
+    }
+    const entry = await cache.get({ fresh, signal: c.req.raw.signal });
+    const encoded = entry.encode(format, type);
+    if (!encoded) {
+      throw new NotFoundError(
+        `Cannot find measurement '${type}' in the snapshot of node "${nodeName}": it was not collected`,
+      );
+    }
+    const headers: Record<string, string> = {
+      "content-type": SNAPSHOT_CONTENT_TYPES[format],
+      "cache-control": "no-store",
+      "etag": encoded.etag,
+      "last-modified": httpDate(entry.collectedAt),
+      "vary": "Accept",
+      "x-aicr-collected-at": new Date(entry.collectedAt).toISOString(),
+      "x-aicr-node": nodeName,
+    };
+    if (etagMatches(c.req.header("if-none-match"), encoded.etag)) {
+      return c.body(null, 304, headers);
+    }
+    return c.body(encoded.body, 200, headers);
+  }
+
+  app.get("/v1/snapshot", snapshotAccess, (c) => serveSnapshot(c));
+  app.get(
+    "/v1/snapshot/:measurement",
+    snapshotAccess,
+    (c) => serveSnapshot(c, c.req.param("measurement")),
+  );
+
+  app.all("*", (c) => {
+    if (KNOWN_PATH_REGEXP.test(c.req.path)) {
+      return errorResponse(405, `Cannot ${c.req.method} '${c.req.path}': only GET is served`, {
+        allow: "GET, HEAD",
+      });
+    }
+    return errorResponse(404, `Cannot find '${c.req.path}'`);
+  });
+
+  app.onError((error, c) => {
+    if (error instanceof HTTPException) return error.getResponse();
+    if (!(error instanceof ToolError)) {
+      log.error("request failed", {
+        path: c.req.path,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return errorResponse(500, "Internal error: see the daemon's log");
+    }
+    const headers: Record<string, string> = {};
+    if (error.httpStatus === 401) headers["www-authenticate"] = 'Bearer realm="aicr"';
+    const retryAfter = (error as { retryAfterSeconds?: unknown }).retryAfterSeconds;
+    if (typeof retryAfter === "number") headers["retry-after"] = String(retryAfter);
+    if (error.httpStatus >= 500) {
+      log.warn("request failed", { path: c.req.path, error: error.message });
+    }
+    return errorResponse(error.httpStatus, error.message, headers);
+  });
+
+  return app;
+}

@@ -1,0 +1,362 @@
+/**
+ * Serves a fetch handler (a Hono app's `fetch`) over `node:https` (or, only when asked for,
+ * plain `node:http`), so the same code runs under Deno and in the Node single executable. It
+ * holds the small adapter between `IncomingMessage`/`ServerResponse` and web
+ * `Request`/`Response`, the request bounds (body size, header size, timeouts) and the
+ * graceful shutdown (stop accepting, finish in-flight requests, close idle keep-alive sockets,
+ * force the rest after a bounded drain).
+ *
+ * @module
+ */
+import http from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import type { Logger } from "../log.ts";
+import { NOOP_LOGGER } from "../log.ts";
+
+/** A web fetch handler. */
+export type FetchHandler = (request: Request) => Response | Promise<Response>;
+
+/** A PEM certificate chain and its key. */
+export interface TlsMaterial {
+  /** PEM certificate (chain). */
+  cert: string;
+  /** PEM private key. */
+  key: string;
+}
+
+/** Limits and timeouts of {@link serve}. */
+export interface ServeLimits {
+  /** Largest request body accepted, bytes; larger ones get 413. @default 0 (no bodies) */
+  maxBodyBytes?: number;
+  /** Largest request head (request line and headers), bytes. @default 16_384 */
+  maxHeaderBytes?: number;
+  /** Time allowed to receive the request head. @default 10_000 */
+  headersTimeoutMs?: number;
+  /** Time allowed to receive the whole request. @default 30_000 */
+  requestTimeoutMs?: number;
+  /** Time allowed for the handler to produce a response; then 503. @default 200_000 */
+  handlerTimeoutMs?: number;
+  /** How long an idle keep-alive connection stays open. @default 5_000 */
+  keepAliveTimeoutMs?: number;
+  /** How long a graceful shutdown waits for in-flight requests before closing sockets. @default 10_000 */
+  drainTimeoutMs?: number;
+}
+
+/** Options of {@link serve}. */
+export interface ServeOptions extends ServeLimits {
+  /** Address to bind. @default "0.0.0.0" */
+  hostname?: string;
+  /** Port to bind; 0 picks a free one. @default 8443 */
+  port?: number;
+  /** Certificate and key. Required unless `insecureHttp` is set. */
+  tls?: TlsMaterial;
+  /** Serve plain HTTP (tests and local runs only). @default false */
+  insecureHttp?: boolean;
+  /** Aborting it starts the graceful shutdown. */
+  signal?: AbortSignal;
+  /** Logger. */
+  log?: Logger;
+}
+
+/** A running server. */
+export interface RunningServer {
+  /** The bound address. */
+  hostname: string;
+  /** The bound port. */
+  port: number;
+  /** `https://host:port` (or `http://`). */
+  url: string;
+  /** Requests being handled right now. */
+  readonly inFlight: number;
+  /** Resolves once the server has stopped and every connection is closed. */
+  finished: Promise<void>;
+  /**
+   * Stops gracefully: no new connections, in-flight requests finish (their responses carry
+   * `Connection: close`), idle sockets close, and after the drain timeout the rest are cut.
+   */
+  shutdown(): Promise<void>;
+}
+
+const HOST_REGEXP = /^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
+
+function plainResponse(res: ServerResponse, status: number, message: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = JSON.stringify({
+    kind: "Status",
+    apiVersion: "v1",
+    status: "Failure",
+    message,
+    code: status,
+  }) + "\n";
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+    "connection": "close",
+  });
+  res.end(body);
+}
+
+function declaredBodyBytes(req: IncomingMessage): number | undefined {
+  const te = req.headers["transfer-encoding"];
+  if (te !== undefined && te !== "identity") return undefined;
+  const cl = req.headers["content-length"];
+  if (cl === undefined) return 0;
+  const n = Number(cl);
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}
+
+async function readBody(
+  req: IncomingMessage,
+  maxBytes: number,
+): Promise<Uint8Array<ArrayBuffer> | null> {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of req) {
+    const bytes = chunk as Uint8Array;
+    total += bytes.byteLength;
+    if (total > maxBytes) return null;
+    chunks.push(bytes);
+  }
+  return new Uint8Array(Buffer.concat(chunks));
+}
+
+/**
+ * Converts a node request into a web `Request` (the body, if any, already buffered).
+ *
+ * @param req the node request
+ * @param options base URL for relative targets, the request's signal and the body
+ * @returns the web request
+ * @throws {TypeError} when the target is not a valid URL
+ */
+export function toWebRequest(
+  req: IncomingMessage,
+  options: { baseUrl: string; signal: AbortSignal; body?: Uint8Array<ArrayBuffer> | null },
+): Request {
+  const headers = new Headers();
+  const raw = req.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    try {
+      headers.append(raw[i] as string, raw[i + 1] as string);
+    } catch {
+      // A header the fetch API refuses is dropped rather than failing the request.
+    }
+  }
+  const host = req.headers.host;
+  const base = host && HOST_REGEXP.test(host)
+    ? `${new URL(options.baseUrl).protocol}//${host}`
+    : options.baseUrl;
+  const url = new URL(req.url ?? "/", base);
+  const method = req.method ?? "GET";
+  const init: RequestInit = { method, headers, signal: options.signal };
+  if (options.body && options.body.byteLength > 0 && method !== "GET" && method !== "HEAD") {
+    init.body = options.body;
+  }
+  return new Request(url, init);
+}
+
+/**
+ * Writes a web `Response` to a node response (bodies are buffered, so `Content-Length` is
+ * set and keep-alive needs no chunking).
+ *
+ * @param response the web response
+ * @param res the node response
+ * @param extraHeaders headers added last (e.g. `connection: close` while draining)
+ * @returns when the response has been handed to the socket
+ */
+export async function writeWebResponse(
+  response: Response,
+  res: ServerResponse,
+  extraHeaders: Record<string, string> = {},
+): Promise<void> {
+  const headers: Record<string, string | string[]> = {};
+  response.headers.forEach((value, key) => {
+    if (key !== "set-cookie") headers[key] = value;
+  });
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) headers["set-cookie"] = cookies;
+  Object.assign(headers, extraHeaders);
+  if (response.body === null) {
+    res.writeHead(response.status, headers);
+    res.end();
+    return;
+  }
+  const body = new Uint8Array(await response.arrayBuffer());
+  if (res.destroyed) return;
+  if (headers["content-length"] === undefined) headers["content-length"] = String(body.byteLength);
+  res.writeHead(response.status, headers);
+  res.end(body);
+}
+
+/**
+ * Serves a fetch handler until `signal` aborts or `shutdown()` is called.
+ *
+ * @param handler the fetch handler, e.g. `app.fetch`
+ * @param options address, TLS material, limits and shutdown signal
+ * @returns the running server, once listening
+ * @throws {TypeError} when neither `tls` nor `insecureHttp` is given
+ */
+export async function serve(
+  handler: FetchHandler,
+  options: ServeOptions = {},
+): Promise<RunningServer> {
+  const {
+    hostname = "0.0.0.0",
+    port = 8443,
+    tls,
+    insecureHttp = false,
+    signal,
+    log = NOOP_LOGGER,
+    maxBodyBytes = 0,
+    maxHeaderBytes = 16_384,
+    headersTimeoutMs = 10_000,
+    requestTimeoutMs = 30_000,
+    handlerTimeoutMs = 200_000,
+    keepAliveTimeoutMs = 5_000,
+    drainTimeoutMs = 10_000,
+  } = options;
+  if (!tls && !insecureHttp) {
+    throw new TypeError(
+      "Cannot serve as 'tls' is missing: pass a certificate and key, or insecureHttp",
+    );
+  }
+  const scheme = tls ? "https" : "http";
+  let inFlight = 0;
+  let draining = false;
+
+  async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    inFlight += 1;
+    const controller = new AbortController();
+    res.once("close", () => {
+      inFlight -= 1;
+      if (!res.writableFinished) controller.abort(new Error("The client closed the connection"));
+    });
+    const timer = setTimeout(() => {
+      controller.abort(new Error(`The handler did not answer within ${handlerTimeoutMs} ms`));
+      plainResponse(res, 503, `Cannot answer: the request took longer than ${handlerTimeoutMs} ms`);
+    }, handlerTimeoutMs);
+    try {
+      const declared = declaredBodyBytes(req);
+      if (declared === undefined ? maxBodyBytes === 0 : declared > maxBodyBytes) {
+        plainResponse(res, 413, `Cannot accept a request body larger than ${maxBodyBytes} bytes`);
+        return;
+      }
+      let body: Uint8Array<ArrayBuffer> | null = null;
+      if (declared !== 0) {
+        body = await readBody(req, maxBodyBytes);
+        if (body === null) {
+          plainResponse(res, 413, `Cannot accept a request body larger than ${maxBodyBytes} bytes`);
+          return;
+        }
+      }
+      let request: Request;
+      try {
+        request = toWebRequest(req, {
+          baseUrl: `${scheme}://${hostname}`,
+          signal: controller.signal,
+          body,
+        });
+      } catch {
+        plainResponse(res, 400, "Cannot parse the request target");
+        return;
+      }
+      const response = await handler(request);
+      if (res.headersSent || res.destroyed) return;
+      await writeWebResponse(response, res, draining ? { connection: "close" } : {});
+    } catch (error) {
+      log.error("request handler failed", {
+        error: error instanceof Error ? error.message : String(error),
+      });
+      plainResponse(res, 500, "Internal error: see the daemon's log");
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  const serverOptions = {
+    maxHeaderSize: maxHeaderBytes,
+    headersTimeout: headersTimeoutMs,
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
+  };
+  const listener = (req: IncomingMessage, res: ServerResponse) => void onRequest(req, res);
+  const server: http.Server = tls
+    ? https.createServer(
+      { ...serverOptions, cert: tls.cert, key: tls.key, minVersion: "TLSv1.2" },
+      listener,
+    )
+    : http.createServer(serverOptions, listener);
+  server.headersTimeout = headersTimeoutMs;
+  server.requestTimeout = requestTimeoutMs;
+  server.keepAliveTimeout = keepAliveTimeoutMs;
+  server.maxHeadersCount = 100;
+  server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
+    const status = error.code === "HPE_HEADER_OVERFLOW"
+      ? "431 Request Header Fields Too Large"
+      : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? "408 Request Timeout"
+      : "400 Bad Request";
+    if (socket.writable) {
+      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    } else socket.destroy();
+  });
+  server.on(
+    "tlsClientError",
+    (error: Error) => log.debug("TLS handshake failed", { error: error.message }),
+  );
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, hostname, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  server.on("error", (error: Error) => log.error("server error", { error: error.message }));
+  const address = server.address() as AddressInfo;
+  const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+
+  let resolveFinished!: () => void;
+  const finished = new Promise<void>((resolve) => (resolveFinished = resolve));
+  let shutdownPromise: Promise<void> | undefined;
+
+  function shutdown(): Promise<void> {
+    if (shutdownPromise) return shutdownPromise;
+    draining = true;
+    signal?.removeEventListener("abort", onAbort);
+    log.info("shutting down", { inFlight });
+    shutdownPromise = new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        log.warn("drain timeout: closing remaining connections", { inFlight });
+        server.closeAllConnections();
+      }, drainTimeoutMs);
+      server.close(() => {
+        clearTimeout(force);
+        resolve();
+      });
+      server.closeIdleConnections();
+    }).then(() => resolveFinished());
+    return shutdownPromise;
+  }
+  function onAbort() {
+    void shutdown();
+  }
+  if (signal?.aborted) void shutdown();
+  else signal?.addEventListener("abort", onAbort, { once: true });
+
+  log.info("listening", { url: `${scheme}://${shownHost}:${address.port}` });
+  return {
+    hostname: address.address,
+    port: address.port,
+    url: `${scheme}://${shownHost}:${address.port}`,
+    get inFlight() {
+      return inFlight;
+    },
+    finished,
+    shutdown,
+  };
+}
