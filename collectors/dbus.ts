@@ -10,7 +10,7 @@
  */
 import { createConnection, type Socket } from "node:net";
 import process from "node:process";
-import { TimeoutError, ToolError, UnavailableError } from "../errors.ts";
+import { PermissionError, TimeoutError, ToolError, UnavailableError } from "../errors.ts";
 import type { DbusValue, SystemdBus } from "./types.ts";
 
 /** systemd's private socket. */
@@ -511,7 +511,7 @@ export async function connectDbus(
       clearTimeout(timer);
       resolve(s);
     });
-    s.once("error", (error: NodeJS.ErrnoException) => {
+    s.once("error", (error: Error & { code?: string }) => {
       clearTimeout(timer);
       s.destroy();
       reject(
@@ -633,6 +633,8 @@ export async function connectDbus(
               reject(
                 unavailable
                   ? new UnavailableError(text2, { details: [name] })
+                  : name.endsWith(".AccessDenied")
+                  ? new PermissionError(text2, { details: [name] })
                   : new ToolError(text2, "internal", 502, { details: [name] }),
               );
             } else {
