@@ -12,3 +12,7 @@
 export * from "./model.ts";
 export * from "./codec.ts";
 export * from "./target.ts";
+export * from "./diff.ts";
+export * from "./fleet.ts";
+export * from "./diff_render.ts";
+export * from "./fleet_html.ts";

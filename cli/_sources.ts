@@ -1,0 +1,296 @@
+/**
+ * Where `aicr diff` reads snapshots from: a file, a directory (fleet), `-` (stdin) or
+ * `cm://namespace/name`. The reading itself is injected ({@link SnapshotSourceLoader});
+ * this module resolves names, enforces the size caps and turns what it read into
+ * snapshots with errors that name the input.
+ *
+ * @module
+ */
+import { readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { basename, extname, resolve } from "node:path";
+import process from "node:process";
+import { parseDocument } from "yaml";
+import { NotFoundError, ToolError, UnavailableError, UsageError } from "../errors.ts";
+import {
+  MAX_DOCUMENT_BYTES,
+  parseConfigMapUri,
+  parseSnapshot,
+  parseSnapshotStream,
+} from "../snapshot/mod.ts";
+import type { FleetMember, Snapshot } from "../snapshot/mod.ts";
+
+/** The largest fleet stream (one file, stdin or ConfigMap holding many snapshots). */
+export const MAX_FLEET_STREAM_BYTES = 256 * 1024 * 1024;
+
+/** What a path is, if it exists. */
+export interface PathInfo {
+  /** Whether it is a directory. */
+  isDirectory: boolean;
+  /** Size in bytes. */
+  size: number;
+}
+
+/** The I/O `aicr diff` needs, injected so tests and the composition root choose it. */
+export interface SnapshotSourceLoader {
+  /** Reads a whole file as UTF-8. */
+  readFile(path: string): Promise<string>;
+  /** Describes a path; `undefined` when it does not exist. */
+  stat(path: string): Promise<PathInfo | undefined>;
+  /** Names of the entries of a directory. */
+  readDirectory(path: string): Promise<string[]>;
+  /** Reads stdin to its end, failing once it exceeds `maxBytes`. */
+  readStdin(maxBytes: number): Promise<string>;
+  /**
+   * Reads a ConfigMap's `data`; `undefined` (or a thrown {@link NotFoundError}) when it
+   * does not exist.
+   */
+  readConfigMap(namespace: string, name: string): Promise<Record<string, string> | undefined>;
+  /** Writes a whole file (for `--output`). */
+  writeFile(path: string, text: string): Promise<void>;
+}
+
+/** Options for {@link createFsSourceLoader}. */
+export interface FsSourceLoaderOptions {
+  /** The ConfigMap reader (the Kubernetes client); without it `cm://` fails clearly. */
+  readConfigMap?: SnapshotSourceLoader["readConfigMap"];
+  /** The stream read for `-`. @default process.stdin */
+  stdin?: AsyncIterable<Uint8Array | string>;
+}
+
+/**
+ * The real loader: node:fs for files, the process's stdin, an injected ConfigMap reader.
+ *
+ * @param options the ConfigMap reader and stdin
+ * @returns the loader
+ */
+export function createFsSourceLoader(options: FsSourceLoaderOptions = {}): SnapshotSourceLoader {
+  const stdin = options.stdin ?? process.stdin;
+  return {
+    readFile: (path) => readFile(path, "utf8"),
+    async stat(path) {
+      try {
+        const info = await stat(path);
+        return { isDirectory: info.isDirectory(), size: info.size };
+      } catch (error) {
+        if ((error as { code?: string }).code === "ENOENT") return undefined;
+        throw error;
+      }
+    },
+    readDirectory: (path) => readdir(path),
+    async readStdin(maxBytes) {
+      const chunks: Uint8Array[] = [];
+      let total = 0;
+      for await (const chunk of stdin) {
+        const bytes = typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk;
+        total += bytes.length;
+        if (total > maxBytes) {
+          throw new UsageError(
+            `Cannot read snapshot '-': stdin exceeds the ${maxBytes}-byte cap`,
+          );
+        }
+        chunks.push(bytes);
+      }
+      return new TextDecoder().decode(concat(chunks, total));
+    },
+    readConfigMap: options.readConfigMap ?? (async (namespace, name) => {
+      await Promise.resolve();
+      throw new UnavailableError(
+        `Cannot read snapshot 'cm://${namespace}/${name}': no Kubernetes client is wired into this build`,
+      );
+    }),
+    writeFile: (path, text) => writeFile(path, text),
+  };
+}
+
+function concat(chunks: readonly Uint8Array[], total: number): Uint8Array {
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const c of chunks) {
+    out.set(c, offset);
+    offset += c.length;
+  }
+  return out;
+}
+
+/** Options for reading sources. */
+export interface SourceOptions {
+  /** Working directory for relative paths. */
+  cwd: string;
+  /** The flag the source came from, for messages. @default "--baseline" */
+  flag?: string;
+}
+
+/** Text read from one source, with the name errors use. */
+interface SourceText {
+  source: string;
+  text: string;
+}
+
+async function readSource(
+  source: string,
+  loader: SnapshotSourceLoader,
+  maxBytes: number,
+  options: SourceOptions,
+): Promise<SourceText> {
+  if (source === "-") return { source, text: await loader.readStdin(maxBytes) };
+  if (source.startsWith("cm://")) {
+    return { source, text: await readConfigMapSnapshot(source, loader, options.flag) };
+  }
+  const path = resolve(options.cwd, source);
+  const info = await loader.stat(path);
+  if (!info) throw new NotFoundError(`Cannot read snapshot '${source}': no such file`);
+  if (info.isDirectory) {
+    throw new UsageError(`Cannot read snapshot '${source}': it is a directory (use --fleet)`);
+  }
+  if (info.size > maxBytes) {
+    throw new UsageError(
+      `Cannot read snapshot '${source}': file is ${info.size} bytes, over the ${maxBytes}-byte cap`,
+    );
+  }
+  try {
+    return { source, text: await loader.readFile(path) };
+  } catch (error) {
+    throw new UsageError(
+      `Cannot read snapshot '${source}': ${error instanceof Error ? error.message : error}`,
+      { cause: error },
+    );
+  }
+}
+
+async function readConfigMapSnapshot(
+  uri: string,
+  loader: SnapshotSourceLoader,
+  flag = "--baseline",
+): Promise<string> {
+  const { namespace, name } = parseConfigMapUri(uri, flag);
+  let data: Record<string, string> | undefined;
+  try {
+    data = await loader.readConfigMap(namespace, name);
+  } catch (error) {
+    if (error instanceof NotFoundError) {
+      throw new NotFoundError(`Cannot read snapshot '${uri}': ConfigMap not found`, {
+        cause: error,
+      });
+    }
+    if (error instanceof ToolError) throw error;
+    throw new UnavailableError(
+      `Cannot read snapshot '${uri}': ${error instanceof Error ? error.message : error}`,
+      { cause: error },
+    );
+  }
+  if (!data) throw new NotFoundError(`Cannot read snapshot '${uri}': ConfigMap not found`);
+  const format = (data.format ?? "yaml").trim() || "yaml";
+  for (const key of [`snapshot.${format}`, "snapshot.yaml", "snapshot.json", "snapshot.txt"]) {
+    const text = data[key];
+    if (text !== undefined) return text;
+  }
+  throw new NotFoundError(
+    `Cannot read snapshot '${uri}': ConfigMap has no snapshot data (no key 'snapshot.${format}', 'snapshot.yaml' or 'snapshot.json')`,
+  );
+}
+
+/**
+ * Loads one snapshot from a file, `-` or `cm://ns/name`.
+ *
+ * @param source the source as given on the command line
+ * @param loader the I/O
+ * @param options working directory
+ * @returns the validated snapshot
+ * @throws {UsageError} for unreadable, oversized or invalid documents (naming the source)
+ * @throws {NotFoundError} for a missing file or ConfigMap
+ */
+export async function loadSnapshot(
+  source: string,
+  loader: SnapshotSourceLoader,
+  options: SourceOptions,
+): Promise<Snapshot> {
+  const { text } = await readSource(source, loader, MAX_DOCUMENT_BYTES, options);
+  return parseSnapshot(text, { source });
+}
+
+const FLEET_EXTENSIONS = new Set([".yaml", ".yml", ".json"]);
+
+/**
+ * Loads a fleet: every source is a directory (its `*.yaml`, `*.yml` and `*.json` files,
+ * not recursive, in name order) or a stream (a file, `-` or `cm://`) of `---`-separated
+ * YAML documents, a JSON array of snapshots, or JSON lines. Node names come from
+ * `metadata.source-node`, else from the file name (or the source and index).
+ *
+ * @param sources the sources as given on the command line
+ * @param loader the I/O
+ * @param options working directory
+ * @returns the fleet members in input order
+ * @throws {UsageError} for invalid inputs, or when no snapshot is found
+ * @throws {NotFoundError} for a missing path or ConfigMap
+ */
+export async function loadFleet(
+  sources: readonly string[],
+  loader: SnapshotSourceLoader,
+  options: SourceOptions,
+): Promise<FleetMember[]> {
+  const members: FleetMember[] = [];
+  for (const source of sources) {
+    if (source !== "-" && !source.startsWith("cm://")) {
+      const dir = resolve(options.cwd, source);
+      const info = await loader.stat(dir);
+      if (info?.isDirectory) {
+        const files = (await loader.readDirectory(dir))
+          .filter((f) => FLEET_EXTENSIONS.has(extname(f).toLowerCase()))
+          .sort();
+        if (files.length === 0) {
+          throw new UsageError(
+            `Cannot read fleet '${source}': directory holds no .yaml, .yml or .json files`,
+          );
+        }
+        for (const file of files) {
+          const name = source.endsWith("/") ? source + file : `${source}/${file}`;
+          const snapshot = await loadSnapshot(name, loader, options);
+          members.push({
+            node: snapshot.metadata["source-node"] || basename(file, extname(file)),
+            snapshot,
+          });
+        }
+        continue;
+      }
+    }
+    const { text } = await readSource(source, loader, MAX_FLEET_STREAM_BYTES, options);
+    const snapshots = parseFleetText(text, source);
+    if (snapshots.length === 0) {
+      throw new UsageError(`Cannot read fleet '${source}': it holds no snapshot documents`);
+    }
+    snapshots.forEach((snapshot, i) => {
+      const fallback = snapshots.length === 1 && source !== "-" && !source.startsWith("cm://")
+        ? basename(source, extname(source))
+        : `${source}#${i + 1}`;
+      members.push({ node: snapshot.metadata["source-node"] || fallback, snapshot });
+    });
+  }
+  return members;
+}
+
+/**
+ * Parses the text of a fleet stream: YAML documents, a JSON array, or JSON lines.
+ *
+ * @param text the stream
+ * @param source its name for errors
+ * @returns the snapshots in order
+ * @throws {UsageError} on the first invalid document, naming the source
+ */
+export function parseFleetText(text: string, source: string): Snapshot[] {
+  const start = text.trimStart();
+  if (start.startsWith("[")) {
+    // A JSON array: split it with the YAML parser (bigints stay exact), then validate each.
+    const doc = parseDocument(text, { intAsBigInt: true });
+    const first = doc.errors[0];
+    if (first) throw new UsageError(`Cannot parse fleet '${source}': ${first.message}`);
+    const items = (doc.contents as { items?: unknown[] } | null)?.items ?? [];
+    return items.map((item, i) => parseSnapshot(String(item), { source: `${source}[${i}]` }));
+  }
+  if (start.startsWith("{")) {
+    const lines = text.split("\n").filter((l) => l.trim() !== "");
+    if (lines.length > 1 && lines.every((l) => l.trimStart().startsWith("{"))) {
+      return lines.map((line, i) => parseSnapshot(line, { source: `${source} line ${i + 1}` }));
+    }
+  }
+  return parseSnapshotStream(text, { source });
+}

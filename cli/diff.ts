@@ -1,0 +1,210 @@
+/**
+ * `aicr diff`: drift between two snapshots, or across a fleet.
+ *
+ * ```text
+ * aicr diff --baseline A --target B [--fail-on-drift] [-t table|yaml|json] [-o FILE]
+ * aicr diff --fleet SRC... [--fail-on-drift] [-t table|yaml|json|html] [-o FILE]
+ * ```
+ *
+ * A source is a file, `-` (stdin) or `cm://namespace/name`; a fleet source may also be a
+ * directory of snapshot files or a stream of many (YAML `---` documents, a JSON array or
+ * JSON lines). Exit codes as `kubectl diff`: 0 no drift (or drift without
+ * `--fail-on-drift`), 1 drift with `--fail-on-drift`, above 1 for errors.
+ *
+ * @module
+ */
+import { Command, Option } from "commander";
+import { resolve } from "node:path";
+import { ToolError, UsageError } from "../errors.ts";
+import {
+  buildFleetReport,
+  DEFAULT_IGNORE_PATTERNS,
+  DIFF_FORMATS,
+  diffSnapshots,
+  encodeDocument,
+  FLEET_FORMATS,
+  FLEET_IDENTITY_IGNORE_PATTERNS,
+  fleetDocument,
+  isMeasurementType,
+  MEASUREMENT_TYPES,
+  renderDiff,
+  renderFleetHtml,
+  renderFleetTable,
+} from "../snapshot/mod.ts";
+import { createFsSourceLoader, loadFleet, loadSnapshot } from "./_sources.ts";
+import type { SnapshotSourceLoader } from "./_sources.ts";
+import type { CliDeps } from "./context.ts";
+
+export type { SnapshotSourceLoader } from "./_sources.ts";
+export { createFsSourceLoader } from "./_sources.ts";
+
+/** Dependencies of `aicr diff`: the CLI's, plus where snapshots are read from. */
+export interface DiffDeps extends CliDeps {
+  /**
+   * Makes the snapshot loader (files, stdin, ConfigMaps). The composition root wires the
+   * Kubernetes ConfigMap reader here; without it `cm://` sources fail with exit 6.
+   */
+  snapshotSources?: (options: { kubeconfig?: string }) => SnapshotSourceLoader;
+}
+
+interface DiffFlags {
+  baseline?: string;
+  target?: string;
+  fleet?: string[];
+  failOnDrift: boolean;
+  format: string;
+  output?: string;
+  ignore: string[];
+  defaultIgnores: boolean;
+  kubeconfig?: string;
+}
+
+const HELP_AFTER = `
+Sources: a file, '-' (stdin) or 'cm://namespace/name' (reads data.format, default yaml,
+then snapshot.<format>, falling back to snapshot.yaml/.json). --fleet also takes a
+directory (its *.yaml, *.yml, *.json files) or a stream of many snapshots (YAML '---'
+documents, a JSON array, or JSON lines, e.g. the DaemonSet fleet fetch).
+
+Comparison: measurement -> subtype -> key, by path '<Type>.<subtype>.<key>'. metadata
+(timestamp, version, node) never counts; subtype context (status, source) is not a
+reading, and status changes are listed apart. Readings the schema types as strings
+(grub, sysctl, release, K8s, GPU smi except gpu-count) compare as text, so 5128 equals
+"5128"; ints (gpu-count, topology counts) and bools (kmod) by meaning; everything else
+(SystemD's D-Bus typed values) by type and value. NodeTopology node lists compare as sets.
+
+Fleet: nodes are grouped by identical configuration per measurement type; the largest
+group is the reference (ties: the group of the first node by name) and every other node
+is an outlier, listed with the readings where it differs. Identity readings are always
+left out in a fleet: ${FLEET_IDENTITY_IGNORE_PATTERNS.join(", ")}.
+
+--ignore PATTERN (repeatable) leaves out paths; '*' matches any characters, '?' one.
+Default ignores (volatile readings; turn off with --no-default-ignores):
+${DEFAULT_IGNORE_PATTERNS.map((p) => `  ${p}`).join("\n")}
+
+Exit codes: 0 no drift, or drift without --fail-on-drift; 1 drift with --fail-on-drift
+(after the output is written); 2 invalid input (flags, malformed or invalid snapshot,
+over the size cap, alias bomb); 3 a file or ConfigMap not found; 6 Kubernetes unavailable.
+`;
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+/**
+ * The `diff` command.
+ *
+ * @param deps injected streams, environment and snapshot loader
+ * @returns the command
+ */
+export function diffCommand(deps: DiffDeps): Command {
+  return new Command("diff")
+    .description("compare two snapshots, or a fleet of them, and report drift")
+    .option("-b, --baseline <source>", "the reference snapshot")
+    .option("--target <source>", "the snapshot checked against the baseline")
+    .option("--fleet <sources...>", "compare many snapshots: directories, streams or files")
+    .option("--fail-on-drift", "exit 1 when drift is found", false)
+    .addOption(
+      new Option("-t, --format <format>", "output format").choices([...FLEET_FORMATS]).default(
+        "table",
+      ),
+    )
+    .option("-o, --output <file>", "write to a file instead of stdout")
+    .option("--ignore <pattern>", "leave out readings whose path matches (repeatable)", collect, [])
+    .option("--no-default-ignores", "also compare the volatile readings ignored by default")
+    .option("-k, --kubeconfig <path>", "kubeconfig for cm:// sources")
+    .addHelpText("after", HELP_AFTER)
+    .action(async (flags: DiffFlags) => {
+      await runDiff(deps, flags);
+    });
+}
+
+async function runDiff(deps: DiffDeps, flags: DiffFlags): Promise<void> {
+  const fleet = flags.fleet ?? [];
+  const pair = flags.baseline !== undefined || flags.target !== undefined;
+  if (fleet.length > 0 && pair) {
+    throw new UsageError(
+      "Cannot compare snapshots: use either '--baseline' with '--target', or '--fleet'",
+    );
+  }
+  if (fleet.length === 0) {
+    if (flags.baseline === undefined) {
+      throw new UsageError("Cannot compare snapshots: '--baseline' is required (or use '--fleet')");
+    }
+    if (flags.target === undefined) {
+      throw new UsageError("Cannot compare snapshots: '--target' is required");
+    }
+    if (flags.baseline === "-" && flags.target === "-") {
+      throw new UsageError(
+        "Cannot compare snapshots: only one of '--baseline' and '--target' can be '-'",
+      );
+    }
+    if (flags.format === "html") {
+      throw new UsageError(
+        "Cannot render '--format html' for two snapshots: html is a fleet report (use '--fleet')",
+      );
+    }
+  }
+  if (flags.output?.startsWith("cm://")) {
+    throw new UsageError(
+      `Cannot write diff to '${flags.output}': output goes to a file or stdout, not a ConfigMap`,
+    );
+  }
+  for (const pattern of flags.ignore) validateIgnore(pattern);
+  const ignore = [...(flags.defaultIgnores ? DEFAULT_IGNORE_PATTERNS : []), ...flags.ignore];
+  const loader = (deps.snapshotSources ?? (() => createFsSourceLoader()))(
+    flags.kubeconfig === undefined ? {} : { kubeconfig: flags.kubeconfig },
+  );
+  const color = flags.output === undefined && deps.stdoutIsTerminal &&
+    deps.env("NO_COLOR") === undefined;
+  const write = async (text: string) => {
+    if (flags.output === undefined || flags.output === "-") deps.stdout.write(text);
+    else await loader.writeFile(resolve(deps.cwd, flags.output), text);
+  };
+
+  if (fleet.length > 0) {
+    const members = await loadFleet(fleet, loader, { cwd: deps.cwd, flag: "--fleet" });
+    const report = buildFleetReport(members, { ignore });
+    const format = flags.format as typeof FLEET_FORMATS[number];
+    await write(
+      format === "html"
+        ? renderFleetHtml(report, {
+          subtitle: `${fleet.join(", ")} · ${deps.now().toISOString().replace(/\.\d+Z$/, "Z")}`,
+        })
+        : format === "table"
+        ? renderFleetTable(report, { color })
+        : encodeDocument(fleetDocument(report), format),
+    );
+    if (flags.failOnDrift && report.outliers.length > 0) {
+      throw new ToolError(
+        `drift detected: ${report.outliers.length} outlier node(s) found`,
+        "drift",
+      );
+    }
+    return;
+  }
+
+  const cwd = deps.cwd;
+  const [baseline, target] = await Promise.all([
+    loadSnapshot(flags.baseline as string, loader, { cwd, flag: "--baseline" }),
+    loadSnapshot(flags.target as string, loader, { cwd, flag: "--target" }),
+  ]);
+  const result = diffSnapshots(baseline, target, {
+    baselineSource: flags.baseline as string,
+    targetSource: flags.target as string,
+    ignore,
+  });
+  await write(renderDiff(result, flags.format as typeof DIFF_FORMATS[number], { color }));
+  if (flags.failOnDrift && result.summary.total > 0) {
+    throw new ToolError(`drift detected: ${result.summary.total} change(s) found`, "drift");
+  }
+}
+
+function validateIgnore(pattern: string): void {
+  const head = pattern.split(".")[0] ?? "";
+  if (head.includes("*") || head.includes("?") || isMeasurementType(head)) return;
+  throw new UsageError(
+    `Cannot use '--ignore' pattern '${pattern}': a path starts with a measurement type (${
+      MEASUREMENT_TYPES.join(", ")
+    }) or a wildcard`,
+  );
+}
