@@ -21,7 +21,7 @@ if [ -x "$bin/kcp" ] && [ -x "$bin/etcd" ]; then
   exit 0
 fi
 
-mkdir -p "$bin.tmp"
+rm -rf "$bin.tmp" && mkdir -p "$bin.tmp"
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -trimpath -mod=mod"
 # build_one <module dir> <package> <output> <label>: go build -v, printing [n/total] as packages compile
 # (packages already in Go's build cache are not printed, so n may stop short of total).
@@ -30,14 +30,23 @@ build_one() {
   start=$(date +%s)
   total="$(cd "$dir" && "$GO" list -deps "$pkg" | wc -l)"
   echo "cluster:build: $label: $total packages (cold build of k8s on 2 cores takes a while)" >&2
-  (cd "$dir" && "$GO" build -v -ldflags="-s -w" -o "$out" "$pkg" 2>&1) | awk -v total="$total" -v label="$label" '
+  (cd "$dir" && "$GO" build -v -ldflags="-s -w $ldflags" -o "$out" "$pkg" 2>&1) | awk -v total="$total" -v label="$label" '
     /^(#|[a-z]+\.go:|.*: )/ && !/^[a-zA-Z0-9._\/-]+$/ { print; fflush(); next }
     { n++; if (n % 25 == 0 || n == 1) { printf("cluster:build: %s [%d/%d] %s\n", label, n, total, $0); fflush() } }
   ' >&2
   [ -x "$out" ] || { echo "cluster:build: $label failed" >&2; exit 1; }
   echo "cluster:build: $label done in $(( $(date +%s) - start ))s" >&2
 }
+ldflags=""
 build_one "$here/etcd" . "$bin.tmp/etcd" etcd
-build_one "$here" ./kcp "$bin.tmp/kcp" kcp
+# Stamp the release version as Kubernetes' own build does (hack/lib/version.sh), so /version and
+# kubectl report v1.x.y instead of v0.0.0-master.
+k8s="$(awk '$1 == "k8s.io/kubernetes" { print $2; exit } $1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit }' "$here/go.mod")"
+minor="$(echo "$k8s" | cut -d. -f2)"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags="$ldflags -X $p.gitVersion=$k8s -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  ldflags="$ldflags -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=1970-01-01T00:00:00Z"
+done
+build_one "$here" ./kcp "$bin.tmp/kcp" "kcp $k8s"
 rm -rf "$bin" && mv "$bin.tmp" "$bin"
 link

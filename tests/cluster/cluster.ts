@@ -23,6 +23,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { type CertFiles, createCa, createCert, createServiceAccountKeys } from "./pki.ts";
 
@@ -46,6 +47,8 @@ export interface ClusterProcess {
   name: string;
   pid: number;
   log: string;
+  /** Text its /proc/<pid>/cmdline contains: guards against killing a reused pid. */
+  match: string;
 }
 
 /** What `cluster.json` in the state folder holds; the kubelet stand-in and tests read it. */
@@ -237,21 +240,21 @@ function spawnComponent(
     stderr: "null",
   }).spawn();
   if (detach) child.unref();
-  return { child, proc: { name, pid: child.pid, log } };
+  return { child, proc: { name, pid: child.pid, log, match: bin } };
 }
 
 /**
- * Whether a pid is alive and still runs a binary from `binDir` (so a reused pid is never killed).
+ * Whether a pid is alive and still runs what we started (so a reused pid is never killed).
  *
  * @param pid process id
- * @param binDir our binaries' folder
+ * @param match text its command line contains
  * @returns true when it is ours and alive
  */
-function isOurs(pid: number, binDir: string): boolean {
+function isOurs(pid: number, match: string): boolean {
   try {
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, "latin1");
     const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
-    return cmdline.includes(binDir) && !/\) Z /.test(stat);
+    return cmdline.includes(match) && !/\) Z /.test(stat);
   } catch {
     return false;
   }
@@ -261,27 +264,25 @@ function isOurs(pid: number, binDir: string): boolean {
  * Stops processes: SIGTERM in the order given, then SIGKILL whatever still runs after `graceMs`.
  *
  * @param procs processes to stop
- * @param binDir folder of our binaries (pid reuse guard)
  * @param graceMs grace period
  */
 async function stopProcesses(
   procs: ClusterProcess[],
-  binDir: string,
   graceMs = 8000,
 ): Promise<void> {
   for (const p of procs) {
-    if (isOurs(p.pid, binDir)) {
+    if (isOurs(p.pid, p.match)) {
       try {
         Deno.kill(p.pid, "SIGTERM");
       } catch { /* already gone */ }
     }
   }
   const deadline = Date.now() + graceMs;
-  while (Date.now() < deadline && procs.some((p) => isOurs(p.pid, binDir))) {
+  while (Date.now() < deadline && procs.some((p) => isOurs(p.pid, p.match))) {
     await new Promise((r) => setTimeout(r, 100));
   }
   for (const p of procs) {
-    if (isOurs(p.pid, binDir)) {
+    if (isOurs(p.pid, p.match)) {
       try {
         Deno.kill(p.pid, "SIGKILL");
       } catch { /* already gone */ }
@@ -339,7 +340,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const pki = join(stateDir, "pki");
   const logDir = join(stateDir, "logs");
   for (const d of [pki, logDir, join(stateDir, "etcd"), join(stateDir, "certs")]) {
-    await mkdir(d, { recursive: true });
+    await mkdir(d, { recursive: true, mode: 0o700 });
   }
   const [etcdClient, etcdPeer, apiserverPort, kcmPort, schedPort] = freePorts(5) as [
     number,
@@ -363,7 +364,8 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
 
   log(`cluster: generating PKI in ${pki}`);
   const ca = await createCa(pki, "ca");
-  const [apiCert, admin, kcm, sched, kubeletClient, sa] = await Promise.all([
+  const frontProxyCa = await createCa(pki, "front-proxy-ca");
+  const [apiCert, admin, kcm, sched, kubeletClient, sa, frontProxy] = await Promise.all([
     createCert(pki, "apiserver", ca, {
       cn: "kube-apiserver",
       usage: "server",
@@ -388,6 +390,12 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       usage: "client",
     }),
     createServiceAccountKeys(pki),
+    // The aggregation layer's request-header identity; without it every component logs errors
+    // about the missing requestheader CA bundle.
+    createCert(pki, "front-proxy-client", frontProxyCa, {
+      cn: "front-proxy-client",
+      usage: "client",
+    }),
   ]);
   const adminKubeconfig = join(stateDir, "admin.kubeconfig");
   await writeFile(adminKubeconfig, kubeconfigYaml(server, ca.cert, admin, "aicr-admin"));
@@ -410,7 +418,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   };
   const alive = () => {
     for (const p of procs) {
-      if (!isOurs(p.pid, binDir)) {
+      if (!isOurs(p.pid, p.match)) {
         const tail = existsSync(p.log)
           ? readFileSync(p.log, "utf8").split("\n").slice(-15).join("\n")
           : "";
@@ -462,6 +470,13 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       `--kubelet-client-key=${kubeletClient.key}`,
       `--kubelet-certificate-authority=${ca.cert}`,
       "--kubelet-preferred-address-types=InternalIP",
+      `--requestheader-client-ca-file=${frontProxyCa.cert}`,
+      "--requestheader-allowed-names=front-proxy-client",
+      "--requestheader-username-headers=X-Remote-User",
+      "--requestheader-group-headers=X-Remote-Group",
+      "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+      `--proxy-client-cert-file=${frontProxy.cert}`,
+      `--proxy-client-key-file=${frontProxy.key}`,
       "--allow-privileged=true",
       "--profiling=false",
       "--v=1",
@@ -529,7 +544,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
     log(`cluster: ${version} ready in ${Math.round(performance.now() - t0)} ms; state ${stateDir}`);
     return cluster;
   } catch (e) {
-    await stopProcesses([...procs].reverse(), binDir, 2000);
+    await stopProcesses([...procs].reverse(), 2000);
     throw e;
   } finally {
     client.close();
@@ -590,7 +605,7 @@ function attach(info: ClusterInfo, children: Deno.ChildProcess[] = []): Cluster 
     },
     stop(): Promise<void> {
       stopped ??= (async () => {
-        await stopProcesses([...info.processes].reverse(), info.binDir);
+        await stopProcesses([...info.processes].reverse());
         await Promise.allSettled(children.map((c) => c.status));
       })();
       return stopped;
@@ -610,7 +625,7 @@ export async function loadCluster(stateDir?: string): Promise<Cluster | undefine
   const file = join(dir, "cluster.json");
   if (!existsSync(file)) return undefined;
   const info = JSON.parse(await readFile(file, "utf8")) as ClusterInfo;
-  if (!info.processes.every((p) => isOurs(p.pid, info.binDir))) return undefined;
+  if (!info.processes.every((p) => isOurs(p.pid, p.match))) return undefined;
   const client = Deno.createHttpClient({
     caCerts: [await readFile(info.caFile, "utf8")],
     cert: await readFile(info.adminCert.cert, "utf8"),
@@ -637,8 +652,66 @@ export async function stopClusterAt(stateDir?: string): Promise<boolean> {
   const file = join(resolveStateDir(stateDir), "cluster.json");
   if (!existsSync(file)) return false;
   const info = JSON.parse(await readFile(file, "utf8")) as ClusterInfo;
-  await stopProcesses([...info.processes].reverse(), info.binDir);
+  await stopProcesses([...info.processes].reverse());
   return true;
+}
+
+/**
+ * Resolves on the first SIGINT or SIGTERM, then removes its listeners (so the process can exit).
+ *
+ * @returns when a signal arrived
+ */
+export function waitForSignal(): Promise<Deno.Signal> {
+  return new Promise((resolveSignal) => {
+    const handlers = (["SIGINT", "SIGTERM"] as const).map((sig) => {
+      const h = () => {
+        for (const [s, f] of handlers) Deno.removeSignalListener(s, f);
+        resolveSignal(sig);
+      };
+      return [sig, h] as const;
+    });
+    for (const [s, f] of handlers) Deno.addSignalListener(s, f);
+  });
+}
+
+/**
+ * Starts the kubelet stand-in (`tests/kubelet/main.ts`) as a detached process of the cluster, records
+ * it in `cluster.json` (so `down` stops it first) and waits until it has registered its nodes.
+ *
+ * @param cluster the running cluster
+ * @param nodes `profile=count,...` (default one node per profile)
+ * @throws {Error} when it exits or takes longer than 60 s
+ */
+async function startKubeletProcess(cluster: Cluster, nodes?: string): Promise<void> {
+  const main = join(REPO_ROOT, "tests", "kubelet", "main.ts");
+  const ready = join(cluster.stateDir, "kubelet.json");
+  await rm(ready, { force: true });
+  const { proc } = spawnComponent(
+    "kubelet",
+    Deno.execPath(),
+    ["run", "-A", main, `--state-dir=${cluster.stateDir}`, ...(nodes ? [`--nodes=${nodes}`] : [])],
+    cluster.logDir,
+    true,
+  );
+  proc.match = main;
+  const info: ClusterInfo = { ...cluster, processes: [...cluster.processes, proc] };
+  delete (info as Partial<Cluster>).kubeconfigFor;
+  delete (info as Partial<Cluster>).stop;
+  await writeFile(join(cluster.stateDir, "cluster.json"), JSON.stringify(info, null, 2) + "\n");
+  stderrLog(`cluster: started kubelet stand-in (pid ${proc.pid}, log ${proc.log})`);
+  const deadline = Date.now() + 60_000;
+  while (!existsSync(ready)) {
+    if (!isOurs(proc.pid, proc.match) || Date.now() > deadline) {
+      const tail = readFileSync(proc.log, "utf8").split("\n").slice(-15).join("\n");
+      throw new Error(`Cannot start the kubelet stand-in; its log ends:\n${tail}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  stderrLog(
+    `cluster: kubelet nodes ${
+      JSON.parse(readFileSync(ready, "utf8")).nodes.map((n: { name: string }) => n.name).join(", ")
+    }`,
+  );
 }
 
 /**
@@ -655,17 +728,37 @@ async function main(args: string[]): Promise<number> {
       out(await buildCluster());
       return 0;
     case "up": {
-      const foreground = rest.includes("--foreground");
+      const { values } = parseArgs({
+        args: rest,
+        options: {
+          foreground: { type: "boolean", default: false },
+          kubelet: { type: "boolean", default: true },
+          "no-kubelet": { type: "boolean", default: false },
+          nodes: { type: "string" },
+        },
+      });
+      const foreground = values.foreground;
       await stopClusterAt();
       const cluster = await startCluster({ detach: !foreground });
+      let stopKubelet = async () => {};
+      if (!values["no-kubelet"]) {
+        if (foreground) {
+          const { startKubelet } = await import("../kubelet/kubelet.ts");
+          const { parseNodes } = await import("../kubelet/main.ts");
+          const kubelet = await startKubelet(cluster, {
+            ...(values.nodes ? { nodes: parseNodes(values.nodes) } : {}),
+            log: stderrLog,
+          });
+          stopKubelet = () => kubelet.stop();
+        } else {
+          await startKubeletProcess(cluster, values.nodes);
+        }
+      }
       out(`export KUBECONFIG=${cluster.adminKubeconfig}`);
       if (!foreground) return 0;
       stderrLog("cluster: running; Ctrl-C stops it");
-      await new Promise<void>((resolveStop) => {
-        const onSignal = () => resolveStop();
-        Deno.addSignalListener("SIGINT", onSignal);
-        Deno.addSignalListener("SIGTERM", onSignal);
-      });
+      await waitForSignal();
+      await stopKubelet();
       await cluster.stop();
       stderrLog("cluster: stopped");
       return 0;

@@ -1,0 +1,1142 @@
+/**
+ * The kubelet stand-in: one process that simulates many nodes against the real test control plane.
+ *
+ * - Registers one Node per requested profile instance, each with its own loopback address
+ *   (`<nodeSubnet>.<n>`, a /24 private to the cluster run) as InternalIP, and renews its Lease.
+ * - Authenticates as each node with a client certificate `CN=system:node:<name>, O=system:nodes`
+ *   signed by the cluster CA, so the Node authorizer and NodeRestriction really apply.
+ * - Watches the pods bound to each node (the real scheduler binds them) and runs every container as a
+ *   local process: image → executable map, `command`/`args`, env with downward-API `fieldRef`s,
+ *   volumes (projected ServiceAccount token from the TokenRequest API, configMap, secret, emptyDir;
+ *   hostPath is the host's own path) bind-mounted in a private mount namespace (`unshare -m`, root).
+ * - Reports pod status (Pending → Running → Succeeded/Failed, exit codes, reasons), honours deletion
+ *   (SIGTERM to the container's process group, grace period, SIGKILL, then the final delete) and
+ *   `activeDeadlineSeconds`, and serves `/containerLogs` over HTTPS on each node's address.
+ *
+ * Pods share their node's address (podIP = hostIP): pods on different nodes can listen on the same
+ * port, and hostNetwork pods naturally share it. There is no per-pod network.
+ *
+ * @module
+ */
+
+import { existsSync, readFileSync } from "node:fs";
+import { appendFile, chmod, mkdir, rm, writeFile } from "node:fs/promises";
+import https from "node:https";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { basename, dirname, join } from "node:path";
+import { type Api, createApi, type Obj } from "./api.ts";
+import {
+  loadProfiles,
+  nodeObject,
+  type NodeProfile,
+  nvidiaSmiScript,
+  nvidiaSmiXml,
+} from "./profiles.ts";
+import { createCert } from "../cluster/pki.ts";
+import type { ClusterInfo } from "../cluster/cluster.ts";
+
+/** How an image runs here: a mapped executable, or the host's userland running `command` as given. */
+export type ImageTarget = { kind: "exe"; path: string } | { kind: "host" };
+
+/** Options of {@link startKubelet}. */
+export interface KubeletOptions {
+  /** Instances per profile name, e.g. `{ "p5-h100": 1, "system-m7i": 2 }`. Default: one of each. */
+  nodes?: Record<string, number>;
+  /** The built aicr binary for `aicr` images. Default `$AICR_BIN`. */
+  aicrBin?: string;
+  /**
+   * Extra image mappings: image repository (without tag/digest, e.g. `ghcr.io/nvidia/aicr`, or its
+   * last path element) → executable path, or `"host"`. Merged over the defaults and `$AICR_KUBELET_IMAGES` (JSON).
+   */
+  images?: Record<string, string>;
+  /** Working folder (pod dirs, logs, node certs). Default `<cluster state>/kubelet`. */
+  dir?: string;
+  /** Delete the Node objects on stop (default true). */
+  deleteNodesOnStop?: boolean;
+  /** Progress lines. Default: none. */
+  log?: (line: string) => void;
+}
+
+/** A running kubelet stand-in. */
+export interface Kubelet {
+  /** Node names registered. */
+  nodes: { name: string; ip: string; profile: string; gpu: boolean }[];
+  /** Port of the HTTPS log server on every node address. */
+  port: number;
+  /** Stops the watches and lease renewals, kills every container, closes the servers and (by default) deletes the nodes. */
+  stop(): Promise<void>;
+}
+
+const LOG_LINE = /^(\S+) (stdout|stderr) [FP] (.*)$/;
+const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+const HOST_IMAGES = ["busybox", "alpine", "debian", "ubuntu", "shell", "bash"];
+
+/** A container's output, in memory and in a CRI-format file. */
+interface LogBuffer {
+  lines: string[];
+  closed: boolean;
+  listeners: Set<() => void>;
+  file: string;
+}
+
+interface ContainerRun {
+  spec: Obj;
+  init: boolean;
+  restartCount: number;
+  pid?: number;
+  state: Obj;
+  lastState: Obj;
+  log?: LogBuffer;
+  previousLog?: LogBuffer;
+  exited?: Promise<void>;
+}
+
+interface SimNode {
+  name: string;
+  ip: string;
+  profile: NodeProfile;
+  api: Api;
+  binDir?: string;
+  uid?: string;
+}
+
+interface PodRun {
+  uid: string;
+  node: SimNode;
+  pod: Obj;
+  dir: string;
+  phase: string;
+  reason?: string;
+  message?: string;
+  startTime?: string;
+  containers: ContainerRun[];
+  deleting: boolean;
+  gone: boolean;
+  finished: boolean;
+  posting: Promise<void>;
+  dirty: boolean;
+  done?: Promise<void>;
+}
+
+/**
+ * RFC 3339 time with seconds precision, as the API stores most timestamps.
+ *
+ * @returns the time now
+ */
+function nowIso(): string {
+  return new Date().toISOString().replace(/\.\d+Z$/, "Z");
+}
+
+/**
+ * The repository of an image reference: registry/path without tag or digest.
+ *
+ * @param image image reference
+ * @returns repository
+ */
+function imageRepo(image: string): string {
+  const noDigest = image.split("@")[0]!;
+  const lastSlash = noDigest.lastIndexOf("/");
+  const colon = noDigest.lastIndexOf(":");
+  return colon > lastSlash ? noDigest.slice(0, colon) : noDigest;
+}
+
+/**
+ * Expands `$(VAR)` references as the kubelet does (`$$(VAR)` escapes; unknown ones stay as written).
+ *
+ * @param s text
+ * @param env variables
+ * @returns expanded text
+ */
+function expand(s: string, env: Record<string, string>): string {
+  return s.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (m, name?: string) => {
+    if (m === "$$") return "$";
+    return name !== undefined && name in env ? env[name]! : m;
+  });
+}
+
+/**
+ * Reads a downward-API field of a pod.
+ *
+ * @param pod the pod
+ * @param path fieldPath
+ * @param ip the node's address
+ * @returns the value
+ */
+function fieldRef(pod: Obj, path: string, ip: string): string {
+  const m = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(path);
+  if (m) return String(pod.metadata?.[m[1]!]?.[m[2]!] ?? "");
+  switch (path) {
+    case "metadata.name":
+      return pod.metadata.name;
+    case "metadata.namespace":
+      return pod.metadata.namespace;
+    case "metadata.uid":
+      return pod.metadata.uid;
+    case "spec.nodeName":
+      return pod.spec.nodeName;
+    case "spec.serviceAccountName":
+      return pod.spec.serviceAccountName ?? "default";
+    case "status.hostIP":
+    case "status.podIP":
+    case "status.hostIPs":
+    case "status.podIPs":
+      return ip;
+    default:
+      throw new Error(`unsupported fieldRef "${path}"`);
+  }
+}
+
+/**
+ * Starts the kubelet stand-in against a running cluster.
+ *
+ * @param cluster the cluster's record (`cluster.json`)
+ * @param options nodes, image map, folders
+ * @returns the running kubelet
+ * @throws {Error} when a profile is unknown, or registration fails
+ */
+export async function startKubelet(
+  cluster: ClusterInfo,
+  options: KubeletOptions = {},
+): Promise<Kubelet> {
+  const {
+    aicrBin = Deno.env.get("AICR_BIN"),
+    dir = join(cluster.stateDir, "kubelet"),
+    deleteNodesOnStop = true,
+    log = () => {},
+  } = options;
+  const profiles = loadProfiles();
+  const wanted = options.nodes ?? Object.fromEntries([...profiles.keys()].map((k) => [k, 1]));
+  const ca = readFileSync(cluster.caFile, "utf8");
+  const caFiles = { cert: cluster.caFile, key: cluster.caKeyFile };
+  const admin = createApi(cluster.server, {
+    ca,
+    cert: readFileSync(cluster.adminCert.cert, "utf8"),
+    key: readFileSync(cluster.adminCert.key, "utf8"),
+  });
+  const images: Record<string, string> = {
+    ...Object.fromEntries(HOST_IMAGES.map((i) => [i, "host"])),
+    ...(aicrBin ? { aicr: aicrBin } : {}),
+    ...JSON.parse(Deno.env.get("AICR_KUBELET_IMAGES") ?? "{}"),
+    ...(options.images ?? {}),
+  };
+  function resolveImage(image: string): ImageTarget | undefined {
+    const repo = imageRepo(image);
+    const target = images[repo] ?? images[basename(repo)];
+    if (!target) return undefined;
+    if (target === "host") return { kind: "host" };
+    return existsSync(target) ? { kind: "exe", path: target } : undefined;
+  }
+
+  await mkdir(join(dir, "pki"), { recursive: true });
+  const abort = new AbortController();
+  const signal = abort.signal;
+  const isRoot = Deno.uid() === 0;
+
+  // Node identities and addresses.
+  const nodes: SimNode[] = [];
+  let n = 0;
+  for (const [profileName, count] of Object.entries(wanted)) {
+    const profile = profiles.get(profileName);
+    if (!profile) {
+      throw new Error(
+        `Cannot register nodes: unknown profile "${profileName}" (known: ${
+          [...profiles.keys()].join(", ")
+        })`,
+      );
+    }
+    for (let i = 1; i <= count; i++) {
+      n++;
+      if (n > 250) throw new RangeError("at most 250 simulated nodes");
+      nodes.push(
+        { name: `${profileName}-${i}`, ip: `${cluster.nodeSubnet}.${n + 1}`, profile } as SimNode,
+      );
+    }
+  }
+  log(`kubelet: minting certificates for ${nodes.length} nodes`);
+  const serving = await createCert(join(dir, "pki"), "kubelet-serving", caFiles, {
+    cn: "aicr-kubelet",
+    usage: "server",
+    ips: nodes.map((nd) => nd.ip),
+    dns: nodes.map((nd) => nd.name),
+  });
+  // openssl per node; a few in parallel keeps 50 nodes at about a second on 2 cores.
+  for (let i = 0; i < nodes.length; i += 8) {
+    await Promise.all(
+      nodes.slice(i, i + 8).map(async (nd) => {
+        const c = await createCert(join(dir, "pki"), `node-${nd.name}`, caFiles, {
+          cn: `system:node:${nd.name}`,
+          orgs: ["system:nodes"],
+          usage: "client",
+        });
+        nd.api = createApi(cluster.server, {
+          ca,
+          cert: readFileSync(c.cert, "utf8"),
+          key: readFileSync(c.key, "utf8"),
+        });
+      }),
+    );
+  }
+
+  // Log server on every node address, one port for all (free on the first address, then reused).
+  const pods = new Map<string, PodRun>();
+  const byName = new Map<string, PodRun>();
+  const servers: https.Server[] = [];
+  const handler = (req: IncomingMessage, res: ServerResponse) => serveLogs(req, res, byName);
+  let port = 0;
+  for (const nd of nodes) {
+    const server = https.createServer({
+      key: readFileSync(serving.key),
+      cert: readFileSync(serving.cert),
+      ca: [ca],
+      requestCert: true,
+      rejectUnauthorized: true,
+    }, handler);
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, nd.ip, () => resolve());
+    });
+    if (port === 0) port = (server.address() as { port: number }).port;
+    servers.push(server);
+  }
+
+  // Fake nvidia-smi per GPU node.
+  for (const nd of nodes) {
+    if (!nd.profile.gpu) continue;
+    nd.binDir = join(dir, "nodes", nd.name, "bin");
+    await mkdir(nd.binDir, { recursive: true });
+    const xml = join(dir, "nodes", nd.name, "nvidia-smi-q-x.xml");
+    await writeFile(xml, nvidiaSmiXml(nd.profile.gpu));
+    await writeFile(join(nd.binDir, "nvidia-smi"), nvidiaSmiScript(xml, nd.profile.gpu));
+    await chmod(join(nd.binDir, "nvidia-smi"), 0o755);
+  }
+
+  // Register nodes and their leases.
+  log(`kubelet: registering ${nodes.length} nodes on ${cluster.nodeSubnet}.0/24, port ${port}`);
+  for (let i = 0; i < nodes.length; i += 10) {
+    await Promise.all(
+      nodes.slice(i, i + 10).map(async (nd) => {
+        const obj = nodeObject(nd.profile, nd.name, nd.ip, port, cluster.version);
+        let res = await nd.api.request("POST", "/api/v1/nodes", obj);
+        if (res.status === 409) {
+          // A node of this name from an earlier run: start clean.
+          await admin.request("DELETE", `/api/v1/nodes/${nd.name}`);
+          for (let t = 0; t < 50 && res.status === 409; t++) {
+            await new Promise((r) => setTimeout(r, 100));
+            res = await nd.api.request("POST", "/api/v1/nodes", obj);
+          }
+        }
+        if (res.status !== 201) {
+          throw new Error(
+            `Cannot register node "${nd.name}": HTTP ${res.status} ${res.body.message ?? ""}`,
+          );
+        }
+        nd.uid = res.body.metadata.uid;
+        await renewLease(nd, true);
+      }),
+    );
+  }
+
+  async function renewLease(nd: SimNode, create = false): Promise<void> {
+    const renewTime = new Date().toISOString().replace("Z", "000Z").replace(
+      /(\.\d{6})\d*Z$/,
+      "$1Z",
+    );
+    const path = `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases`;
+    if (create) {
+      const res = await nd.api.request("POST", path, {
+        apiVersion: "coordination.k8s.io/v1",
+        kind: "Lease",
+        metadata: {
+          name: nd.name,
+          namespace: "kube-node-lease",
+          ownerReferences: [{ apiVersion: "v1", kind: "Node", name: nd.name, uid: nd.uid }],
+        },
+        spec: { holderIdentity: nd.name, leaseDurationSeconds: 40, renewTime },
+      });
+      if (res.status === 201) return;
+    }
+    await nd.api.request("PATCH", `${path}/${nd.name}`, {
+      spec: { holderIdentity: nd.name, renewTime },
+    });
+  }
+
+  // Lease renewal every 10 s (as the kubelet does), spread over the period; node status every 60 s.
+  const timers: ReturnType<typeof setTimeout>[] = [];
+  nodes.forEach((nd, i) => {
+    const offset = Math.floor((i * 10_000) / nodes.length);
+    timers.push(setTimeout(() => {
+      timers.push(setInterval(() => void renewLease(nd).catch(() => {}), 10_000));
+    }, offset));
+    timers.push(setInterval(() => {
+      const obj = nodeObject(nd.profile, nd.name, nd.ip, port, cluster.version) as Obj;
+      void nd.api.request("PATCH", `/api/v1/nodes/${nd.name}/status`, {
+        status: { conditions: obj.status.conditions },
+      })
+        .catch(() => {});
+    }, 60_000 + offset));
+  });
+
+  // ---- pods ----------------------------------------------------------------------------------
+
+  function containerStatus(c: ContainerRun): Obj {
+    const running = "running" in c.state;
+    return {
+      name: c.spec.name,
+      image: c.spec.image,
+      imageID: "",
+      ...(c.pid ? { containerID: `aicr://${c.pid}` } : {}),
+      ready: running && !c.init,
+      started: running,
+      restartCount: c.restartCount,
+      state: c.state,
+      lastState: c.lastState,
+    };
+  }
+
+  function podStatus(run: PodRun): Obj {
+    const main = run.containers.filter((c) => !c.init);
+    const inits = run.containers.filter((c) => c.init);
+    const initDone = inits.every((c) => c.state.terminated?.exitCode === 0);
+    const allReady = main.length > 0 && main.every((c) => "running" in c.state);
+    const t = nowIso();
+    const cond = (type: string, ok: boolean, reason?: string) => ({
+      type,
+      status: ok ? "True" : "False",
+      lastProbeTime: null,
+      lastTransitionTime: run.startTime ?? t,
+      ...(reason && !ok ? { reason } : {}),
+    });
+    const terminal = run.phase === "Succeeded" || run.phase === "Failed";
+    const notReady = terminal ? "PodCompleted" : "ContainersNotReady";
+    return {
+      phase: run.phase,
+      ...(run.reason ? { reason: run.reason } : {}),
+      ...(run.message ? { message: run.message } : {}),
+      conditions: [
+        cond("PodReadyToStartContainers", run.startTime !== undefined && !terminal),
+        cond("Initialized", initDone, "ContainersNotInitialized"),
+        cond("Ready", allReady && !terminal, notReady),
+        cond("ContainersReady", allReady && !terminal, notReady),
+        {
+          type: "PodScheduled",
+          status: "True",
+          lastProbeTime: null,
+          lastTransitionTime: run.pod.metadata.creationTimestamp,
+        },
+      ],
+      hostIP: run.node.ip,
+      hostIPs: [{ ip: run.node.ip }],
+      podIP: run.node.ip,
+      podIPs: [{ ip: run.node.ip }],
+      ...(run.startTime ? { startTime: run.startTime } : {}),
+      ...(inits.length ? { initContainerStatuses: inits.map(containerStatus) } : {}),
+      containerStatuses: main.map(containerStatus),
+      ...(run.pod.status?.qosClass ? { qosClass: run.pod.status.qosClass } : {}),
+    };
+  }
+
+  /** Posts the pod's current status; calls coalesce so at most one PATCH is in flight per pod. */
+  function post(run: PodRun): Promise<void> {
+    run.dirty = true;
+    run.posting = run.posting.then(async () => {
+      if (!run.dirty || run.gone) return;
+      run.dirty = false;
+      const { metadata } = run.pod;
+      const res = await run.node.api.request(
+        "PATCH",
+        `/api/v1/namespaces/${metadata.namespace}/pods/${metadata.name}/status`,
+        { metadata: { uid: run.uid }, status: podStatus(run) },
+      ).catch((e) => ({ status: 0, body: { message: String(e) } }));
+      if (res.status === 404) run.gone = true;
+      else if (res.status !== 200) {
+        log(
+          `kubelet: status of ${metadata.namespace}/${metadata.name}: HTTP ${res.status} ${
+            res.body.message ?? ""
+          }`,
+        );
+      }
+    });
+    return run.posting;
+  }
+
+  function newLog(file: string): LogBuffer {
+    return { lines: [], closed: false, listeners: new Set(), file };
+  }
+
+  async function pumpLog(
+    stream: ReadableStream<Uint8Array>,
+    name: "stdout" | "stderr",
+    buf: LogBuffer,
+  ) {
+    let rest = "";
+    const emit = async (text: string, partial: boolean) => {
+      const line = `${
+        new Date().toISOString().replace("Z", "000000Z").replace(/(\.\d{9})\d*Z$/, "$1Z")
+      } ${name} ${partial ? "P" : "F"} ${text}`;
+      buf.lines.push(line);
+      for (const l of buf.listeners) l();
+      await appendFile(buf.file, line + "\n");
+    };
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      rest += chunk;
+      let i;
+      while ((i = rest.indexOf("\n")) >= 0) {
+        await emit(rest.slice(0, i), false);
+        rest = rest.slice(i + 1);
+      }
+    }
+    if (rest) await emit(rest, false);
+  }
+
+  /** Materializes the pod's volumes; returns bind mounts per container name. */
+  async function prepareVolumes(run: PodRun): Promise<Map<string, [string, string, boolean][]>> {
+    const pod = run.pod;
+    const ns = pod.metadata.namespace;
+    const api = run.node.api;
+    const volDirs = new Map<string, string>();
+    const get = async (path: string, what: string): Promise<Obj | undefined> => {
+      const res = await api.request("GET", path);
+      if (res.status === 200) return res.body;
+      if (res.status === 404) return undefined;
+      throw new Error(`Cannot read ${what}: HTTP ${res.status} ${res.body.message ?? ""}`);
+    };
+    const writeKeys = async (
+      d: string,
+      data: Record<string, string>,
+      b64: boolean,
+      items?: Obj[],
+    ) => {
+      const pick = items?.length
+        ? items.map((it) => [it.key, it.path])
+        : Object.keys(data).map((k) => [k, k]);
+      for (const [key, path] of pick) {
+        if (!(key in data)) continue;
+        await mkdir(dirname(join(d, path)), { recursive: true });
+        const v = data[key]!;
+        await writeFile(join(d, path), b64 ? Uint8Array.from(atob(v), (c) => c.charCodeAt(0)) : v);
+      }
+    };
+    for (const vol of pod.spec.volumes ?? []) {
+      const d = join(run.dir, "volumes", vol.name);
+      if (vol.hostPath) {
+        volDirs.set(vol.name, vol.hostPath.path);
+        continue;
+      }
+      await mkdir(d, { recursive: true });
+      volDirs.set(vol.name, d);
+      if (vol.configMap || vol.secret) {
+        const isSecret = Boolean(vol.secret);
+        const name = isSecret ? vol.secret.secretName : vol.configMap.name;
+        const obj = await get(
+          `/api/v1/namespaces/${ns}/${isSecret ? "secrets" : "configmaps"}/${name}`,
+          `${isSecret ? "secret" : "configmap"} "${name}"`,
+        );
+        const optional = (isSecret ? vol.secret : vol.configMap).optional;
+        if (!obj && !optional) {
+          throw new Error(`${isSecret ? "secret" : "configmap"} "${name}" not found`);
+        }
+        await writeKeys(
+          d,
+          obj?.data ?? {},
+          isSecret,
+          (isSecret ? vol.secret : vol.configMap).items,
+        );
+      }
+      for (const src of vol.projected?.sources ?? []) {
+        if (src.serviceAccountToken) {
+          const sa = pod.spec.serviceAccountName ?? "default";
+          const tr = await api.request(
+            "POST",
+            `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`,
+            {
+              apiVersion: "authentication.k8s.io/v1",
+              kind: "TokenRequest",
+              spec: {
+                audiences: src.serviceAccountToken.audience
+                  ? [src.serviceAccountToken.audience]
+                  : [],
+                expirationSeconds: src.serviceAccountToken.expirationSeconds ?? 3607,
+                boundObjectRef: {
+                  apiVersion: "v1",
+                  kind: "Pod",
+                  name: pod.metadata.name,
+                  uid: run.uid,
+                },
+              },
+            },
+          );
+          if (tr.status !== 201) {
+            throw new Error(
+              `Cannot request a token for serviceaccount "${ns}/${sa}": HTTP ${tr.status} ${
+                tr.body.message ?? ""
+              }`,
+            );
+          }
+          await writeFile(join(d, src.serviceAccountToken.path ?? "token"), tr.body.status.token);
+        } else if (src.configMap || src.secret) {
+          const isSecret = Boolean(src.secret);
+          const ref = isSecret ? src.secret : src.configMap;
+          let data: Record<string, string> | undefined;
+          if (!isSecret && ref.name === "kube-root-ca.crt") data = { "ca.crt": ca };
+          else {
+            const obj = await get(
+              `/api/v1/namespaces/${ns}/${isSecret ? "secrets" : "configmaps"}/${ref.name}`,
+              `"${ref.name}"`,
+            );
+            if (!obj && !ref.optional) throw new Error(`"${ref.name}" not found`);
+            data = obj?.data ?? {};
+          }
+          await writeKeys(d, data!, isSecret && ref.name !== "kube-root-ca.crt", ref.items);
+        } else if (src.downwardAPI) {
+          for (const item of src.downwardAPI.items ?? []) {
+            if (item.fieldRef) {
+              await writeFile(
+                join(d, item.path),
+                fieldRef(pod, item.fieldRef.fieldPath, run.node.ip),
+              );
+            }
+          }
+        }
+      }
+      if (vol.downwardAPI) {
+        for (const item of vol.downwardAPI.items ?? []) {
+          if (item.fieldRef) {
+            await writeFile(
+              join(d, item.path),
+              fieldRef(pod, item.fieldRef.fieldPath, run.node.ip),
+            );
+          }
+        }
+      }
+    }
+    const mounts = new Map<string, [string, string, boolean][]>();
+    for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
+      const list: [string, string, boolean][] = [];
+      for (const m of c.volumeMounts ?? []) {
+        const src = volDirs.get(m.name);
+        if (!src) throw new Error(`volume "${m.name}" is not supported by the aicr test kubelet`);
+        const from = m.subPath ? join(src, m.subPath) : src;
+        // hostPath at its own path: the process already sees the host's file system.
+        if (from === m.mountPath) continue;
+        list.push([from, m.mountPath, Boolean(m.readOnly) || m.mountPath === SA_DIR]);
+      }
+      mounts.set(c.name, list);
+    }
+    return mounts;
+  }
+
+  async function containerEnv(run: PodRun, c: Obj): Promise<Record<string, string>> {
+    const pod = run.pod;
+    const ns = pod.metadata.namespace;
+    const apiPort = new URL(cluster.server).port;
+    const env: Record<string, string> = {
+      PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      HOME: "/root",
+      HOSTNAME: pod.spec.hostNetwork ? run.node.name : pod.metadata.name,
+      KUBERNETES_SERVICE_HOST: "127.0.0.1",
+      KUBERNETES_SERVICE_PORT: apiPort,
+      KUBERNETES_SERVICE_PORT_HTTPS: apiPort,
+      KUBERNETES_PORT: `tcp://127.0.0.1:${apiPort}`,
+    };
+    const refData = async (
+      kind: "configmaps" | "secrets",
+      ref: Obj,
+    ): Promise<Record<string, string> | undefined> => {
+      const res = await run.node.api.request("GET", `/api/v1/namespaces/${ns}/${kind}/${ref.name}`);
+      if (res.status !== 200) {
+        if (ref.optional) return undefined;
+        throw new Error(`${kind === "secrets" ? "secret" : "configmap"} "${ref.name}" not found`);
+      }
+      const data = res.body.data ?? {};
+      return kind === "secrets"
+        ? Object.fromEntries(Object.entries(data).map(([k, v]) => [k, atob(String(v))]))
+        : data;
+    };
+    for (const from of c.envFrom ?? []) {
+      const data = from.configMapRef
+        ? await refData("configmaps", from.configMapRef)
+        : from.secretRef
+        ? await refData("secrets", from.secretRef)
+        : undefined;
+      for (const [k, v] of Object.entries(data ?? {})) env[`${from.prefix ?? ""}${k}`] = String(v);
+    }
+    for (const e of c.env ?? []) {
+      if (e.valueFrom?.fieldRef) {
+        env[e.name] = fieldRef(pod, e.valueFrom.fieldRef.fieldPath, run.node.ip);
+      } else if (e.valueFrom?.configMapKeyRef || e.valueFrom?.secretKeyRef) {
+        const isSecret = Boolean(e.valueFrom.secretKeyRef);
+        const ref = isSecret ? e.valueFrom.secretKeyRef : e.valueFrom.configMapKeyRef;
+        const data = await refData(isSecret ? "secrets" : "configmaps", ref);
+        if (data && ref.key in data) env[e.name] = data[ref.key]!;
+        else if (!ref.optional) throw new Error(`key "${ref.key}" not found in "${ref.name}"`);
+      } else if (e.valueFrom?.resourceFieldRef) {
+        // limits default to the node's allocatable, as with the real kubelet; requests to 0.
+        const [kind, res] = String(e.valueFrom.resourceFieldRef.resource).split(".") as [
+          string,
+          string,
+        ];
+        const alloc = run.node.profile.resources as unknown as Record<string, string>;
+        env[e.name] = String(
+          c.resources?.[kind]?.[res] ?? (kind === "limits" ? alloc[res] ?? "0" : "0"),
+        );
+      } else env[e.name] = expand(String(e.value ?? ""), env);
+    }
+    if (run.node.binDir) env.PATH = `${run.node.binDir}:${env.PATH}`;
+    return env;
+  }
+
+  /** Starts one container; resolves when it exits, with its terminated state recorded. */
+  async function runContainer(
+    run: PodRun,
+    c: ContainerRun,
+    mounts: [string, string, boolean][],
+    env: Record<string, string>,
+  ): Promise<number> {
+    const spec = c.spec;
+    const target = resolveImage(spec.image)!;
+    const command = (spec.command ?? []).map((s: string) => expand(s, env));
+    const args = (spec.args ?? []).map((s: string) => expand(s, env));
+    let argv: string[];
+    if (target.kind === "host") argv = [...(command.length ? command : ["/bin/sh"]), ...args];
+    else {
+      const cmd = command.length ? command : [target.path];
+      // The image's own binary under any path the manifest names (`/aicr`, `/usr/local/bin/aicr`).
+      if (basename(cmd[0]!) === basename(target.path) || /^aicr/.test(basename(cmd[0]!))) {
+        cmd[0] = target.path;
+      }
+      argv = [...cmd, ...args];
+    }
+    if (c.log) c.previousLog = c.log;
+    c.log = newLog(join(run.dir, `${spec.name}-${c.restartCount}.log`));
+    await writeFile(c.log.file, "");
+    // Private mount namespace: bind mounts seen only by this container. Mount points are created on
+    // the host's file system if missing (the container's root is the host's).
+    const script = [
+      'set -e; n="$1"; shift; i=0',
+      'while [ "$i" -lt "$n" ]; do src="$1"; dst="$2"; ro="$3"; shift 3',
+      '  if [ -d "$src" ]; then mkdir -p "$dst"; else mkdir -p "$(dirname "$dst")"; [ -e "$dst" ] || : > "$dst"; fi',
+      '  mount --bind "$src" "$dst"; if [ "$ro" = ro ]; then mount -o remount,bind,ro "$dst"; fi; i=$((i+1)); done',
+      'hostname "$HOSTNAME" 2>/dev/null || true; cd "$1"; shift; exec "$@"',
+    ].join("\n");
+    const mountArgs = mounts.flatMap(([s, d, ro]) => [s, d, ro ? "ro" : "rw"]);
+    const full = [
+      "setsid",
+      ...(isRoot ? ["unshare", "--mount", "--uts", "--propagation", "private", "--"] : []),
+      "/bin/sh",
+      "-c",
+      script,
+      "sh",
+      String(isRoot ? mounts.length : 0),
+      ...mountArgs.slice(0, isRoot ? undefined : 0),
+      spec.workingDir ?? "/",
+      ...argv,
+    ];
+    const startedAt = nowIso();
+    const child = new Deno.Command(full[0]!, {
+      args: full.slice(1),
+      env,
+      clearEnv: true,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    c.pid = child.pid;
+    c.state = { running: { startedAt } };
+    // Deleted while this container was being set up: it must not outlive the pod.
+    if (run.deleting || run.gone) Deno.kill(-child.pid, "SIGKILL");
+    void post(run);
+    const buf = c.log;
+    const pumps = Promise.all([
+      pumpLog(child.stdout, "stdout", buf),
+      pumpLog(child.stderr, "stderr", buf),
+    ]);
+    const status = await child.status;
+    await pumps.catch(() => {});
+    buf.closed = true;
+    for (const l of buf.listeners) l();
+    const code = status.code;
+    c.state = {
+      terminated: {
+        exitCode: code,
+        reason: code === 0 ? "Completed" : "Error",
+        startedAt,
+        finishedAt: nowIso(),
+        containerID: `aicr://${child.pid}`,
+        ...(status.signal ? { signal: code - 128 } : {}),
+      },
+    };
+    return code;
+  }
+
+  function fail(run: PodRun, c: ContainerRun | undefined, reason: string, message: string) {
+    if (c) c.state = { waiting: { reason, message } };
+    log(
+      `kubelet: pod ${run.pod.metadata.namespace}/${run.pod.metadata.name}: ${reason}: ${message}`,
+    );
+  }
+
+  async function runPod(run: PodRun): Promise<void> {
+    const pod = run.pod;
+    const restartPolicy: string = pod.spec.restartPolicy ?? "Always";
+    await mkdir(run.dir, { recursive: true });
+    for (const c of run.containers) {
+      c.state = { waiting: { reason: c.init ? "PodInitializing" : "ContainerCreating" } };
+    }
+    await post(run);
+    const bad = run.containers.find((c) => !resolveImage(c.spec.image));
+    if (bad) {
+      // As a kubelet whose pull failed: the pod stays Pending with the container waiting.
+      fail(
+        run,
+        bad,
+        "ErrImagePull",
+        `Failed to pull image "${bad.spec.image}": not in the aicr test kubelet's image map`,
+      );
+      await post(run);
+      return;
+    }
+    let mounts: Map<string, [string, string, boolean][]>;
+    const envs = new Map<ContainerRun, Record<string, string>>();
+    try {
+      if (!isRoot) {
+        throw new Error("the aicr test kubelet must run as root (mount namespaces, bind mounts)");
+      }
+      mounts = await prepareVolumes(run);
+      for (const c of run.containers) envs.set(c, await containerEnv(run, c.spec));
+    } catch (e) {
+      for (const c of run.containers) {
+        fail(run, c, "CreateContainerConfigError", e instanceof Error ? e.message : String(e));
+      }
+      await post(run);
+      return;
+    }
+    run.startTime = nowIso();
+    const deadline = pod.spec.activeDeadlineSeconds as number | undefined;
+    let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+    if (deadline !== undefined) {
+      deadlineTimer = setTimeout(() => {
+        if (run.finished || run.deleting) return;
+        run.reason = "DeadlineExceeded";
+        run.message = `Pod was active on the node longer than the specified deadline`;
+        void killContainers(run, pod.spec.terminationGracePeriodSeconds ?? 30);
+      }, deadline * 1000);
+    }
+    const stopped = () => run.deleting || run.reason === "DeadlineExceeded";
+    try {
+      for (const c of run.containers.filter((c) => c.init)) {
+        while (true) {
+          if (stopped()) return;
+          c.exited = runContainer(run, c, mounts.get(c.spec.name) ?? [], envs.get(c)!).then(
+            () => {},
+          );
+          await post(run);
+          await c.exited;
+          const code = c.state.terminated.exitCode as number;
+          if (code === 0) break;
+          if (restartPolicy === "Never" || stopped()) {
+            run.phase = "Failed";
+            for (const m of run.containers.filter((x) => !x.init)) {
+              m.state = { waiting: { reason: "PodInitializing" } };
+            }
+            return;
+          }
+          c.lastState = c.state;
+          c.restartCount++;
+          await new Promise((r) =>
+            setTimeout(r, Math.min(10_000, 1000 * 2 ** (c.restartCount - 1)))
+          );
+        }
+        await post(run);
+      }
+      run.phase = "Running";
+      const main = run.containers.filter((c) => !c.init);
+      await Promise.all(main.map(async (c) => {
+        while (true) {
+          if (stopped()) return;
+          c.exited = runContainer(run, c, mounts.get(c.spec.name) ?? [], envs.get(c)!).then(
+            () => {},
+          );
+          void post(run);
+          await c.exited;
+          const code = c.state.terminated.exitCode as number;
+          const again = !stopped() &&
+            (restartPolicy === "Always" || (restartPolicy === "OnFailure" && code !== 0));
+          if (!again) return;
+          await post(run);
+          c.lastState = c.state;
+          c.restartCount++;
+          c.state = {
+            waiting: {
+              reason: "CrashLoopBackOff",
+              message: `back-off restarting failed container ${c.spec.name}`,
+            },
+          };
+          await post(run);
+          await new Promise((r) =>
+            setTimeout(r, Math.min(10_000, 1000 * 2 ** (c.restartCount - 1)))
+          );
+        }
+      }));
+      const codes = main.map((c) => c.state.terminated?.exitCode ?? 137);
+      run.phase = run.reason === "DeadlineExceeded"
+        ? "Failed"
+        : codes.every((x) => x === 0)
+        ? "Succeeded"
+        : "Failed";
+    } finally {
+      clearTimeout(deadlineTimer);
+      for (const c of run.containers) {
+        if ("running" in c.state) {
+          c.state = {
+            terminated: {
+              exitCode: 137,
+              reason: "ContainerStatusUnknown",
+              message: "The container could not be located when the pod was terminated",
+              finishedAt: nowIso(),
+            },
+          };
+        }
+      }
+      if (run.phase !== "Succeeded" && run.phase !== "Failed") run.phase = "Failed";
+      run.finished = true;
+      await post(run);
+    }
+  }
+
+  /** SIGTERM every running container's process group, SIGKILL after the grace period. */
+  async function killContainers(run: PodRun, graceSeconds: number): Promise<void> {
+    const running = () => run.containers.filter((c) => c.pid && "running" in c.state);
+    const signalAll = (sig: Deno.Signal) => {
+      for (const c of running()) {
+        try {
+          Deno.kill(-c.pid!, sig);
+        } catch { /* gone */ }
+      }
+    };
+    signalAll(graceSeconds > 0 ? "SIGTERM" : "SIGKILL");
+    const deadline = Date.now() + graceSeconds * 1000;
+    while (running().length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    if (running().length) signalAll("SIGKILL");
+    await Promise.all(run.containers.map((c) => c.exited));
+  }
+
+  async function deletePod(run: PodRun): Promise<void> {
+    const pod = run.pod;
+    const grace = pod.metadata.deletionGracePeriodSeconds ??
+      pod.spec.terminationGracePeriodSeconds ?? 30;
+    await killContainers(run, grace);
+    await run.done;
+    await run.posting;
+    if (run.gone) return;
+    const res = await run.node.api.request(
+      "DELETE",
+      `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}`,
+      {
+        apiVersion: "v1",
+        kind: "DeleteOptions",
+        gracePeriodSeconds: 0,
+        preconditions: { uid: run.uid },
+      },
+    );
+    if (res.status !== 200 && res.status !== 404 && res.status !== 409) {
+      log(
+        `kubelet: delete ${pod.metadata.namespace}/${pod.metadata.name}: HTTP ${res.status} ${
+          res.body.message ?? ""
+        }`,
+      );
+    }
+  }
+
+  function onPod(nd: SimNode, type: string, pod: Obj): void {
+    const uid = pod.metadata.uid as string;
+    let run = pods.get(uid);
+    if (type === "DELETED") {
+      if (run) {
+        run.gone = true;
+        run.deleting = true;
+        void killContainers(run, 0);
+        pods.delete(uid);
+        setTimeout(() => {
+          if (byName.get(`${pod.metadata.namespace}/${pod.metadata.name}`) === run) {
+            byName.delete(`${pod.metadata.namespace}/${pod.metadata.name}`);
+          }
+          void rm(run!.dir, { recursive: true, force: true });
+        }, 60_000);
+      }
+      return;
+    }
+    if (!run) {
+      const terminal = pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed";
+      if (terminal) {
+        // Finished before this kubelet started (or an event replay): only the final delete is ours.
+        if (pod.metadata.deletionTimestamp) {
+          void nd.api.request(
+            "DELETE",
+            `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}`,
+            {
+              apiVersion: "v1",
+              kind: "DeleteOptions",
+              gracePeriodSeconds: 0,
+              preconditions: { uid },
+            },
+          );
+        }
+        return;
+      }
+      const created: PodRun = {
+        uid,
+        node: nd,
+        pod,
+        dir: join(dir, "pods", uid),
+        phase: "Pending",
+        containers: [
+          ...(pod.spec.initContainers ?? []).map((spec: Obj) => ({
+            spec,
+            init: true,
+            restartCount: 0,
+            state: {},
+            lastState: {},
+          })),
+          ...pod.spec.containers.map((spec: Obj) => ({
+            spec,
+            init: false,
+            restartCount: 0,
+            state: {},
+            lastState: {},
+          })),
+        ],
+        deleting: false,
+        gone: false,
+        finished: false,
+        posting: Promise.resolve(),
+        dirty: false,
+      };
+      run = created;
+      pods.set(uid, run);
+      byName.set(`${pod.metadata.namespace}/${pod.metadata.name}`, run);
+      run.done = runPod(run).catch((e) => {
+        log(
+          `kubelet: pod ${pod.metadata.namespace}/${pod.metadata.name} failed: ${
+            e instanceof Error ? e.stack : e
+          }`,
+        );
+      });
+    }
+    run.pod = { ...pod, status: run.pod.status };
+    if (pod.metadata.deletionTimestamp && !run.deleting) {
+      run.deleting = true;
+      void deletePod(run);
+    }
+  }
+
+  const watches = nodes.map((nd) =>
+    nd.api.watch(
+      `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${nd.name}`)}`,
+      (type, pod) => onPod(nd, type, pod),
+      signal,
+    )
+  );
+  log(`kubelet: ${nodes.length} nodes ready`);
+
+  let stopping: Promise<void> | undefined;
+  return {
+    nodes: nodes.map((nd) => ({
+      name: nd.name,
+      ip: nd.ip,
+      profile: nd.profile.name,
+      gpu: Boolean(nd.profile.gpu),
+    })),
+    port,
+    stop(): Promise<void> {
+      stopping ??= (async () => {
+        abort.abort();
+        for (const t of timers) clearTimeout(t);
+        await Promise.all([...pods.values()].map((run) => killContainers(run, 0)));
+        await Promise.allSettled(watches);
+        for (const run of pods.values()) run.gone = true;
+        await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
+        if (deleteNodesOnStop) {
+          await Promise.all(
+            nodes.map((nd) => admin.request("DELETE", `/api/v1/nodes/${nd.name}`).catch(() => {})),
+          );
+        }
+        for (const nd of nodes) nd.api.close();
+        admin.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/**
+ * Serves `GET /containerLogs/<ns>/<pod>/<container>` (query: follow, tailLines, timestamps, previous,
+ * limitBytes, sinceSeconds) from the in-memory log buffers, as the kubelet's server does.
+ *
+ * @param req request
+ * @param res response
+ * @param byName pod runs by "namespace/name"
+ */
+function serveLogs(req: IncomingMessage, res: ServerResponse, byName: Map<string, PodRun>): void {
+  const url = new URL(req.url ?? "/", "https://kubelet");
+  if (url.pathname === "/healthz") {
+    res.writeHead(200).end("ok");
+    return;
+  }
+  const m = /^\/containerLogs\/([^/]+)\/([^/]+)\/([^/]+)$/.exec(url.pathname);
+  if (!m || req.method !== "GET") {
+    res.writeHead(404).end("not found");
+    return;
+  }
+  const [, ns, podName, containerName] = m.map(decodeURIComponent) as [
+    string,
+    string,
+    string,
+    string,
+  ];
+  const run = byName.get(`${ns}/${podName}`);
+  const c = run?.containers.find((x) => x.spec.name === containerName);
+  const q = url.searchParams;
+  const buf = q.get("previous") === "true" ? c?.previousLog : c?.log;
+  if (!run || !c || !buf) {
+    res.writeHead(404, { "content-type": "text/plain" }).end(
+      `container "${containerName}" in pod "${podName}" is not available`,
+    );
+    return;
+  }
+  const timestamps = q.get("timestamps") === "true";
+  const follow = q.get("follow") === "true";
+  const since = q.get("sinceSeconds")
+    ? Date.now() - Number(q.get("sinceSeconds")) * 1000
+    : undefined;
+  let limit = q.get("limitBytes") ? Number(q.get("limitBytes")) : Infinity;
+  const fmt = (line: string): string | undefined => {
+    const lm = LOG_LINE.exec(line);
+    if (!lm) return undefined;
+    if (since !== undefined && Date.parse(lm[1]!) < since) return undefined;
+    return (timestamps ? `${lm[1]} ` : "") + lm[3] + "\n";
+  };
+  res.writeHead(200, { "content-type": "text/plain" });
+  let sent = q.get("tailLines") ? Math.max(0, buf.lines.length - Number(q.get("tailLines"))) : 0;
+  const flush = (): boolean => {
+    while (sent < buf.lines.length && limit > 0) {
+      let out = fmt(buf.lines[sent++]!);
+      if (out === undefined) continue;
+      if (out.length > limit) out = out.slice(0, limit);
+      limit -= out.length;
+      res.write(out);
+    }
+    return limit <= 0 || buf.closed || !follow;
+  };
+  if (flush()) {
+    res.end();
+    return;
+  }
+  const onMore = () => {
+    if (flush()) {
+      buf.listeners.delete(onMore);
+      res.end();
+    }
+  };
+  buf.listeners.add(onMore);
+  req.on("close", () => buf.listeners.delete(onMore));
+}
