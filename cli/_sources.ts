@@ -54,7 +54,7 @@ export interface FsSourceLoaderOptions {
   /** The ConfigMap reader (the Kubernetes client); without it `cm://` fails clearly. */
   readConfigMap?: SnapshotSourceLoader["readConfigMap"];
   /** The stream read for `-`. @default process.stdin */
-  stdin?: AsyncIterable<Uint8Array | string>;
+  stdin?: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>;
 }
 
 /**

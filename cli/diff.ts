@@ -38,8 +38,12 @@ import type { CliDeps } from "./context.ts";
 export type { SnapshotSourceLoader } from "./_sources.ts";
 export { createFsSourceLoader } from "./_sources.ts";
 
-/** Dependencies of `aicr diff`: the CLI's, plus where snapshots are read from. */
-export interface DiffDeps extends CliDeps {
+/**
+ * Dependencies of `aicr diff`: the parts of {@link CliDeps} it uses, plus where snapshots
+ * are read from.
+ */
+export interface DiffDeps
+  extends Pick<CliDeps, "stdout" | "stderr" | "env" | "cwd" | "now" | "stdoutIsTerminal"> {
   /**
    * Makes the snapshot loader (files, stdin, ConfigMaps). The composition root wires the
    * Kubernetes ConfigMap reader here; without it `cm://` sources fail with exit 6.
