@@ -1,0 +1,254 @@
+import assert from "node:assert/strict";
+import { request as httpsRequest } from "node:https";
+import { Hono } from "hono";
+import { serve } from "./serve.ts";
+import type { RunningServer } from "./serve.ts";
+import { generateTestTls } from "./_testing.ts";
+
+const TLS = generateTestTls();
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function testApp(): Hono {
+  const app = new Hono();
+  app.get("/hello", (c) => c.text("hello", 200, { "x-test": "1" }));
+  app.get("/echo", (c) =>
+    c.json({
+      url: c.req.url,
+      query: c.req.query("q"),
+      header: c.req.header("x-custom"),
+      method: c.req.method,
+    }));
+  app.get("/slow", async (c) => {
+    await sleep(Number(c.req.query("ms") ?? "300"));
+    return c.text("slow done");
+  });
+  app.get("/hang", () => new Promise<Response>(() => {}));
+  app.get("/cookies", () => {
+    const headers = new Headers();
+    headers.append("set-cookie", "a=1");
+    headers.append("set-cookie", "b=2");
+    return new Response("c", { headers });
+  });
+  return app;
+}
+
+async function withServer(
+  options: Parameters<typeof serve>[1],
+  run: (server: RunningServer, client: Deno.HttpClient) => Promise<void>,
+): Promise<void> {
+  const server = await serve(testApp().fetch, {
+    hostname: "127.0.0.1",
+    port: 0,
+    tls: { cert: TLS.cert, key: TLS.key },
+    ...options,
+  });
+  const client = Deno.createHttpClient({ caCerts: [TLS.ca] });
+  try {
+    await run(server, client);
+  } finally {
+    client.close();
+    await server.shutdown();
+  }
+}
+
+/** A raw HTTPS request through node:https, for what fetch cannot send. */
+function rawRequest(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(url, {
+      method: options.method ?? "GET",
+      headers: options.headers ?? {},
+      ca: TLS.ca,
+      agent: false,
+    }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk) => (body += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(options.body);
+  });
+}
+
+Deno.test("serve() serves a Hono app over HTTPS", async () => {
+  await withServer({}, async (server, client) => {
+    assert.match(server.url, /^https:\/\/127\.0\.0\.1:\d+$/);
+    const res = await fetch(`${server.url}/hello`, { client });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("x-test"), "1");
+    assert.equal(res.headers.get("content-length"), "5");
+    assert.equal(await res.text(), "hello");
+  });
+});
+
+Deno.test("serve() passes the URL, query, headers and method to the handler", async () => {
+  await withServer({}, async (server, client) => {
+    const res = await fetch(`${server.url}/echo?q=a%20b`, {
+      client,
+      headers: { "x-custom": "value" },
+    });
+    const body = await res.json();
+    assert.equal(body.url, `${server.url}/echo?q=a%20b`);
+    assert.equal(body.query, "a b");
+    assert.equal(body.header, "value");
+    assert.equal(body.method, "GET");
+  });
+});
+
+Deno.test("serve() keeps several Set-Cookie headers apart", async () => {
+  await withServer({}, async (server) => {
+    const res = await rawRequest(`${server.url}/cookies`);
+    assert.deepEqual(res.headers["set-cookie"], ["a=1", "b=2"]);
+  });
+});
+
+Deno.test("serve() refuses to start without TLS unless plain HTTP is asked for", async () => {
+  await assert.rejects(
+    serve(testApp().fetch, { hostname: "127.0.0.1", port: 0 }),
+    /'tls' is missing/,
+  );
+  const server = await serve(testApp().fetch, {
+    hostname: "127.0.0.1",
+    port: 0,
+    insecureHttp: true,
+  });
+  try {
+    assert.match(server.url, /^http:\/\//);
+    const res = await fetch(`${server.url}/hello`);
+    assert.equal(await res.text(), "hello");
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("serve() answers 413 to a request body", async () => {
+  await withServer({}, async (server) => {
+    const res = await rawRequest(`${server.url}/hello`, {
+      method: "POST",
+      headers: { "content-type": "text/plain" },
+      body: "x".repeat(100),
+    });
+    assert.equal(res.status, 413);
+    assert.match(res.body, /larger than 0 bytes/);
+  });
+});
+
+Deno.test("serve() accepts a body within maxBodyBytes", async () => {
+  const app = new Hono();
+  app.post("/echo", async (c) => c.text(await c.req.text()));
+  const server = await serve(app.fetch, {
+    hostname: "127.0.0.1",
+    port: 0,
+    tls: TLS,
+    maxBodyBytes: 10,
+  });
+  try {
+    const ok = await rawRequest(`${server.url}/echo`, { method: "POST", body: "0123456789" });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.body, "0123456789");
+    const big = await rawRequest(`${server.url}/echo`, { method: "POST", body: "0123456789a" });
+    assert.equal(big.status, 413);
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("serve() answers 503 when the handler runs past its timeout", async () => {
+  await withServer({ handlerTimeoutMs: 100 }, async (server, client) => {
+    const res = await fetch(`${server.url}/hang`, { client });
+    assert.equal(res.status, 503);
+    assert.match((await res.json()).message, /longer than 100 ms/);
+  });
+});
+
+Deno.test("serve() finishes an in-flight request on shutdown, then refuses connections", async () => {
+  const controller = new AbortController();
+  const server = await serve(testApp().fetch, {
+    hostname: "127.0.0.1",
+    port: 0,
+    tls: TLS,
+    signal: controller.signal,
+  });
+  const client = Deno.createHttpClient({ caCerts: [TLS.ca] });
+  try {
+    // A keep-alive connection left idle must not hold the shutdown.
+    await (await fetch(`${server.url}/hello`, { client })).text();
+    const slow = fetch(`${server.url}/slow?ms=400`, { client });
+    await sleep(100);
+    assert.equal(server.inFlight, 1);
+    const started = performance.now();
+    controller.abort();
+    const res = await slow;
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), "slow done");
+    await server.finished;
+    const waited = performance.now() - started;
+    assert.ok(waited >= 200, `shutdown waited for the request (${waited} ms)`);
+    assert.ok(waited < 5_000, `shutdown did not wait for the keep-alive timeout (${waited} ms)`);
+    await assert.rejects(fetch(`${server.url}/hello`, { client }));
+  } finally {
+    client.close();
+    await server.shutdown();
+  }
+});
+
+Deno.test("serve() cuts a request that outlives the drain timeout", async () => {
+  const server = await serve(testApp().fetch, {
+    hostname: "127.0.0.1",
+    port: 0,
+    tls: TLS,
+    drainTimeoutMs: 200,
+    handlerTimeoutMs: 60_000,
+  });
+  const client = Deno.createHttpClient({ caCerts: [TLS.ca] });
+  try {
+    const hung = fetch(`${server.url}/hang`, { client }).then((r) => r.status, () => "cut");
+    await sleep(100);
+    const started = performance.now();
+    await server.shutdown();
+    assert.ok(performance.now() - started < 5_000);
+    assert.equal(await hung, "cut");
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("serve() rejects a request head larger than maxHeaderBytes", async () => {
+  await withServer({ maxHeaderBytes: 2048 }, async (server) => {
+    const res = await rawRequest(`${server.url}/hello`, { headers: { "x-big": "y".repeat(4096) } })
+      .then((r) => r.status, () => "reset");
+    assert.ok(res === 431 || res === "reset", `got ${res}`);
+  });
+});
+
+Deno.test("serve() aborts the request's signal when the client goes away", async () => {
+  let aborted: (reason: unknown) => void = () => {};
+  const abortedPromise = new Promise((resolve) => (aborted = resolve));
+  const app = new Hono();
+  app.get("/wait", (c) =>
+    new Promise<Response>((resolve) => {
+      c.req.raw.signal.addEventListener("abort", () => {
+        aborted(c.req.raw.signal.reason);
+        resolve(new Response("late"));
+      });
+    }));
+  const server = await serve(app.fetch, { hostname: "127.0.0.1", port: 0, tls: TLS });
+  try {
+    const req = httpsRequest(`${server.url}/wait`, { ca: TLS.ca, agent: false });
+    req.on("error", () => {});
+    req.end();
+    await sleep(150);
+    req.destroy();
+    const reason = await abortedPromise;
+    assert.match(String(reason), /closed the connection/);
+  } finally {
+    await server.shutdown();
+  }
+});
