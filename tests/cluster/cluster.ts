@@ -414,16 +414,20 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
     const { child, proc } = spawnComponent(name, bin, args, logDir, detach);
     children.push(child);
     procs.push(proc);
+    void child.status.then((st) => exited.set(name, st.code));
     log(`cluster: started ${name} (pid ${proc.pid}, log ${proc.log})`);
   };
+  // Exit codes of components that ended (our own children: their status is exact, unlike /proc,
+  // whose cmdline reads empty while a process execs).
+  const exited = new Map<string, number>();
   const alive = () => {
     for (const p of procs) {
-      if (!isOurs(p.pid, p.match)) {
+      if (exited.has(p.name)) {
         const tail = existsSync(p.log)
           ? readFileSync(p.log, "utf8").split("\n").slice(-15).join("\n")
           : "";
         throw new Error(
-          `Cannot start the test cluster: "${p.name}" exited; its log ends:\n${tail}`,
+          `Cannot start the test cluster: "${p.name}" exited with code ${exited.get(p.name)}; its log ends:\n${tail}`,
         );
       }
     }
