@@ -13,3 +13,15 @@
  */
 export * from "./names.ts";
 export type * from "./types.ts";
+export * from "./flags.ts";
+export * from "./job.ts";
+export * from "./yaml.ts";
+export {
+  GPU_PRESENT_LABEL,
+  GPU_RESOURCE,
+  isNodeOs,
+  NODE_OS_FAMILIES,
+  osProfile,
+  TOLERATE_ALL,
+} from "./_pod.ts";
+export type { NodeOs, OsProfile } from "./_pod.ts";

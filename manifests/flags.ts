@@ -1,0 +1,299 @@
+/**
+ * Parsers of the flag values that end up in the agent's manifests: node selectors,
+ * tolerations, resource lists, Go-style durations and `cm://` URIs. Each bad value is
+ * a {@link UsageError} naming the flag, the value and the expected format.
+ *
+ * @module
+ */
+import { UsageError } from "../errors.ts";
+import { isDns1123Label, isDns1123Subdomain, isLabelKey, isLabelValue } from "./names.ts";
+import type { ResourceList, Toleration } from "./types.ts";
+
+/** Taint effects `--toleration` accepts, case-sensitive. */
+export const TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"] as const;
+
+/** One taint effect. */
+export type TaintEffect = typeof TAINT_EFFECTS[number];
+
+function usage(flag: string, value: string, expected: string, detail?: string): UsageError {
+  return new UsageError(
+    `Cannot parse '${flag}' as it must be ${expected}${
+      detail ? ` (${detail})` : ""
+    }: current value is '${value}'`,
+  );
+}
+
+/**
+ * Parses repeated `--node-selector key=value` values, splitting each on its first `=`.
+ * Keys must be label keys and values label values, so a selector Kubernetes would
+ * reject (say `a=b=c`, whose value holds `=`) fails here, naming the flag.
+ *
+ * @param values the flag's values, in order
+ * @param flag the flag name for errors @default "--node-selector"
+ * @returns the selector map, in order
+ * @throws {UsageError} on a missing `=`, an invalid key or value, or a key given twice with different values
+ */
+export function parseNodeSelectors(
+  values: readonly string[],
+  flag = "--node-selector",
+): Record<string, string> {
+  const selector: Record<string, string> = {};
+  for (const raw of values) {
+    const eq = raw.indexOf("=");
+    if (eq < 0) throw usage(flag, raw, "'key=value'");
+    const key = raw.slice(0, eq);
+    const value = raw.slice(eq + 1);
+    if (!isLabelKey(key)) {
+      throw usage(flag, raw, "'key=value'", `'${key}' is not a valid label key`);
+    }
+    if (!isLabelValue(value)) {
+      throw usage(
+        flag,
+        raw,
+        "'key=value'",
+        `'${value}' is not a valid label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit`,
+      );
+    }
+    const previous = selector[key];
+    if (previous !== undefined && previous !== value) {
+      throw usage(flag, raw, "'key=value' with each key once", `'${key}' is already '${previous}'`);
+    }
+    selector[key] = value;
+  }
+  return selector;
+}
+
+/**
+ * Parses repeated `--toleration` values: `key=value:effect` gives `Equal`,
+ * `key:effect` gives `Exists`; exactly one `:`; the effect one of `NoSchedule`,
+ * `PreferNoSchedule`, `NoExecute` (case-sensitive). An empty key is accepted with
+ * `Exists` (tolerates every taint of that effect). Any value replaces the default
+ * tolerate-all toleration.
+ *
+ * @param values the flag's values, in order
+ * @param flag the flag name for errors @default "--toleration"
+ * @returns the tolerations, in order (empty when no value was given)
+ * @throws {UsageError} on a malformed value
+ */
+export function parseTolerations(values: readonly string[], flag = "--toleration"): Toleration[] {
+  const expected = "'key=value:effect' or 'key:effect'";
+  return values.map((raw): Toleration => {
+    const parts = raw.split(":");
+    if (parts.length !== 2) throw usage(flag, raw, expected, "exactly one ':'");
+    const [left = "", effect = ""] = parts;
+    if (!(TAINT_EFFECTS as readonly string[]).includes(effect)) {
+      throw usage(flag, raw, expected, `the effect must be ${TAINT_EFFECTS.join(", ")}`);
+    }
+    const eq = left.indexOf("=");
+    const key = eq < 0 ? left : left.slice(0, eq);
+    if (key !== "" && !isLabelKey(key)) {
+      throw usage(flag, raw, expected, `'${key}' is not a valid taint key`);
+    }
+    const typedEffect = effect as TaintEffect;
+    if (eq < 0) {
+      return key === ""
+        ? { operator: "Exists", effect: typedEffect }
+        : { key, operator: "Exists", effect: typedEffect };
+    }
+    const value = left.slice(eq + 1);
+    if (key === "") throw usage(flag, raw, expected, "a value needs a key");
+    if (!isLabelValue(value)) {
+      throw usage(flag, raw, expected, `'${value}' is not a valid taint value`);
+    }
+    return { key, operator: "Equal", value, effect: typedEffect };
+  });
+}
+
+// A Kubernetes quantity, non-negative (resource requirements reject negatives):
+// a decimal number and a binary-SI, decimal-SI or decimal-exponent suffix.
+const QUANTITY_REGEXP = /^(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$/;
+const SUFFIX_FACTORS: Record<string, number> = {
+  "": 1,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+};
+
+/**
+ * Checks a Kubernetes quantity such as `1`, `500m`, `4Gi`, `1.5`, `1e3`.
+ *
+ * @param value any string
+ * @returns whether Kubernetes accepts it as a (non-negative) resource quantity
+ */
+export function isQuantity(value: string): boolean {
+  return QUANTITY_REGEXP.test(value);
+}
+
+/**
+ * The approximate numeric value of a quantity (`500m` → 0.5, `1Ki` → 1024), enough to
+ * compare a request with its limit.
+ *
+ * @param value a quantity
+ * @returns its value
+ * @throws {RangeError} when `value` is not a quantity
+ */
+export function quantityValue(value: string): number {
+  const match = QUANTITY_REGEXP.exec(value);
+  if (!match) {
+    throw new RangeError(`Cannot read quantity as it is malformed: current value is "${value}"`);
+  }
+  const number = Number(match[1]);
+  const suffix = match[3] ?? "";
+  if (/^[eE]/.test(suffix)) return number * 10 ** Number(suffix.slice(1));
+  return number * (SUFFIX_FACTORS[suffix] ?? 1);
+}
+
+function isResourceName(name: string): boolean {
+  const slash = name.indexOf("/");
+  if (slash < 0) return isLabelKey(name);
+  return isDns1123Subdomain(name.slice(0, slash)) && isLabelKey(name);
+}
+
+/**
+ * Parses `--requests`/`--limits`: comma-separated `name=quantity` pairs such as
+ * `cpu=1,memory=4Gi,nvidia.com/gpu=1`. Whitespace around pairs is ignored, an empty
+ * value gives an empty list.
+ *
+ * @param value the flag value
+ * @param flag the flag name for errors
+ * @returns the resources, in order
+ * @throws {UsageError} on a malformed pair, name or quantity, or a name given twice
+ */
+export function parseResourceList(value: string, flag: string): ResourceList {
+  const expected = "comma-separated 'name=quantity' pairs, e.g. 'cpu=1,memory=4Gi'";
+  const list: ResourceList = {};
+  if (value.trim() === "") return list;
+  for (const piece of value.split(",")) {
+    const pair = piece.trim();
+    const eq = pair.indexOf("=");
+    if (eq < 0) throw usage(flag, value, expected, `'${pair}' has no '='`);
+    const name = pair.slice(0, eq).trim();
+    const quantity = pair.slice(eq + 1).trim();
+    if (!isResourceName(name)) {
+      throw usage(flag, value, expected, `'${name}' is not a resource name`);
+    }
+    if (!isQuantity(quantity)) {
+      throw usage(
+        flag,
+        value,
+        expected,
+        `'${quantity}' is not a Kubernetes quantity such as 500m, 2, 4Gi or 1e3`,
+      );
+    }
+    if (name in list) throw usage(flag, value, expected, `'${name}' is given twice`);
+    list[name] = quantity;
+  }
+  return list;
+}
+
+const DURATION_UNITS: Record<string, number> = {
+  ns: 1e-6,
+  us: 1e-3,
+  "µs": 1e-3,
+  "μs": 1e-3,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
+const DURATION_REGEXP = /^(?:(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$/;
+const DURATION_PART_REGEXP = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/g;
+
+/**
+ * Parses a Go-style duration (`5m`, `90s`, `1h30m`, `1.5h`, `250ms`) into
+ * milliseconds. `0` alone is zero (callers read it as "the default"); negative
+ * durations are refused because every duration flag here is a wait.
+ *
+ * @param value the flag value
+ * @param flag the flag name for errors @default "--timeout"
+ * @returns the duration in milliseconds (fractions of a millisecond kept)
+ * @throws {UsageError} when the value is not a duration
+ */
+export function parseDuration(value: string, flag = "--timeout"): number {
+  if (value === "0") return 0;
+  if (!DURATION_REGEXP.test(value)) {
+    throw usage(
+      flag,
+      value,
+      "a duration such as '90s', '5m' or '1h30m'",
+      "units h, m, s, ms, us, ns",
+    );
+  }
+  let total = 0;
+  for (const match of value.matchAll(DURATION_PART_REGEXP)) {
+    total += Number(match[1]) * (DURATION_UNITS[match[2] ?? ""] ?? 0);
+  }
+  return total;
+}
+
+/** A parsed `cm://namespace/name`. */
+export interface ConfigMapRef {
+  /** Namespace. */
+  namespace: string;
+  /** Name. */
+  name: string;
+}
+
+/** The scheme of ConfigMap output URIs. */
+export const CONFIGMAP_URI_SCHEME = "cm://";
+
+/**
+ * Checks whether an output value is a `cm://` URI.
+ *
+ * @param value an `--output` value
+ * @returns whether it starts with `cm://`
+ */
+export function isConfigMapUri(value: string): boolean {
+  return value.startsWith(CONFIGMAP_URI_SCHEME);
+}
+
+/**
+ * Parses `cm://namespace/name`: the rest after the scheme splits once on `/`, both
+ * parts trimmed, and both must be valid names.
+ *
+ * @param value the URI
+ * @param flag the flag name for errors @default "--output"
+ * @returns namespace and name
+ * @throws {UsageError} when the URI is malformed
+ */
+export function parseConfigMapUri(value: string, flag = "--output"): ConfigMapRef {
+  const expected = "'cm://<namespace>/<name>'";
+  if (!isConfigMapUri(value)) throw usage(flag, value, expected);
+  const rest = value.slice(CONFIGMAP_URI_SCHEME.length);
+  const slash = rest.indexOf("/");
+  if (slash < 0) throw usage(flag, value, expected, "no '/' between namespace and name");
+  const namespace = rest.slice(0, slash).trim();
+  const name = rest.slice(slash + 1).trim();
+  if (namespace === "" || name === "") {
+    throw usage(flag, value, expected, "namespace and name cannot be empty");
+  }
+  if (!isDns1123Label(namespace)) {
+    throw usage(flag, value, expected, `'${namespace}' is not a namespace name`);
+  }
+  if (!isDns1123Subdomain(name)) {
+    throw usage(flag, value, expected, `'${name}' is not a ConfigMap name`);
+  }
+  return { namespace, name };
+}
+
+/**
+ * Formats a ConfigMap reference as `cm://namespace/name`.
+ *
+ * @param ref namespace and name
+ * @returns the URI
+ */
+export function formatConfigMapUri(ref: ConfigMapRef): string {
+  return `${CONFIGMAP_URI_SCHEME}${ref.namespace}/${ref.name}`;
+}

@@ -1,0 +1,167 @@
+import assert from "node:assert/strict";
+import { UsageError } from "../errors.ts";
+import {
+  formatConfigMapUri,
+  isQuantity,
+  parseConfigMapUri,
+  parseDuration,
+  parseNodeSelectors,
+  parseResourceList,
+  parseTolerations,
+  quantityValue,
+} from "./flags.ts";
+
+function usageMessage(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    assert.ok(error instanceof UsageError, String(error));
+    return error.message;
+  }
+  assert.fail("no error");
+}
+
+Deno.test("flags: node selectors split on the first '=' and keep their order", () => {
+  assert.deepEqual(parseNodeSelectors(["accelerator=nvidia-h100", "nvidia.com/gpu.present=true"]), {
+    accelerator: "nvidia-h100",
+    "nvidia.com/gpu.present": "true",
+  });
+  assert.deepEqual(parseNodeSelectors(["empty="]), { empty: "" });
+  assert.deepEqual(parseNodeSelectors(["a=1", "a=1"]), { a: "1" });
+  assert.deepEqual(parseNodeSelectors([]), {});
+});
+
+Deno.test("flags: a node selector Kubernetes would reject fails here, naming flag, value and format", () => {
+  assert.equal(
+    usageMessage(() => parseNodeSelectors(["accelerator"])),
+    "Cannot parse '--node-selector' as it must be 'key=value': current value is 'accelerator'",
+  );
+  // Split on the first '=': the value "b=c" is not a label value.
+  assert.match(
+    usageMessage(() => parseNodeSelectors(["a=b=c"])),
+    /^Cannot parse '--node-selector' as it must be 'key=value' \('b=c' is not a valid label value.*: current value is 'a=b=c'$/,
+  );
+  assert.match(usageMessage(() => parseNodeSelectors(["=x"])), /'' is not a valid label key/);
+  assert.match(usageMessage(() => parseNodeSelectors(["a=1", "a=2"])), /'a' is already '1'/);
+});
+
+Deno.test("flags: tolerations follow the documented grammar", () => {
+  assert.deepEqual(parseTolerations(["nvidia.com/gpu=present:NoSchedule"]), [
+    { key: "nvidia.com/gpu", operator: "Equal", value: "present", effect: "NoSchedule" },
+  ]);
+  assert.deepEqual(parseTolerations(["nvidia.com/gpu:NoSchedule"]), [
+    { key: "nvidia.com/gpu", operator: "Exists", effect: "NoSchedule" },
+  ]);
+  assert.deepEqual(parseTolerations(["dedicated:PreferNoSchedule", "workload=batch:NoExecute"]), [
+    { key: "dedicated", operator: "Exists", effect: "PreferNoSchedule" },
+    { key: "workload", operator: "Equal", value: "batch", effect: "NoExecute" },
+  ]);
+  // An empty key is accepted: it tolerates every taint of that effect.
+  assert.deepEqual(parseTolerations([":NoSchedule"]), [{
+    operator: "Exists",
+    effect: "NoSchedule",
+  }]);
+  assert.deepEqual(parseTolerations([]), []);
+});
+
+Deno.test("flags: tolerations need exactly one ':' and a case-sensitive effect", () => {
+  assert.equal(
+    usageMessage(() => parseTolerations(["nvidia.com/gpu"])),
+    "Cannot parse '--toleration' as it must be 'key=value:effect' or 'key:effect' (exactly one ':'): current value is 'nvidia.com/gpu'",
+  );
+  assert.match(usageMessage(() => parseTolerations(["a:b:NoSchedule"])), /exactly one ':'/);
+  assert.equal(
+    usageMessage(() => parseTolerations(["a=b:noschedule"])),
+    "Cannot parse '--toleration' as it must be 'key=value:effect' or 'key:effect' (the effect must be NoSchedule, PreferNoSchedule, NoExecute): current value is 'a=b:noschedule'",
+  );
+  assert.match(usageMessage(() => parseTolerations(["a=b:"])), /the effect must be/);
+  assert.match(usageMessage(() => parseTolerations(["=b:NoSchedule"])), /a value needs a key/);
+  assert.match(
+    usageMessage(() => parseTolerations(["bad key:NoSchedule"])),
+    /not a valid taint key/,
+  );
+});
+
+Deno.test("flags: resource lists parse name=quantity pairs in order", () => {
+  assert.deepEqual(parseResourceList("cpu=1,memory=4Gi", "--requests"), {
+    cpu: "1",
+    memory: "4Gi",
+  });
+  assert.deepEqual(
+    parseResourceList(" cpu = 500m , nvidia.com/gpu=1, ephemeral-storage=1e9 ", "--limits"),
+    { cpu: "500m", "nvidia.com/gpu": "1", "ephemeral-storage": "1e9" },
+  );
+  assert.deepEqual(parseResourceList("", "--limits"), {});
+});
+
+Deno.test("flags: a bad resource list names the flag, the value and the format", () => {
+  assert.equal(
+    usageMessage(() => parseResourceList("cpu=1,memory=4GB", "--requests")),
+    "Cannot parse '--requests' as it must be comma-separated 'name=quantity' pairs, e.g. 'cpu=1,memory=4Gi' ('4GB' is not a Kubernetes quantity such as 500m, 2, 4Gi or 1e3): current value is 'cpu=1,memory=4GB'",
+  );
+  assert.match(usageMessage(() => parseResourceList("cpu", "--limits")), /'cpu' has no '='/);
+  assert.match(usageMessage(() => parseResourceList("cpu=1,cpu=2", "--limits")), /given twice/);
+  assert.match(
+    usageMessage(() => parseResourceList("cpu=-1", "--limits")),
+    /not a Kubernetes quantity/,
+  );
+  assert.match(
+    usageMessage(() => parseResourceList("bad name=1", "--limits")),
+    /not a resource name/,
+  );
+  assert.match(usageMessage(() => parseResourceList("cpu=1,", "--limits")), /'' has no '='/);
+});
+
+Deno.test("flags: quantities follow Kubernetes' grammar and compare by value", () => {
+  for (const good of ["1", "0", "500m", "1.5", ".5", "4Gi", "2Ki", "1e3", "1E-2", "100M", "5n"]) {
+    assert.ok(isQuantity(good), good);
+  }
+  for (const bad of ["", "1GB", "Gi", "-1", "1.2.3", "1 Gi", "1i"]) {
+    assert.ok(!isQuantity(bad), bad);
+  }
+  assert.equal(quantityValue("500m"), 0.5);
+  assert.equal(quantityValue("4Gi"), 4 * 2 ** 30);
+  assert.equal(quantityValue("1e3"), 1000);
+  assert.ok(quantityValue("4000m") === quantityValue("4"));
+  assert.throws(() => quantityValue("x"), RangeError);
+});
+
+Deno.test("flags: durations read as Go reads them", () => {
+  assert.equal(parseDuration("5m"), 300_000);
+  assert.equal(parseDuration("90s"), 90_000);
+  assert.equal(parseDuration("1h30m"), 5_400_000);
+  assert.equal(parseDuration("1.5h"), 5_400_000);
+  assert.equal(parseDuration("250ms"), 250);
+  assert.equal(parseDuration("2m30s500ms"), 150_500);
+  assert.equal(parseDuration("1500us"), 1.5);
+  assert.equal(parseDuration("0"), 0);
+  assert.equal(parseDuration("0s"), 0);
+});
+
+Deno.test("flags: a bad duration names the flag, the value and the format", () => {
+  assert.equal(
+    usageMessage(() => parseDuration("5")),
+    "Cannot parse '--timeout' as it must be a duration such as '90s', '5m' or '1h30m' (units h, m, s, ms, us, ns): current value is '5'",
+  );
+  for (const bad of ["", "5 m", "-5m", "5d", "m", "1h 30m", "5M"]) {
+    assert.throws(() => parseDuration(bad), UsageError, bad);
+  }
+  assert.match(usageMessage(() => parseDuration("x", "--interval")), /^Cannot parse '--interval'/);
+});
+
+Deno.test("flags: cm:// URIs split once on '/' and trim both parts", () => {
+  assert.deepEqual(parseConfigMapUri("cm://gpu-operator/aicr-snapshot"), {
+    namespace: "gpu-operator",
+    name: "aicr-snapshot",
+  });
+  assert.deepEqual(parseConfigMapUri("cm:// ns / a.b "), { namespace: "ns", name: "a.b" });
+  assert.equal(formatConfigMapUri({ namespace: "ns", name: "x" }), "cm://ns/x");
+  assert.match(usageMessage(() => parseConfigMapUri("cm://ns")), /no '\/'/);
+  assert.match(usageMessage(() => parseConfigMapUri("cm://ns/")), /cannot be empty/);
+  assert.match(usageMessage(() => parseConfigMapUri("cm:///x")), /cannot be empty/);
+  assert.match(
+    usageMessage(() => parseConfigMapUri("cm://ns/a/b")),
+    /'a\/b' is not a ConfigMap name/,
+  );
+  assert.match(usageMessage(() => parseConfigMapUri("file.yaml")), /^Cannot parse '--output'/);
+});

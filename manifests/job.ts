@@ -1,0 +1,275 @@
+/**
+ * The agent Job of `aicr snapshot`: a one-pod, no-retry Job that runs
+ * `aicr snapshot -o cm://<ns>/<name>` on a node with `AICR_AGENT_MODE=true`, so the
+ * in-pod CLI collects locally and writes the snapshot into a ConfigMap.
+ *
+ * Deadlines. The CLI waits `--timeout` (default 5m). The Job's
+ * `activeDeadlineSeconds` is that wait plus {@link JOB_DEADLINE_MARGIN_SECONDS}, so
+ * the CLI always gives up (and captures logs and events) before Kubernetes kills the
+ * pod, and a Job orphaned by a hard-killed CLI still stops minutes later instead of
+ * the upstream 5 hours. `ttlSecondsAfterFinished` is at least one hour and never
+ * shorter than the deadline, so a finished Job stays around for `kubectl logs`.
+ *
+ * @module
+ */
+import { UsageError } from "../errors.ts";
+import {
+  DEFAULT_JOB_NAME_PREFIX,
+  jobName,
+  runLabels,
+  stagingConfigMapName,
+  validateNamespace,
+} from "./names.ts";
+import type { RunIdentity } from "./names.ts";
+import { formatConfigMapUri, isConfigMapUri, parseConfigMapUri } from "./flags.ts";
+import type { ConfigMapRef } from "./flags.ts";
+import {
+  commonEnv,
+  podPlacement,
+  podResources,
+  podSecurity,
+  podVolumes,
+  validateImage,
+} from "./_pod.ts";
+import type { NodeOs } from "./_pod.ts";
+import type { JobManifest, ResourceList, ResourceRequirements, Toleration } from "./types.ts";
+
+/** The CLI's default `--timeout`: 5 minutes. */
+export const DEFAULT_TIMEOUT_SECONDS = 300;
+/** How much longer than the CLI's wait the Job may run. */
+export const JOB_DEADLINE_MARGIN_SECONDS = 300;
+/** The shortest time a finished Job is kept. */
+export const JOB_MIN_TTL_SECONDS = 3600;
+
+/** Privileged-mode resources (upstream §3.1). */
+export const PRIVILEGED_RESOURCES: ResourceRequirements = {
+  requests: { cpu: "1", memory: "4Gi", "ephemeral-storage": "2Gi" },
+  limits: { cpu: "2", memory: "8Gi", "ephemeral-storage": "4Gi" },
+};
+
+/** Restricted-mode resources (upstream §3.1). */
+export const RESTRICTED_RESOURCES: ResourceRequirements = {
+  requests: { cpu: "100m", memory: "256Mi", "ephemeral-storage": "256Mi" },
+  limits: { cpu: "500m", memory: "512Mi", "ephemeral-storage": "512Mi" },
+};
+
+/** Where the agent writes, and whether cleanup owns it. */
+export interface AgentOutput {
+  /** The ConfigMap. */
+  ref: ConfigMapRef;
+  /** `cm://<ns>/<name>`, the agent's `-o`. */
+  uri: string;
+  /** True for the run-scoped staging ConfigMap (cleanup deletes it), false for a user `cm://`. */
+  ownsOutput: boolean;
+}
+
+/**
+ * Where the agent writes: the user's `cm://` as given, otherwise the run-scoped
+ * staging ConfigMap `aicr-agent-snapshot-<runID>` in `--namespace`.
+ *
+ * @param output the `--output` value (file, `-`, empty or `cm://`)
+ * @param namespace `--namespace`
+ * @param runId the run ID
+ * @returns the target and whether aicr owns it
+ * @throws {UsageError} when a `cm://` is malformed or names another namespace
+ */
+export function resolveAgentOutput(
+  output: string | undefined,
+  namespace: string,
+  runId: string,
+): AgentOutput {
+  if (output !== undefined && isConfigMapUri(output)) {
+    const ref = parseConfigMapUri(output);
+    if (ref.namespace !== namespace) {
+      throw new UsageError(
+        `Cannot write the snapshot to '${output}' as its namespace must match '--namespace' (the agent's Role grants ConfigMaps only there): current value is '${namespace}'`,
+      );
+    }
+    return { ref, uri: formatConfigMapUri(ref), ownsOutput: false };
+  }
+  const ref = { namespace, name: stagingConfigMapName(runId) };
+  return { ref, uri: formatConfigMapUri(ref), ownsOutput: true };
+}
+
+/** The Job's deadlines for a CLI wait. */
+export interface JobDeadlines {
+  /** `activeDeadlineSeconds`. */
+  activeDeadlineSeconds: number;
+  /** `ttlSecondsAfterFinished`. */
+  ttlSecondsAfterFinished: number;
+}
+
+/**
+ * The Job's deadlines: the wait plus a margin, and a TTL of at least an hour, both
+ * strictly longer than the wait.
+ *
+ * @param timeoutMs the CLI's `--timeout` in ms; 0 or absent means 5m
+ * @returns the deadlines
+ * @throws {UsageError} when the timeout is negative or not finite
+ */
+export function jobDeadlines(timeoutMs = 0): JobDeadlines {
+  if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+    throw new UsageError(
+      `Cannot use '--timeout' as it must be a duration of 0 or more: current value is '${timeoutMs}ms'`,
+    );
+  }
+  const wait = timeoutMs === 0 ? DEFAULT_TIMEOUT_SECONDS : Math.ceil(timeoutMs / 1000);
+  const activeDeadlineSeconds = wait + JOB_DEADLINE_MARGIN_SECONDS;
+  return {
+    activeDeadlineSeconds,
+    ttlSecondsAfterFinished: Math.max(JOB_MIN_TTL_SECONDS, activeDeadlineSeconds),
+  };
+}
+
+/** The agent Job's configuration, already parsed from flags. */
+export interface AgentJobConfig extends RunIdentity {
+  /** `--namespace`. */
+  namespace: string;
+  /** `--job-name` prefix. @default "aicr" */
+  jobNamePrefix?: string;
+  /** The ServiceAccount the pod runs as (exact, or the run-scoped `<prefix>-<runID>`). */
+  serviceAccountName: string;
+  /** `--image`. */
+  image: string;
+  /** `--output`; only a `cm://` is passed to the agent. */
+  output?: string;
+  /** `--format`; `json` is passed to the agent, which then writes `snapshot.json`. */
+  format?: "yaml" | "json";
+  /** `--privileged`. @default true */
+  privileged?: boolean;
+  /** `--require-gpu`: a GPU limit in privileged mode, and the in-pod GPU check. */
+  requireGpu?: boolean;
+  /** `--runtime-class`. */
+  runtimeClass?: string;
+  /** `--os`. */
+  os?: NodeOs;
+  /** `--node-selector`. */
+  nodeSelector?: Record<string, string>;
+  /** GPU auto-targeting picked `nvidia.com/gpu.present=true`. */
+  autoTargetGpu?: boolean;
+  /** `--toleration`; absent or empty tolerates every taint. */
+  tolerations?: readonly Toleration[];
+  /** `--image-pull-secret`. */
+  imagePullSecrets?: readonly string[];
+  /** `--requests`. */
+  requests?: ResourceList;
+  /** `--limits`. */
+  limits?: ResourceList;
+  /** `--max-nodes-per-entry`. */
+  maxNodesPerEntry?: number;
+  /** `--discover-network`: the agent runs live network discovery. */
+  discoverNetwork?: boolean;
+  /** `--timeout` in milliseconds (0 means 5m). */
+  timeoutMs?: number;
+  /** `--debug` for the agent. */
+  debug?: boolean;
+  /** `--log-json` for the agent. */
+  logJson?: boolean;
+}
+
+/**
+ * Whether GPU auto-targeting may apply: `--node-selector`, `--require-gpu` and
+ * `--runtime-class` are all unset. The caller then checks for a node labelled
+ * `nvidia.com/gpu.present=true` and sets `autoTargetGpu`.
+ *
+ * @param config the three flags
+ * @returns whether auto-targeting is allowed
+ */
+export function autoTargetingAllowed(
+  config: Pick<AgentJobConfig, "nodeSelector" | "requireGpu" | "runtimeClass">,
+): boolean {
+  return Object.keys(config.nodeSelector ?? {}).length === 0 && !config.requireGpu &&
+    config.runtimeClass === undefined;
+}
+
+/**
+ * The agent container's arguments: global log flags, then
+ * `snapshot -o <cm://…>` and the in-pod flags that change collection.
+ *
+ * @param config the Job config
+ * @param output where the agent writes
+ * @returns the args
+ */
+export function agentArgs(config: AgentJobConfig, output: AgentOutput): string[] {
+  return [
+    ...(config.debug ? ["--debug"] : []),
+    ...(config.logJson ? ["--log-json"] : []),
+    "snapshot",
+    "-o",
+    output.uri,
+    ...(config.format === "json" ? ["--format", "json"] : []),
+    ...(config.os !== undefined ? ["--os", config.os] : []),
+    ...(config.requireGpu ? ["--require-gpu"] : []),
+    ...(config.discoverNetwork ? ["--discover-network"] : []),
+  ];
+}
+
+/**
+ * Builds the agent Job: run-scoped name, the five run labels on the Job and on its
+ * pod template, one pod that never restarts, privileged or restricted per
+ * `--privileged`, placed by selectors and tolerations.
+ *
+ * @param config the parsed configuration
+ * @returns the Job manifest
+ * @throws {UsageError} when a value cannot go into a Job (names, image, resources, output)
+ */
+export function buildAgentJob(config: AgentJobConfig): JobManifest {
+  const {
+    namespace,
+    jobNamePrefix = DEFAULT_JOB_NAME_PREFIX,
+    privileged = true,
+    requireGpu = false,
+  } = config;
+  validateNamespace("--namespace", namespace);
+  const labels = runLabels(config);
+  const output = resolveAgentOutput(config.output, namespace, config.runId);
+  const security = podSecurity(privileged);
+  const { volumes, mounts } = podVolumes(privileged, config.os);
+  return {
+    apiVersion: "batch/v1",
+    kind: "Job",
+    metadata: { name: jobName(jobNamePrefix, config.runId), namespace, labels },
+    spec: {
+      completions: 1,
+      parallelism: 1,
+      completionMode: "NonIndexed",
+      backoffLimit: 0,
+      ...jobDeadlines(config.timeoutMs),
+      template: {
+        metadata: { labels: { ...labels } },
+        spec: {
+          serviceAccountName: config.serviceAccountName,
+          restartPolicy: "Never",
+          ...security.host,
+          ...podPlacement(config),
+          securityContext: security.pod,
+          containers: [{
+            name: "aicr",
+            image: validateImage(config.image),
+            command: ["aicr"],
+            args: agentArgs(config, output),
+            env: [
+              { name: "AICR_AGENT_MODE", value: "true" },
+              ...commonEnv({
+                logPrefix: "agent",
+                ...(config.maxNodesPerEntry !== undefined
+                  ? { maxNodesPerEntry: config.maxNodesPerEntry }
+                  : {}),
+                ...(config.runtimeClass !== undefined ? { runtimeClass: config.runtimeClass } : {}),
+              }),
+            ],
+            resources: podResources({
+              defaults: privileged ? PRIVILEGED_RESOURCES : RESTRICTED_RESOURCES,
+              gpu: privileged && requireGpu,
+              ...(config.requests ? { requests: config.requests } : {}),
+              ...(config.limits ? { limits: config.limits } : {}),
+            }),
+            securityContext: security.container,
+            volumeMounts: mounts,
+          }],
+          volumes,
+        },
+      },
+    },
+  };
+}
