@@ -183,14 +183,23 @@ export function createCommandRunner(options: { path?: string } = {}): CommandRun
         throw new TimeoutError(`Cannot run '${display}': the collection was cancelled`);
       }
       return await new Promise<RunResult>((resolve, reject) => {
-        const child = spawn(executable, args, { stdio: ["ignore", "pipe", "pipe"] });
+        // Its own process group, so a timeout kills the whole tree (a wrapper script's
+        // children would otherwise keep stdout open).
+        const child = spawn(executable, args, {
+          stdio: ["ignore", "pipe", "pipe"],
+          detached: true,
+        });
         const chunks: Uint8Array[] = [];
         let size = 0;
         let stderr = "";
         let failure: ToolError | undefined;
         function stop(error: ToolError): void {
           if (failure === undefined) failure = error;
-          child.kill("SIGKILL");
+          try {
+            if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+          } catch {
+            child.kill("SIGKILL");
+          }
         }
         const timer = setTimeout(
           () =>
@@ -223,6 +232,13 @@ export function createCommandRunner(options: { path?: string } = {}): CommandRun
         });
         child.on("error", (error) => {
           if (failure === undefined) failure = toToolError(error, `run '${display}'`);
+        });
+        child.on("exit", () => {
+          // Once killed, do not wait for grandchildren to close the pipes.
+          if (failure !== undefined) {
+            child.stdout.destroy();
+            child.stderr.destroy();
+          }
         });
         child.on("close", (code, killSignal) => {
           clearTimeout(timer);

@@ -1,0 +1,248 @@
+import assert from "node:assert/strict";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { NotFoundError, TimeoutError } from "../errors.ts";
+import { NOOP_LOGGER } from "../log.ts";
+import { MEASUREMENT_TYPES, SOURCE_STATUSES } from "../snapshot/mod.ts";
+import type { Measurement } from "../snapshot/mod.ts";
+import {
+  collectMeasurements,
+  createCommandRunner,
+  createHostReader,
+  createSystemdBus,
+  parseOsRelease,
+} from "./mod.ts";
+import { createFakeCluster, createRecordedCluster } from "./testdata/fake_cluster.ts";
+import type { CollectorDeps, CommandRunner, HostReader } from "./types.ts";
+
+const H100 = fileURLToPath(
+  new URL("../../shared/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url),
+);
+const HOST = fileURLToPath(new URL("./testdata/host", import.meta.url));
+
+async function withFakeSmi(
+  script: string,
+  fn: (dir: string) => Promise<void>,
+): Promise<void> {
+  const dir = await mkdtemp(path.join(tmpdir(), "aicr-smi-"));
+  try {
+    const file = path.join(dir, "nvidia-smi");
+    await writeFile(file, `#!/bin/sh\n${script}\n`);
+    await chmod(file, 0o755);
+    await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function baseDeps(overrides: Partial<CollectorDeps> = {}): CollectorDeps {
+  return {
+    host: createHostReader({ root: HOST }),
+    exec: createCommandRunner({ path: "/nonexistent" }),
+    env: () => undefined,
+    log: NOOP_LOGGER,
+    ...overrides,
+  };
+}
+
+function rawText(xml: string, tag: string): string | undefined {
+  return new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(xml)?.[1];
+}
+
+function assertEveryContext(measurements: Measurement[]): void {
+  for (const m of measurements) {
+    for (const s of m.subtypes) {
+      assert.ok(
+        (SOURCE_STATUSES as readonly string[]).includes(s.context?.status ?? ""),
+        `${m.type}.${s.subtype} has a status`,
+      );
+      assert.ok(s.context?.source, `${m.type}.${s.subtype} has a source`);
+    }
+  }
+}
+
+Deno.test("collectMeasurements() with a fake nvidia-smi on PATH matches the H100 fixture field by field", async () => {
+  await withFakeSmi(`[ "$1 $2" = "-q -x" ] || exit 64\ncat '${H100}'`, async (dir) => {
+    const { measurements, reports } = await collectMeasurements(
+      baseDeps({ exec: createCommandRunner({ path: dir }) }),
+      { only: ["gpu"] },
+    );
+    assert.equal(reports[0]?.status, "ok");
+    const gpu = measurements[0];
+    assert.equal(gpu?.type, "GPU");
+    const xml = await readFile(H100, "utf8");
+    const blocks = xml.split(/<gpu id="/).slice(1);
+    const smi = gpu?.subtypes[0]?.data ?? {};
+    assert.equal(smi.driver, rawText(xml, "driver_version"));
+    assert.equal(smi["cuda-version"], rawText(xml, "cuda_version"));
+    assert.equal(smi["gpu-count"], blocks.length);
+    const upstream: [string, string][] = [
+      ["gpu.model", "product_name"],
+      ["gpu.product-architecture", "product_architecture"],
+      ["gpu.display-mode", "display_mode"],
+      ["gpu.display-active", "display_active"],
+      ["gpu.persistence-mode", "persistence_mode"],
+      ["gpu.addressing-mode", "addressing_mode"],
+      ["gpu.vbios-version", "vbios_version"],
+      ["gpu.gsp-firmware-version", "gsp_firmware_version"],
+    ];
+    for (const [key, tag] of upstream) {
+      assert.equal(smi[key], rawText(blocks[0] as string, tag), key);
+    }
+    assert.equal(Object.keys(smi).length, 3 + upstream.length);
+    blocks.forEach((block, i) => {
+      const data = gpu?.subtypes.find((s) => s.subtype === `gpu-${i}`)?.data ?? {};
+      for (
+        const [key, tag] of [["uuid", "uuid"], ["serial", "serial"], [
+          "vbios-version",
+          "vbios_version",
+        ], ["model", "product_name"]]
+      ) {
+        assert.equal(data[key as string], rawText(block, tag as string), `gpu-${i}.${key}`);
+      }
+    });
+    assert.deepEqual(gpu?.subtypes[1]?.data, { "NVIDIA H100 80GB HBM3": 8 });
+    assertEveryContext(measurements);
+  });
+});
+
+Deno.test("collectMeasurements() on this host reads real OS data and reports SystemD absent", async () => {
+  const host = createHostReader({ root: "/" });
+  const { measurements, reports } = await collectMeasurements({
+    host,
+    exec: createCommandRunner({ path: "/nonexistent" }),
+    systemd: () =>
+      createSystemdBus({
+        privateSocket: "/run/systemd/private",
+        systemSocket: "/run/dbus/system_bus_socket",
+      }),
+    env: () => undefined,
+    log: NOOP_LOGGER,
+  }, { only: ["os", "systemd", "gpu"] });
+  assert.deepEqual(reports.map((r) => [r.collector, r.status]), [["gpu", "ok"], ["os", "ok"], [
+    "systemd",
+    "ok",
+  ]]);
+  const os = measurements.find((m) => m.type === "OS");
+  const byName = Object.fromEntries((os?.subtypes ?? []).map((s) => [s.subtype, s]));
+  const modulesText = await readFile("/proc/modules", "utf8").catch(() => undefined);
+  if (modulesText === undefined) {
+    // A kernel without module support (this sandbox boots with `nomodule`) has no /proc/modules:
+    // the subtype must say so rather than look like "no modules loaded".
+    assert.deepEqual(byName.kmod?.data, {});
+    assert.equal(byName.kmod?.context?.status, "absent");
+  } else {
+    const modules = modulesText.split("\n").filter(Boolean).map((l) => l.split(" ")[0]);
+    for (const name of modules) assert.equal(byName.kmod?.data[name as string], true, name);
+    assert.equal(byName.kmod?.context?.status, "ok");
+  }
+  const pidMax = (await readFile("/proc/sys/kernel/pid_max", "utf8")).trim();
+  assert.equal(byName.sysctl?.data["/proc/sys/kernel/pid_max"], pidMax);
+  assert.equal(
+    Object.keys(byName.sysctl?.data ?? {}).some((k) => k.startsWith("/proc/sys/net/")),
+    false,
+  );
+  const release = parseOsRelease(await readFile("/etc/os-release", "utf8"));
+  assert.ok(release.ID);
+  assert.equal(byName.release?.data.ID, release.ID);
+  assert.equal(byName.grub?.context?.status, "ok");
+  assert.equal("root" in (byName.grub?.data ?? {}), false);
+  const systemd = measurements.find((m) => m.type === "SystemD");
+  assert.deepEqual(systemd?.subtypes.map((s) => [s.subtype, s.context?.status]), [[
+    "status",
+    "absent",
+  ]]);
+  const gpu = measurements.find((m) => m.type === "GPU");
+  assert.deepEqual(gpu?.subtypes[0]?.data, { "gpu-count": 0 });
+  assert.equal(gpu?.subtypes[0]?.context?.status, "absent");
+  assertEveryContext(measurements);
+});
+
+Deno.test("collectMeasurements() runs all five concurrently and returns them in canonical order", async () => {
+  const cluster = await createRecordedCluster({ delayMs: 30 });
+  const started = performance.now();
+  const { measurements, reports } = await collectMeasurements(
+    baseDeps({ cluster, env: (name) => (name === "NODE_NAME" ? "gpu-node-1" : undefined) }),
+  );
+  const elapsed = performance.now() - started;
+  assert.deepEqual(measurements.map((m) => m.type), [...MEASUREMENT_TYPES]);
+  assert.deepEqual(reports.map((r) => r.collector), ["k8s", "gpu", "os", "systemd", "topology"]);
+  for (const r of reports) assert.equal(r.status, "ok", r.collector);
+  const node = measurements[0]?.subtypes.find((s) => s.subtype === "node");
+  assert.equal(node?.data["source-node"], "gpu-node-1");
+  // K8s makes several 30 ms calls itself; sequential collectors would add topology's on top.
+  assert.ok(elapsed < 2000, `took ${elapsed} ms`);
+  assertEveryContext(measurements);
+});
+
+Deno.test("collectMeasurements() gives a hanging collector its timeout status without holding up the rest", async () => {
+  const cluster = createFakeCluster({ delayMs: 5_000 });
+  const started = performance.now();
+  const { measurements, reports } = await collectMeasurements(baseDeps({ cluster }), {
+    only: ["os", "topology"],
+    timeoutsMs: { topology: 50 },
+  });
+  assert.ok(performance.now() - started < 2000);
+  assert.deepEqual(reports.map((r) => [r.collector, r.status]), [["os", "ok"], [
+    "topology",
+    "timeout",
+  ]]);
+  assert.match(reports[1]?.error ?? "", /did not finish within 50 ms/);
+  const topology = measurements[1];
+  assert.equal(topology?.type, "NodeTopology");
+  for (const s of topology?.subtypes ?? []) assert.equal(s.context?.status, "timeout");
+  assert.equal(measurements[0]?.subtypes[0]?.context?.status, "ok");
+});
+
+Deno.test("collectMeasurements() turns a collector that throws into a failed report and an empty measurement", async () => {
+  const real = createHostReader({ root: HOST });
+  const host: HostReader = { ...real, exists: () => Promise.reject(new Error("reader bug")) };
+  const { measurements, reports } = await collectMeasurements(baseDeps({ host }), {
+    only: ["gpu", "os"],
+  });
+  assert.deepEqual(reports.map((r) => [r.collector, r.status, r.error]), [
+    ["gpu", "ok", undefined],
+    ["os", "failed", "reader bug"],
+  ]);
+  assert.deepEqual(measurements[1]?.subtypes.map((s) => [s.subtype, s.context?.status]), [
+    ["grub", "failed"],
+    ["sysctl", "failed"],
+    ["kmod", "failed"],
+    ["release", "failed"],
+  ]);
+});
+
+Deno.test("collectMeasurements() stops everything when its signal aborts", async () => {
+  const controller = new AbortController();
+  const cluster = createFakeCluster({ delayMs: 5_000 });
+  setTimeout(() => controller.abort(), 20);
+  const { reports } = await collectMeasurements(baseDeps({ cluster }), {
+    only: ["k8s", "topology"],
+    signal: controller.signal,
+  });
+  assert.deepEqual(reports.map((r) => r.status), ["timeout", "timeout"]);
+  assert.match(reports[0]?.error ?? "", /cancelled/);
+});
+
+Deno.test("createCommandRunner() resolves on PATH, reports exit codes, and kills on timeout", async () => {
+  await withFakeSmi(`echo out; echo err >&2; exit 3`, async (dir) => {
+    const runner: CommandRunner = createCommandRunner({ path: `/nonexistent:${dir}` });
+    const result = await runner.run("nvidia-smi", [], { timeoutMs: 5000 });
+    assert.equal(result.exitCode, 3);
+    assert.equal(new TextDecoder().decode(result.stdout), "out\n");
+    assert.equal(result.stderr, "err\n");
+    await assert.rejects(runner.run("no-such-tool", [], { timeoutMs: 1000 }), NotFoundError);
+    await assert.rejects(
+      runner.run("nvidia-smi", [], { timeoutMs: 1000, maxOutputBytes: 2 }),
+      /too large/,
+    );
+  });
+  await withFakeSmi(`sleep 5`, async (dir) => {
+    const runner = createCommandRunner({ path: dir });
+    const started = performance.now();
+    await assert.rejects(runner.run("nvidia-smi", [], { timeoutMs: 100 }), TimeoutError);
+    assert.ok(performance.now() - started < 2000);
+  });
+});
