@@ -41,6 +41,10 @@ export function escapeHtml(text: string): string {
   );
 }
 
+function rowId(node: string): string {
+  return "node-" + encodeURIComponent(node).replace(/[^A-Za-z0-9_-]/g, "_");
+}
+
 const STYLE = `
 *{box-sizing:border-box}
 body{margin:0;font:13px/1.35 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d232a;background:#fff}
@@ -54,6 +58,9 @@ h2{font-size:14px;margin:14px 16px 6px}
 table.groups{border-collapse:collapse;margin:0 16px}
 table.groups th,table.groups td{border:1px solid #d0d7de;padding:3px 8px;text-align:left}
 details{margin:0 16px}
+ul.outliers a{color:inherit;text-decoration:none}
+ul.outliers a:hover{text-decoration:underline}
+table.matrix tbody tr:target th{outline:2px solid #0969da}
 ul.outliers{margin:6px 0;padding-left:18px;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;max-height:220px;overflow:auto}
 .wrap{margin:8px 16px 16px;overflow:auto;max-height:calc(100vh - 40px);border:1px solid #d0d7de}
 table.matrix{border-collapse:separate;border-spacing:0;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
@@ -122,7 +129,8 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
     );
     for (const o of report.outliers) {
       for (const d of o.differences) {
-        out.push(`<li>${escapeHtml(formatFleetDifference(o.node, d, 80))}</li>`);
+        const line = escapeHtml(formatFleetDifference(o.node, d, 80));
+        out.push(`<li><a href="#${rowId(o.node)}">${line}</a></li>`);
       }
     }
     out.push(`</ul></details>`);
@@ -175,8 +183,8 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
         );
       }
       out.push(
-        `<tr${diffs ? ` class="outlier-row"` : ""} data-node="${
-          escapeHtml(node)
+        `<tr${diffs ? ` class="outlier-row"` : ""} data-node="${escapeHtml(node)}" id="${
+          rowId(node)
         }"><th scope="row">${escapeHtml(node)}</th>${cells.join("")}</tr>`,
       );
     }
