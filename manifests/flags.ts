@@ -1,12 +1,13 @@
 /**
  * Parsers of the flag values that end up in the agent's manifests: node selectors,
- * tolerations, resource lists, Go-style durations and `cm://` URIs. Each bad value is
- * a {@link UsageError} naming the flag, the value and the expected format.
+ * tolerations, resource lists and Go-style durations. Each bad value is a
+ * {@link UsageError} naming the flag, the value and the expected format. (`cm://` URIs
+ * are parsed by `snapshot/`, which owns output targets.)
  *
  * @module
  */
 import { UsageError } from "../errors.ts";
-import { isDns1123Label, isDns1123Subdomain, isLabelKey, isLabelValue } from "./names.ts";
+import { isDns1123Subdomain, isLabelKey, isLabelValue } from "./names.ts";
 import type { ResourceList, Toleration } from "./types.ts";
 
 /** Taint effects `--toleration` accepts, case-sensitive. */
@@ -236,64 +237,4 @@ export function parseDuration(value: string, flag = "--timeout"): number {
     total += Number(match[1]) * (DURATION_UNITS[match[2] ?? ""] ?? 0);
   }
   return total;
-}
-
-/** A parsed `cm://namespace/name`. */
-export interface ConfigMapRef {
-  /** Namespace. */
-  namespace: string;
-  /** Name. */
-  name: string;
-}
-
-/** The scheme of ConfigMap output URIs. */
-export const CONFIGMAP_URI_SCHEME = "cm://";
-
-/**
- * Checks whether an output value is a `cm://` URI.
- *
- * @param value an `--output` value
- * @returns whether it starts with `cm://`
- */
-export function isConfigMapUri(value: string): boolean {
-  return value.startsWith(CONFIGMAP_URI_SCHEME);
-}
-
-/**
- * Parses `cm://namespace/name`: the rest after the scheme splits once on `/`, both
- * parts trimmed, and both must be valid names.
- *
- * @param value the URI
- * @param flag the flag name for errors @default "--output"
- * @returns namespace and name
- * @throws {UsageError} when the URI is malformed
- */
-export function parseConfigMapUri(value: string, flag = "--output"): ConfigMapRef {
-  const expected = "'cm://<namespace>/<name>'";
-  if (!isConfigMapUri(value)) throw usage(flag, value, expected);
-  const rest = value.slice(CONFIGMAP_URI_SCHEME.length);
-  const slash = rest.indexOf("/");
-  if (slash < 0) throw usage(flag, value, expected, "no '/' between namespace and name");
-  const namespace = rest.slice(0, slash).trim();
-  const name = rest.slice(slash + 1).trim();
-  if (namespace === "" || name === "") {
-    throw usage(flag, value, expected, "namespace and name cannot be empty");
-  }
-  if (!isDns1123Label(namespace)) {
-    throw usage(flag, value, expected, `'${namespace}' is not a namespace name`);
-  }
-  if (!isDns1123Subdomain(name)) {
-    throw usage(flag, value, expected, `'${name}' is not a ConfigMap name`);
-  }
-  return { namespace, name };
-}
-
-/**
- * Formats a ConfigMap reference as `cm://namespace/name`.
- *
- * @param ref namespace and name
- * @returns the URI
- */
-export function formatConfigMapUri(ref: ConfigMapRef): string {
-  return `${CONFIGMAP_URI_SCHEME}${ref.namespace}/${ref.name}`;
 }

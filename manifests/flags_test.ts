@@ -1,9 +1,7 @@
 import assert from "node:assert/strict";
 import { UsageError } from "../errors.ts";
 import {
-  formatConfigMapUri,
   isQuantity,
-  parseConfigMapUri,
   parseDuration,
   parseNodeSelectors,
   parseResourceList,
@@ -147,21 +145,4 @@ Deno.test("flags: a bad duration names the flag, the value and the format", () =
     assert.throws(() => parseDuration(bad), UsageError, bad);
   }
   assert.match(usageMessage(() => parseDuration("x", "--interval")), /^Cannot parse '--interval'/);
-});
-
-Deno.test("flags: cm:// URIs split once on '/' and trim both parts", () => {
-  assert.deepEqual(parseConfigMapUri("cm://gpu-operator/aicr-snapshot"), {
-    namespace: "gpu-operator",
-    name: "aicr-snapshot",
-  });
-  assert.deepEqual(parseConfigMapUri("cm:// ns / a.b "), { namespace: "ns", name: "a.b" });
-  assert.equal(formatConfigMapUri({ namespace: "ns", name: "x" }), "cm://ns/x");
-  assert.match(usageMessage(() => parseConfigMapUri("cm://ns")), /no '\/'/);
-  assert.match(usageMessage(() => parseConfigMapUri("cm://ns/")), /cannot be empty/);
-  assert.match(usageMessage(() => parseConfigMapUri("cm:///x")), /cannot be empty/);
-  assert.match(
-    usageMessage(() => parseConfigMapUri("cm://ns/a/b")),
-    /'a\/b' is not a ConfigMap name/,
-  );
-  assert.match(usageMessage(() => parseConfigMapUri("file.yaml")), /^Cannot parse '--output'/);
 });

@@ -21,8 +21,8 @@ import {
   validateNamespace,
 } from "./names.ts";
 import type { RunIdentity } from "./names.ts";
-import { formatConfigMapUri, isConfigMapUri, parseConfigMapUri } from "./flags.ts";
-import type { ConfigMapRef } from "./flags.ts";
+import { CONFIGMAP_SCHEME, formatConfigMapUri, parseConfigMapUri } from "../snapshot/mod.ts";
+import type { ConfigMapRef } from "../snapshot/mod.ts";
 import {
   commonEnv,
   podPlacement,
@@ -78,7 +78,7 @@ export function resolveAgentOutput(
   namespace: string,
   runId: string,
 ): AgentOutput {
-  if (output !== undefined && isConfigMapUri(output)) {
+  if (output !== undefined && output.startsWith(CONFIGMAP_SCHEME)) {
     const ref = parseConfigMapUri(output);
     if (ref.namespace !== namespace) {
       throw new UsageError(
