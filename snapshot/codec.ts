@@ -137,6 +137,7 @@ export interface ParseSnapshotOptions {
 export function parseSnapshot(text: string, options: ParseSnapshotOptions = {}): Snapshot {
   const source = options.source ?? "input";
   checkDocumentSize(text, source);
+  assertStrictJson(text, source);
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, {
     intAsBigInt: true,
@@ -166,6 +167,21 @@ export function parseSnapshotStream(text: string, options: ParseSnapshotOptions 
   return docs
     .filter((doc) => doc.contents !== null)
     .map((doc) => decodeDocument(doc, lineCounter, source));
+}
+
+/** A document that starts like JSON must be strict JSON (YAML would accept `{"a": }`). */
+function assertStrictJson(text: string, source: string): void {
+  if (!/^\s*[{[]/.test(text)) return;
+  try {
+    JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(
+      `Cannot parse snapshot '${source}' as JSON: ${
+        error instanceof Error ? error.message : error
+      }`,
+      { cause: error },
+    );
+  }
 }
 
 function checkDocumentSize(text: string, source: string): void {

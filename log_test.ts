@@ -1,0 +1,41 @@
+import assert from "node:assert/strict";
+import { createLogger, formatLogLine } from "./log.ts";
+
+Deno.test("formatLogLine() writes WARN lines with bare and quoted values", () => {
+  assert.equal(
+    formatLogLine("warn", "could not verify", {
+      serviceAccount: "irsa-snapshotter",
+      uncheckedRules: 20,
+      remedy: "grant the caller 'x'",
+      skipped: undefined,
+    }),
+    `WARN could not verify serviceAccount=irsa-snapshotter uncheckedRules=20 remedy="grant the caller 'x'"`,
+  );
+  assert.equal(
+    formatLogLine("info", "snapshot agent run: runID=abc"),
+    "snapshot agent run: runID=abc",
+  );
+});
+
+Deno.test("createLogger() drops lines below its level and prefixes the rest", () => {
+  const lines: string[] = [];
+  const log = createLogger({ write: (t) => lines.push(t) }, { prefix: "agent" });
+  log.debug("hidden");
+  log.info("shown", { k: "v" });
+  assert.deepEqual(lines, ["[agent] shown k=v\n"]);
+});
+
+Deno.test("createLogger() writes JSON lines when asked", () => {
+  const lines: string[] = [];
+  const log = createLogger({ write: (t) => lines.push(t) }, {
+    json: true,
+    now: () => new Date(0),
+  });
+  log.warn("w", { n: 1 });
+  assert.deepEqual(JSON.parse(lines[0] ?? ""), {
+    time: "1970-01-01T00:00:00.000Z",
+    level: "warn",
+    msg: "w",
+    n: 1,
+  });
+});
