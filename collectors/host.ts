@@ -175,9 +175,8 @@ export function createCommandRunner(options: { path?: string } = {}): CommandRun
       const display = [command, ...args].join(" ");
       const executable = await findExecutable(command, searchPath);
       if (executable === undefined) {
-        throw new NotFoundError(
-          `Cannot run '${command}': it is not on PATH: current PATH is ${searchPath}`,
-        );
+        // The PATH itself stays out of the message: it ends up in snapshots.
+        throw new NotFoundError(`Cannot run '${command}': it is not on PATH`);
       }
       if (signal?.aborted) {
         throw new TimeoutError(`Cannot run '${display}': the collection was cancelled`);
