@@ -59,6 +59,12 @@ export interface KubeObject {
   [field: string]: unknown;
 }
 
+/** An object to create: any manifest with metadata (name, namespace, labels). */
+export interface NewObject {
+  /** metadata. */
+  metadata?: ObjectMeta;
+}
+
 /** One page of a list. */
 export interface ListResult<T> {
   /** The objects. */
@@ -148,7 +154,7 @@ export interface KubeClient {
   /** The kubeconfig context's namespace, if set. */
   readonly defaultNamespace: string | undefined;
   /** Creates an object; the response carries its UID. Never retried. */
-  create<T extends KubeObject>(kind: KindName, object: T, options?: CallOptions): Promise<T>;
+  create(kind: KindName, object: NewObject, options?: CallOptions): Promise<KubeObject>;
   /** Reads an object; undefined when it does not exist. */
   get<T extends KubeObject>(
     kind: KindName,
@@ -331,10 +337,10 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
     server: rest.server,
     defaultNamespace: rest.defaultNamespace,
     rest,
-    async create<T extends KubeObject>(kind: KindName, object: T, options?: CallOptions) {
+    async create(kind: KindName, object: NewObject, options?: CallOptions) {
       const resource = res(kind);
       const body = { apiVersion: apiVersionOf(resource), kind: resource.kind, ...object };
-      return await rest.json<T>({
+      return await rest.json<KubeObject>({
         method: "POST",
         path: collectionPath(resource, ns(resource, object.metadata?.namespace)),
         body,

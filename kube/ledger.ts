@@ -9,7 +9,7 @@
  */
 import { ToolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import type { KubeClient, KubeObject } from "./client.ts";
+import type { KubeClient, KubeObject, NewObject } from "./client.ts";
 import { KubeApiError } from "./errors.ts";
 import { RESOURCES } from "./resources.ts";
 import type { KindName } from "./resources.ts";
@@ -124,11 +124,11 @@ export class Ledger {
    * @returns the created object
    * @throws {KubeApiError} when the create fails
    */
-  async create<T extends KubeObject>(
+  async create(
     kind: KindName,
-    object: T,
+    object: NewObject,
     options: { signal?: AbortSignal } = {},
-  ): Promise<T> {
+  ): Promise<KubeObject> {
     const name = object.metadata?.name ?? "";
     const namespace = RESOURCES[kind].namespaced ? object.metadata?.namespace : undefined;
     const base = { kind, name, ...(namespace ? { namespace } : {}) };
@@ -143,7 +143,7 @@ export class Ledger {
       if (!isAmbiguousCreateFailure(error)) throw error;
       const entry: LedgerEntry = { ...base, state: "unconfirmed" };
       this.#entries.push(entry);
-      const live = await this.#kube.get<T>(kind, namespace, name).catch(() => undefined);
+      const live = await this.#kube.get(kind, namespace, name).catch(() => undefined);
       if (live?.metadata?.uid && this.#owns(live)) {
         entry.uid = live.metadata.uid;
         entry.state = "confirmed";

@@ -1,0 +1,88 @@
+import assert from "node:assert/strict";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import { createLogger } from "../log.ts";
+import { KubeApiError } from "./errors.ts";
+import { isAmbiguousCreateFailure, Ledger, UNPROVEN_OBJECT_WARNING } from "./ledger.ts";
+
+const PROOF = {
+  labels: { "aicr.run/run-id": "run-1", "aicr.run/invocation-id": "inv-1" },
+  runIdLabel: "aicr.run/run-id",
+  invocationIdLabel: "aicr.run/invocation-id",
+};
+
+function capture() {
+  const lines: string[] = [];
+  return { lines, log: createLogger({ write: (t) => lines.push(t) }) };
+}
+
+function role(name: string, labels: Record<string, string> = PROOF.labels) {
+  return { metadata: { name, namespace: "ns", labels } };
+}
+
+Deno.test("Ledger.cleanup() deletes what it created, pinned to the UIDs, Job first", async () => {
+  const fake = createFakeKube();
+  const ledger = new Ledger(fake.client, PROOF);
+  await ledger.create("Role", role("r"));
+  await ledger.create("Job", role("j"));
+  const { log } = capture();
+  const outcomes = await ledger.cleanup({ log });
+  assert.deepEqual(outcomes.map((o) => [o.entry.kind, o.result]), [["Job", "deleted"], [
+    "Role",
+    "deleted",
+  ]]);
+  assert.equal(fake.objects.size, 0);
+  const deletes = fake.calls.filter((c) => c.method === "delete").map((c) => c.kind);
+  assert.deepEqual(deletes, ["Job", "Role"]);
+});
+
+Deno.test("Ledger.cleanup() never deletes an object that replaced ours at the same name", async () => {
+  const fake = createFakeKube();
+  const ledger = new Ledger(fake.client, PROOF);
+  await ledger.create("Role", role("r"));
+  // Someone deletes our Role and another invocation creates its own at the name.
+  fake.objects.clear();
+  fake.put("Role", role("r", { "aicr.run/run-id": "run-1", "aicr.run/invocation-id": "other" }));
+  const { log } = capture();
+  const [outcome] = await ledger.cleanup({ log });
+  assert.equal(outcome?.result, "gone");
+  assert.equal(fake.objects.size, 1, "the other invocation's Role stays");
+});
+
+Deno.test("Ledger.create() adopts an object whose create response was lost, by its labels", async () => {
+  const fake = createFakeKube();
+  const ledger = new Ledger(fake.client, PROOF);
+  fake.loseNextCreateResponse("ServiceAccount");
+  const created = await ledger.create("ServiceAccount", role("sa"));
+  assert.ok(created.metadata?.uid);
+  assert.equal(ledger.entries[0]?.state, "confirmed");
+  const { log } = capture();
+  await ledger.cleanup({ log });
+  assert.equal(fake.objects.size, 0);
+});
+
+Deno.test("Ledger.cleanup() keeps an unproven object and prints the documented WARN", async () => {
+  const fake = createFakeKube();
+  // Our create's response is lost and the object at that name is not ours.
+  fake.put("Role", role("r", { "aicr.run/run-id": "run-0", "aicr.run/invocation-id": "inv-0" }));
+  const failing = new Ledger({
+    ...fake.client,
+    create: () => Promise.reject(new KubeApiError("lost", 0, "ConnectionFailure")),
+  }, PROOF);
+  await assert.rejects(failing.create("Role", role("r")), /lost/);
+  assert.equal(failing.entries[0]?.state, "unconfirmed");
+  const { lines, log } = capture();
+  const [outcome] = await failing.cleanup({ log });
+  assert.equal(outcome?.result, "kept");
+  assert.equal(fake.objects.size, 1);
+  assert.equal(
+    lines[0],
+    `WARN ${UNPROVEN_OBJECT_WARNING} kind=Role name=r runID=run-1 objectRunID=run-0 objectInvocationID=inv-0\n`,
+  );
+});
+
+Deno.test("isAmbiguousCreateFailure() separates lost responses from definite refusals", () => {
+  assert.equal(isAmbiguousCreateFailure(new KubeApiError("x", 0, "ConnectionFailure")), true);
+  assert.equal(isAmbiguousCreateFailure(new KubeApiError("x", 503, "ServiceUnavailable")), true);
+  assert.equal(isAmbiguousCreateFailure(new KubeApiError("x", 409, "AlreadyExists")), false);
+  assert.equal(isAmbiguousCreateFailure(new KubeApiError("x", 403, "Forbidden")), false);
+});
