@@ -1,0 +1,52 @@
+/**
+ * The README's first command (`deno task demo`): a full `aicr snapshot` against the
+ * embedded local cluster. It builds `dist/aicr` and the control plane when needed
+ * (with progress), starts the cluster and its kubelet stand-in unless one is already
+ * running in `.cluster/`, runs the built binary as the CLI (the pods run it as the
+ * agent), and leaves the cluster up for more runs (`deno task cluster:down` stops it).
+ *
+ * Arguments after `--` go to `aicr snapshot` (e.g. `deno task demo -- --format json`).
+ *
+ * @module
+ */
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadCluster } from "../tests/cluster/cluster.ts";
+
+const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+const DENO = Deno.execPath();
+
+async function step(what: string, args: string[]): Promise<void> {
+  // deno-lint-ignore no-console
+  console.error(`demo: ${what}`);
+  const status = await new Deno.Command(DENO, { args, cwd: ROOT, stdout: "inherit", stderr: "inherit" })
+    .spawn().status;
+  if (!status.success) throw new Error(`demo: ${what} failed (exit ${status.code})`);
+}
+
+async function main(args: string[]): Promise<number> {
+  await step("building dist/aicr", ["run", "-A", "scripts/build.ts"]);
+  const stateDir = Deno.env.get("AICR_CLUSTER_DIR") ?? join(ROOT, ".cluster");
+  let cluster = await loadCluster(stateDir);
+  if (!cluster || !existsSync(join(stateDir, "kubelet.json"))) {
+    await step("starting the local cluster (the first run builds it from Go modules)", [
+      "run",
+      "-A",
+      "tests/cluster/cluster.ts",
+      "up",
+    ]);
+    cluster = await loadCluster(stateDir);
+    if (!cluster) throw new Error(`demo: no cluster found in ${stateDir} after starting it`);
+  }
+  // deno-lint-ignore no-console
+  console.error(`demo: aicr snapshot against ${cluster.server} (stop the cluster with: deno task cluster:down)`);
+  const aicr = new Deno.Command(join(ROOT, "dist", "aicr"), {
+    args: ["snapshot", "--kubeconfig", cluster.adminKubeconfig, ...args],
+    stdout: "inherit",
+    stderr: "inherit",
+  }).spawn();
+  return (await aicr.status).code;
+}
+
+Deno.exitCode = await main(Deno.args);
