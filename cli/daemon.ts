@@ -1,0 +1,338 @@
+/**
+ * `aicr daemon`: serve this node's snapshot over HTTPS (the DaemonSet mode). Collections are
+ * cached and shared; callers are authenticated with TokenReview and authorized with
+ * SubjectAccessReview (`get snapshots.aicr.run` on the node); SIGTERM drains in-flight
+ * requests and exits 0. See `daemon/README.md`.
+ *
+ * @module
+ */
+import { readFile } from "node:fs/promises";
+import { resolve } from "node:path";
+import { Command, Option } from "commander";
+import { collectSnapshot } from "../agent/mod.ts";
+import {
+  type AccessAuthorizer,
+  type CollectFunction,
+  createCachingAuthorizer,
+  createDaemon,
+  createKubeAuth,
+  type RequestAuthorizer,
+  serve,
+  type TokenAuthenticator,
+} from "../daemon/mod.ts";
+import { UsageError } from "../errors.ts";
+import { NoKubeconfigError } from "../kube/mod.ts";
+import type { KubeClient } from "../kube/mod.ts";
+import type { Logger } from "../log.ts";
+import { resolveNodeName } from "../snapshot/mod.ts";
+import { buildInfo } from "../version.ts";
+import { globalFlags, parseCount } from "./agent.ts";
+import type { CliDeps } from "./context.ts";
+
+/** Options the collect factory receives. */
+export interface MakeCollectOptions {
+  /** Logger. */
+  log: Logger;
+  /** This node. */
+  nodeName: string;
+  /** A cluster client for the K8s and NodeTopology readings, when there is one. */
+  kube?: KubeClient;
+  /** Read host files under this directory. */
+  hostRoot?: string;
+  /** systemd units to read. */
+  systemdUnits?: string[];
+  /** Truncate NodeTopology node lists (0: no limit). */
+  maxNodesPerEntry: number;
+}
+
+/** Options the auth factory receives. */
+export interface MakeAuthOptions {
+  /** Logger. */
+  log: Logger;
+  /** The daemon's cluster client (its ServiceAccount creates the reviews). */
+  kube: KubeClient;
+  /** Token audiences to require (empty: the API server's). */
+  audiences: string[];
+}
+
+/** Factories of the daemon's real dependencies; each has a default built from {@link CliDeps}. */
+export interface DaemonFactories {
+  /** Builds the collect function. @default collectSnapshot over `deps.collectorDeps` */
+  makeCollect?: (options: MakeCollectOptions) => CollectFunction;
+  /** Builds the token authenticator and access authorizer. @default createKubeAuth(kube) */
+  makeAuth?: (
+    options: MakeAuthOptions,
+  ) => { authenticator: TokenAuthenticator; authorizer: AccessAuthorizer };
+}
+
+/** Dependencies of the daemon command. */
+export type DaemonCommandDeps = CliDeps & DaemonFactories;
+
+/** Flags of `aicr daemon`. */
+export interface DaemonFlags {
+  /** `--listen`. */
+  listen: string;
+  /** `--port`. */
+  port: string;
+  /** `--tls-cert-file`. */
+  tlsCertFile?: string;
+  /** `--tls-key-file`. */
+  tlsKeyFile?: string;
+  /** `--insecure-http`. */
+  insecureHttp: boolean;
+  /** `--insecure-no-auth`. */
+  insecureNoAuth: boolean;
+  /** `--max-age`. */
+  maxAge: string;
+  /** `--fresh-min-interval`. */
+  freshMinInterval: string;
+  /** `--refresh-interval`. */
+  refreshInterval: string;
+  /** `--collect-timeout`. */
+  collectTimeout: string;
+  /** `--drain-timeout`. */
+  drainTimeout: string;
+  /** `--node-name`. */
+  nodeName?: string;
+  /** `--kubeconfig`. */
+  kubeconfig?: string;
+  /** `--token-audience` (repeatable). */
+  tokenAudience?: string[];
+  /** `--host-root`. */
+  hostRoot?: string;
+  /** `--systemd-unit` (repeatable). */
+  systemdUnit?: string[];
+  /** `--max-nodes-per-entry`. */
+  maxNodesPerEntry: string;
+}
+
+const DURATION_REGEXP = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
+const DURATION_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+// TODO(#6): use parseDuration of manifests/ once it is exported there.
+function parseDurationFlag(flag: string, value: string): number {
+  if (value === "0") return 0;
+  const match = DURATION_REGEXP.exec(value.trim());
+  if (!match) {
+    throw new UsageError(
+      `Cannot use '${flag}' as it must be a duration such as '500ms', '30s' or '5m': current value is '${value}'`,
+    );
+  }
+  return Number(match[1]) * (DURATION_MS[match[2] ?? ""] ?? 0);
+}
+
+function parsePort(value: string): number {
+  const port = parseCount("--port", value);
+  if (port > 65_535) {
+    throw new UsageError(
+      `Cannot use '--port' as it must be at most 65535: current value is '${value}'`,
+    );
+  }
+  return port;
+}
+
+async function readPem(flag: string, path: string, cwd: string): Promise<string> {
+  try {
+    return await readFile(resolve(cwd, path), "utf8");
+  } catch (error) {
+    throw new UsageError(
+      `Cannot read '${flag}' file '${path}': ${
+        error instanceof Error ? error.message : String(error)
+      }`,
+      { cause: error },
+    );
+  }
+}
+
+function connect(deps: CliDeps, kubeconfig: string | undefined): KubeClient | undefined {
+  try {
+    return deps.connectKube(kubeconfig ? { kubeconfig } : {});
+  } catch (error) {
+    if (error instanceof NoKubeconfigError) return undefined;
+    throw error;
+  }
+}
+
+function defaultMakeCollect(deps: CliDeps): (options: MakeCollectOptions) => CollectFunction {
+  return (options) => {
+    const collectors = deps.collectorDeps({
+      log: options.log,
+      ...(options.kube ? { kube: options.kube } : {}),
+      ...(options.hostRoot ? { hostRoot: options.hostRoot } : {}),
+    });
+    return (signal) =>
+      collectSnapshot(
+        { collectors, log: options.log, now: deps.now, version: buildInfo().version },
+        {
+          nodeName: options.nodeName,
+          collect: {
+            maxNodesPerEntry: options.maxNodesPerEntry,
+            ...(options.systemdUnits?.length ? { systemdUnits: options.systemdUnits } : {}),
+          },
+          signal,
+        },
+      );
+  };
+}
+
+/**
+ * Runs the daemon until `deps.signal` aborts, then drains and returns.
+ *
+ * @param deps CLI dependencies and factories
+ * @param flags the parsed flags
+ * @param log the logger
+ * @returns when the server has stopped and the last collection ended
+ * @throws {UsageError} for bad flags, unreadable certificates, or auth without a cluster
+ */
+export async function runDaemon(
+  deps: DaemonCommandDeps,
+  flags: DaemonFlags,
+  log: Logger,
+): Promise<void> {
+  const port = parsePort(flags.port);
+  const cacheOptions = {
+    maxAgeMs: parseDurationFlag("--max-age", flags.maxAge),
+    freshMinIntervalMs: parseDurationFlag("--fresh-min-interval", flags.freshMinInterval),
+    refreshIntervalMs: parseDurationFlag("--refresh-interval", flags.refreshInterval),
+    collectTimeoutMs: parseDurationFlag("--collect-timeout", flags.collectTimeout),
+  };
+  const drainTimeoutMs = parseDurationFlag("--drain-timeout", flags.drainTimeout);
+  const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
+  if (cacheOptions.collectTimeoutMs === 0) {
+    throw new UsageError(
+      "Cannot use '--collect-timeout' as it must be positive: current value is '0'",
+    );
+  }
+  let tls: { cert: string; key: string } | undefined;
+  if (flags.tlsCertFile || flags.tlsKeyFile) {
+    if (!flags.tlsCertFile || !flags.tlsKeyFile) {
+      throw new UsageError(
+        "Cannot serve TLS as '--tls-cert-file' and '--tls-key-file' go together: only one is set",
+      );
+    }
+    tls = {
+      cert: await readPem("--tls-cert-file", flags.tlsCertFile, deps.cwd),
+      key: await readPem("--tls-key-file", flags.tlsKeyFile, deps.cwd),
+    };
+  } else if (!flags.insecureHttp) {
+    throw new UsageError(
+      "Cannot serve as '--tls-cert-file' and '--tls-key-file' are not set: pass them, or '--insecure-http' for a local test",
+    );
+  }
+  const nodeName = flags.nodeName ?? resolveNodeName(deps.env);
+  if (!nodeName) {
+    throw new UsageError(
+      "Cannot run the daemon as the node name is unknown: set '--node-name' or NODE_NAME",
+    );
+  }
+  const kube = connect(deps, flags.kubeconfig);
+  let auth: RequestAuthorizer | undefined;
+  if (flags.insecureNoAuth) {
+    log.warn(
+      "authentication is OFF (--insecure-no-auth): anyone who reaches the port reads this node's snapshot",
+    );
+  } else {
+    if (!kube) {
+      throw new UsageError(
+        "Cannot authenticate callers without a Kubernetes client: run in a pod, pass '--kubeconfig', or '--insecure-no-auth' for a local test",
+      );
+    }
+    const makeAuth = deps.makeAuth ??
+      ((options: MakeAuthOptions) =>
+        createKubeAuth(options.kube, { audiences: options.audiences }));
+    auth = createCachingAuthorizer(
+      makeAuth({ log, kube, audiences: flags.tokenAudience ?? [] }),
+      { clock: () => deps.now().getTime() },
+    );
+  }
+  if (flags.insecureHttp) log.warn("serving plain HTTP (--insecure-http): for local tests only");
+  const makeCollect = deps.makeCollect ?? defaultMakeCollect(deps);
+  const collect = makeCollect({
+    log,
+    nodeName,
+    maxNodesPerEntry,
+    ...(kube ? { kube } : {}),
+    ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
+    ...(flags.systemdUnit?.length ? { systemdUnits: flags.systemdUnit } : {}),
+  });
+  const daemon = createDaemon({
+    collect,
+    auth,
+    clock: () => deps.now().getTime(),
+    log,
+    build: buildInfo(),
+    nodeName,
+  }, cacheOptions);
+  const server = await serve(daemon.app.fetch, {
+    hostname: flags.listen,
+    port,
+    ...(tls ? { tls } : { insecureHttp: true }),
+    signal: deps.signal,
+    log,
+    drainTimeoutMs,
+  });
+  daemon.start();
+  await server.finished;
+  await daemon.close();
+  log.info("daemon stopped");
+}
+
+/**
+ * The `daemon` command.
+ *
+ * @param deps CLI dependencies, optionally with factories of the collect and auth pieces
+ * @returns the command
+ */
+export function daemonCommand(deps: DaemonCommandDeps): Command {
+  return new Command("daemon")
+    .description("serve this node's snapshot over HTTPS (DaemonSet mode; see daemon/README.md)")
+    .addOption(new Option("--listen <address>", "address to bind").default("0.0.0.0"))
+    .addOption(new Option("--port <port>", "port to bind").default("8443").env("AICR_DAEMON_PORT"))
+    .addOption(
+      new Option("--tls-cert-file <path>", "PEM certificate (chain) to serve").env(
+        "AICR_TLS_CERT_FILE",
+      ),
+    )
+    .addOption(
+      new Option("--tls-key-file <path>", "PEM private key of the certificate").env(
+        "AICR_TLS_KEY_FILE",
+      ),
+    )
+    .option("--insecure-http", "serve plain HTTP (UNSAFE: local tests only)", false)
+    .option(
+      "--insecure-no-auth",
+      "serve everyone without TokenReview/SubjectAccessReview (UNSAFE: local tests only)",
+      false,
+    )
+    .option("--max-age <duration>", "serve a cached snapshot younger than this", "60s")
+    .option("--fresh-min-interval <duration>", "allow ?fresh=true at most this often", "10s")
+    .option("--refresh-interval <duration>", "collect in the background this often (0: off)", "0")
+    .option("--collect-timeout <duration>", "abort a collection running longer", "3m")
+    .option(
+      "--drain-timeout <duration>",
+      "on SIGTERM, wait this long for in-flight requests",
+      "10s",
+    )
+    .option("--node-name <name>", "this node (default: NODE_NAME, KUBERNETES_NODE_NAME, HOSTNAME)")
+    .option("-k, --kubeconfig <path>", "kubeconfig (default: in-cluster ServiceAccount)")
+    .option(
+      "--token-audience <audience...>",
+      "require these token audiences (default: the API server's)",
+    )
+    .addOption(
+      new Option("--host-root <dir>", "read host files under this directory").env("AICR_HOST_ROOT"),
+    )
+    .option(
+      "--systemd-unit <unit...>",
+      "systemd units to read (default: containerd, docker, kubelet)",
+    )
+    .addOption(
+      new Option("--max-nodes-per-entry <n>", "truncate NodeTopology node lists (0: no limit)")
+        .default("0").env("AICR_MAX_NODES_PER_ENTRY"),
+    )
+    .action(async (flags: DaemonFlags, cmd: Command) => {
+      const global = globalFlags(cmd);
+      const log = deps.makeLogger({ debug: global.debug, json: global.logJson, prefix: "daemon" });
+      await runDaemon(deps, flags, log);
+    });
+}

@@ -1,0 +1,184 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { NoKubeconfigError } from "../kube/mod.ts";
+import type { KubeClient } from "../kube/mod.ts";
+import { createLogger } from "../log.ts";
+import { fakeCollector, generateTestTls } from "../daemon/_testing.ts";
+import type { CliDeps } from "./context.ts";
+import { daemonCommand } from "./daemon.ts";
+import type { DaemonCommandDeps } from "./daemon.ts";
+
+const TLS = generateTestTls();
+
+interface Harness {
+  deps: DaemonCommandDeps;
+  controller: AbortController;
+  logs: () => string;
+  stderr: () => string;
+}
+
+function harness(overrides: Partial<DaemonCommandDeps> = {}): Harness {
+  const controller = new AbortController();
+  let logText = "";
+  let errText = "";
+  const kube = {
+    tokenReview: (token: string) =>
+      Promise.resolve(
+        token === "good"
+          ? { authenticated: true, user: { username: "alice", groups: [] } }
+          : { authenticated: false },
+      ),
+    subjectAccessReview: (user: { username: string }) =>
+      Promise.resolve({ allowed: user.username === "alice" }),
+  } as unknown as KubeClient;
+  const base: CliDeps = {
+    stdout: { write: () => {} },
+    stderr: { write: (text) => void (errText += text) },
+    env: (name) => (name === "NODE_NAME" ? "node-7" : undefined),
+    cwd: "/",
+    now: () => new Date(),
+    stdoutIsTerminal: false,
+    stderrIsTerminal: false,
+    signal: controller.signal,
+    makeLogger: () => createLogger({ write: (text) => void (logText += text) }, { level: "debug" }),
+    connectKube: () => kube,
+    collectorDeps: () => {
+      throw new Error("collectorDeps must not be used when makeCollect is given");
+    },
+  };
+  const deps: DaemonCommandDeps = {
+    ...base,
+    makeCollect: () => fakeCollector().collect,
+    ...overrides,
+  };
+  return { deps, controller, logs: () => logText, stderr: () => errText };
+}
+
+/** Runs the `daemon` command as commander parses it (the dispatcher adds only exit codes). */
+async function runDaemonCli(args: string[], deps: DaemonCommandDeps): Promise<number> {
+  await daemonCommand(deps).exitOverride().parseAsync(args, { from: "user" });
+  return 0;
+}
+
+async function waitForUrl(logs: () => string): Promise<string> {
+  for (let i = 0; i < 500; i++) {
+    const match = /listening url=(\S+)/.exec(logs());
+    if (match?.[1]) return match[1];
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`the daemon did not start: ${logs()}`);
+}
+
+function certFiles(): { dir: string; cert: string; key: string } {
+  const dir = mkdtempSync(join(tmpdir(), "aicr-daemon-cli-"));
+  writeFileSync(join(dir, "tls.crt"), TLS.cert);
+  writeFileSync(join(dir, "tls.key"), TLS.key);
+  return { dir, cert: join(dir, "tls.crt"), key: join(dir, "tls.key") };
+}
+
+Deno.test("aicr daemon serves HTTPS with auth, then drains and exits 0 on SIGTERM", async () => {
+  const files = certFiles();
+  const h = harness();
+  const client = Deno.createHttpClient({ caCerts: [TLS.ca] });
+  try {
+    const run = runDaemonCli([
+      "--listen",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--tls-cert-file",
+      files.cert,
+      "--tls-key-file",
+      files.key,
+    ], h.deps);
+    const url = await waitForUrl(h.logs);
+    assert.match(url, /^https:\/\/127\.0\.0\.1:\d+$/);
+    assert.equal(await fetch(`${url}/healthz`, { client }).then((r) => r.text()), "ok\n");
+    const anonymous = await fetch(`${url}/v1/snapshot`, { client });
+    assert.equal(anonymous.status, 401);
+    await anonymous.body?.cancel();
+    const bad = await fetch(`${url}/v1/snapshot`, {
+      client,
+      headers: { authorization: "Bearer nope" },
+    });
+    assert.equal(bad.status, 401);
+    await bad.body?.cancel();
+    const ok = await fetch(`${url}/v1/snapshot?format=json`, {
+      client,
+      headers: { authorization: "Bearer good" },
+    });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers.get("x-aicr-node"), "node-7");
+    assert.equal((await ok.json()).kind, "Snapshot");
+    assert.equal((await fetch(`${url}/readyz`, { client })).status, 200);
+    h.controller.abort(new Error("received SIGTERM"));
+    assert.equal(await run, 0);
+    assert.match(h.logs(), /daemon stopped/);
+  } finally {
+    client.close();
+    rmSync(files.dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("aicr daemon --insecure-http --insecure-no-auth serves anyone and warns", async () => {
+  const h = harness();
+  const run = runDaemonCli(
+    ["--listen", "127.0.0.1", "--port", "0", "--insecure-http", "--insecure-no-auth"],
+    h.deps,
+  );
+  const url = await waitForUrl(h.logs);
+  const res = await fetch(`${url}/v1/snapshot`);
+  assert.equal(res.status, 200);
+  await res.body?.cancel();
+  h.controller.abort();
+  assert.equal(await run, 0);
+  assert.match(h.logs(), /WARN authentication is OFF/);
+  assert.match(h.logs(), /WARN serving plain HTTP/);
+});
+
+Deno.test("aicr daemon refuses to start without TLS files, a node name or a cluster for auth", async (t) => {
+  const cases: { name: string; args: string[]; deps?: Partial<DaemonCommandDeps>; want: RegExp }[] =
+    [
+      { name: "no TLS", args: [], want: /'--tls-cert-file' and '--tls-key-file' are not set/ },
+      {
+        name: "half TLS",
+        args: ["--tls-cert-file", "/x"],
+        want: /go together: only one is set/,
+      },
+      {
+        name: "unreadable cert",
+        args: ["--tls-cert-file", "/nonexistent/c", "--tls-key-file", "/nonexistent/k"],
+        want: /Cannot read '--tls-cert-file' file '\/nonexistent\/c'/,
+      },
+      {
+        name: "bad duration",
+        args: ["--insecure-http", "--max-age", "soon"],
+        want: /'--max-age' as it must be a duration/,
+      },
+      { name: "bad port", args: ["--insecure-http", "--port", "70000"], want: /at most 65535/ },
+      {
+        name: "no node name",
+        args: ["--insecure-http"],
+        deps: { env: () => undefined },
+        want: /node name is unknown/,
+      },
+      {
+        name: "no cluster for auth",
+        args: ["--insecure-http"],
+        deps: {
+          connectKube: () => {
+            throw new NoKubeconfigError();
+          },
+        },
+        want: /Cannot authenticate callers without a Kubernetes client/,
+      },
+    ];
+  for (const c of cases) {
+    await t.step(c.name, async () => {
+      const h = harness(c.deps);
+      await assert.rejects(runDaemonCli(["--port", "0", ...c.args], h.deps), c.want);
+    });
+  }
+});

@@ -1,0 +1,58 @@
+/**
+ * The daemon's authenticator and authorizer over the Kubernetes API: `TokenReview` and
+ * `SubjectAccessReview` through the narrow client of `kube/`, each bounded by its own timeout
+ * (the caching wrapper shares one review among callers, so no caller's signal reaches it).
+ *
+ * @module
+ */
+import type { KubeClient } from "../kube/mod.ts";
+import type { AccessAuthorizer, TokenAuthenticator } from "./auth.ts";
+
+/** Options of {@link createKubeAuth}. */
+export interface KubeAuthOptions {
+  /**
+   * Audiences the token must carry (TokenReview `spec.audiences`); empty means the API
+   * server's own, which is what `kubectl create token` and client tokens carry. @default []
+   */
+  audiences?: readonly string[];
+  /** Timeout of each review. @default 10_000 */
+  timeoutMs?: number;
+}
+
+/**
+ * Builds the authenticator and authorizer from a Kubernetes client.
+ *
+ * @param kube a client able to create TokenReviews and SubjectAccessReviews (the daemon's
+ *   ServiceAccount needs `create` on both, as `system:auth-delegator` grants)
+ * @param options audiences and timeout
+ * @returns the pair `createCachingAuthorizer()` takes
+ */
+export function createKubeAuth(
+  kube: Pick<KubeClient, "tokenReview" | "subjectAccessReview">,
+  options: KubeAuthOptions = {},
+): { authenticator: TokenAuthenticator; authorizer: AccessAuthorizer } {
+  const { audiences = [], timeoutMs = 10_000 } = options;
+  return {
+    authenticator: {
+      async review(token, signal) {
+        const result = await kube.tokenReview(token, {
+          timeoutMs,
+          ...(audiences.length > 0 ? { audiences: [...audiences] } : {}),
+          ...(signal ? { signal } : {}),
+        });
+        return result.user
+          ? { authenticated: result.authenticated, user: result.user }
+          : { authenticated: result.authenticated };
+      },
+    },
+    authorizer: {
+      async allowed(user, attributes, signal) {
+        const decision = await kube.subjectAccessReview(user, attributes, {
+          timeoutMs,
+          ...(signal ? { signal } : {}),
+        });
+        return decision.allowed;
+      },
+    },
+  };
+}

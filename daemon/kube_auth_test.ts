@@ -1,0 +1,56 @@
+import assert from "node:assert/strict";
+import type { KubeClient } from "../kube/mod.ts";
+import { snapshotAttributes } from "./auth.ts";
+import { createKubeAuth } from "./kube_auth.ts";
+
+type Reviews = Pick<KubeClient, "tokenReview" | "subjectAccessReview">;
+
+function fakeKube(calls: unknown[]): Reviews {
+  return {
+    tokenReview(token, options) {
+      calls.push({ token, options });
+      return Promise.resolve(
+        token === "good"
+          ? { authenticated: true, user: { username: "alice", groups: ["g"] } }
+          : { authenticated: false, error: "invalid bearer token" },
+      );
+    },
+    subjectAccessReview(user, attributes, options) {
+      calls.push({ user, attributes, options });
+      return Promise.resolve({ allowed: user.username === "alice" });
+    },
+  };
+}
+
+Deno.test("createKubeAuth() maps TokenReview answers and passes audiences and a timeout", async () => {
+  const calls: unknown[] = [];
+  const { authenticator } = createKubeAuth(fakeKube(calls), {
+    audiences: ["aicr-daemon"],
+    timeoutMs: 3_000,
+  });
+  assert.deepEqual(await authenticator.review("good"), {
+    authenticated: true,
+    user: { username: "alice", groups: ["g"] },
+  });
+  assert.deepEqual(await authenticator.review("bad"), { authenticated: false });
+  assert.deepEqual(calls[0], {
+    token: "good",
+    options: { timeoutMs: 3_000, audiences: ["aicr-daemon"] },
+  });
+});
+
+Deno.test("createKubeAuth() asks SubjectAccessReview with the daemon's attributes", async () => {
+  const calls: unknown[] = [];
+  const { authorizer } = createKubeAuth(fakeKube(calls));
+  const user = { username: "alice", groups: ["g"] };
+  assert.equal(await authorizer.allowed(user, snapshotAttributes("n1")), true);
+  assert.equal(
+    await authorizer.allowed({ username: "bob", groups: [] }, snapshotAttributes("n1")),
+    false,
+  );
+  assert.deepEqual(calls[0], {
+    user,
+    attributes: { verb: "get", group: "aicr.run", resource: "snapshots", name: "n1" },
+    options: { timeoutMs: 10_000 },
+  });
+});
