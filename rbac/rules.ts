@@ -15,7 +15,7 @@ export interface Rule {
   readonly resources: readonly string[];
   /** Verbs, in the order they are written. */
   readonly verbs: readonly string[];
-  /** Why the agent needs this rule: one sentence, shown in rendered headers. */
+  /** Why the agent needs this rule: one sentence without a final period, shown in rendered headers. */
   readonly why: string;
 }
 
@@ -51,14 +51,14 @@ export const AGENT_NAMESPACED_RULES: readonly Rule[] = [
     resources: ["configmaps"],
     verbs: ["create", "get", "update", "patch"],
     why:
-      "writes the snapshot into a ConfigMap in this namespace with a server-side apply (create the first time, update and patch after)",
+      "The agent writes the snapshot into a ConfigMap in this namespace with a server-side apply: create the first time, update and patch after",
   },
   {
     group: "",
     resources: ["pods"],
     verbs: ["get", "list"],
     why:
-      "reads the pods of its own namespace (its own pod, for the node it landed on); it reads nothing else here",
+      "The agent reads the pods of its own namespace (its own pod, for the node it landed on); it reads nothing else here",
   },
 ];
 
@@ -69,40 +69,41 @@ export const AGENT_CLUSTER_RULES: readonly Rule[] = [
     resources: ["nodes"],
     verbs: ["get", "list"],
     why:
-      "reads its own node (provider, kubelet, kernel and OS versions) and lists every node for the label and taint topology",
+      "The agent reads its own node (provider, kubelet, kernel and OS versions) and lists every node for the label and taint topology",
   },
   {
     group: "",
     resources: ["pods"],
     verbs: ["get", "list"],
     why:
-      "lists pods in all namespaces to record which container image tags run in the cluster (names and tags only)",
+      "The agent lists pods in all namespaces to record which container image tags run in the cluster (image names and tags only)",
   },
   {
     group: "nvidia.com",
     resources: ["clusterpolicies"],
     verbs: ["get", "list"],
-    why: "reads the GPU Operator ClusterPolicy spec (driver, toolkit, device plugin settings)",
+    why:
+      "The agent reads the GPU Operator ClusterPolicy spec (driver, toolkit and device plugin settings)",
   },
   {
     group: "slinky.slurm.net",
     resources: ["controllers", "nodesets", "loginsets", "restapis", "accountings"],
     verbs: ["list"],
     why:
-      "detects Slinky (Slurm on Kubernetes); only allowlisted identity, association and boolean fields are kept, never configuration, status, pod templates or Secret and ConfigMap contents",
+      "The agent detects Slinky (Slurm on Kubernetes); it keeps only allowlisted identity, association and boolean fields, never configuration, status, pod templates or Secret and ConfigMap references or contents",
   },
   {
     group: "k8s.mariadb.com",
     resources: ["mariadbs"],
     verbs: ["list"],
     why:
-      "records whether official MariaDB CRs are present; it does not inspect database configuration, Services, pods or external databases",
+      "The agent records whether official MariaDB CRs are present; it does not inspect database configuration, Services, operator Deployments, pods or external databases",
   },
   {
     group: "apps",
     resources: ["daemonsets"],
     verbs: ["get", "list"],
-    why: "detects the legacy OKE NVIDIA device-plugin DaemonSet",
+    why: "The agent detects the legacy OKE NVIDIA device-plugin DaemonSet",
   },
 ];
 
@@ -179,13 +180,14 @@ export const DAEMON_AUTH_RULES: readonly Rule[] = [
     group: "authentication.k8s.io",
     resources: ["tokenreviews"],
     verbs: ["create"],
-    why: "checks the bearer token of every HTTP client of the daemon (delegated authentication)",
+    why: "The daemon checks the bearer token of every HTTP client (delegated authentication)",
   },
   {
     group: "authorization.k8s.io",
     resources: ["subjectaccessreviews"],
     verbs: ["create"],
-    why: "asks whether an authenticated HTTP client may read snapshots (delegated authorization)",
+    why:
+      "The daemon asks whether an authenticated HTTP client may read snapshots (delegated authorization)",
   },
 ];
 
@@ -195,7 +197,7 @@ export const DAEMON_CONFIGMAP_RULES: readonly Rule[] = [
     group: "",
     resources: ["configmaps"],
     verbs: ["create", "get", "update", "patch"],
-    why: "publishes this node's latest snapshot into a ConfigMap in the daemon's namespace",
+    why: "The daemon publishes its node's latest snapshot into a ConfigMap in its own namespace",
   },
 ];
 
