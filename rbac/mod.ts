@@ -4,12 +4,16 @@
  * permission gate. Everything but the gate (which asks an injected reviewer) is pure.
  *
  * ```ts
- * import { accessQuestions, agentRules } from "./mod.ts";
- * const questions = accessQuestions(agentRules(), "gpu-operator");
- * // questions.length === 20: what the gate asks of an existing ServiceAccount
+ * import { accessQuestions, agentRules, callerChecks } from "./mod.ts";
+ * // What the gate asks of an existing ServiceAccount: 20 questions by default.
+ * const agent = accessQuestions(agentRules(), "gpu-operator");
+ * // What it asks of the caller in exact mode with a user cm:// output: 12 questions.
+ * const caller = callerChecks({ mode: "exact", ownsOutput: false, namespace: "gpu-operator" });
  * ```
  *
  * @module
  */
 export * from "./rules.ts";
 export * from "./objects.ts";
+export * from "./gate.ts";
+export * from "./render.ts";
