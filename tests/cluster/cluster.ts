@@ -427,7 +427,9 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
           ? readFileSync(p.log, "utf8").split("\n").slice(-15).join("\n")
           : "";
         throw new Error(
-          `Cannot start the test cluster: "${p.name}" exited with code ${exited.get(p.name)}; its log ends:\n${tail}`,
+          `Cannot start the test cluster: "${p.name}" exited with code ${
+            exited.get(p.name)
+          }; its log ends:\n${tail}`,
         );
       }
     }
@@ -511,6 +513,8 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       `--cluster-signing-cert-file=${ca.cert}`,
       `--cluster-signing-key-file=${ca.key}`,
       "--allocate-node-cidrs=false",
+      // Check nodes every second (default 5 s): new nodes lose their not-ready taint sooner.
+      "--node-monitor-period=1s",
     ]);
     start("kube-scheduler", kcp, ["scheduler", ...common(schedPort, schedKubeconfig, "scheduler")]);
     // Their serving certs are self-signed in --cert-dir; /healthz is always allowed: curl -k semantics.

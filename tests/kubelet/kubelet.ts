@@ -24,6 +24,7 @@ import { appendFile, chmod, mkdir, rm, writeFile } from "node:fs/promises";
 import https from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { type Api, createApi, type Obj } from "./api.ts";
 import {
   loadProfiles,
@@ -42,7 +43,7 @@ export type ImageTarget = { kind: "exe"; path: string } | { kind: "host" };
 export interface KubeletOptions {
   /** Instances per profile name, e.g. `{ "p5-h100": 1, "system-m7i": 2 }`. Default: one of each. */
   nodes?: Record<string, number>;
-  /** The built aicr binary for `aicr` images. Default `$AICR_BIN`. */
+  /** The built aicr binary for `aicr` images. Default `$AICR_BIN`, else `<repo>/dist/aicr`. */
   aicrBin?: string;
   /**
    * Extra image mappings: image repository (without tag/digest, e.g. `ghcr.io/nvidia/aicr`, or its
@@ -69,6 +70,10 @@ export interface Kubelet {
 
 const LOG_LINE = /^(\S+) (stdout|stderr) [FP] (.*)$/;
 const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+/** The repository's built binary (`scripts/build.ts` writes it), used when `AICR_BIN` is unset. */
+const DEFAULT_AICR_BIN = fileURLToPath(new URL("../../dist/aicr", import.meta.url));
+/** Where each container's private tmpfs of staged mount sources goes (the folder exists on the host). */
+const STAGE_DIR = "/run/aicr-kubelet-stage";
 const HOST_IMAGES = ["busybox", "alpine", "debian", "ubuntu", "shell", "bash"];
 
 /** A container's output, in memory and in a CRI-format file. */
@@ -199,7 +204,7 @@ export async function startKubelet(
   options: KubeletOptions = {},
 ): Promise<Kubelet> {
   const {
-    aicrBin = Deno.env.get("AICR_BIN"),
+    aicrBin = Deno.env.get("AICR_BIN") ?? DEFAULT_AICR_BIN,
     dir = join(cluster.stateDir, "kubelet"),
     deleteNodesOnStop = true,
     log = () => {},
@@ -228,6 +233,7 @@ export async function startKubelet(
   }
 
   await mkdir(join(dir, "pki"), { recursive: true });
+  if (Deno.uid() === 0) await mkdir(STAGE_DIR, { recursive: true });
   const abort = new AbortController();
   const signal = abort.signal;
   const isRoot = Deno.uid() === 0;
@@ -681,7 +687,8 @@ export async function startKubelet(
         );
       } else env[e.name] = expand(String(e.value ?? ""), env);
     }
-    if (run.node.binDir) env.PATH = `${run.node.binDir}:${env.PATH}`;
+    // The NVIDIA container runtime puts nvidia-smi on a GPU container's PATH; ours is staged (see runContainer).
+    if (run.node.binDir) env.PATH = `${STAGE_DIR}/gpu-bin:${env.PATH}`;
     return env;
   }
 
@@ -709,25 +716,46 @@ export async function startKubelet(
     if (c.log) c.previousLog = c.log;
     c.log = newLog(join(run.dir, `${spec.name}-${c.restartCount}.log`));
     await writeFile(c.log.file, "");
-    // Private mount namespace: bind mounts seen only by this container. Mount points are created on
-    // the host's file system if missing (the container's root is the host's).
+    // Private mount and UTS namespaces: bind mounts and hostname seen only by this container. Every
+    // source is first bound under a private tmpfs at STAGE_DIR, so a volume mounted over a parent of
+    // another source (the agent's emptyDir at /tmp over a state folder in /tmp) cannot hide it; the
+    // executable and the fake nvidia-smi are reached through STAGE_DIR too. Missing mount points are
+    // created on the host's file system (the container's root is the host's).
+    const staged: [string, string, string, string][] = mounts.map((
+      [src, dst, ro],
+      i,
+    ) => [src, dst, ro ? "ro" : "rw", `v${i}`]);
+    if (target.kind === "exe" && argv[0] === target.path) {
+      staged.push([target.path, "-", "-", `exe/${basename(target.path)}`]);
+      argv[0] = `${STAGE_DIR}/exe/${basename(target.path)}`;
+    }
+    if (run.node.binDir) staged.push([run.node.binDir, "-", "-", "gpu-bin"]);
+    const specFile = join(run.dir, `${spec.name}-${c.restartCount}.mounts`);
+    await writeFile(specFile, staged.map((m) => m.join("\t") + "\n").join(""));
     const script = [
-      'set -e; n="$1"; shift; i=0',
-      'while [ "$i" -lt "$n" ]; do src="$1"; dst="$2"; ro="$3"; shift 3',
-      '  if [ -d "$src" ]; then mkdir -p "$dst"; else mkdir -p "$(dirname "$dst")"; [ -e "$dst" ] || : > "$dst"; fi',
-      '  mount --bind "$src" "$dst"; if [ "$ro" = ro ]; then mount -o remount,bind,ro "$dst"; fi; i=$((i+1)); done',
+      'set -e; S="$1"; spec="$2"; shift 2; tab="$(printf "\\t")"',
+      'mount -t tmpfs -o size=1m,mode=0755 aicr-stage "$S"; cp "$spec" "$S/.spec"',
+      'while IFS="$tab" read -r src dst ro name; do mkdir -p "$(dirname "$S/$name")"',
+      '  if [ -d "$src" ]; then mkdir "$S/$name"; else : > "$S/$name"; fi; mount --bind "$src" "$S/$name"; done < "$S/.spec"',
+      'while IFS="$tab" read -r src dst ro name; do [ "$dst" = - ] && continue',
+      '  if [ -d "$S/$name" ]; then mkdir -p "$dst"; else mkdir -p "$(dirname "$dst")"; [ -e "$dst" ] || : > "$dst"; fi',
+      '  mount --bind "$S/$name" "$dst"; if [ "$ro" = ro ]; then mount -o remount,bind,ro "$dst"; fi; done < "$S/.spec"',
       'hostname "$HOSTNAME" 2>/dev/null || true; cd "$1"; shift; exec "$@"',
     ].join("\n");
-    const mountArgs = mounts.flatMap(([s, d, ro]) => [s, d, ro ? "ro" : "rw"]);
     const full = [
       "setsid",
-      ...(isRoot ? ["unshare", "--mount", "--uts", "--propagation", "private", "--"] : []),
+      "unshare",
+      "--mount",
+      "--uts",
+      "--propagation",
+      "private",
+      "--",
       "/bin/sh",
       "-c",
       script,
       "sh",
-      String(isRoot ? mounts.length : 0),
-      ...mountArgs.slice(0, isRoot ? undefined : 0),
+      STAGE_DIR,
+      specFile,
       spec.workingDir ?? "/",
       ...argv,
     ];
@@ -1036,6 +1064,25 @@ export async function startKubelet(
       signal,
     )
   );
+  // New nodes carry the node.kubernetes.io/not-ready taint (TaintNodesByCondition admission) until the
+  // node lifecycle controller sees them Ready; wait for that so callers can schedule right away.
+  const names = new Set(nodes.map((nd) => nd.name));
+  for (const deadline = Date.now() + 60_000;;) {
+    const res = await admin.request("GET", "/api/v1/nodes");
+    const tainted = (res.body.items ?? []).filter((x: Obj) =>
+      names.has(x.metadata.name) &&
+      (x.spec.taints ?? []).some((t: Obj) => t.key.startsWith("node.kubernetes.io/"))
+    );
+    if (res.status === 200 && tainted.length === 0) break;
+    if (Date.now() > deadline) {
+      throw new Error(
+        `Cannot get nodes schedulable: still tainted after 60 s: ${
+          tainted.map((x: Obj) => x.metadata.name).join(", ")
+        }`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
   log(`kubelet: ${nodes.length} nodes ready`);
 
   let stopping: Promise<void> | undefined;
