@@ -135,7 +135,7 @@ async function runOne(
         report: { collector: name, type: COLLECTOR_TYPES[name], status: "ok", durationMs },
       };
     }
-    deps.log.warn(`failed to collect ${name} - degraded`, {
+    deps.log.debug(`collector ${name} degraded`, {
       status: outcome.status,
       error: outcome.message,
     });

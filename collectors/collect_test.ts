@@ -14,6 +14,7 @@ import {
   createSystemdBus,
   parseOsRelease,
 } from "./mod.ts";
+import { GPU_DETAIL_KEYS } from "./gpu.ts";
 import { createFakeCluster, createRecordedCluster } from "./testdata/fake_cluster.ts";
 import type { CollectorDeps, CommandRunner, HostReader } from "./types.ts";
 
@@ -49,6 +50,20 @@ function baseDeps(overrides: Partial<CollectorDeps> = {}): CollectorDeps {
 
 function rawText(xml: string, tag: string): string | undefined {
   return new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(xml)?.[1];
+}
+
+/** Raw text at a slash path inside an XML fragment, found with string search (not the parser). */
+function rawPath(xml: string, path: string): string | undefined {
+  const steps = path.split("/");
+  let scope = xml;
+  for (const step of steps.slice(0, -1)) {
+    const start = scope.indexOf(`<${step}>`);
+    if (start < 0) return undefined;
+    const end = scope.indexOf(`</${step}>`, start);
+    scope = scope.slice(start, end < 0 ? undefined : end);
+  }
+  const value = rawText(scope, steps[steps.length - 1] as string);
+  return value === undefined ? undefined : value.trim();
 }
 
 function assertEveryContext(measurements: Measurement[]): void {
@@ -94,6 +109,16 @@ Deno.test("collectMeasurements() with a fake nvidia-smi on PATH matches the H100
     assert.equal(Object.keys(smi).length, 3 + upstream.length);
     blocks.forEach((block, i) => {
       const data = gpu?.subtypes.find((s) => s.subtype === `gpu-${i}`)?.data ?? {};
+      // Every per-GPU key, against the fixture's own text.
+      let present = 0;
+      for (const [key, ...paths] of GPU_DETAIL_KEYS) {
+        const want = paths.map((p) => rawPath(block, p)).find((v) => v !== undefined);
+        assert.equal(data[key], want, `gpu-${i}.${key}`);
+        if (want !== undefined) present++;
+      }
+      // The H100 document has every key but the older driver's `power.limit.enforced`.
+      assert.equal(present, GPU_DETAIL_KEYS.length - 1);
+      assert.equal(data["pci-bus-id"], block.slice(0, block.indexOf('"')));
       for (
         const [key, tag] of [["uuid", "uuid"], ["serial", "serial"], [
           "vbios-version",

@@ -487,19 +487,30 @@ export interface DbusConnection {
  * Connects to a D-Bus socket and authenticates with EXTERNAL.
  *
  * @param socketPath a unix socket path
- * @param options `hello`: send `Hello` first (message buses); `timeoutMs` for connect and auth
+ * @param options `hello`: send `Hello` first (message buses); `timeoutMs` for connect and auth;
+ *   `signal` aborts connecting (and destroys the socket)
  * @returns the connection
  * @throws {UnavailableError} when the socket is missing, refuses, or rejects authentication
  */
 export async function connectDbus(
   socketPath: string,
-  options: { hello?: boolean; timeoutMs?: number; uid?: number } = {},
+  options: { hello?: boolean; timeoutMs?: number; uid?: number; signal?: AbortSignal } = {},
 ): Promise<DbusConnection> {
-  const { hello = false, timeoutMs = 5000 } = options;
+  const { hello = false, timeoutMs = 5000, signal } = options;
+  if (signal?.aborted) {
+    throw new TimeoutError(`Cannot connect to D-Bus at '${socketPath}': it was cancelled`);
+  }
   const uid = options.uid ?? process.getuid?.() ?? 0;
   const socket: Socket = await new Promise((resolve, reject) => {
     const s = createConnection({ path: socketPath });
+    function onAbort(): void {
+      clearTimeout(timer);
+      s.destroy();
+      reject(new TimeoutError(`Cannot connect to D-Bus at '${socketPath}': it was cancelled`));
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
     const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
       s.destroy();
       reject(
         new UnavailableError(
@@ -509,10 +520,12 @@ export async function connectDbus(
     }, timeoutMs);
     s.once("connect", () => {
       clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
       resolve(s);
     });
     s.once("error", (error: Error & { code?: string }) => {
       clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
       s.destroy();
       reject(
         new UnavailableError(
@@ -659,6 +672,11 @@ export async function connectDbus(
     },
   };
 
+  function onAbortDuringSetup(): void {
+    socket.destroy();
+    failAll(new TimeoutError(`Cannot connect to D-Bus at '${socketPath}': it was cancelled`));
+  }
+  signal?.addEventListener("abort", onAbortDuringSetup, { once: true });
   try {
     const hexUid = Array.from(
       new TextEncoder().encode(String(uid)),
@@ -686,6 +704,8 @@ export async function connectDbus(
   } catch (error) {
     await connection.close();
     throw error;
+  } finally {
+    signal?.removeEventListener("abort", onAbortDuringSetup);
   }
 }
 
@@ -707,17 +727,24 @@ export function createSystemdBus(
   let connecting:
     | Promise<{ connection: DbusConnection; destination?: string; source: string }>
     | undefined;
+  // Aborted by close(), so a close during a slow connect does not wait for its timeout.
+  let lifetime = new AbortController();
   async function connect(): Promise<
     { connection: DbusConnection; destination?: string; source: string }
   > {
     const reasons: string[] = [];
     try {
-      return { connection: await connectDbus(privateSocket, { timeoutMs }), source: privateSocket };
+      const connection = await connectDbus(privateSocket, { timeoutMs, signal: lifetime.signal });
+      return { connection, source: privateSocket };
     } catch (error) {
       reasons.push(error instanceof Error ? error.message : String(error));
     }
     try {
-      const connection = await connectDbus(systemSocket, { hello: true, timeoutMs });
+      const connection = await connectDbus(systemSocket, {
+        hello: true,
+        timeoutMs,
+        signal: lifetime.signal,
+      });
       return { connection, destination: SYSTEMD_DESTINATION, source: systemSocket };
     } catch (error) {
       reasons.push(error instanceof Error ? error.message : String(error));
@@ -733,7 +760,16 @@ export function createSystemdBus(
       signal?: AbortSignal,
     ): Promise<Record<string, DbusValue>> {
       connecting ??= connect();
-      const { connection, destination } = await connecting;
+      // A caller's deadline also stops a connect in progress.
+      const stopConnect = () => lifetime.abort();
+      signal?.addEventListener("abort", stopConnect, { once: true });
+      let connected;
+      try {
+        connected = await connecting;
+      } finally {
+        signal?.removeEventListener("abort", stopConnect);
+      }
+      const { connection, destination } = connected;
       const call: DbusCall = {
         path: unitObjectPath(unit),
         interface: "org.freedesktop.DBus.Properties",
@@ -756,6 +792,8 @@ export function createSystemdBus(
       if (!connecting) return;
       const current = connecting;
       connecting = undefined;
+      lifetime.abort();
+      lifetime = new AbortController();
       try {
         await (await current).connection.close();
       } catch {

@@ -4,6 +4,8 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { NOOP_LOGGER } from "../log.ts";
+import { collectMeasurements } from "./collect.ts";
+import { createCommandRunner, createHostReader } from "./host.ts";
 import {
   createSystemdBus,
   decodeMessage,
@@ -444,5 +446,38 @@ Deno.test("collectSystemd() gives only a status subtype when no socket answers o
     }
     const unconfigured = await collectSystemd({ log: NOOP_LOGGER });
     assert.equal(unconfigured.subtypes[0]?.context?.status, "absent");
+  });
+});
+
+Deno.test("collectMeasurements() stops a systemd connect that never authenticates at its deadline", async () => {
+  await withTempDir(async (dir) => {
+    const socketPath = path.join(dir, "private");
+    const sockets = new Set<Socket>();
+    const server = createServer((socket) => {
+      sockets.add(socket); // accepts, then never answers AUTH
+    });
+    await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+    try {
+      const started = performance.now();
+      const { measurements, reports } = await collectMeasurements({
+        host: createHostReader({ root: dir }),
+        exec: createCommandRunner({ path: dir }),
+        systemd: () =>
+          createSystemdBus({ privateSocket: socketPath, systemSocket: path.join(dir, "none") }),
+        env: () => undefined,
+        log: NOOP_LOGGER,
+      }, { only: ["systemd"], timeoutsMs: { systemd: 100 } });
+      assert.ok(performance.now() - started < 1500);
+      assert.equal(reports[0]?.status, "timeout");
+      assert.deepEqual(measurements[0]?.subtypes.map((s) => [s.subtype, s.context?.status]), [[
+        "status",
+        "timeout",
+      ]]);
+      // Let the collector's own unwinding (socket destroy) finish before the sanitizers look.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
