@@ -8,6 +8,7 @@
  * @module
  */
 import { PermissionError, ToolError, UnavailableError } from "../errors.ts";
+import { UNREACHABLE_HINTS } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { serviceAccountGroups, serviceAccountUser } from "../manifests/mod.ts";
 import { accessQuestions, agentRules, qualifiedResource } from "./rules.ts";
@@ -194,11 +195,7 @@ function reviewFailure(error: unknown, attributes: AccessAttributes): ToolError 
       }`,
       {
         cause: error,
-        details: [
-          "Is your VPN connected?",
-          "Is the cluster endpoint correct in your kubeconfig?",
-          "Do firewall rules allow egress to the API server?",
-        ],
+        details: UNREACHABLE_HINTS,
       },
     );
   }
