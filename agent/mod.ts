@@ -10,3 +10,5 @@
  */
 export * from "./run.ts";
 export * from "./sinks.ts";
+export * from "./deploy.ts";
+export * from "./wait.ts";

@@ -1,0 +1,446 @@
+/**
+ * The controller side of Job mode (`aicr snapshot`): gate → RBAC → Job → wait → read →
+ * deliver → cleanup. Every object the run creates goes through one {@link Ledger}, so
+ * cleanup deletes exactly those, pinned to their UIDs, on every path out (success,
+ * failure, timeout, SIGINT/SIGTERM).
+ *
+ * @module
+ */
+import { InterruptedError, NotFoundError, ToolError } from "../errors.ts";
+import { KubeApiError, Ledger } from "../kube/mod.ts";
+import type { KubeClient, KubeObject } from "../kube/mod.ts";
+import type { Logger, TextWriter } from "../log.ts";
+import {
+  buildAgentJob,
+  GPU_PRESENT_LABEL,
+  jobName as runJobName,
+  LABEL_INVOCATION_ID,
+  LABEL_NAME,
+  LABEL_RUN_ID,
+  newInvocationId,
+  newRunId,
+  resolveAgentOutput,
+  runLabels,
+  runSelector,
+  serviceAccountRunName,
+} from "../manifests/mod.ts";
+import type { AgentJobConfig } from "../manifests/mod.ts";
+import { createAccessReviewer, runGate, runRbacObjects } from "../rbac/mod.ts";
+import type { ServiceAccountMode } from "../rbac/mod.ts";
+import { formatConfigMapUri, parseSnapshot } from "../snapshot/mod.ts";
+import type { ConfigMapRef, Snapshot } from "../snapshot/mod.ts";
+import { snapshotFromConfigMapData } from "./sinks.ts";
+import { waitForAgentJob } from "./wait.ts";
+
+/** What a deployment needs. */
+export interface DeployDeps {
+  /** The client (the caller's kubeconfig identity). */
+  kube: KubeClient;
+  /** Logger (stderr). */
+  log: Logger;
+  /** Where the agent's streamed log goes. */
+  stderr: TextWriter;
+  /** Clock. */
+  now: () => Date;
+  /** 16 random hex digits per call (run and invocation IDs). */
+  randomHex: () => string;
+}
+
+/** Options of one `aicr snapshot` run. */
+export interface DeployOptions {
+  /** `--namespace`. */
+  namespace: string;
+  /** The Job spec knobs (image, privileged, selectors, tolerations, resources, ...). */
+  job: Omit<
+    AgentJobConfig,
+    | "runId"
+    | "invocationId"
+    | "namespace"
+    | "serviceAccountName"
+    | "output"
+    | "autoTargetGpu"
+    | "timeoutMs"
+  >;
+  /** `--service-account-name`, when the user set it (exact-if-exists). */
+  serviceAccountName?: string;
+  /** The prefix when no existing ServiceAccount is used. */
+  serviceAccountPrefix: string;
+  /** `--output`: only a `cm://` value matters here (the agent writes there directly). */
+  output?: string;
+  /** `--discover-network`. */
+  discoverNetwork: boolean;
+  /** `--timeout` in milliseconds. */
+  timeoutMs: number;
+  /** `--no-cleanup`: keep everything for debugging. */
+  noCleanup: boolean;
+  /** Whether auto-targeting may inject the GPU selector (none of the three flags set). */
+  autoTarget: boolean;
+  /** Reuse this run ID instead of generating one (pinned CI runs). */
+  runId?: string;
+  /** SIGINT/SIGTERM. */
+  signal?: AbortSignal;
+}
+
+/** What a deployment returns. */
+export interface DeployResult {
+  /** The run ID. */
+  runId: string;
+  /** The snapshot the agent wrote. */
+  snapshot: Snapshot;
+  /** Where the agent wrote it. */
+  configMap: ConfigMapRef;
+  /** The node it ran on. */
+  nodeName: string | undefined;
+  /** The selector auto-targeting injected, if any. */
+  injectedSelector?: string;
+}
+
+const CLEANUP_TIMEOUT_MS = 30_000;
+
+/**
+ * Runs the agent Job end to end and returns its snapshot. Cleanup always runs unless
+ * `noCleanup`; its problems are logged as WARN lines and never hide the run's error.
+ *
+ * @param deps client, logger, clock, randomness
+ * @param options the run's flags
+ * @returns the snapshot and where it came from
+ * @throws {PermissionError} when the gate finds missing permissions (cluster untouched)
+ * @throws {AgentJobError} / {TimeoutError} when the agent fails or does not finish
+ * @throws {InterruptedError} on SIGINT/SIGTERM (after cleanup)
+ */
+export async function deploySnapshot(
+  deps: DeployDeps,
+  options: DeployOptions,
+): Promise<DeployResult> {
+  const { kube, log } = deps;
+  const { namespace } = options;
+  const runId = options.runId ?? newRunId(deps.now(), deps.randomHex);
+  const invocationId = newInvocationId(deps.randomHex);
+  log.info(`snapshot agent run: runID=${runId}`);
+  const labels = runLabels({ runId, invocationId });
+  const { ref: output, ownsOutput } = resolveAgentOutput(options.output, namespace, runId);
+
+  await checkNamespace(kube, namespace, options.signal);
+  const { mode, serviceAccount } = await resolveServiceAccount(kube, options);
+  await runGate(createAccessReviewer(kube), {
+    namespace,
+    mode,
+    serviceAccount,
+    ownsOutput,
+    discoverNetwork: options.discoverNetwork,
+    log,
+  });
+  if (options.job.runtimeClass) await checkRuntimeClass(kube, options.job.runtimeClass);
+  const injectedSelector = options.autoTarget ? await autoTarget(kube, log) : false;
+
+  const ledger = new Ledger(kube, {
+    labels,
+    runIdLabel: LABEL_RUN_ID,
+    invocationIdLabel: LABEL_INVOCATION_ID,
+  });
+  const name = runJobName(options.job.jobNamePrefix ?? "aicr", runId);
+  let jobUid: string | undefined;
+  let failure: unknown;
+  try {
+    throwIfInterrupted(options.signal);
+    if (mode === "prefix") {
+      const rbac = runRbacObjects({
+        namespace,
+        runId,
+        invocationId,
+        serviceAccountPrefix: options.serviceAccountPrefix,
+        discoverNetwork: options.discoverNetwork,
+      });
+      await ledger.create("ServiceAccount", rbac.serviceAccount);
+      await ledger.create("Role", rbac.role);
+      await ledger.create("RoleBinding", rbac.roleBinding);
+      await ledger.create("ClusterRole", rbac.clusterRole);
+      await ledger.create("ClusterRoleBinding", rbac.clusterRoleBinding);
+      throwIfInterrupted(options.signal);
+    }
+    const job = buildAgentJob({
+      ...options.job,
+      runId,
+      invocationId,
+      namespace,
+      serviceAccountName: mode === "prefix"
+        ? serviceAccountRunName(options.serviceAccountPrefix, runId)
+        : serviceAccount,
+      output: formatConfigMapUri(output),
+      autoTargetGpu: injectedSelector === true,
+      timeoutMs: options.timeoutMs,
+    });
+    const created = await ledger.create("Job", job);
+    jobUid = created.metadata?.uid;
+    if (!jobUid) throw new ToolError(`Cannot follow Job '${namespace}/${name}': no UID returned`);
+    const { nodeName } = await waitForAgentJob({ kube, log, stderr: deps.stderr }, {
+      namespace,
+      jobName: name,
+      jobUid,
+      runId,
+      timeoutMs: options.timeoutMs,
+      ...(injectedSelector ? { injectedSelector: `${GPU_PRESENT_LABEL}=true` } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    const snapshot = await readSnapshot(kube, output);
+    return {
+      runId,
+      snapshot,
+      configMap: output,
+      nodeName,
+      ...(injectedSelector ? { injectedSelector: `${GPU_PRESENT_LABEL}=true` } : {}),
+    };
+  } catch (error) {
+    failure = options.signal?.aborted && !(error instanceof ToolError)
+      ? new InterruptedError(
+        `Cannot finish the snapshot run: interrupted (${String(options.signal.reason)})`,
+      )
+      : error;
+    throw failure;
+  } finally {
+    if (options.noCleanup) {
+      log.warn("--no-cleanup: leaving the run's objects in the cluster", {
+        runID: runId,
+        selector: runSelector(runId),
+      });
+    } else {
+      await cleanupRun({ kube, log }, {
+        ledger,
+        namespace,
+        runId,
+        jobName: name,
+        ...(jobUid ? { jobUid } : {}),
+        ...(ownsOutput ? { stagingConfigMap: output.name } : {}),
+      });
+    }
+  }
+}
+
+function throwIfInterrupted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) {
+    throw new InterruptedError(
+      `Cannot finish the snapshot run: interrupted (${String(signal.reason)})`,
+    );
+  }
+}
+
+async function checkNamespace(
+  kube: KubeClient,
+  namespace: string,
+  signal?: AbortSignal,
+): Promise<void> {
+  try {
+    const ns = await kube.get("Namespace", undefined, namespace, signal ? { signal } : {});
+    if (!ns) {
+      throw new NotFoundError(
+        `Cannot deploy the agent into namespace '${namespace}': it does not exist`,
+        {
+          details: [`create it first (kubectl create namespace ${namespace}) or pass --namespace`],
+        },
+      );
+    }
+  } catch (error) {
+    // Reading namespaces is not required of the caller; without it the Job create will tell.
+    if (error instanceof KubeApiError && (error.status === 403 || error.status === 401)) return;
+    throw error;
+  }
+}
+
+async function resolveServiceAccount(
+  kube: KubeClient,
+  options: DeployOptions,
+): Promise<{ mode: ServiceAccountMode; serviceAccount: string }> {
+  const explicit = options.serviceAccountName;
+  if (explicit === undefined) {
+    // An unset flag is never probed, so a stray ServiceAccount named like the prefix
+    // cannot capture a run.
+    return { mode: "prefix", serviceAccount: "" };
+  }
+  try {
+    const sa = await kube.get("ServiceAccount", options.namespace, explicit);
+    if (sa) return { mode: "exact", serviceAccount: explicit };
+    return { mode: "prefix", serviceAccount: "" };
+  } catch (error) {
+    if (error instanceof KubeApiError && (error.status === 403 || error.status === 401)) {
+      // The gate reports the missing 'get serviceaccounts' with everything else.
+      return { mode: "exact", serviceAccount: explicit };
+    }
+    throw error;
+  }
+}
+
+async function checkRuntimeClass(kube: KubeClient, name: string): Promise<void> {
+  const found = await kube.get("RuntimeClass", undefined, name, { timeoutMs: 5000 }).catch(
+    (error) => {
+      if (error instanceof KubeApiError && error.status === 403) return "unknown";
+      throw error;
+    },
+  );
+  if (!found) {
+    throw new NotFoundError(
+      `RuntimeClass "${name}" not found in cluster; the GPU Operator may not be installed yet.`,
+      { details: ["omit --runtime-class and target GPU nodes with --node-selector instead"] },
+    );
+  }
+}
+
+async function autoTarget(kube: KubeClient, log: Logger): Promise<boolean> {
+  try {
+    const nodes = await kube.list("Node", undefined, {
+      labelSelector: `${GPU_PRESENT_LABEL}=true`,
+      limit: 1,
+      timeoutMs: 5000,
+      signal: AbortSignal.timeout(5000),
+    });
+    if (nodes.items.length === 0) return false;
+    log.info("auto-targeting GPU nodes", { nodeSelector: `${GPU_PRESENT_LABEL}=true` });
+    return true;
+  } catch (error) {
+    log.warn("could not look for GPU nodes; running without a node selector", {
+      error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+    });
+    return false;
+  }
+}
+
+/**
+ * Reads and validates the snapshot the agent staged in a ConfigMap.
+ *
+ * @param kube the client
+ * @param ref where
+ * @returns the snapshot
+ * @throws {NotFoundError} when the ConfigMap or its snapshot key is missing
+ * @throws {UsageError} when the document is invalid (e.g. an older agent's apiVersion)
+ */
+export async function readSnapshot(kube: KubeClient, ref: ConfigMapRef): Promise<Snapshot> {
+  const uri = formatConfigMapUri(ref);
+  const cm = await kube.get<KubeObject & { data?: Record<string, string> }>(
+    "ConfigMap",
+    ref.namespace,
+    ref.name,
+  );
+  if (!cm) {
+    throw new NotFoundError(
+      `Cannot read the snapshot from '${uri}': the agent finished but wrote no ConfigMap`,
+      { details: ["read the agent's log above; rerun with --no-cleanup to inspect the Job"] },
+    );
+  }
+  const text = snapshotFromConfigMapData(cm.data);
+  if (text === undefined) {
+    throw new NotFoundError(
+      `Cannot read the snapshot from '${uri}': ConfigMap has no snapshot data`,
+    );
+  }
+  return parseSnapshot(text, { source: uri });
+}
+
+/** The WARN for a staging ConfigMap cleanup cannot sweep (upstream wording). */
+export const STAGING_CONFIGMAP_WARNING =
+  "cleanup left behind the ConfigMap at this run's staging name: this run no longer holds the Job whose agent would have written it";
+
+/** Options for {@link cleanupRun}. */
+export interface CleanupRunOptions {
+  /** The run's ledger. */
+  ledger: Ledger;
+  /** Namespace. */
+  namespace: string;
+  /** Run ID. */
+  runId: string;
+  /** The Job's name. */
+  jobName: string;
+  /** The Job's UID, when its create answered. */
+  jobUid?: string;
+  /** The staging ConfigMap's name, when aicr owns the output. */
+  stagingConfigMap?: string;
+}
+
+/**
+ * Cleans up one run: sweeps the staging ConfigMap only while this run's Job (by UID)
+ * still stands, deletes every ledger entry by UID, then checks that nothing labelled
+ * with the run and created by it remains.
+ *
+ * @param deps client and logger
+ * @param options the ledger and the run's names
+ * @returns the names of objects that remain (empty when clean)
+ */
+export async function cleanupRun(
+  deps: { kube: KubeClient; log: Logger },
+  options: CleanupRunOptions,
+): Promise<string[]> {
+  const { kube, log } = deps;
+  const { namespace, ledger } = options;
+  const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
+  if (options.stagingConfigMap) {
+    await sweepStagingConfigMap(kube, log, {
+      namespace,
+      name: options.stagingConfigMap,
+      jobName: options.jobName,
+      ...(options.jobUid ? { jobUid: options.jobUid } : {}),
+    }).catch((error) =>
+      log.warn("cleanup could not check the staging ConfigMap", {
+        name: options.stagingConfigMap,
+        error: error instanceof Error ? error.message : String(error),
+      })
+    );
+  }
+  const outcomes = await ledger.cleanup({ log });
+  // Pods go with their Job through the garbage collector; wait (bounded) for them.
+  const remaining: string[] = [];
+  const deadline = Date.now() + CLEANUP_TIMEOUT_MS;
+  for (const outcome of outcomes) {
+    if (outcome.result === "kept" || outcome.result === "failed") {
+      remaining.push(`${outcome.entry.kind}/${outcome.entry.name}`);
+    }
+  }
+  if (options.jobUid) {
+    while (Date.now() < deadline) {
+      const pods = await kube.list<KubeObject>("Pod", namespace, {
+        labelSelector: runSelector(options.runId),
+        ...timeout(),
+      }).catch(() => undefined);
+      const ours = pods?.items.filter((p) =>
+        p.metadata?.ownerReferences?.some((o) =>
+          o.uid === options.jobUid
+        )
+      ) ?? [];
+      if (pods && ours.length === 0) break;
+      if (Date.now() + 500 >= deadline) {
+        for (const p of ours) remaining.push(`Pod/${p.metadata?.name}`);
+        log.warn("cleanup: the agent's pods are still terminating", {
+          pods: ours.map((p) => p.metadata?.name).join(","),
+        });
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  return remaining;
+}
+
+async function sweepStagingConfigMap(
+  kube: KubeClient,
+  log: Logger,
+  options: { namespace: string; name: string; jobName: string; jobUid?: string },
+): Promise<void> {
+  const cm = await kube.get("ConfigMap", options.namespace, options.name, {
+    timeoutMs: CLEANUP_TIMEOUT_MS,
+  });
+  if (!cm?.metadata?.uid) return;
+  const liveJob = await kube.get("Job", options.namespace, options.jobName, {
+    timeoutMs: CLEANUP_TIMEOUT_MS,
+  });
+  const liveJobUid = liveJob?.metadata?.uid ?? "";
+  const isArtifact = cm.metadata.labels?.[LABEL_NAME] === "aicr";
+  if (!options.jobUid || liveJobUid !== options.jobUid || !isArtifact) {
+    log.warn(STAGING_CONFIGMAP_WARNING, {
+      name: options.name,
+      jobName: options.jobName,
+      jobUID: options.jobUid ?? "",
+      liveJobUID: liveJobUid,
+    });
+    return;
+  }
+  await kube.deleteIfUid("ConfigMap", options.namespace, options.name, cm.metadata.uid, {
+    timeoutMs: CLEANUP_TIMEOUT_MS,
+  });
+}

@@ -1,0 +1,386 @@
+/**
+ * Waiting for the agent Job: its pod is found through the Job's UID (never by label
+ * alone), progress goes to stderr, the agent's log is streamed, and a failure is
+ * explained in one screen (unschedulable, image pull, exit code and log tail,
+ * deadline). Watches only wake the loop early; state is always re-read, so a dropped
+ * watch or a restarted API server costs latency, not correctness.
+ *
+ * @module
+ */
+import { TimeoutError, ToolError } from "../errors.ts";
+import { abortableSleep } from "../kube/mod.ts";
+import type { KubeClient, KubeObject, LineStream } from "../kube/mod.ts";
+import type { Logger, TextWriter } from "../log.ts";
+
+/** A Job, as far as waiting reads it. */
+interface JobObject extends KubeObject {
+  status?: {
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+    active?: number;
+    succeeded?: number;
+    failed?: number;
+  };
+}
+
+/** A Pod, as far as waiting reads it. */
+export interface PodObject extends KubeObject {
+  spec?: { nodeName?: string };
+  status?: {
+    phase?: string;
+    reason?: string;
+    message?: string;
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+    containerStatuses?: {
+      name: string;
+      state?: {
+        waiting?: { reason?: string; message?: string };
+        running?: { startedAt?: string };
+        terminated?: { exitCode: number; reason?: string; message?: string };
+      };
+    }[];
+  };
+}
+
+/** What waiting needs. */
+export interface WaitDeps {
+  /** The client. */
+  kube: KubeClient;
+  /** Logger. */
+  log: Logger;
+  /** Where the agent's log lines go. */
+  stderr: TextWriter;
+  /** Millisecond clock. */
+  clock?: () => number;
+}
+
+/** Options for {@link waitForAgentJob}. */
+export interface WaitOptions {
+  /** Namespace. */
+  namespace: string;
+  /** Job name. */
+  jobName: string;
+  /** Job UID from its create. */
+  jobUid: string;
+  /** Run ID (narrows the pod list; ownership decides). */
+  runId: string;
+  /** Give up after this long. */
+  timeoutMs: number;
+  /** Selector injected by auto-targeting, named in failures. */
+  injectedSelector?: string;
+  /** Cancels the wait (SIGINT/SIGTERM). */
+  signal?: AbortSignal;
+  /** Re-read interval when no watch event arrives. @default 1000 */
+  pollMs?: number;
+}
+
+/** The agent Job failed: the one-screen explanation is the message and details. */
+export class AgentJobError extends ToolError {
+  /**
+   * @param message the one-line reason
+   * @param details further lines (conditions, log tail, hints)
+   */
+  constructor(message: string, details: readonly string[] = []) {
+    super(message, "internal", 500, { details });
+    this.name = "AgentJobError";
+  }
+}
+
+/** Picks the run's pod: controlled by the Job's UID, not terminating, youngest first. */
+export function selectAgentPod(pods: readonly PodObject[], jobUid: string): PodObject | undefined {
+  return pods
+    .filter((p) =>
+      p.metadata?.ownerReferences?.some((o) => o.controller && o.kind === "Job" && o.uid === jobUid)
+    )
+    .filter((p) => !p.metadata?.deletionTimestamp)
+    .sort((a, b) =>
+      (b.metadata?.creationTimestamp ?? "").localeCompare(a.metadata?.creationTimestamp ?? "")
+    )[0];
+}
+
+function condition(job: JobObject | undefined, type: string) {
+  return job?.status?.conditions?.find((c) => c.type === type && c.status === "True");
+}
+
+/** Describes a pod's state in a few words, for progress lines. */
+export function describePod(pod: PodObject | undefined): string {
+  if (!pod) return "phase=NoPod";
+  const phase = pod.status?.phase ?? "Unknown";
+  const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting?.reason;
+  const node = pod.spec?.nodeName;
+  return `phase=${phase}${waiting ? ` reason=${waiting}` : ""}${node ? ` node=${node}` : ""}`;
+}
+
+/** Image pull reasons that end a wait early (the kubelet keeps retrying, but a human must act). */
+const IMAGE_FAILURES = new Set(["ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"]);
+/** How long `ErrImagePull` may persist before the wait ends. */
+const IMAGE_PULL_GRACE_MS = 15_000;
+
+/**
+ * Waits until the agent Job completes.
+ *
+ * @param deps client, logger, stderr
+ * @param options Job identity, timeout, cancellation
+ * @returns the node the agent ran on
+ * @throws {AgentJobError} when the Job fails, with the reason, exit code and log tail
+ * @throws {TimeoutError} when the timeout passes, with what the pod was doing
+ */
+export async function waitForAgentJob(
+  deps: WaitDeps,
+  options: WaitOptions,
+): Promise<{ nodeName: string | undefined }> {
+  const { kube, log } = deps;
+  const clock = deps.clock ?? (() => Date.now());
+  const { namespace, jobName, jobUid, runId, timeoutMs, pollMs = 1000 } = options;
+  const started = clock();
+  const deadline = AbortSignal.timeout(timeoutMs);
+  const stop = new AbortController();
+  const signals = [deadline, stop.signal, ...(options.signal ? [options.signal] : [])];
+  const any = AbortSignal.any(signals);
+  let wake: (() => void) | undefined;
+  const watches = startWatches(kube, {
+    namespace,
+    jobName,
+    runId,
+    signal: any,
+    onEvent: () => wake?.(),
+  });
+  let logStream: LineStream | undefined;
+  let logPump: Promise<void> | undefined;
+  let lastProgress = "";
+  let pullSince: number | undefined;
+  let pod: PodObject | undefined;
+  try {
+    while (true) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      const job = await kube.get<JobObject>("Job", namespace, jobName, { signal: any }).catch(
+        (e) => {
+          if (any.aborted) return undefined;
+          log.debug("re-reading the Job failed; retrying", { error: String(e) });
+          return "retry" as const;
+        },
+      );
+      if (job !== "retry") {
+        if (!job || job.metadata?.uid !== jobUid) {
+          throw new AgentJobError(
+            `Cannot get a snapshot: the agent Job '${namespace}/${jobName}' was deleted or replaced during the run`,
+          );
+        }
+        const pods = await kube.list<PodObject>("Pod", namespace, {
+          labelSelector: `aicr.run/run-id=${runId}`,
+          signal: any,
+        }).catch(() => undefined);
+        if (pods) pod = selectAgentPod(pods.items, jobUid);
+        const progress = describePod(pod);
+        if (progress !== lastProgress) {
+          log.info("waiting for the agent", {
+            job: jobName,
+            ...Object.fromEntries(
+              progress.split(" ").map((kv) => kv.split("=") as [string, string]),
+            ),
+            elapsed: `${Math.round((clock() - started) / 1000)}s`,
+          });
+          lastProgress = progress;
+        }
+        if (pod && !logStream && isStarted(pod)) {
+          const opened = await openLog(kube, namespace, pod, any);
+          if (opened) {
+            logStream = opened;
+            logPump = pumpLog(opened, deps.stderr);
+          }
+        }
+        if (condition(job, "Complete")) {
+          await settleLog(logPump, logStream);
+          return { nodeName: pod?.spec?.nodeName };
+        }
+        const failed = condition(job, "Failed");
+        if (failed) {
+          await settleLog(logPump, logStream);
+          throw await explainFailure(kube, namespace, pod, {
+            reason: failed.reason ?? "Failed",
+            message: failed.message ?? "",
+            ...(options.injectedSelector ? { injectedSelector: options.injectedSelector } : {}),
+          });
+        }
+        const waiting = pod?.status?.containerStatuses?.[0]?.state?.waiting;
+        if (waiting?.reason === "ErrImagePull") pullSince ??= clock();
+        else pullSince = undefined;
+        if (
+          waiting?.reason && (IMAGE_FAILURES.has(waiting.reason) ||
+            (pullSince !== undefined && clock() - pullSince > IMAGE_PULL_GRACE_MS))
+        ) {
+          throw new AgentJobError(
+            `Cannot get a snapshot: the agent image could not be pulled (${waiting.reason})`,
+            [
+              ...(waiting.message ? [`  ${waiting.message}`] : []),
+              "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
+              ...selectorHint(options.injectedSelector),
+            ],
+          );
+        }
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, pollMs);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        any.addEventListener("abort", () => {
+          clearTimeout(timer);
+          resolve();
+        }, { once: true });
+      });
+      wake = undefined;
+      if (options.signal?.aborted) throw options.signal.reason;
+      if (deadline.aborted) throw timeoutError(pod, timeoutMs, options.injectedSelector);
+    }
+  } finally {
+    stop.abort();
+    logStream?.close();
+    for (const w of await watches) w.close();
+  }
+}
+
+function isStarted(pod: PodObject): boolean {
+  const state = pod.status?.containerStatuses?.[0]?.state;
+  return Boolean(state?.running || state?.terminated);
+}
+
+async function openLog(
+  kube: KubeClient,
+  namespace: string,
+  pod: PodObject,
+  signal: AbortSignal,
+): Promise<LineStream | undefined> {
+  try {
+    return await kube.followPodLog(namespace, pod.metadata?.name ?? "", {
+      signal,
+      container: "aicr",
+    });
+  } catch {
+    // Log streaming is best effort; the log tail is fetched again on failure.
+    return undefined;
+  }
+}
+
+async function pumpLog(stream: LineStream, stderr: TextWriter): Promise<void> {
+  try {
+    for await (const line of stream) stderr.write(line + "\n");
+  } catch {
+    // The stream ends when the pod does or the wait stops.
+  }
+}
+
+async function settleLog(
+  pump: Promise<void> | undefined,
+  stream: LineStream | undefined,
+): Promise<void> {
+  if (!pump) return;
+  // Give the log stream a moment to deliver its last lines before closing it.
+  await Promise.race([pump, abortableSleep(1500).catch(() => {})]);
+  stream?.close();
+}
+
+function selectorHint(injected: string | undefined): string[] {
+  return injected
+    ? [
+      `  the run auto-targeted GPU nodes with node selector ${injected}; pass --node-selector to choose nodes yourself`,
+    ]
+    : [];
+}
+
+function timeoutError(
+  pod: PodObject | undefined,
+  timeoutMs: number,
+  injected: string | undefined,
+): TimeoutError {
+  const details: string[] = [`  last state: ${describePod(pod)}`];
+  const scheduled = pod?.status?.conditions?.find((c) => c.type === "PodScheduled");
+  if (!pod) details.push("  no agent pod was created (check the Job's events and quotas)");
+  else if (scheduled?.status === "False") {
+    details.push(
+      `  the pod could not be scheduled: ${
+        scheduled.message ?? scheduled.reason ?? "no reason given"
+      }`,
+    );
+    details.push("  check --node-selector and --toleration against the nodes' labels and taints");
+  }
+  details.push(...selectorHint(injected));
+  return new TimeoutError(
+    `Cannot get a snapshot: the agent did not finish within ${Math.round(timeoutMs / 1000)}s${
+      scheduled?.status === "False" ? " (unschedulable)" : ""
+    }`,
+    { details },
+  );
+}
+
+async function explainFailure(
+  kube: KubeClient,
+  namespace: string,
+  pod: PodObject | undefined,
+  failure: { reason: string; message: string; injectedSelector?: string },
+): Promise<AgentJobError> {
+  const details: string[] = [];
+  if (failure.message) details.push(`  ${failure.message}`);
+  const terminated = pod?.status?.containerStatuses?.[0]?.state?.terminated;
+  if (terminated) {
+    details.push(
+      `  container exit code ${terminated.exitCode}${
+        terminated.reason ? ` (${terminated.reason})` : ""
+      }`,
+    );
+  }
+  if (pod?.metadata?.name) {
+    const tail = await kube.podLog(namespace, pod.metadata.name, {
+      tailLines: 20,
+      container: "aicr",
+    })
+      .catch(() => "");
+    if (tail.trim()) {
+      details.push("--- agent logs ---", ...tail.trimEnd().split("\n"), "--- end logs ---");
+    }
+  }
+  details.push(...selectorHint(failure.injectedSelector));
+  const what = failure.reason === "DeadlineExceeded"
+    ? "the agent Job passed its activeDeadlineSeconds"
+    : terminated
+    ? `the agent exited with code ${terminated.exitCode}`
+    : `the agent Job failed (${failure.reason})`;
+  return new AgentJobError(`Cannot get a snapshot: ${what}`, details);
+}
+
+async function startWatches(
+  kube: KubeClient,
+  options: {
+    namespace: string;
+    jobName: string;
+    runId: string;
+    signal: AbortSignal;
+    onEvent: () => void;
+  },
+): Promise<{ close(): void }[]> {
+  const opened: { close(): void }[] = [];
+  const specs = [
+    { kind: "Job" as const, fieldSelector: `metadata.name=${options.jobName}` },
+    { kind: "Pod" as const, labelSelector: `aicr.run/run-id=${options.runId}` },
+  ];
+  for (const spec of specs) {
+    try {
+      const watch = await kube.watch(spec.kind, options.namespace, {
+        ...spec,
+        signal: options.signal,
+        timeoutSeconds: 300,
+      });
+      opened.push(watch);
+      (async () => {
+        try {
+          for await (const _event of watch) options.onEvent();
+        } catch {
+          // A dropped watch only slows the loop down to its poll interval.
+        }
+      })();
+    } catch {
+      // No watch permission or a flaky connection: polling still works.
+    }
+  }
+  return opened;
+}

@@ -1,0 +1,50 @@
+/**
+ * `aicr snapshot --add-roles-to-service-account <sa>`: writes the RBAC manifests that
+ * grant the agent's permissions to an existing ServiceAccount into
+ * `./snapshot-rbac-<runID>/`, applies nothing and contacts no cluster.
+ *
+ * @module
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { newRunId, validateServiceAccountName } from "../manifests/mod.ts";
+import { rbacNextSteps, renderRbacFiles, writeRbacDirectory } from "../rbac/mod.ts";
+import { buildInfo } from "../version.ts";
+import type { CliDeps } from "./context.ts";
+
+/**
+ * Renders and writes the four files, then prints the next steps.
+ *
+ * @param deps working directory, clock and stdout
+ * @param options the ServiceAccount, namespace and `--discover-network`
+ * @returns the directory written
+ * @throws {ConflictError} when the directory already exists
+ * @throws {UsageError} when the ServiceAccount name is invalid
+ */
+export async function renderRolesForServiceAccount(
+  deps: Pick<CliDeps, "cwd" | "now" | "stdout">,
+  options: { serviceAccount: string; namespace: string; discoverNetwork: boolean },
+): Promise<string> {
+  const serviceAccount = validateServiceAccountName(
+    "--add-roles-to-service-account",
+    options.serviceAccount,
+  );
+  const runId = newRunId(deps.now(), () => randomBytes(8).toString("hex"));
+  const rendered = renderRbacFiles({
+    namespace: options.namespace,
+    serviceAccount,
+    runId,
+    discoverNetwork: options.discoverNetwork,
+    version: buildInfo().version,
+  });
+  const dir = join(deps.cwd, rendered.directory);
+  await writeRbacDirectory(dir, rendered.files, { mkdir, rename, writeFile });
+  deps.stdout.write(rbacNextSteps({
+    directory: rendered.directory,
+    namespace: options.namespace,
+    serviceAccount,
+    discoverNetwork: options.discoverNetwork,
+  }));
+  return dir;
+}

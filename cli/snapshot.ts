@@ -1,0 +1,367 @@
+/**
+ * `aicr snapshot`: deploy the run-scoped agent Job, wait, read the snapshot, deliver it
+ * and clean up, exactly as the upstream v1.0.0 documentation describes. With
+ * `AICR_AGENT_MODE=true` (inside the agent pod) it collects locally instead, and with
+ * `--add-roles-to-service-account` it only renders RBAC manifests.
+ *
+ * @module
+ */
+import { randomBytes } from "node:crypto";
+import { Command, Option } from "commander";
+import { deliverSnapshot, deploySnapshot, hasGpu } from "../agent/mod.ts";
+import { UsageError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import {
+  autoTargetingAllowed,
+  DEFAULT_JOB_NAME_PREFIX,
+  DEFAULT_SERVICE_ACCOUNT_PREFIX,
+  isNodeOs,
+  NODE_OS_FAMILIES,
+  parseDuration,
+  parseNodeSelectors,
+  parseResourceList,
+  parseTolerations,
+  validateNamespace,
+} from "../manifests/mod.ts";
+import type { AgentJobConfig } from "../manifests/mod.ts";
+import {
+  encodeSnapshot,
+  findMeasurement,
+  isSnapshotFormat,
+  parseSnapshotTarget,
+} from "../snapshot/mod.ts";
+import type { Snapshot, SnapshotFormat } from "../snapshot/mod.ts";
+import { buildInfo, defaultImage } from "../version.ts";
+import { addLocalAgentFlags, globalFlags, parseCount, runLocalAgent } from "./agent.ts";
+import type { LocalAgentFlags } from "./agent.ts";
+import { renderRolesForServiceAccount } from "./_render_roles.ts";
+import type { CliDeps } from "./context.ts";
+
+/** Flags of `aicr snapshot`. */
+interface SnapshotFlags extends LocalAgentFlags {
+  namespace: string;
+  image?: string;
+  imagePullSecret?: string[];
+  jobName: string;
+  serviceAccountName?: string;
+  addRolesToServiceAccount?: string;
+  nodeSelector?: string[];
+  toleration?: string[];
+  timeout: string;
+  cleanup: boolean;
+  privileged: string;
+  runtimeClass?: string;
+  os?: string;
+  requests?: string;
+  limits?: string;
+  clusterConfig?: string;
+  okeAddons?: string;
+  aksGpuPools?: string;
+  gkeGpuPools?: string;
+  discoverNetwork: boolean;
+  runId?: string;
+  context?: string;
+}
+
+/** Single-value flags that may appear only once (upstream rejects duplicates). */
+const SINGLE_VALUE_FLAGS = [
+  "namespace",
+  "image",
+  "job-name",
+  "service-account-name",
+  "timeout",
+  "max-nodes-per-entry",
+  "runtime-class",
+  "output",
+  "format",
+  "os",
+];
+
+function parseBoolFlag(flag: string): (value: string | undefined) => string {
+  return (value) => {
+    const v = value === undefined ? "true" : value.trim().toLowerCase();
+    if (v !== "true" && v !== "false") {
+      throw new UsageError(
+        `Cannot use '${flag}' as it must be 'true' or 'false': current value is '${value}'`,
+      );
+    }
+    return v;
+  };
+}
+
+/**
+ * The `snapshot` command.
+ *
+ * @param deps CLI dependencies
+ * @returns the command
+ */
+export function snapshotCommand(deps: CliDeps): Command {
+  const command = new Command("snapshot").description(
+    "deploy the aicr agent Job on a node, wait, and write its snapshot to stdout, a file or cm://<namespace>/<name>",
+  );
+  addLocalAgentFlags(command);
+  command
+    .addOption(
+      new Option("-n, --namespace <ns>", "deployment namespace").default("default").env(
+        "AICR_NAMESPACE",
+      ),
+    )
+    .option("--context <name>", "kubeconfig context")
+    .addOption(
+      new Option(
+        "--image <ref>",
+        "agent image (default: ghcr.io/nvidia/aicr tagged with this version)",
+      )
+        .env("AICR_IMAGE"),
+    )
+    .option("--image-pull-secret <name...>", "Secret for pulling the agent image (repeatable)")
+    .option(
+      "--job-name <prefix>",
+      "Job name prefix; the run ID is always appended",
+      DEFAULT_JOB_NAME_PREFIX,
+    )
+    .option(
+      "--service-account-name <name>",
+      "ServiceAccount the agent runs as: used verbatim if it exists in --namespace, otherwise a prefix (default: aicr)",
+    )
+    .option(
+      "--add-roles-to-service-account <sa>",
+      "write the RBAC granting the agent's permissions to <sa> into ./snapshot-rbac-<runID>/ and exit (no cluster contact)",
+    )
+    .option("--node-selector <key=value...>", "node selector (repeatable)")
+    .option(
+      "--toleration <key=value:effect...>",
+      "toleration (repeatable; default: tolerate all taints)",
+    )
+    .option("--timeout <duration>", "wait timeout", "5m")
+    .option(
+      "--no-cleanup",
+      "keep the Job and RBAC for debugging (leaves the run's ClusterRole active)",
+    )
+    .addOption(
+      new Option(
+        "--privileged [bool]",
+        "privileged agent (hostPID/Network/IPC, SYS_ADMIN); false for PSS-restricted",
+      )
+        .default("true").argParser(parseBoolFlag("--privileged")),
+    )
+    .addOption(
+      new Option("--runtime-class <name>", "runtimeClassName for nvidia-smi without a GPU request")
+        .env(
+          "AICR_RUNTIME_CLASS",
+        ),
+    )
+    .addOption(
+      new Option("--os <family>", `node OS family (${NODE_OS_FAMILIES.join(", ")})`).env("AICR_OS"),
+    )
+    .addOption(
+      new Option("--requests <list>", "container requests, e.g. cpu=1,memory=4Gi").env(
+        "AICR_REQUESTS",
+      ),
+    )
+    .addOption(
+      new Option("--limits <list>", "container limits, e.g. cpu=2,memory=8Gi").env("AICR_LIMITS"),
+    )
+    .addOption(
+      new Option(
+        "--cluster-config <path>",
+        "k8s-launch-kit cluster-config.yaml (local agent mode only)",
+      ).env(
+        "AICR_CLUSTER_CONFIG_PATH",
+      ),
+    )
+    .option("--oke-addons <path>", "OCI 'list-addons' JSON dump, merged into K8s.oke-addons")
+    .addOption(
+      new Option(
+        "--aks-gpu-pools <path>",
+        "'az aks nodepool list -o json' dump, merged into K8s.aks-gpu-pools",
+      )
+        .env("AICR_AKS_GPU_POOLS_PATH"),
+    )
+    .option(
+      "--gke-gpu-pools <path>",
+      "'gcloud container node-pools list' JSON dump, merged into K8s.gke-gpu-pools",
+    )
+    .addOption(
+      new Option(
+        "--discover-network",
+        "live network discovery (NOT read-only: widens RBAC with mutating rules)",
+      )
+        .default(false).env("AICR_DISCOVER_NETWORK"),
+    )
+    .option("--run-id <id>", "reuse this run ID (pinned CI runs); default: generated");
+  const seen = new Map<string, number>();
+  for (const flag of SINGLE_VALUE_FLAGS) {
+    command.on(`option:${flag}`, () => {
+      seen.set(flag, (seen.get(flag) ?? 0) + 1);
+      if ((seen.get(flag) ?? 0) > 1) {
+        throw new UsageError(`flag --${flag} can only be specified once`);
+      }
+    });
+  }
+  return command.action(async (flags: SnapshotFlags, cmd: Command) => {
+    const global = globalFlags(cmd);
+    const log = deps.makeLogger({
+      debug: global.debug,
+      json: global.logJson,
+      ...(deps.env("AICR_LOG_PREFIX") ? { prefix: deps.env("AICR_LOG_PREFIX") as string } : {}),
+    });
+    if (flags.addRolesToServiceAccount !== undefined) {
+      await renderRolesForServiceAccount(deps, {
+        serviceAccount: flags.addRolesToServiceAccount,
+        namespace: validateNamespace("--namespace", flags.namespace),
+        discoverNetwork: flags.discoverNetwork,
+      });
+      return;
+    }
+    if (deps.env("AICR_AGENT_MODE") === "true") {
+      // Inside the agent pod: collect this node and write where the controller said.
+      await runLocalAgent(deps, flags, log);
+      return;
+    }
+    await runSnapshot(deps, flags, log);
+  });
+}
+
+function parseJobConfig(flags: SnapshotFlags, version: string): {
+  job: Omit<
+    AgentJobConfig,
+    | "runId"
+    | "invocationId"
+    | "namespace"
+    | "serviceAccountName"
+    | "output"
+    | "autoTargetGpu"
+    | "timeoutMs"
+  >;
+  autoTarget: boolean;
+} {
+  const nodeSelector = parseNodeSelectors(flags.nodeSelector ?? []);
+  const tolerations = parseTolerations(flags.toleration ?? []);
+  if (flags.os !== undefined && !isNodeOs(flags.os)) {
+    throw new UsageError(
+      `Cannot use '--os' as it must be one of ${
+        NODE_OS_FAMILIES.join(", ")
+      }: current value is '${flags.os}'`,
+    );
+  }
+  if (flags.requireGpu && flags.runtimeClass !== undefined) {
+    throw new UsageError(
+      "Cannot use '--require-gpu' together with '--runtime-class': prefer --runtime-class, which gives nvidia-smi access without consuming a GPU",
+    );
+  }
+  const format = flags.format as SnapshotFormat;
+  const job = {
+    image: flags.image ?? defaultImage(version),
+    jobNamePrefix: flags.jobName,
+    format,
+    privileged: flags.privileged !== "false",
+    requireGpu: flags.requireGpu,
+    nodeSelector,
+    tolerations,
+    imagePullSecrets: flags.imagePullSecret ?? [],
+    maxNodesPerEntry: parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry),
+    discoverNetwork: flags.discoverNetwork,
+    ...(flags.runtimeClass !== undefined ? { runtimeClass: flags.runtimeClass } : {}),
+    ...(flags.os !== undefined && isNodeOs(flags.os) ? { os: flags.os } : {}),
+    ...(flags.requests ? { requests: parseResourceList(flags.requests, "--requests") } : {}),
+    ...(flags.limits ? { limits: parseResourceList(flags.limits, "--limits") } : {}),
+  };
+  return {
+    job,
+    autoTarget: autoTargetingAllowed({
+      nodeSelector,
+      requireGpu: flags.requireGpu,
+      ...(flags.runtimeClass !== undefined ? { runtimeClass: flags.runtimeClass } : {}),
+    }),
+  };
+}
+
+async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Promise<void> {
+  // Validate every flag before the cluster is contacted.
+  if (!isSnapshotFormat(flags.format)) {
+    throw new UsageError(
+      `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
+    );
+  }
+  const namespace = validateNamespace("--namespace", flags.namespace);
+  const target = parseSnapshotTarget(flags.output);
+  if (target.kind === "configmap" && target.ref.namespace !== namespace) {
+    throw new UsageError(
+      `Cannot write the snapshot to '${flags.output}' as its namespace must match '--namespace' (the agent's Role grants ConfigMaps only there): current value is '${namespace}'`,
+    );
+  }
+  if (flags.clusterConfig !== undefined) {
+    throw new UsageError(
+      "Cannot use '--cluster-config' with a deployed agent: it is read in local agent mode only (run 'aicr agent')",
+    );
+  }
+  const timeoutMs = parseDuration(flags.timeout, "--timeout") || 5 * 60_000;
+  const version = buildInfo().version;
+  const { job, autoTarget } = parseJobConfig(flags, version);
+  const kube = deps.connectKube({
+    ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+    ...(flags.context ? { context: flags.context } : {}),
+  });
+  const result = await deploySnapshot({
+    kube,
+    log,
+    stderr: deps.stderr,
+    now: deps.now,
+    randomHex: () => randomBytes(8).toString("hex"),
+  }, {
+    namespace,
+    job,
+    serviceAccountPrefix: flags.serviceAccountName ?? DEFAULT_SERVICE_ACCOUNT_PREFIX,
+    ...(flags.serviceAccountName !== undefined
+      ? { serviceAccountName: flags.serviceAccountName }
+      : {}),
+    ...(flags.output !== undefined ? { output: flags.output } : {}),
+    discoverNetwork: flags.discoverNetwork,
+    timeoutMs,
+    noCleanup: !flags.cleanup,
+    autoTarget,
+    ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
+    signal: deps.signal,
+  });
+  const snapshot = result.snapshot;
+  warnPlacementMismatch(snapshot, log);
+  const format = flags.format as SnapshotFormat;
+  const encoded = encodeSnapshot(snapshot, format);
+  if (target.kind === "configmap") {
+    // The agent wrote the document itself; nothing to rewrite.
+    log.info("snapshot saved to ConfigMap", { uri: flags.output });
+    return;
+  }
+  const where = await deliverSnapshot({ stdout: deps.stdout, now: deps.now }, {
+    target,
+    encoded,
+    format,
+    snapshot,
+    version,
+  });
+  if (target.kind === "file") log.info("snapshot saved to file", { path: where });
+}
+
+/**
+ * Warns when a snapshot has no GPU data while the cluster has GPU-labelled nodes
+ * (the agent probably landed on a CPU node).
+ *
+ * @param snapshot the snapshot
+ * @param log the logger
+ */
+export function warnPlacementMismatch(snapshot: Snapshot, log: Logger): void {
+  if (hasGpu(snapshot)) return;
+  const labels = findMeasurement(snapshot, "NodeTopology")?.subtypes.find((s) =>
+    s.subtype === "label"
+  );
+  const gpuLabels = Object.keys(labels?.data ?? {}).some((key) =>
+    key.startsWith("nvidia.com/gpu.")
+  );
+  if (!gpuLabels) return;
+  log.warn("snapshot has no GPU data but cluster topology shows GPU-capable nodes", {
+    fix1: "--node-selector nvidia.com/gpu.present=true",
+    fix2: "--require-gpu (needs the device plugin)",
+    fix3: "--runtime-class nvidia",
+  });
+}
