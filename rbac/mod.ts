@@ -17,3 +17,4 @@ export * from "./rules.ts";
 export * from "./objects.ts";
 export * from "./gate.ts";
 export * from "./render.ts";
+export { createAccessReviewer } from "./kube_reviewer.ts";
