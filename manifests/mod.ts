@@ -25,3 +25,4 @@ export {
   TOLERATE_ALL,
 } from "./_pod.ts";
 export type { NodeOs, OsProfile } from "./_pod.ts";
+export * from "./daemonset.ts";

@@ -1,0 +1,224 @@
+/**
+ * The DaemonSet of `aicr daemon`: one pod per selected node serving that node's
+ * snapshot over HTTPS (`/v1/snapshot`, `/healthz`, `/readyz`, `/metrics`).
+ *
+ * Design, and what stays configurable until the daemon's install flow settles:
+ * - Same placement and security as the agent Job: the same selectors, the same
+ *   tolerate-all default, the same privileged/restricted postures and per-OS host
+ *   mounts, so a daemon snapshot equals a Job snapshot of that node.
+ * - Host networking follows the posture (on when privileged, like the Job, so the
+ *   collectors see the host); `hostNetwork` overrides it. With host networking the
+ *   port is bound on the node itself: pick one nothing else on the nodes uses.
+ * - TLS comes from a `kubernetes.io/tls` Secret mounted read-only at
+ *   {@link DAEMON_TLS_DIR} (`aicr daemon` reads `--tls-cert-file`/`--tls-key-file` and has
+ *   no self-signed mode); `insecureHttp` exists for local tests only.
+ * - Probes: liveness on `/healthz`, readiness on `/readyz` (503 until the first
+ *   snapshot succeeds), so a rollout waits for real data.
+ * - No GPU request even with a GPU-targeting config: a long-lived pod holding
+ *   `nvidia.com/gpu` would take a GPU from workloads on every node. Use a runtime class.
+ * - Smaller resources than the Job (the daemon idles between collections).
+ *
+ * @module
+ */
+import { UsageError } from "../errors.ts";
+import {
+  daemonLabels,
+  daemonSelectorLabels,
+  DEFAULT_DAEMON_NAME,
+  isDns1123Label,
+  validateNamespace,
+} from "./names.ts";
+import {
+  commonEnv,
+  podPlacement,
+  podResources,
+  podSecurity,
+  podVolumes,
+  validateImage,
+} from "./_pod.ts";
+import type { NodeOs } from "./_pod.ts";
+import type {
+  DaemonSetManifest,
+  Probe,
+  ResourceList,
+  ResourceRequirements,
+  Toleration,
+} from "./types.ts";
+
+/** The daemon's default port (the `aicr daemon --port` default). */
+export const DEFAULT_DAEMON_PORT = 8443;
+/** Where the TLS Secret is mounted. */
+export const DAEMON_TLS_DIR = "/etc/aicr/tls";
+
+/** The daemon's resources, both postures. */
+export const DAEMON_RESOURCES: ResourceRequirements = {
+  requests: { cpu: "100m", memory: "256Mi", "ephemeral-storage": "256Mi" },
+  limits: { cpu: "1", memory: "1Gi", "ephemeral-storage": "1Gi" },
+};
+
+/** How the daemon serves: TLS from a Secret, or plain HTTP for local tests. */
+export type DaemonTls = { secretName: string } | { insecureHttp: true };
+
+/** The DaemonSet's configuration. */
+export interface DaemonSetConfig {
+  /** Namespace. */
+  namespace: string;
+  /** Name of the DaemonSet (and default ServiceAccount). @default "aicr-daemon" */
+  name?: string;
+  /** ServiceAccount the pods run as. @default the name */
+  serviceAccountName?: string;
+  /** Image. */
+  image: string;
+  /** TLS source. */
+  tls: DaemonTls;
+  /** Port to serve on. @default 8443 */
+  port?: number;
+  /** Privileged posture. @default true */
+  privileged?: boolean;
+  /** Host networking. @default the value of `privileged` */
+  hostNetwork?: boolean;
+  /** Node OS family. */
+  os?: NodeOs;
+  /** Runtime class for nvidia-smi without a GPU request. */
+  runtimeClass?: string;
+  /** Node selector. */
+  nodeSelector?: Record<string, string>;
+  /** Inject `nvidia.com/gpu.present=true`. */
+  autoTargetGpu?: boolean;
+  /** Tolerations; absent or empty tolerates everything. */
+  tolerations?: readonly Toleration[];
+  /** Pull secrets. */
+  imagePullSecrets?: readonly string[];
+  /** Request overrides. */
+  requests?: ResourceList;
+  /** Limit overrides. */
+  limits?: ResourceList;
+  /** Topology truncation. */
+  maxNodesPerEntry?: number;
+  /** More `aicr daemon` flags, e.g. `["--refresh-interval", "10m"]`. */
+  extraArgs?: readonly string[];
+  /** The installing run's ID (labels only). */
+  runId?: string;
+  /** The installing invocation's ID (labels only, with `runId`). */
+  invocationId?: string;
+}
+
+function probe(path: string, port: number, scheme: "HTTP" | "HTTPS", period: number): Probe {
+  return { httpGet: { path, port, scheme }, periodSeconds: period, timeoutSeconds: 5 };
+}
+
+/**
+ * The daemon container's arguments.
+ *
+ * @param port the port
+ * @param tls the TLS source
+ * @param extraArgs more flags
+ * @returns the args
+ */
+export function daemonArgs(
+  port: number,
+  tls: DaemonTls,
+  extraArgs: readonly string[] = [],
+): string[] {
+  return [
+    "daemon",
+    "--port",
+    String(port),
+    ...("secretName" in tls
+      ? [
+        "--tls-cert-file",
+        `${DAEMON_TLS_DIR}/tls.crt`,
+        "--tls-key-file",
+        `${DAEMON_TLS_DIR}/tls.key`,
+      ]
+      : ["--insecure-http"]),
+    ...extraArgs,
+  ];
+}
+
+/**
+ * Builds the DaemonSet.
+ *
+ * @param config the configuration
+ * @returns the DaemonSet manifest
+ * @throws {UsageError} when a value cannot go into the manifest
+ */
+export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
+  const {
+    namespace,
+    name = DEFAULT_DAEMON_NAME,
+    port = DEFAULT_DAEMON_PORT,
+    privileged = true,
+    tls,
+  } = config;
+  validateNamespace("--namespace", namespace);
+  if (!isDns1123Label(name)) {
+    throw new UsageError(
+      `Cannot name the daemon as it must be a DNS-1123 label (at most 63 lowercase letters, digits or '-'): current value is '${name}'`,
+    );
+  }
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new UsageError(
+      `Cannot use '--port' as it must be a whole number from 1 to 65535: current value is '${port}'`,
+    );
+  }
+  const labels = daemonLabels({
+    name,
+    ...(config.runId !== undefined ? { runId: config.runId } : {}),
+    ...(config.invocationId !== undefined ? { invocationId: config.invocationId } : {}),
+  });
+  const hostNetwork = config.hostNetwork ?? privileged;
+  const security = podSecurity(privileged, { hostNetwork });
+  const { volumes, mounts } = podVolumes(privileged, config.os);
+  if ("secretName" in tls) {
+    volumes.push({ name: "tls", secret: { secretName: tls.secretName, defaultMode: 0o440 } });
+    mounts.push({ name: "tls", mountPath: DAEMON_TLS_DIR, readOnly: true });
+  }
+  const scheme = "secretName" in tls ? "HTTPS" : "HTTP";
+  const host = privileged ? security.host : hostNetwork ? { hostNetwork: true } : {};
+  return {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: { name, namespace, labels },
+    spec: {
+      selector: { matchLabels: daemonSelectorLabels(name) },
+      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
+      template: {
+        metadata: { labels: { ...labels } },
+        spec: {
+          serviceAccountName: config.serviceAccountName ?? name,
+          restartPolicy: "Always",
+          ...host,
+          ...(host.hostNetwork ? { dnsPolicy: "ClusterFirstWithHostNet" as const } : {}),
+          ...podPlacement(config),
+          securityContext: security.pod,
+          containers: [{
+            name: "aicr",
+            image: validateImage(config.image),
+            command: ["aicr"],
+            args: daemonArgs(port, tls, config.extraArgs),
+            env: commonEnv({
+              logPrefix: "daemon",
+              ...(config.maxNodesPerEntry !== undefined
+                ? { maxNodesPerEntry: config.maxNodesPerEntry }
+                : {}),
+              ...(config.runtimeClass !== undefined ? { runtimeClass: config.runtimeClass } : {}),
+            }),
+            ports: [{ name: scheme.toLowerCase(), containerPort: port, protocol: "TCP" }],
+            resources: podResources({
+              defaults: DAEMON_RESOURCES,
+              gpu: false,
+              ...(config.requests ? { requests: config.requests } : {}),
+              ...(config.limits ? { limits: config.limits } : {}),
+            }),
+            securityContext: security.container,
+            volumeMounts: mounts,
+            livenessProbe: { ...probe("/healthz", port, scheme, 20), failureThreshold: 3 },
+            readinessProbe: probe("/readyz", port, scheme, 10),
+          }],
+          volumes,
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,120 @@
+import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
+import process from "node:process";
+import { UsageError } from "../errors.ts";
+import { buildDaemonSet, daemonArgs } from "./daemonset.ts";
+import type { DaemonSetConfig } from "./daemonset.ts";
+import { formatManifest } from "./yaml.ts";
+
+const BASE: DaemonSetConfig = {
+  namespace: "aicr-system",
+  image: "ghcr.io/nvidia/aicr:v0.1.0",
+  tls: { secretName: "aicr-daemon-tls" },
+};
+
+/** Compares with `testdata/<name>`; `UPDATE_GOLDEN=1` rewrites it (then review the diff by hand). */
+function assertGolden(name: string, actual: string): void {
+  const url = new URL(`./testdata/${name}`, import.meta.url);
+  if (process.env.UPDATE_GOLDEN === "1") writeFileSync(url, actual);
+  assert.equal(actual, readFileSync(url, "utf8"), `golden ${name}`);
+}
+
+Deno.test("daemonset: the default DaemonSet matches its golden", () => {
+  assertGolden("daemonset.yaml", formatManifest(buildDaemonSet(BASE)));
+});
+
+Deno.test("daemonset: the selector is a stable subset of the template labels", () => {
+  const ds = buildDaemonSet({
+    ...BASE,
+    runId: "20260103-103000-0123456789abcdef",
+    invocationId: "fedcba9876543210",
+  });
+  const selector = ds.spec.selector.matchLabels;
+  assert.deepEqual(selector, {
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "aicr-daemon",
+  });
+  for (const [k, v] of Object.entries(selector)) {
+    assert.equal(ds.spec.template.metadata.labels[k], v);
+  }
+  assert.equal(ds.metadata.labels?.["aicr.run/run-id"], "20260103-103000-0123456789abcdef");
+  assert.equal(ds.spec.template.metadata.labels["aicr.run/invocation-id"], "fedcba9876543210");
+});
+
+Deno.test("daemonset: restricted mode has no host namespaces, no hostPath and the PSS contexts", () => {
+  const spec = buildDaemonSet({ ...BASE, privileged: false }).spec.template.spec;
+  assert.equal(spec.hostNetwork, undefined);
+  assert.equal(spec.hostPID, undefined);
+  assert.equal(spec.dnsPolicy, undefined);
+  assert.ok(spec.volumes.every((v) => v.hostPath === undefined));
+  assert.deepEqual(spec.volumes.map((v) => v.name), ["tmp", "tls"]);
+  assert.equal(spec.securityContext.runAsUser, 65534);
+  assert.deepEqual(spec.containers[0]?.securityContext.capabilities, { drop: ["ALL"] });
+});
+
+Deno.test("daemonset: host networking can be turned off in privileged mode", () => {
+  const spec = buildDaemonSet({ ...BASE, hostNetwork: false }).spec.template.spec;
+  assert.equal(spec.hostNetwork, false);
+  assert.equal(spec.hostPID, true);
+  assert.equal(spec.dnsPolicy, undefined);
+});
+
+Deno.test("daemonset: plain HTTP for local tests drops the Secret and probes over HTTP", () => {
+  const ds = buildDaemonSet({ ...BASE, tls: { insecureHttp: true }, port: 9000 });
+  const container = ds.spec.template.spec.containers[0];
+  assert.deepEqual(container?.args, ["daemon", "--port", "9000", "--insecure-http"]);
+  assert.deepEqual(container?.readinessProbe?.httpGet, {
+    path: "/readyz",
+    port: 9000,
+    scheme: "HTTP",
+  });
+  assert.deepEqual(container?.ports, [{ name: "http", containerPort: 9000, protocol: "TCP" }]);
+  assert.ok(!ds.spec.template.spec.volumes.some((v) => v.name === "tls"));
+});
+
+Deno.test("daemonset: placement follows the Job's rules and never asks for a GPU", () => {
+  const ds = buildDaemonSet({
+    ...BASE,
+    autoTargetGpu: true,
+    runtimeClass: "nvidia",
+    tolerations: [{ key: "nvidia.com/gpu", operator: "Exists", effect: "NoSchedule" }],
+    maxNodesPerEntry: 3,
+  });
+  const spec = ds.spec.template.spec;
+  assert.deepEqual(spec.nodeSelector, { "nvidia.com/gpu.present": "true" });
+  assert.deepEqual(spec.tolerations, [{
+    key: "nvidia.com/gpu",
+    operator: "Exists",
+    effect: "NoSchedule",
+  }]);
+  assert.equal(spec.runtimeClassName, "nvidia");
+  assert.equal(spec.containers[0]?.resources.limits["nvidia.com/gpu"], undefined);
+  assert.deepEqual(spec.containers[0]?.env.map((e) => e.name), [
+    "AICR_LOG_PREFIX",
+    "NODE_NAME",
+    "AICR_MAX_NODES_PER_ENTRY",
+    "NVIDIA_VISIBLE_DEVICES",
+  ]);
+});
+
+Deno.test("daemonset: extra daemon flags follow the TLS flags", () => {
+  assert.deepEqual(daemonArgs(8443, { secretName: "s" }, ["--refresh-interval", "10m"]), [
+    "daemon",
+    "--port",
+    "8443",
+    "--tls-cert-file",
+    "/etc/aicr/tls/tls.crt",
+    "--tls-key-file",
+    "/etc/aicr/tls/tls.key",
+    "--refresh-interval",
+    "10m",
+  ]);
+});
+
+Deno.test("daemonset: bad values are refused", () => {
+  assert.throws(() => buildDaemonSet({ ...BASE, port: 0 }), /'--port'/);
+  assert.throws(() => buildDaemonSet({ ...BASE, port: 70000 }), UsageError);
+  assert.throws(() => buildDaemonSet({ ...BASE, name: "Daemon" }), /name the daemon/);
+  assert.throws(() => buildDaemonSet({ ...BASE, namespace: "a_b" }), /'--namespace'/);
+});
