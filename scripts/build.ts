@@ -230,7 +230,9 @@ export async function bundle(
       minify: options.minify,
       keepNames: true,
       legalComments: "eof",
-      charset: "utf8",
+      // ASCII output (esbuild's default): one non-Latin-1 character would make V8 hold the whole
+      // script as a two-byte string, doubling its memory.
+      charset: "ascii",
       logLevel: "silent",
       // Text assets (templates) imported by the code are embedded, never read at run time.
       loader: { ".yaml": "text", ".yml": "text", ".txt": "text", ".tmpl": "text" },
