@@ -12,7 +12,7 @@
  * @module
  */
 import { canonicalReading, compileIgnore, readingSchema } from "./diff.ts";
-import type { ChangeKind } from "./diff.ts";
+import type { ChangeKind, ReadingSchema } from "./diff.ts";
 import { compareKeys, MEASUREMENT_TYPES } from "./model.ts";
 import type { MeasurementType, Reading, Snapshot } from "./model.ts";
 
@@ -125,7 +125,11 @@ export function compareNodeNames(a: string, b: string): number {
 interface PathTable {
   path: string;
   type: MeasurementType;
-  ids: Map<string, number>;
+  schema: ReadingSchema;
+  topology: boolean;
+  /** Plain string readings: the text itself (or null) is the equality key. */
+  plain: boolean;
+  ids: Map<string | null, number>;
   samples: Reading[];
   counts: number[];
   present: number;
@@ -150,35 +154,37 @@ export function buildFleetReport(
 
   const paths: PathTable[] = [];
   const pathIds = new Map<string, number>();
+  // Per subtype, per key: the path id, or -1 when ignored. Keys from Object.keys() are
+  // internalised strings, so this lookup avoids building and hashing a path per reading.
+  const keyTables = new Map<string, Map<string, number>>();
+  const lastNode: number[] = [];
+  const lastPos: number[] = [];
   // Per node, per type: flat [pathId, valueId, pathId, valueId, ...] sorted by path id.
   const configs: Map<MeasurementType, Int32Array>[] = [];
   const typesSeen = new Set<MeasurementType>();
-  for (const member of members) {
+  members.forEach((member, nodeIndex) => {
     const perType = new Map<MeasurementType, number[]>();
     for (const m of member.snapshot.measurements) {
       typesSeen.add(m.type);
       let pairs = perType.get(m.type);
       if (!pairs) perType.set(m.type, pairs = []);
       for (const s of m.subtypes) {
-        const topology = m.type === "NodeTopology" &&
-          (s.subtype === "taint" || s.subtype === "label");
-        const prefix = `${m.type}.${s.subtype}.`;
-        for (const key of Object.keys(s.data)) {
-          const path = prefix + key;
-          if (ignored(path)) continue;
-          const value = s.data[key] as Reading;
-          let pid = pathIds.get(path);
+        const tableKey = m.type + "\u0000" + s.subtype;
+        let keys = keyTables.get(tableKey);
+        if (!keys) keyTables.set(tableKey, keys = new Map());
+        const data = s.data;
+        for (const key of Object.keys(data)) {
+          let pid = keys.get(key);
           if (pid === undefined) {
-            pid = paths.length;
-            pathIds.set(path, pid);
-            paths.push({ path, type: m.type, ids: new Map(), samples: [], counts: [], present: 0 });
+            pid = internPath(m.type, s.subtype, key);
+            keys.set(key, pid);
           }
+          if (pid < 0) continue;
           const table = paths[pid] as PathTable;
-          const canonical = canonicalReading(
-            value,
-            readingSchema(m.type, s.subtype, key),
-            topology,
-          );
+          const value = data[key] as Reading;
+          const canonical = table.plain
+            ? (value === null ? null : typeof value === "string" ? value : String(value))
+            : canonicalReading(value, table.schema, table.topology);
           let vid = table.ids.get(canonical);
           if (vid === undefined) {
             vid = table.samples.length;
@@ -186,6 +192,13 @@ export function buildFleetReport(
             table.samples.push(value);
             table.counts.push(0);
           }
+          if (lastNode[pid] === nodeIndex) {
+            // The same path twice in one snapshot: the later reading wins.
+            pairs[(lastPos[pid] as number) + 1] = vid;
+            continue;
+          }
+          lastNode[pid] = nodeIndex;
+          lastPos[pid] = pairs.length;
           pairs.push(pid, vid);
         }
       }
@@ -193,6 +206,32 @@ export function buildFleetReport(
     const config = new Map<MeasurementType, Int32Array>();
     for (const [type, pairs] of perType) config.set(type, sortPairs(pairs));
     configs.push(config);
+  });
+
+  function internPath(type: MeasurementType, subtype: string, key: string): number {
+    const path = `${type}.${subtype}.${key}`;
+    if (ignored(path)) return -1;
+    let pid = pathIds.get(path);
+    if (pid === undefined) {
+      pid = paths.length;
+      pathIds.set(path, pid);
+      const schema = readingSchema(type, subtype, key);
+      const topology = type === "NodeTopology" && (subtype === "taint" || subtype === "label");
+      paths.push({
+        path,
+        type,
+        schema,
+        topology,
+        plain: schema === "string" && !topology,
+        ids: new Map(),
+        samples: [],
+        counts: [],
+        present: 0,
+      });
+      lastNode.push(-1);
+      lastPos.push(0);
+    }
+    return pid;
   }
   // Count each distinct (path, value) once per node, after duplicates were merged.
   for (const config of configs) {
@@ -211,16 +250,24 @@ export function buildFleetReport(
   const columns = new Map<number, FleetColumn>();
   for (const type of MEASUREMENT_TYPES) {
     if (!typesSeen.has(type)) continue;
-    const groups = new Map<string, number[]>();
+    // Group by a hash of the configuration, confirmed by comparing with the group's first.
+    const groups: number[][] = [];
+    const byHash = new Map<string, number[][]>();
     for (const i of order) {
       const pairs = configs[i]?.get(type);
-      const key = pairs ? pairs.join(",") : "absent";
-      let group = groups.get(key);
-      if (!group) groups.set(key, group = []);
+      const hash = pairs ? hashPairs(pairs) : "absent";
+      let candidates = byHash.get(hash);
+      if (!candidates) byHash.set(hash, candidates = []);
+      let group = candidates.find((g) => samePairs(configs[g[0] as number]?.get(type), pairs));
+      if (!group) {
+        group = [];
+        candidates.push(group);
+        groups.push(group);
+      }
       group.push(i);
     }
-    // Map iteration follows first appearance in name order, so ties go to the first node.
-    const sorted = [...groups.values()].sort((a, b) => b.length - a.length);
+    // groups follow first appearance in name order and sort is stable: ties go to the first node.
+    const sorted = [...groups].sort((a, b) => b.length - a.length);
     const reference = sorted[0] as number[];
     measurements.push({
       type,
@@ -320,16 +367,50 @@ function compareToReference(
 }
 
 function sortPairs(pairs: number[]): Int32Array {
-  // Later duplicates of a path win, as in flattenSnapshot.
-  const byPath = new Map<number, number>();
-  for (let i = 0; i < pairs.length; i += 2) byPath.set(pairs[i] as number, pairs[i + 1] as number);
-  const ids = [...byPath.keys()].sort((a, b) => a - b);
-  const out = new Int32Array(ids.length * 2);
-  ids.forEach((pid, j) => {
+  let sorted = true;
+  for (let i = 2; i < pairs.length; i += 2) {
+    if ((pairs[i] as number) < (pairs[i - 2] as number)) {
+      sorted = false;
+      break;
+    }
+  }
+  if (sorted) return Int32Array.from(pairs);
+  // Pack (pathId, valueId) into one exact double, sort numerically, unpack.
+  const packed = new Float64Array(pairs.length / 2);
+  for (let i = 0; i < pairs.length; i += 2) {
+    packed[i / 2] = (pairs[i] as number) * PACK + (pairs[i + 1] as number);
+  }
+  packed.sort();
+  const out = new Int32Array(pairs.length);
+  for (let j = 0; j < packed.length; j++) {
+    const x = packed[j] as number;
+    const pid = Math.floor(x / PACK);
     out[j * 2] = pid;
-    out[j * 2 + 1] = byPath.get(pid) as number;
-  });
+    out[j * 2 + 1] = x - pid * PACK;
+  }
   return out;
+}
+
+/** Value ids per path stay below 2^24; path ids below 2^29: the packed value is exact. */
+const PACK = 2 ** 24;
+
+function hashPairs(pairs: Int32Array): string {
+  let h1 = 0x811c9dc5;
+  let h2 = 0x9747b28c;
+  for (let i = 0; i < pairs.length; i++) {
+    const x = pairs[i] as number;
+    h1 = Math.imul(h1 ^ x, 16777619);
+    h2 = Math.imul(h2 ^ x, 0x5bd1e995);
+    h2 ^= h2 >>> 15;
+  }
+  return `${pairs.length}:${h1 >>> 0}:${h2 >>> 0}`;
+}
+
+function samePairs(a: Int32Array | undefined, b: Int32Array | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 function uniqueNames(nodes: readonly string[]): string[] {

@@ -340,11 +340,30 @@ export function makeLargeSnapshot(node: string, bytes: number): Snapshot {
   const images = snap.measurements.find((m) => m.type === "K8s")?.subtypes
     .find((s) => s.subtype === "image");
   if (!sysctl || !images) throw new RangeError("fixture lacks sysctl or image");
-  // About 70 bytes per entry in YAML.
-  const entries = Math.ceil(bytes / 70);
+  // About 55 bytes per entry in YAML.
+  const entries = Math.ceil(bytes / 55);
   for (let i = 0; i < entries; i++) {
     if (i % 4 === 0) images.data[`workload-image-${i}`] = `v1.${i % 97}.${i % 13}`;
     else sysctl.data[`/proc/sys/dev/nvme/nvme${i % 64}/queue/param_${i}`] = String(i * 7 % 1000);
   }
   return snap;
+}
+
+/**
+ * Adds `count` realistic sysctl readings (the same on every node) to a snapshot, in place,
+ * so a generated node carries as many readings as a real one (about 1,000).
+ *
+ * @param snapshot the snapshot to grow
+ * @param count readings to add
+ * @returns the same snapshot
+ */
+export function padSnapshot(snapshot: Snapshot, count: number): Snapshot {
+  const sysctl = snapshot.measurements.find((m) => m.type === "OS")?.subtypes
+    .find((s) => s.subtype === "sysctl");
+  if (!sysctl) throw new RangeError("snapshot lacks OS.sysctl");
+  const dirs = ["kernel", "vm", "fs", "dev/raid", "kernel/sched", "user", "abi", "debug"];
+  for (let i = 0; i < count; i++) {
+    sysctl.data[`/proc/sys/${dirs[i % dirs.length]}/param_${i}`] = String((i * 7919) % 65536);
+  }
+  return snapshot;
 }
