@@ -355,6 +355,97 @@ Deno.test({
       });
 
       await t.step(
+        "volumes, env and hostname: emptyDir over /tmp, configMap, downward API, restarts",
+        async () => {
+          const n = await ns("vol");
+          await create(admin, `/api/v1/namespaces/${n}/configmaps`, {
+            metadata: { name: "cfg" },
+            data: { greeting: "hi" },
+          });
+          const script = [
+            "n=$(cat /tmp/count 2>/dev/null || echo 0); echo $((n+1)) > /tmp/count",
+            'echo "run=$((n+1)) host=$(hostname) pod=$POD ns=$NS greeting=$(cat /etc/cfg/greeting) env=$GREETING"',
+            "test -s /var/run/secrets/kubernetes.io/serviceaccount/token",
+            // Fail the first run: OnFailure restarts it, and the emptyDir keeps the count.
+            '[ "$n" -ge 1 ]',
+          ].join("; ");
+          await create(
+            admin,
+            `/api/v1/namespaces/${n}/pods`,
+            pod("vols", script, {
+              restartPolicy: "OnFailure",
+              volumes: [{ name: "tmp", emptyDir: {} }, { name: "cfg", configMap: { name: "cfg" } }],
+              containers: [{
+                name: "main",
+                image: "busybox",
+                command: ["sh", "-c", script],
+                env: [
+                  { name: "POD", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+                  { name: "NS", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+                  {
+                    name: "GREETING",
+                    valueFrom: { configMapKeyRef: { name: "cfg", key: "greeting" } },
+                  },
+                ],
+                volumeMounts: [{ name: "tmp", mountPath: "/tmp" }, {
+                  name: "cfg",
+                  mountPath: "/etc/cfg",
+                  readOnly: true,
+                }],
+              }],
+            }),
+          );
+          const p = await waitPhase(admin, n, "vols", ["Succeeded", "Failed"]);
+          assert.equal(p.status.phase, "Succeeded");
+          assert.equal(p.status.containerStatuses[0].restartCount, 1);
+          assert.equal(
+            await logs(admin, n, "vols"),
+            `run=2 host=vols pod=vols ns=${n} greeting=hi env=hi\n`,
+          );
+          assert.ok(!existsSync("/tmp/count"), "the emptyDir was private to the pod");
+        },
+      );
+
+      await t.step(
+        "deleting a pod sends SIGTERM, waits the grace period, then SIGKILLs",
+        async () => {
+          const n = await ns("grace");
+          const script = "trap 'echo got TERM' TERM; echo started; while true; do sleep 0.1; done";
+          await create(
+            admin,
+            `/api/v1/namespaces/${n}/pods`,
+            pod("stubborn", script, { terminationGracePeriodSeconds: 2 }),
+          );
+          await waitPhase(admin, n, "stubborn", ["Running"]);
+          await waitFor(
+            "started",
+            async () => (await logs(admin, n, "stubborn")).includes("started") ? true : undefined,
+          );
+          const t0 = Date.now();
+          assert.equal(
+            (await admin.request("DELETE", `/api/v1/namespaces/${n}/pods/stubborn`)).status,
+            200,
+          );
+          await waitFor(
+            "got TERM",
+            async () => (await logs(admin, n, "stubborn")).includes("got TERM") ? true : undefined,
+          );
+          await waitFor(
+            "pod gone",
+            async () =>
+              (await admin.request("GET", `/api/v1/namespaces/${n}/pods/stubborn`)).status === 404
+                ? true
+                : undefined,
+          );
+          const took = Date.now() - t0;
+          assert.ok(
+            took >= 1900,
+            `killed after the 2 s grace period, not before (took ${took} ms)`,
+          );
+        },
+      );
+
+      await t.step(
         "deleting a Job with propagationPolicy Background removes its pods and their processes",
         async () => {
           const n = await ns("gc");
