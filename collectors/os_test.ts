@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { NotFoundError, PermissionError } from "../errors.ts";
+import { NotFoundError, PermissionError, ToolError } from "../errors.ts";
+import { statusOf } from "./status.ts";
 import { createHostReader } from "./host.ts";
 import {
   collectOs,
@@ -172,4 +173,18 @@ Deno.test("createHostReader() maps missing files to NotFoundError and bounds rea
     isDirectory: false,
     isSymlink: true,
   });
+});
+
+Deno.test("statusOf() classifies any ToolError by its code, not only by its class", () => {
+  assert.equal(
+    statusOf(new ToolError("Cannot list pods: forbidden", "unauthorized", 403)),
+    "denied",
+  );
+  assert.equal(statusOf(new ToolError("Cannot get node: not found", "notFound", 404)), "absent");
+  assert.equal(statusOf(new ToolError("Cannot list: deadline", "timeout", 504)), "timeout");
+  assert.equal(
+    statusOf(new ToolError("Cannot list: connection refused", "unavailable", 503)),
+    "failed",
+  );
+  assert.equal(statusOf(new TypeError("bug")), "failed");
 });

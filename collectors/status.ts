@@ -18,6 +18,12 @@ export function statusOf(error: unknown): SourceStatus {
   if (error instanceof NotFoundError) return "absent";
   if (error instanceof PermissionError) return "denied";
   if (error instanceof TimeoutError) return "timeout";
+  // Other ToolErrors (e.g. kube/'s KubeApiError for a 403) carry their class in `code`.
+  if (error instanceof ToolError) {
+    if (error.code === "notFound") return "absent";
+    if (error.code === "unauthorized") return "denied";
+    if (error.code === "timeout") return "timeout";
+  }
   if (error instanceof Error && error.name === "AbortError") return "timeout";
   return "failed";
 }
