@@ -6,7 +6,7 @@
  * @module
  */
 import type { Measurement, ReadingMap, SourceStatus, Subtype } from "../snapshot/mod.ts";
-import { FileTooLargeError } from "./host.ts";
+import { ToolError } from "../errors.ts";
 import { decodeUtf8, messageOf, statusOf, subtype, throwIfAborted } from "./status.ts";
 import type { CollectorDeps, HostReader } from "./types.ts";
 
@@ -173,7 +173,7 @@ async function readText(host: HostReader, path: string): Promise<string> {
   const bytes = await host.readFile(path, MAX_OS_FILE_BYTES);
   const text = decodeUtf8(bytes);
   if (text === undefined) {
-    throw new FileTooLargeError(`Cannot read '${path}': it is not valid UTF-8`);
+    throw new ToolError(`Cannot read '${path}': it is not valid UTF-8`, "usage", 415);
   }
   return text;
 }

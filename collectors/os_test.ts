@@ -188,3 +188,26 @@ Deno.test("statusOf() classifies any ToolError by its code, not only by its clas
   );
   assert.equal(statusOf(new TypeError("bug")), "failed");
 });
+
+Deno.test("collectOs() says failed for a non-UTF-8 or oversized source file", async () => {
+  const real = createHostReader({ root: HOST });
+  const host: HostReader = {
+    ...real,
+    readFile: (path, max) =>
+      path === "/proc/cmdline"
+        ? real.readFile("/proc/sys/kernel/non_utf8", max)
+        : path === "/etc/os-release"
+        ? real.readFile("/proc/sys/kernel/oversized", max)
+        : real.readFile(path, max),
+  };
+  const m = await collectOs({ host });
+  assert.deepEqual(m.subtypes[0]?.data, {});
+  assert.equal(m.subtypes[0]?.context?.status, "failed");
+  assert.match(m.subtypes[0]?.context?.message ?? "", /not valid UTF-8/);
+  assert.deepEqual(m.subtypes[3]?.data, {});
+  assert.equal(m.subtypes[3]?.context?.status, "failed");
+  assert.match(
+    m.subtypes[3]?.context?.message ?? "",
+    /larger than the bound: current limit is 1048576 bytes/,
+  );
+});
