@@ -13,12 +13,12 @@ import {
   diffSnapshots,
   encodeSnapshot,
   parseSnapshot,
-  parseSnapshotStream,
   renderDiff,
   renderFleetHtml,
   renderFleetTable,
 } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
+import { parseFleetText } from "../cli/diff.ts";
 import {
   makeLargeSnapshot,
   makeNodeSnapshot,
@@ -123,7 +123,7 @@ function childFleetStream(): Result {
   const text = fleet().map((s) => encodeSnapshot(s)).join("---\n");
   const bytes = new TextEncoder().encode(text).length;
   const start = performance.now();
-  const snapshots = parseSnapshotStream(text, { source: "fleet.yaml" });
+  const snapshots = parseFleetText(text, "fleet.yaml");
   const parsed = performance.now();
   const report = buildFleetReport(
     snapshots.map((snapshot) => ({ node: snapshot.metadata["source-node"], snapshot })),

@@ -292,5 +292,40 @@ export function parseFleetText(text: string, source: string): Snapshot[] {
       return lines.map((line, i) => parseSnapshot(line, { source: `${source} line ${i + 1}` }));
     }
   }
-  return parseSnapshotStream(text, { source });
+  const documents = splitYamlStream(text);
+  if (documents.length <= 1) return parseSnapshotStream(text, { source });
+  // One document at a time keeps one syntax tree in memory, not the whole fleet's.
+  return documents.map((doc, i) => parseSnapshot(doc, { source: `${source} (document ${i + 1})` }));
+}
+
+const DOCUMENT_START = /^---(?=[ \t]|$)/;
+
+/**
+ * Splits a YAML stream at its `---` document markers (at column 0; content after the
+ * marker on the same line stays with its document), dropping empty documents. A stream
+ * with directives (`%YAML`) or `...` end markers is returned whole.
+ *
+ * @param text the stream
+ * @returns the documents' texts
+ */
+export function splitYamlStream(text: string): string[] {
+  if (/^(%|\.\.\.(\s|$))/m.test(text)) return [text];
+  const docs: string[] = [];
+  let current: string[] = [];
+  const flush = () => {
+    const doc = current.join("\n");
+    if (doc.replace(/#.*$/gm, "").trim() !== "") docs.push(doc + "\n");
+    current = [];
+  };
+  for (const line of text.split("\n")) {
+    if (DOCUMENT_START.test(line)) {
+      flush();
+      const rest = line.slice(3).trim();
+      if (rest !== "") current.push(rest);
+    } else {
+      current.push(line);
+    }
+  }
+  flush();
+  return docs;
 }

@@ -36,7 +36,7 @@ import type { SnapshotSourceLoader } from "./_sources.ts";
 import type { CliDeps } from "./context.ts";
 
 export type { SnapshotSourceLoader } from "./_sources.ts";
-export { createFsSourceLoader } from "./_sources.ts";
+export { createFsSourceLoader, parseFleetText, splitYamlStream } from "./_sources.ts";
 
 /**
  * Dependencies of `aicr diff`: the parts of {@link CliDeps} it uses, plus where snapshots

@@ -7,7 +7,7 @@ import { exitCodeOf, formatError, NotFoundError } from "../errors.ts";
 import { encodeSnapshot, MAX_DOCUMENT_BYTES } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import { makeNodeSnapshot, setReading } from "../snapshot/testdata/generate.ts";
-import { createFsSourceLoader, diffCommand } from "./diff.ts";
+import { createFsSourceLoader, diffCommand, splitYamlStream } from "./diff.ts";
 import type { DiffDeps } from "./diff.ts";
 
 const TESTDATA = new URL("../snapshot/testdata/", import.meta.url).pathname;
@@ -357,4 +357,40 @@ Deno.test("aicr diff --fleet -t html -o writes one self-contained page", async (
     assert.equal(html.match(/<td class="outlier"/g)?.length, 1);
     assert.ok(!/<script|<link|https?:\/\//i.test(html));
   });
+});
+
+Deno.test("splitYamlStream() splits at column-0 document markers only", () => {
+  const text = [
+    "# fleet fetch",
+    "---",
+    "kind: Snapshot",
+    "note: |",
+    "  ---",
+    "  not a marker",
+    "--- # second",
+    "kind: Snapshot",
+    "---",
+    "# only a comment",
+    "--- {kind: Snapshot}",
+    "",
+  ].join("\n");
+  assert.deepEqual(splitYamlStream(text), [
+    "kind: Snapshot\nnote: |\n  ---\n  not a marker\n",
+    "# second\nkind: Snapshot\n",
+    "{kind: Snapshot}\n\n",
+  ]);
+  assert.deepEqual(splitYamlStream("%YAML 1.2\n---\na: 1\n"), ["%YAML 1.2\n---\na: 1\n"]);
+});
+
+Deno.test("aicr diff --fleet names the stream document that is invalid", async () => {
+  const good = encodeSnapshot(makeNodeSnapshot("gpu-node-1"));
+  const stdin = `${good}---\n${good}---\n${
+    readFileSync(join(TESTDATA, "invalid-kind.yaml"), "utf8")
+  }`;
+  const r = await run(["--fleet", "-"], { stdin });
+  assert.equal(r.code, 2);
+  assert.match(
+    r.stderr,
+    /^error: Cannot read snapshot '- \(document 3\)': field 'kind' \(line 1\) must be 'Snapshot'/,
+  );
 });
