@@ -190,7 +190,11 @@ export function encodeMethodCall(call: DbusCall, serial: number): Uint8Array {
 
 /** A malformed message. */
 export class DbusProtocolError extends ToolError {
-  /** @param message what is malformed */
+  /**
+   * Creates the error.
+   *
+   * @param message what is malformed
+   */
   constructor(message: string) {
     super(message, "internal", 502);
     this.name = "DbusProtocolError";

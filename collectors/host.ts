@@ -26,7 +26,11 @@ const MAX_STDERR_CHARS = 4096;
 
 /** A file is larger than the bound its reader set. */
 export class FileTooLargeError extends ToolError {
-  /** @param message what was too large */
+  /**
+   * Creates the error.
+   *
+   * @param message what was too large
+   */
   constructor(message: string) {
     super(message, "usage", 413);
     this.name = "FileTooLargeError";

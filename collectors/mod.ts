@@ -54,5 +54,6 @@ export {
 } from "./k8s.ts";
 export { collectTopology, foldTopology, formatNodes } from "./topology.ts";
 export { parseXml, XmlError } from "./xml.ts";
-export type { XmlElement } from "./xml.ts";
+export type { XmlElement, XmlLimits } from "./xml.ts";
+export type { SysctlResult } from "./os.ts";
 export { createClusterReader } from "./kube_reader.ts";

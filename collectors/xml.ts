@@ -37,7 +37,11 @@ export interface XmlLimits {
 
 /** The document is not well-formed, too large or too deep. */
 export class XmlError extends Error {
-  /** @param message what is wrong, with the offset */
+  /**
+   * Creates the error.
+   *
+   * @param message what is wrong, with the offset
+   */
   constructor(message: string) {
     super(message);
     this.name = "XmlError";
