@@ -25,7 +25,7 @@ import {
   daemonLabels,
   daemonSelectorLabels,
   DEFAULT_DAEMON_NAME,
-  isDns1123Label,
+  validateDaemonName,
   validateNamespace,
 } from "./names.ts";
 import {
@@ -152,11 +152,7 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
     tls,
   } = config;
   validateNamespace("--namespace", namespace);
-  if (!isDns1123Label(name)) {
-    throw new UsageError(
-      `Cannot name the daemon as it must be a DNS-1123 label (at most 63 lowercase letters, digits or '-'): current value is '${name}'`,
-    );
-  }
+  validateDaemonName(name);
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
     throw new UsageError(
       `Cannot use '--port' as it must be a whole number from 1 to 65535: current value is '${port}'`,

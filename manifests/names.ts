@@ -506,12 +506,23 @@ export const DEFAULT_DAEMON_NAME = "aicr-daemon";
  */
 export function daemonClusterRoleName(namespace: string, name: string): string {
   validateNamespace("--namespace", namespace);
+  return `aicr-daemon-${namespace}.${validateDaemonName(name)}`;
+}
+
+/**
+ * Validates the daemon's name (DaemonSet, ServiceAccount, instance label).
+ *
+ * @param name the name
+ * @returns the name
+ * @throws {UsageError} when it is not a DNS-1123 label
+ */
+export function validateDaemonName(name: string): string {
   if (!isDns1123Label(name)) {
     throw new UsageError(
       `Cannot name the daemon as it must be a DNS-1123 label (at most 63 lowercase letters, digits or '-'): current value is '${name}'`,
     );
   }
-  return `aicr-daemon-${namespace}.${name}`;
+  return name;
 }
 
 /** Options for {@link daemonLabels}. */
