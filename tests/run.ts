@@ -9,8 +9,7 @@
  *
  * @module
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -83,7 +82,10 @@ async function main(): Promise<number> {
   ]);
 
   const reuse = Deno.env.get("AICR_CLUSTER_DIR");
-  const stateDir = reuse ?? await mkdtemp(join(tmpdir(), "aicr-test-cluster-"));
+  // Under the repository, not /tmp: the agent pod mounts an emptyDir over /tmp, which
+  // would hide the kubelet stand-in's per-node files from the processes it runs.
+  await mkdir(join(ROOT, ".cluster-runs"), { recursive: true });
+  const stateDir = reuse ?? await mkdtemp(join(ROOT, ".cluster-runs", "run-"));
   const env = { AICR_CLUSTER_DIR: stateDir, AICR_BIN: join(ROOT, "dist", "aicr") };
   let started = false;
   let tests: { passed: number; failed: number } | undefined;

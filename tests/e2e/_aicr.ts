@@ -1,0 +1,141 @@
+/**
+ * Helpers for end-to-end tests that drive the built `aicr` binary against the local
+ * cluster: run it, find a run's objects by label, and read a node's GPU fixture.
+ *
+ * @module
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Api, Obj } from "../kubelet/api.ts";
+
+/** The binary under test: `$AICR_BIN`, else `<repo>/dist/aicr` (built by `deno task build`). */
+export const AICR_BIN: string = Deno.env.get("AICR_BIN") ??
+  fileURLToPath(new URL("../../dist/aicr", import.meta.url));
+
+/** What one run of the binary gave back. */
+export interface AicrResult {
+  /** Exit code. */
+  code: number;
+  /** Standard output. */
+  stdout: string;
+  /** Standard error. */
+  stderr: string;
+  /** The run ID it logged, if any. */
+  runId: string | undefined;
+}
+
+/**
+ * Runs the built binary.
+ *
+ * @param args its arguments
+ * @param options extra environment, working directory, a signal to send after a delay
+ * @returns exit code, output and the logged run ID
+ */
+export async function aicr(
+  args: string[],
+  options: {
+    env?: Record<string, string>;
+    cwd?: string;
+    signalAfterMs?: { signal: Deno.Signal; ms: number };
+  } = {},
+): Promise<AicrResult> {
+  const child = new Deno.Command(AICR_BIN, {
+    args,
+    env: { ...options.env },
+    clearEnv: true,
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  if (options.signalAfterMs) {
+    const { signal, ms } = options.signalAfterMs;
+    timer = setTimeout(() => child.kill(signal), ms);
+  }
+  const out = await child.output();
+  if (timer !== undefined) clearTimeout(timer);
+  const stderr = new TextDecoder().decode(out.stderr);
+  return {
+    code: out.code,
+    stdout: new TextDecoder().decode(out.stdout),
+    stderr,
+    runId: /snapshot agent run: runID=(\S+)/.exec(stderr)?.[1],
+  };
+}
+
+/** Namespaced kinds a run creates, with their list paths. */
+const NAMESPACED = [
+  ["Job", "/apis/batch/v1/namespaces/NS/jobs"],
+  ["Pod", "/api/v1/namespaces/NS/pods"],
+  ["ServiceAccount", "/api/v1/namespaces/NS/serviceaccounts"],
+  ["Role", "/apis/rbac.authorization.k8s.io/v1/namespaces/NS/roles"],
+  ["RoleBinding", "/apis/rbac.authorization.k8s.io/v1/namespaces/NS/rolebindings"],
+] as const;
+const CLUSTER = [
+  ["ClusterRole", "/apis/rbac.authorization.k8s.io/v1/clusterroles"],
+  ["ClusterRoleBinding", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"],
+] as const;
+
+/**
+ * Every object labelled with a run ID, plus its staging ConfigMap: what a clean run
+ * leaves behind is nothing.
+ *
+ * @param admin an admin client
+ * @param namespace the run's namespace
+ * @param runId the run ID
+ * @returns `Kind/name` of each object found
+ */
+export async function runObjects(admin: Api, namespace: string, runId: string): Promise<string[]> {
+  const selector = `?labelSelector=${encodeURIComponent(`aicr.run/run-id=${runId}`)}`;
+  const found: string[] = [];
+  for (const [kind, path] of [...NAMESPACED, ...CLUSTER]) {
+    const res = await admin.request("GET", path.replace("NS", namespace) + selector);
+    for (const item of (res.body.items ?? []) as Obj[]) found.push(`${kind}/${item.metadata.name}`);
+  }
+  const cm = await admin.request(
+    "GET",
+    `/api/v1/namespaces/${namespace}/configmaps/aicr-agent-snapshot-${runId}`,
+  );
+  if (cm.status === 200) found.push(`ConfigMap/${cm.body.metadata.name}`);
+  return found;
+}
+
+/**
+ * Every object labelled `app.kubernetes.io/name=aicr` in a namespace (and, unless told
+ * otherwise, cluster-wide: other tests' cluster-scoped objects then count too).
+ *
+ * @param admin an admin client
+ * @param namespace the namespace
+ * @param options whether to include cluster-scoped kinds
+ * @returns `Kind/name` of each
+ */
+export async function aicrObjects(
+  admin: Api,
+  namespace: string,
+  options: { clusterScoped?: boolean } = {},
+): Promise<string[]> {
+  const selector = `?labelSelector=${encodeURIComponent("app.kubernetes.io/name=aicr")}`;
+  const found: string[] = [];
+  const kinds = [
+    ...NAMESPACED,
+    ...(options.clusterScoped === false ? [] : CLUSTER),
+    ["ConfigMap", "/api/v1/namespaces/NS/configmaps"] as const,
+  ];
+  for (const [kind, path] of kinds) {
+    const res = await admin.request("GET", path.replace("NS", namespace) + selector);
+    for (const item of (res.body.items ?? []) as Obj[]) found.push(`${kind}/${item.metadata.name}`);
+  }
+  return found;
+}
+
+/**
+ * The `nvidia-smi -q -x` output the kubelet stand-in serves on a node.
+ *
+ * @param stateDir the cluster's state folder
+ * @param node the node name
+ * @returns the XML text
+ */
+export function nodeFixture(stateDir: string, node: string): string {
+  return readFileSync(join(stateDir, "kubelet", "nodes", node, "nvidia-smi-q-x.xml"), "utf8");
+}
