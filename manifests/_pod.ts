@@ -319,5 +319,90 @@ export function validateImage(image: string): string {
   return image;
 }
 
-/** A container without the mode-specific args, env and probes. */
-export type ContainerBase = Pick<Container, "name" | "image" | "command">;
+/** The pod knobs the agent Job and the DaemonSet share. */
+export interface PodOptions extends PlacementOptions {
+  /** `--image`. */
+  image: string;
+  /** `--privileged`. @default true */
+  privileged?: boolean;
+  /** `--os`. */
+  os?: NodeOs;
+  /** `--requests`, merged over the mode's defaults. */
+  requests?: ResourceList;
+  /** `--limits`, merged over the mode's defaults. */
+  limits?: ResourceList;
+  /** `--max-nodes-per-entry`. */
+  maxNodesPerEntry?: number;
+}
+
+/** What differs between the Job and the DaemonSet when their pods are assembled. */
+export interface PodMode {
+  /** Default resources. */
+  defaults: ResourceRequirements;
+  /** Add the GPU limit. */
+  gpu: boolean;
+  /** `AICR_LOG_PREFIX`. */
+  logPrefix: string;
+  /** Host networking override (privileged only). */
+  hostNetwork?: boolean;
+}
+
+/** The assembled shared parts of an aicr pod. */
+export interface PodParts {
+  /** Host namespaces. */
+  host: Pick<PodSpec, "hostPID" | "hostNetwork" | "hostIPC">;
+  /** Node selector, tolerations, pull secrets, runtime class. */
+  placement: Pick<
+    PodSpec,
+    "nodeSelector" | "tolerations" | "imagePullSecrets" | "runtimeClassName"
+  >;
+  /** Pod security context. */
+  podSecurityContext: PodSecurityContext;
+  /** The container fields both modes share. */
+  container: Pick<Container, "image" | "resources" | "securityContext" | "volumeMounts">;
+  /** The shared environment (after each mode's own first variables). */
+  env: EnvVar[];
+  /** Pod volumes. */
+  volumes: Volume[];
+}
+
+/**
+ * Assembles what the agent Job and the DaemonSet pods share, validating every value.
+ *
+ * @param options the shared knobs
+ * @param mode defaults, GPU, log prefix, host networking
+ * @returns the parts
+ * @throws {UsageError} when a value cannot go into a pod
+ */
+export function agentPodParts(options: PodOptions, mode: PodMode): PodParts {
+  const { privileged = true } = options;
+  const security = podSecurity(
+    privileged,
+    mode.hostNetwork === undefined ? {} : { hostNetwork: mode.hostNetwork },
+  );
+  const { volumes, mounts } = podVolumes(privileged, options.os);
+  return {
+    host: security.host,
+    placement: podPlacement(options),
+    podSecurityContext: security.pod,
+    container: {
+      image: validateImage(options.image),
+      resources: podResources({
+        defaults: mode.defaults,
+        gpu: mode.gpu,
+        ...(options.requests ? { requests: options.requests } : {}),
+        ...(options.limits ? { limits: options.limits } : {}),
+      }),
+      securityContext: security.container,
+      volumeMounts: mounts,
+    },
+    env: commonEnv({
+      logPrefix: mode.logPrefix,
+      ...(options.maxNodesPerEntry !== undefined
+        ? { maxNodesPerEntry: options.maxNodesPerEntry }
+        : {}),
+      ...(options.runtimeClass !== undefined ? { runtimeClass: options.runtimeClass } : {}),
+    }),
+    volumes,
+  };
+}

@@ -28,22 +28,9 @@ import {
   validateDaemonName,
   validateNamespace,
 } from "./names.ts";
-import {
-  commonEnv,
-  podPlacement,
-  podResources,
-  podSecurity,
-  podVolumes,
-  validateImage,
-} from "./_pod.ts";
-import type { NodeOs } from "./_pod.ts";
-import type {
-  DaemonSetManifest,
-  Probe,
-  ResourceList,
-  ResourceRequirements,
-  Toleration,
-} from "./types.ts";
+import { agentPodParts } from "./_pod.ts";
+import type { PodOptions } from "./_pod.ts";
+import type { DaemonSetManifest, Probe, ResourceRequirements } from "./types.ts";
 
 /** The daemon's default port (the `aicr daemon --port` default). */
 export const DEFAULT_DAEMON_PORT = 8443;
@@ -60,41 +47,19 @@ export const DAEMON_RESOURCES: ResourceRequirements = {
 export type DaemonTls = { secretName: string } | { insecureHttp: true };
 
 /** The DaemonSet's configuration. */
-export interface DaemonSetConfig {
+export interface DaemonSetConfig extends PodOptions {
   /** Namespace. */
   namespace: string;
   /** Name of the DaemonSet (and default ServiceAccount). @default "aicr-daemon" */
   name?: string;
   /** ServiceAccount the pods run as. @default the name */
   serviceAccountName?: string;
-  /** Image. */
-  image: string;
   /** TLS source. */
   tls: DaemonTls;
   /** Port to serve on. @default 8443 */
   port?: number;
-  /** Privileged posture. @default true */
-  privileged?: boolean;
   /** Host networking. @default the value of `privileged` */
   hostNetwork?: boolean;
-  /** Node OS family. */
-  os?: NodeOs;
-  /** Runtime class for nvidia-smi without a GPU request. */
-  runtimeClass?: string;
-  /** Node selector. */
-  nodeSelector?: Record<string, string>;
-  /** Inject `nvidia.com/gpu.present=true`. */
-  autoTargetGpu?: boolean;
-  /** Tolerations; absent or empty tolerates everything. */
-  tolerations?: readonly Toleration[];
-  /** Pull secrets. */
-  imagePullSecrets?: readonly string[];
-  /** Request overrides. */
-  requests?: ResourceList;
-  /** Limit overrides. */
-  limits?: ResourceList;
-  /** Topology truncation. */
-  maxNodesPerEntry?: number;
   /** More `aicr daemon` flags, e.g. `["--refresh-interval", "10m"]`. */
   extraArgs?: readonly string[];
   /** The installing run's ID (labels only). */
@@ -164,14 +129,21 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
     ...(config.invocationId !== undefined ? { invocationId: config.invocationId } : {}),
   });
   const hostNetwork = config.hostNetwork ?? privileged;
-  const security = podSecurity(privileged, { hostNetwork });
-  const { volumes, mounts } = podVolumes(privileged, config.os);
+  const pod = agentPodParts(config, {
+    defaults: DAEMON_RESOURCES,
+    gpu: false,
+    logPrefix: "daemon",
+    hostNetwork,
+  });
+  const volumes = [...pod.volumes];
+  const mounts = [...pod.container.volumeMounts];
   if ("secretName" in tls) {
     volumes.push({ name: "tls", secret: { secretName: tls.secretName, defaultMode: 0o440 } });
     mounts.push({ name: "tls", mountPath: DAEMON_TLS_DIR, readOnly: true });
   }
   const scheme = "secretName" in tls ? "HTTPS" : "HTTP";
-  const host = privileged ? security.host : hostNetwork ? { hostNetwork: true } : {};
+  // Restricted pods have no host namespaces, unless host networking is asked for explicitly.
+  const host = privileged ? pod.host : hostNetwork ? { hostNetwork: true } : {};
   return {
     apiVersion: "apps/v1",
     kind: "DaemonSet",
@@ -186,28 +158,17 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
           restartPolicy: "Always",
           ...host,
           ...(host.hostNetwork ? { dnsPolicy: "ClusterFirstWithHostNet" as const } : {}),
-          ...podPlacement(config),
-          securityContext: security.pod,
+          ...pod.placement,
+          securityContext: pod.podSecurityContext,
           containers: [{
             name: "aicr",
-            image: validateImage(config.image),
+            image: pod.container.image,
             command: ["aicr"],
             args: daemonArgs(port, tls, config.extraArgs),
-            env: commonEnv({
-              logPrefix: "daemon",
-              ...(config.maxNodesPerEntry !== undefined
-                ? { maxNodesPerEntry: config.maxNodesPerEntry }
-                : {}),
-              ...(config.runtimeClass !== undefined ? { runtimeClass: config.runtimeClass } : {}),
-            }),
+            env: pod.env,
             ports: [{ name: scheme.toLowerCase(), containerPort: port, protocol: "TCP" }],
-            resources: podResources({
-              defaults: DAEMON_RESOURCES,
-              gpu: false,
-              ...(config.requests ? { requests: config.requests } : {}),
-              ...(config.limits ? { limits: config.limits } : {}),
-            }),
-            securityContext: security.container,
+            resources: pod.container.resources,
+            securityContext: pod.container.securityContext,
             volumeMounts: mounts,
             livenessProbe: { ...probe("/healthz", port, scheme, 20), failureThreshold: 3 },
             readinessProbe: probe("/readyz", port, scheme, 10),

@@ -23,16 +23,9 @@ import {
 import type { RunIdentity } from "./names.ts";
 import { CONFIGMAP_SCHEME, formatConfigMapUri, parseConfigMapUri } from "../snapshot/mod.ts";
 import type { ConfigMapRef } from "../snapshot/mod.ts";
-import {
-  commonEnv,
-  podPlacement,
-  podResources,
-  podSecurity,
-  podVolumes,
-  validateImage,
-} from "./_pod.ts";
-import type { NodeOs } from "./_pod.ts";
-import type { JobManifest, ResourceList, ResourceRequirements, Toleration } from "./types.ts";
+import { agentPodParts } from "./_pod.ts";
+import type { PodOptions } from "./_pod.ts";
+import type { JobManifest, ResourceRequirements } from "./types.ts";
 
 /** The CLI's default `--timeout`: 5 minutes. */
 export const DEFAULT_TIMEOUT_SECONDS = 300;
@@ -122,41 +115,19 @@ export function jobDeadlines(timeoutMs = 0): JobDeadlines {
 }
 
 /** The agent Job's configuration, already parsed from flags. */
-export interface AgentJobConfig extends RunIdentity {
+export interface AgentJobConfig extends RunIdentity, PodOptions {
   /** `--namespace`. */
   namespace: string;
   /** `--job-name` prefix. @default "aicr" */
   jobNamePrefix?: string;
   /** The ServiceAccount the pod runs as (exact, or the run-scoped `<prefix>-<runID>`). */
   serviceAccountName: string;
-  /** `--image`. */
-  image: string;
   /** `--output`; only a `cm://` is passed to the agent. */
   output?: string;
   /** `--format`; `json` is passed to the agent, which then writes `snapshot.json`. */
   format?: "yaml" | "json";
-  /** `--privileged`. @default true */
-  privileged?: boolean;
   /** `--require-gpu`: a GPU limit in privileged mode, and the in-pod GPU check. */
   requireGpu?: boolean;
-  /** `--runtime-class`. */
-  runtimeClass?: string;
-  /** `--os`. */
-  os?: NodeOs;
-  /** `--node-selector`. */
-  nodeSelector?: Record<string, string>;
-  /** GPU auto-targeting picked `nvidia.com/gpu.present=true`. */
-  autoTargetGpu?: boolean;
-  /** `--toleration`; absent or empty tolerates every taint. */
-  tolerations?: readonly Toleration[];
-  /** `--image-pull-secret`. */
-  imagePullSecrets?: readonly string[];
-  /** `--requests`. */
-  requests?: ResourceList;
-  /** `--limits`. */
-  limits?: ResourceList;
-  /** `--max-nodes-per-entry`. */
-  maxNodesPerEntry?: number;
   /** `--discover-network`: the agent runs live network discovery. */
   discoverNetwork?: boolean;
   /** `--timeout` in milliseconds (0 means 5m). */
@@ -223,8 +194,11 @@ export function buildAgentJob(config: AgentJobConfig): JobManifest {
   validateNamespace("--namespace", namespace);
   const labels = runLabels(config);
   const output = resolveAgentOutput(config.output, namespace, config.runId);
-  const security = podSecurity(privileged);
-  const { volumes, mounts } = podVolumes(privileged, config.os);
+  const pod = agentPodParts(config, {
+    defaults: privileged ? PRIVILEGED_RESOURCES : RESTRICTED_RESOURCES,
+    gpu: privileged && requireGpu,
+    logPrefix: "agent",
+  });
   return {
     apiVersion: "batch/v1",
     kind: "Job",
@@ -240,34 +214,20 @@ export function buildAgentJob(config: AgentJobConfig): JobManifest {
         spec: {
           serviceAccountName: config.serviceAccountName,
           restartPolicy: "Never",
-          ...security.host,
-          ...podPlacement(config),
-          securityContext: security.pod,
+          ...pod.host,
+          ...pod.placement,
+          securityContext: pod.podSecurityContext,
           containers: [{
             name: "aicr",
-            image: validateImage(config.image),
+            image: pod.container.image,
             command: ["aicr"],
             args: agentArgs(config, output),
-            env: [
-              { name: "AICR_AGENT_MODE", value: "true" },
-              ...commonEnv({
-                logPrefix: "agent",
-                ...(config.maxNodesPerEntry !== undefined
-                  ? { maxNodesPerEntry: config.maxNodesPerEntry }
-                  : {}),
-                ...(config.runtimeClass !== undefined ? { runtimeClass: config.runtimeClass } : {}),
-              }),
-            ],
-            resources: podResources({
-              defaults: privileged ? PRIVILEGED_RESOURCES : RESTRICTED_RESOURCES,
-              gpu: privileged && requireGpu,
-              ...(config.requests ? { requests: config.requests } : {}),
-              ...(config.limits ? { limits: config.limits } : {}),
-            }),
-            securityContext: security.container,
-            volumeMounts: mounts,
+            env: [{ name: "AICR_AGENT_MODE", value: "true" }, ...pod.env],
+            resources: pod.container.resources,
+            securityContext: pod.container.securityContext,
+            volumeMounts: pod.container.volumeMounts,
           }],
-          volumes,
+          volumes: pod.volumes,
         },
       },
     },
