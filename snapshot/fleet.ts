@@ -130,6 +130,8 @@ interface PathTable {
   /** Plain string readings: the text itself (or null) is the equality key. */
   plain: boolean;
   ids: Map<string | null, number>;
+  /** Non-plain readings: value id by raw reading, to skip re-canonicalising. */
+  raw: Map<Reading, number>;
   samples: Reading[];
   counts: number[];
   present: number;
@@ -182,15 +184,24 @@ export function buildFleetReport(
           if (pid < 0) continue;
           const table = paths[pid] as PathTable;
           const value = data[key] as Reading;
-          const canonical = table.plain
-            ? (value === null ? null : typeof value === "string" ? value : String(value))
-            : canonicalReading(value, table.schema, table.topology);
-          let vid = table.ids.get(canonical);
-          if (vid === undefined) {
-            vid = table.samples.length;
-            table.ids.set(canonical, vid);
-            table.samples.push(value);
-            table.counts.push(0);
+          let vid: number | undefined;
+          if (table.plain) {
+            const canonical = value === null
+              ? null
+              : typeof value === "string"
+              ? value
+              : String(value);
+            vid = table.ids.get(canonical);
+            if (vid === undefined) vid = addValue(table, canonical, value);
+          } else {
+            // Raw readings first: every node of a cluster carries the same NodeTopology
+            // strings, so their node lists are split and sorted once, not once per node.
+            vid = table.raw.get(value);
+            if (vid === undefined) {
+              const canonical = canonicalReading(value, table.schema, table.topology);
+              vid = table.ids.get(canonical) ?? addValue(table, canonical, value);
+              table.raw.set(value, vid);
+            }
           }
           if (lastNode[pid] === nodeIndex) {
             // The same path twice in one snapshot: the later reading wins.
@@ -224,6 +235,7 @@ export function buildFleetReport(
         topology,
         plain: schema === "string" && !topology,
         ids: new Map(),
+        raw: new Map(),
         samples: [],
         counts: [],
         present: 0,
@@ -319,6 +331,14 @@ export function buildFleetReport(
       differences: outliers.reduce((sum, o) => sum + o.differences.length, 0),
     },
   };
+}
+
+function addValue(table: PathTable, canonical: string | null, value: Reading): number {
+  const vid = table.samples.length;
+  table.ids.set(canonical, vid);
+  table.samples.push(value);
+  table.counts.push(0);
+  return vid;
 }
 
 function compareToReference(
