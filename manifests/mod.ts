@@ -24,5 +24,5 @@ export {
   osProfile,
   TOLERATE_ALL,
 } from "./_pod.ts";
-export type { NodeOs, OsProfile, PodOptions } from "./_pod.ts";
+export type { NodeOs, OsProfile, PlacementOptions, PodOptions } from "./_pod.ts";
 export * from "./daemonset.ts";
