@@ -20,7 +20,12 @@ const DENO = Deno.execPath();
 async function step(what: string, args: string[]): Promise<void> {
   // deno-lint-ignore no-console
   console.error(`demo: ${what}`);
-  const status = await new Deno.Command(DENO, { args, cwd: ROOT, stdout: "inherit", stderr: "inherit" })
+  const status = await new Deno.Command(DENO, {
+    args,
+    cwd: ROOT,
+    stdout: "inherit",
+    stderr: "inherit",
+  })
     .spawn().status;
   if (!status.success) throw new Error(`demo: ${what} failed (exit ${status.code})`);
 }
@@ -40,7 +45,9 @@ async function main(args: string[]): Promise<number> {
     if (!cluster) throw new Error(`demo: no cluster found in ${stateDir} after starting it`);
   }
   // deno-lint-ignore no-console
-  console.error(`demo: aicr snapshot against ${cluster.server} (stop the cluster with: deno task cluster:down)`);
+  console.error(
+    `demo: aicr snapshot against ${cluster.server} (stop the cluster with: deno task cluster:down)`,
+  );
   const aicr = new Deno.Command(join(ROOT, "dist", "aicr"), {
     args: ["snapshot", "--kubeconfig", cluster.adminKubeconfig, ...args],
     stdout: "inherit",
