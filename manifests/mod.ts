@@ -7,6 +7,17 @@
  * const runId = newRunId(new Date(0), () => "0123456789abcdef");
  * const name = jobName("aicr", runId); // "aicr-19700101-000000-0123456789abcdef"
  * const labels = runLabels({ runId, invocationId: "fedcba9876543210" });
+ *
+ * import { buildAgentJob, formatManifest, parseTolerations } from "./mod.ts";
+ * const job = buildAgentJob({
+ *   namespace: "gpu-operator",
+ *   runId,
+ *   invocationId: "fedcba9876543210",
+ *   serviceAccountName: `aicr-${runId}`,
+ *   image: "ghcr.io/nvidia/aicr:v1.0.0",
+ *   tolerations: parseTolerations(["nvidia.com/gpu:NoSchedule"]),
+ * });
+ * const yaml = formatManifest(job); // what `kubectl apply -f -` would take
  * ```
  *
  * @module
