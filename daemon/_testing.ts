@@ -64,6 +64,8 @@ export interface FakeCollector {
   failWith: Error | undefined;
   /** When set, calls wait for {@link FakeCollector.release} before answering. */
   hold: boolean;
+  /** Each call takes this long (like a real nvidia-smi run). */
+  delayMs: number;
   /** Lets held calls answer. */
   release(): void;
   /** The signals passed to calls. */
@@ -88,6 +90,7 @@ export function fakeCollector(
     },
     failWith: undefined,
     hold: false,
+    delayMs: 0,
     signals,
     release() {
       const list = waiting;
@@ -101,6 +104,15 @@ export function fakeCollector(
         await new Promise<void>((resolve, reject) => {
           waiting.push(resolve);
           signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+        });
+      }
+      if (fake.delayMs > 0) {
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(resolve, fake.delayMs);
+          signal.addEventListener("abort", () => {
+            clearTimeout(timer);
+            reject(signal.reason);
+          }, { once: true });
         });
       }
       if (fake.failWith) throw fake.failWith;

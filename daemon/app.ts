@@ -20,7 +20,7 @@ import {
   UnauthenticatedError,
 } from "./auth.ts";
 import type { AccessAttributes, RequestAuthorizer, UserInfo } from "./auth.ts";
-import type { SnapshotCache } from "./cache.ts";
+import type { EncodedSnapshot, SnapshotCache } from "./cache.ts";
 import { METRICS_CONTENT_TYPE } from "./metrics.ts";
 import type { DaemonMetrics } from "./metrics.ts";
 
@@ -256,6 +256,8 @@ export function createApp(deps: AppDeps): Hono<DaemonEnv> {
   );
 
   const snapshotAccess = requireAccess({ auth, attributes: snapshotAttributes(nodeName) });
+  // Response headers of each encoding, built once (the encodings live as long as their entry).
+  const responseHeaders = new WeakMap<EncodedSnapshot, Record<string, string>>();
 
   async function serveSnapshot(c: Context<DaemonEnv>, typeName?: string): Promise<Response> {
     const format = negotiateFormat(c.req.query("format"), c.req.header("accept"));
@@ -278,19 +280,23 @@ export function createApp(deps: AppDeps): Hono<DaemonEnv> {
         `Cannot find measurement '${type}' in the snapshot of node "${nodeName}": it was not collected`,
       );
     }
-    const headers: Record<string, string> = {
-      "content-type": SNAPSHOT_CONTENT_TYPES[format],
-      "cache-control": "no-store",
-      "etag": encoded.etag,
-      "last-modified": httpDate(entry.collectedAt),
-      "vary": "Accept",
-      "x-aicr-collected-at": new Date(entry.collectedAt).toISOString(),
-      "x-aicr-node": nodeName,
-    };
+    let headers = responseHeaders.get(encoded);
+    if (!headers) {
+      headers = {
+        "content-type": SNAPSHOT_CONTENT_TYPES[format],
+        "cache-control": "no-store",
+        "etag": encoded.etag,
+        "last-modified": httpDate(entry.collectedAt),
+        "vary": "Accept",
+        "x-aicr-collected-at": new Date(entry.collectedAt).toISOString(),
+        "x-aicr-node": nodeName,
+      };
+      responseHeaders.set(encoded, headers);
+    }
     if (etagMatches(c.req.header("if-none-match"), encoded.etag)) {
       return c.body(null, 304, headers);
     }
-    return c.body(encoded.body, 200, headers);
+    return c.body(encoded.bytes, 200, headers);
   }
 
   app.get("/v1/snapshot", snapshotAccess, (c) => serveSnapshot(c));
@@ -300,7 +306,8 @@ export function createApp(deps: AppDeps): Hono<DaemonEnv> {
     (c) => serveSnapshot(c, c.req.param("measurement")),
   );
 
-  app.all("*", (c) => {
+  // notFound rather than a catch-all route: a catch-all would match (and slow) every request.
+  app.notFound((c) => {
     if (KNOWN_PATH_REGEXP.test(c.req.path)) {
       return errorResponse(405, `Cannot ${c.req.method} '${c.req.path}': only GET is served`, {
         allow: "GET, HEAD",

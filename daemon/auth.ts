@@ -202,6 +202,37 @@ function hashKey(text: string): string {
   return createHash("sha256").update(text).digest("base64");
 }
 
+function memoKey<T extends object>(compute: (value: T) => string): (value: T) => string {
+  const keys = new WeakMap<T, string>();
+  return (value) => {
+    let key = keys.get(value);
+    if (key === undefined) {
+      key = compute(value);
+      keys.set(value, key);
+    }
+    return key;
+  };
+}
+
+function userKeyOf(user: UserInfo): string {
+  return JSON.stringify([
+    user.username,
+    user.uid ?? "",
+    [...user.groups].sort(),
+    Object.entries(user.extra ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+  ]);
+}
+
+function attributesKeyOf(attributes: AccessAttributes): string {
+  return JSON.stringify([
+    attributes.verb,
+    attributes.group ?? "",
+    attributes.resource,
+    attributes.subresource ?? "",
+    attributes.name ?? "",
+  ]);
+}
+
 /**
  * Wraps an authenticator and an authorizer with bounded caches of their answers (the raw token
  * is never a key: its SHA-256 is) and shares concurrent identical reviews. A review that throws
@@ -227,6 +258,10 @@ export function createCachingAuthorizer(
   const decisions = new TtlCache<boolean>(maxEntries, clock);
   const userFlights = new SingleFlight<UserInfo | undefined>();
   const decisionFlights = new SingleFlight<boolean>();
+  // Decision keys are computed once per object: the token cache hands out the same user object
+  // until it expires, and each route checks one constant attributes object.
+  const userKey = memoKey(userKeyOf);
+  const attributesKey = memoKey(attributesKeyOf);
   return {
     // A shared review must not die with the first caller's request, so no caller's signal
     // reaches it; the adapter bounds each review with its own timeout.
@@ -242,17 +277,7 @@ export function createCachingAuthorizer(
       });
     },
     authorize(user, attributes) {
-      const key = hashKey(JSON.stringify([
-        user.username,
-        user.uid ?? "",
-        [...user.groups].sort(),
-        Object.entries(user.extra ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-        attributes.verb,
-        attributes.group ?? "",
-        attributes.resource,
-        attributes.subresource ?? "",
-        attributes.name ?? "",
-      ]));
+      const key = `${userKey(user)}\u0000${attributesKey(attributes)}`;
       const cached = decisions.get(key);
       if (cached !== undefined) return Promise.resolve(cached);
       return decisionFlights.run(key, async () => {

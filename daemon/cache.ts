@@ -28,6 +28,8 @@ export type CollectFunction = (signal: AbortSignal) => Promise<CollectResult>;
 export interface EncodedSnapshot {
   /** The document text. */
   body: string;
+  /** The same, UTF-8 encoded once. */
+  bytes: Uint8Array<ArrayBuffer>;
   /** A strong ETag, quoted. */
   etag: string;
 }
@@ -81,7 +83,7 @@ export class CachedSnapshot {
     if (document) {
       const body = encodeSnapshot(document, format);
       const digest = createHash("sha256").update(body).digest("hex").slice(0, 32);
-      encoded = { body, etag: `"${digest}"` };
+      encoded = { body, bytes: new TextEncoder().encode(body), etag: `"${digest}"` };
     }
     this.#encodings.set(key, encoded);
     return encoded ?? undefined;

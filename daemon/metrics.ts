@@ -272,9 +272,12 @@ export class Histogram implements MetricFamily {
       };
       this.#series.set(key, series);
     }
-    for (let i = 0; i < this.#buckets.length; i++) {
-      if (value <= (this.#buckets[i] as number)) series.counts[i] = (series.counts[i] ?? 0) + 1;
-    }
+    // Counts per bucket are kept non-cumulative (one increment per observation) and summed up
+    // when rendered; a value above every bound lands only in +Inf (the count).
+    const buckets = this.#buckets;
+    let i = 0;
+    while (i < buckets.length && value > (buckets[i] as number)) i++;
+    if (i < buckets.length) series.counts[i] = (series.counts[i] ?? 0) + 1;
     series.sum += value;
     series.count += 1;
   }
@@ -293,11 +296,13 @@ export class Histogram implements MetricFamily {
   render(): string {
     let out = `# HELP ${this.name} ${this.#help}\n# TYPE ${this.name} histogram\n`;
     for (const series of this.#series.values()) {
+      let cumulative = 0;
       this.#buckets.forEach((bound, i) => {
+        cumulative += series.counts[i] ?? 0;
         const le = `le="${formatSampleValue(bound)}"`;
-        out += `${this.name}_bucket${formatLabels(this.#labelNames, series.labels, le)} ${
-          series.counts[i] ?? 0
-        }\n`;
+        out += `${this.name}_bucket${
+          formatLabels(this.#labelNames, series.labels, le)
+        } ${cumulative}\n`;
       });
       const inf = formatLabels(this.#labelNames, series.labels, 'le="+Inf"');
       const plain = formatLabels(this.#labelNames, series.labels);

@@ -148,7 +148,7 @@ export function toWebRequest(
   }
   const host = req.headers.host;
   const base = host && HOST_REGEXP.test(host)
-    ? `${new URL(options.baseUrl).protocol}//${host}`
+    ? `${options.baseUrl.slice(0, options.baseUrl.indexOf(":"))}://${host}`
     : options.baseUrl;
   const url = new URL(req.url ?? "/", base);
   const method = req.method ?? "GET";
@@ -159,20 +159,31 @@ export function toWebRequest(
   return new Request(url, init);
 }
 
+/** Options of {@link writeWebResponse}. */
+export interface WriteResponseOptions {
+  /** Headers added last (e.g. `connection: close` while draining). */
+  extraHeaders?: Record<string, string>;
+  /** The request was a HEAD: keep the handler's headers, send no body. @default false */
+  head?: boolean;
+}
+
 /**
- * Writes a web `Response` to a node response (bodies are buffered, so `Content-Length` is
- * set and keep-alive needs no chunking).
+ * Writes a web `Response` to a node response. The body is read with `arrayBuffer()` and never
+ * through `response.body` (touching that getter turns a static body into a stream, which is
+ * several times slower), so `Content-Length` is known and keep-alive needs no chunking;
+ * streaming responses are therefore buffered, which the daemon never sends.
  *
  * @param response the web response
  * @param res the node response
- * @param extraHeaders headers added last (e.g. `connection: close` while draining)
+ * @param options extra headers and whether the request was a HEAD
  * @returns when the response has been handed to the socket
  */
 export async function writeWebResponse(
   response: Response,
   res: ServerResponse,
-  extraHeaders: Record<string, string> = {},
+  options: WriteResponseOptions = {},
 ): Promise<void> {
+  const { extraHeaders = {}, head = false } = options;
   const headers: Record<string, string | string[]> = {};
   response.headers.forEach((value, key) => {
     if (key !== "set-cookie") headers[key] = value;
@@ -180,16 +191,15 @@ export async function writeWebResponse(
   const cookies = response.headers.getSetCookie();
   if (cookies.length > 0) headers["set-cookie"] = cookies;
   Object.assign(headers, extraHeaders);
-  if (response.body === null) {
-    res.writeHead(response.status, headers);
-    res.end();
-    return;
-  }
-  const body = new Uint8Array(await response.arrayBuffer());
+  const body = await response.arrayBuffer();
   if (res.destroyed) return;
-  if (headers["content-length"] === undefined) headers["content-length"] = String(body.byteLength);
+  const bodyless = head || response.status === 204 || response.status === 304;
+  if (!bodyless && headers["content-length"] === undefined) {
+    headers["content-length"] = String(body.byteLength);
+  }
   res.writeHead(response.status, headers);
-  res.end(body);
+  if (bodyless || body.byteLength === 0) res.end();
+  else res.end(new Uint8Array(body));
 }
 
 /**
@@ -235,10 +245,8 @@ export async function serve(
       inFlight -= 1;
       if (!res.writableFinished) controller.abort(new Error("The client closed the connection"));
     });
-    const timer = setTimeout(() => {
-      controller.abort(new Error(`The handler did not answer within ${handlerTimeoutMs} ms`));
-      plainResponse(res, 503, `Cannot answer: the request took longer than ${handlerTimeoutMs} ms`);
-    }, handlerTimeoutMs);
+    const pending: Pending = { deadline: performance.now() + handlerTimeoutMs, controller, res };
+    active.add(pending);
     try {
       const declared = declaredBodyBytes(req);
       if (declared === undefined ? maxBodyBytes === 0 : declared > maxBodyBytes) {
@@ -266,16 +274,42 @@ export async function serve(
       }
       const response = await handler(request);
       if (res.headersSent || res.destroyed) return;
-      await writeWebResponse(response, res, draining ? { connection: "close" } : {});
+      await writeWebResponse(response, res, {
+        head: req.method === "HEAD",
+        ...(draining ? { extraHeaders: { connection: "close" } } : {}),
+      });
     } catch (error) {
       log.error("request handler failed", {
         error: error instanceof Error ? error.message : String(error),
       });
       plainResponse(res, 500, "Internal error: see the daemon's log");
     } finally {
-      clearTimeout(timer);
+      active.delete(pending);
     }
   }
+
+  // One sweep timer for every request's deadline, instead of a timer per request.
+  interface Pending {
+    deadline: number;
+    controller: AbortController;
+    res: ServerResponse;
+  }
+  const active = new Set<Pending>();
+  const sweep = setInterval(() => {
+    const now = performance.now();
+    for (const pending of active) {
+      if (pending.deadline > now) continue;
+      active.delete(pending);
+      pending.controller.abort(
+        new Error(`The handler did not answer within ${handlerTimeoutMs} ms`),
+      );
+      plainResponse(
+        pending.res,
+        503,
+        `Cannot answer: the request took longer than ${handlerTimeoutMs} ms`,
+      );
+    }
+  }, Math.max(10, Math.min(1000, handlerTimeoutMs / 4)));
 
   const serverOptions = {
     maxHeaderSize: maxHeaderBytes,
@@ -310,9 +344,13 @@ export async function serve(
   );
 
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    const onListenError = (error: Error) => {
+      clearInterval(sweep);
+      reject(error);
+    };
+    server.once("error", onListenError);
     server.listen(port, hostname, () => {
-      server.off("error", reject);
+      server.off("error", onListenError);
       resolve();
     });
   });
@@ -336,6 +374,7 @@ export async function serve(
       }, drainTimeoutMs);
       server.close(() => {
         clearTimeout(force);
+        clearInterval(sweep);
         resolve();
       });
       server.closeIdleConnections();

@@ -252,3 +252,12 @@ Deno.test("serve() aborts the request's signal when the client goes away", async
     await server.shutdown();
   }
 });
+
+Deno.test("serve() rejects when the port is taken and leaves nothing running", async () => {
+  await withServer({}, async (server) => {
+    await assert.rejects(
+      serve(testApp().fetch, { hostname: "127.0.0.1", port: server.port, tls: TLS }),
+      /EADDRINUSE|address already in use/i,
+    );
+  });
+});
