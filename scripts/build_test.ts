@@ -1,0 +1,57 @@
+import assert from "node:assert/strict";
+import { adaptEntry, chooseBackend } from "./build.ts";
+
+Deno.test("build: chooseBackend() uses deno-compile when DENORT_BIN names a file", () => {
+  assert.deepEqual(chooseBackend("auto", { denortBin: "/opt/denort", denortBinExists: true }), {
+    backend: "deno-compile",
+    reason: "DENORT_BIN is set (/opt/denort)",
+  });
+});
+
+Deno.test("build: chooseBackend() falls back to node-sea and says why when DENORT_BIN names no file", () => {
+  const choice = chooseBackend("auto", { denortBin: "/nope", denortBinExists: false });
+  assert.equal(choice.backend, "node-sea");
+  assert.match(choice.reason, /DENORT_BIN names no file \('\/nope'\)/);
+});
+
+Deno.test("build: chooseBackend() uses a cached denort, then a reachable download", () => {
+  assert.equal(chooseBackend("auto", { cachedZip: "/c/denort.zip" }).backend, "deno-compile");
+  assert.equal(chooseBackend("auto", {}).backend, "deno-compile");
+});
+
+Deno.test("build: chooseBackend() falls back to node-sea offline with the download error in the reason", () => {
+  const choice = chooseBackend("auto", { downloadError: "dns error" });
+  assert.equal(choice.backend, "node-sea");
+  assert.match(choice.reason, /DENORT_BIN is not set.*dns error/);
+});
+
+Deno.test("build: chooseBackend() obeys --backend", () => {
+  assert.deepEqual(chooseBackend("deno-compile", { downloadError: "dns error" }), {
+    backend: "deno-compile",
+    reason: "--backend deno-compile",
+  });
+  assert.equal(chooseBackend("node-sea", { cachedZip: "/c" }).backend, "node-sea");
+});
+
+Deno.test("build: adaptEntry() runs an awaiting main block inside an async function", () => {
+  const source =
+    `import { main } from "./x.ts";\n\nif (import.meta.main) {\n  process.exitCode = await main();\n}\n`;
+  assert.equal(
+    adaptEntry(source),
+    `import { main } from "./x.ts";\n\nif (import.meta.main) {\n  void (async () => {\n  process.exitCode = await main();\n  })();\n}\n`,
+  );
+});
+
+Deno.test("build: adaptEntry() leaves an entry without top-level await alone", () => {
+  const source =
+    `if (import.meta.main) {\n  main().then((code) => (process.exitCode = code));\n}\n`;
+  assert.equal(adaptEntry(source), source);
+  assert.equal(adaptEntry(`export const a = 1;\n`), `export const a = 1;\n`);
+});
+
+Deno.test("build: adaptEntry() refuses an entry whose main block does not end the file", () => {
+  assert.throws(
+    () => adaptEntry(`if (import.meta.main) {\n  await main();\n}\nexport const late = 1;\n`),
+    SyntaxError,
+  );
+});
