@@ -204,13 +204,20 @@ function kubeconfigYaml(server: string, ca: string, client: CertFiles, user: str
 }
 
 /**
- * Spawns one component with output appended to its log file.
+ * Spawns one component in its own session with output appended to its log file.
+ *
+ * Its own session keeps a terminal's Ctrl-C from reaching every component at once (an apiserver
+ * whose etcd died first spends its whole grace period retrying): the caller stops them in order.
+ * When not detached, a watchdog shell stays as the recorded process: SIGTERM to it stops the
+ * component, and if this process dies without stopping it (Ctrl-C of `deno test`, SIGKILL), the
+ * component is stopped `lingerSeconds` later (etcd lingers, so the apiserver goes first).
  *
  * @param name component name (log file base name)
  * @param bin executable
  * @param args arguments
  * @param logDir logs folder
- * @param detach start it in its own session (survives this process and its Ctrl-C)
+ * @param detach outlive this process (as `cluster:up` does), with no watchdog
+ * @param lingerSeconds delay before a watchdog stops an orphaned component
  * @returns the child and its record
  */
 function spawnComponent(
@@ -219,22 +226,38 @@ function spawnComponent(
   args: string[],
   logDir: string,
   detach: boolean,
+  lingerSeconds = 0,
 ): { child: Deno.ChildProcess; proc: ClusterProcess } {
   const log = join(logDir, `${name}.log`);
-  // `sh -c exec` keeps the pid of the component itself while redirecting to a file, which
-  // Deno.Command cannot do directly; setsid (no fork: we are not a group leader) detaches it.
+  // setsid does not fork (a child of ours is no group leader), so the pid is the shell's, and
+  // `exec` makes it the component's when detached.
+  const script = detach ? 'log="$1"; shift 3; exec "$@" >>"$log" 2>&1 </dev/null' : [
+    'log="$1"; parent="$2"; linger="$3"; shift 3',
+    '"$@" >>"$log" 2>&1 </dev/null &',
+    "child=$!",
+    `trap 'kill -TERM "$child" 2>/dev/null' TERM INT`,
+    'while kill -0 "$child" 2>/dev/null; do',
+    '  if ! kill -0 "$parent" 2>/dev/null; then',
+    '    sleep "$linger"; kill -TERM "$child" 2>/dev/null; sleep 5; kill -KILL "$child" 2>/dev/null; break',
+    "  fi",
+    "  sleep 1 & wait $! 2>/dev/null",
+    "done",
+    'wait "$child"',
+  ].join("\n");
   const argv = [
+    "setsid",
     "/bin/sh",
     "-c",
-    'log="$1"; shift; exec "$@" >>"$log" 2>&1 </dev/null',
+    script,
     "sh",
     log,
+    String(Deno.pid),
+    String(lingerSeconds),
     bin,
     ...args,
   ];
-  const cmd = detach ? ["setsid", ...argv] : argv;
-  const child = new Deno.Command(cmd[0]!, {
-    args: cmd.slice(1),
+  const child = new Deno.Command(argv[0]!, {
+    args: argv.slice(1),
     stdin: "null",
     stdout: "null",
     stderr: "null",
@@ -407,7 +430,14 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const children: Deno.ChildProcess[] = [];
   const procs: ClusterProcess[] = [];
   const start = (name: string, bin: string, args: string[]) => {
-    const { child, proc } = spawnComponent(name, bin, args, logDir, detach);
+    const { child, proc } = spawnComponent(
+      name,
+      bin,
+      args,
+      logDir,
+      detach,
+      name === "etcd" ? 4 : 0,
+    );
     children.push(child);
     procs.push(proc);
     void child.status.then((st) => exited.set(name, st.code));
@@ -757,7 +787,7 @@ async function main(args: string[]): Promise<number> {
       if (!values["no-kubelet"]) {
         if (foreground) {
           const { startKubelet } = await import("../kubelet/kubelet.ts");
-          const { parseNodes } = await import("../kubelet/main.ts");
+          const { parseNodes } = await import("../kubelet/profiles.ts");
           const kubelet = await startKubelet(cluster, {
             ...(values.nodes ? { nodes: parseNodes(values.nodes) } : {}),
             log: stderrLog,

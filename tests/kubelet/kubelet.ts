@@ -733,13 +733,16 @@ export async function startKubelet(
     const specFile = join(run.dir, `${spec.name}-${c.restartCount}.mounts`);
     await writeFile(specFile, staged.map((m) => m.join("\t") + "\n").join(""));
     const script = [
-      'set -e; S="$1"; spec="$2"; shift 2; tab="$(printf "\\t")"',
+      'set -e; S="$1"; spec="$2"; kubelet="$3"; shift 3; tab="$(printf "\\t")"',
       'mount -t tmpfs -o size=1m,mode=0755 aicr-stage "$S"; cp "$spec" "$S/.spec"',
       'while IFS="$tab" read -r src dst ro name; do mkdir -p "$(dirname "$S/$name")"',
       '  if [ -d "$src" ]; then mkdir "$S/$name"; else : > "$S/$name"; fi; mount --bind "$src" "$S/$name"; done < "$S/.spec"',
       'while IFS="$tab" read -r src dst ro name; do [ "$dst" = - ] && continue',
       '  if [ -d "$S/$name" ]; then mkdir -p "$dst"; else mkdir -p "$(dirname "$dst")"; [ -e "$dst" ] || : > "$dst"; fi',
       '  mount --bind "$S/$name" "$dst"; if [ "$ro" = ro ]; then mount -o remount,bind,ro "$dst"; fi; done < "$S/.spec"',
+      // If the kubelet dies without stopping this container (Ctrl-C of a test run), a watchdog
+      // (double-forked: not the container's child) kills the container's process group.
+      'main=$$; ( ( while kill -0 "$kubelet" && kill -0 "$main"; do sleep 1; done; kill -0 "$main" && kill -KILL -"$main" ) </dev/null >/dev/null 2>&1 & )',
       'hostname "$HOSTNAME" 2>/dev/null || true; cd "$1"; shift; exec "$@"',
     ].join("\n");
     const full = [
@@ -756,6 +759,7 @@ export async function startKubelet(
       "sh",
       STAGE_DIR,
       specFile,
+      String(Deno.pid),
       spec.workingDir ?? "/",
       ...argv,
     ];

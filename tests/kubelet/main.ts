@@ -16,27 +16,8 @@ import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { type ClusterInfo, resolveStateDir, waitForSignal } from "../cluster/cluster.ts";
+import { parseNodes } from "./profiles.ts";
 import { startKubelet } from "./kubelet.ts";
-
-/**
- * Parses `profile=count,...`.
- *
- * @param spec the flag value
- * @returns counts by profile
- * @throws {RangeError} on a malformed entry
- */
-export function parseNodes(spec: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const part of spec.split(",").map((s) => s.trim()).filter(Boolean)) {
-    const [name, count = "1"] = part.split("=");
-    const n = Number(count);
-    if (!name || !Number.isInteger(n) || n < 0) {
-      throw new RangeError(`Cannot parse node spec "${part}"`);
-    }
-    out[name] = n;
-  }
-  return out;
-}
 
 if (import.meta.main) {
   const enc = new TextEncoder();

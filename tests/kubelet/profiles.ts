@@ -240,3 +240,23 @@ fi
 echo "NVIDIA-SMI ${gpu.driver}  Driver Version: ${gpu.driver}  (aicr test kubelet fake: ${gpu.count}x ${product})"
 `;
 }
+
+/**
+ * Parses `profile=count,...`.
+ *
+ * @param spec the flag value
+ * @returns counts by profile
+ * @throws {RangeError} on a malformed entry
+ */
+export function parseNodes(spec: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const part of spec.split(",").map((s) => s.trim()).filter(Boolean)) {
+    const [name, count = "1"] = part.split("=");
+    const n = Number(count);
+    if (!name || !Number.isInteger(n) || n < 0) {
+      throw new RangeError(`Cannot parse node spec "${part}"`);
+    }
+    out[name] = n;
+  }
+  return out;
+}
