@@ -150,7 +150,12 @@ export function toWebRequest(
   const base = host && HOST_REGEXP.test(host)
     ? `${options.baseUrl.slice(0, options.baseUrl.indexOf(":"))}://${host}`
     : options.baseUrl;
-  const url = new URL(req.url ?? "/", base);
+  const target = req.url ?? "/";
+  // An origin-form target ("/path?query") is appended as is, so the URL is parsed only once
+  // (by Request); anything else (absolute-form, "*") goes through the URL parser.
+  const url = target.startsWith("/") && !target.startsWith("//")
+    ? base + target
+    : new URL(target, base).href;
   const method = req.method ?? "GET";
   const init: RequestInit = { method, headers, signal: options.signal };
   if (options.body && options.body.byteLength > 0 && method !== "GET" && method !== "HEAD") {
@@ -316,6 +321,8 @@ export async function serve(
     headersTimeout: headersTimeoutMs,
     requestTimeout: requestTimeoutMs,
     keepAliveTimeout: keepAliveTimeoutMs,
+    // Node checks the head and request deadlines on this interval (default 30 s).
+    connectionsCheckingInterval: Math.max(100, Math.min(1000, headersTimeoutMs / 2)),
   };
   const listener = (req: IncomingMessage, res: ServerResponse) => void onRequest(req, res);
   const server: http.Server = tls

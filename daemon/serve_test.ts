@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { request as httpsRequest } from "node:https";
+import { connect as tlsConnect } from "node:tls";
 import { Hono } from "hono";
 import { serve } from "./serve.ts";
 import type { RunningServer } from "./serve.ts";
@@ -259,5 +260,23 @@ Deno.test("serve() rejects when the port is taken and leaves nothing running", a
       serve(testApp().fetch, { hostname: "127.0.0.1", port: server.port, tls: TLS }),
       /EADDRINUSE|address already in use/i,
     );
+  });
+});
+
+Deno.test("serve() answers 408 and closes a connection whose head never completes", async () => {
+  await withServer({ headersTimeoutMs: 300, requestTimeoutMs: 600 }, async (server) => {
+    const started = performance.now();
+    const answer = await new Promise<string>((resolve) => {
+      let got = "";
+      const socket = tlsConnect(
+        { host: "127.0.0.1", port: server.port, ca: TLS.ca, servername: "localhost" },
+        () => socket.write("GET /hello HTTP/1.1\r\nHost: x\r\n"),
+      );
+      socket.on("data", (chunk) => (got += chunk.toString()));
+      socket.on("error", () => {});
+      socket.on("close", () => resolve(got));
+    });
+    assert.match(answer, /^HTTP\/1\.1 408 Request Timeout/);
+    assert.ok(performance.now() - started < 5_000);
   });
 });
