@@ -24,7 +24,8 @@ function denoGlobal(): DenoLike | undefined {
 export function commandArgs(): string[] {
   const deno = denoGlobal();
   if (deno) return [...deno.args];
-  // A Node single executable has argv = [exe, exe, ...args]; plain node has [node, script, ...].
+  // A Node single executable has argv = [execPath, argv0 as typed, ...args] (verified with
+  // Node 24 SEA); plain node has [node, script, ...args].
   return process.argv.slice(2);
 }
 

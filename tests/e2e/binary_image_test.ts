@@ -3,12 +3,13 @@
  * COPY target, PATH and USER; the Job and DaemonSet builders must run a command that PATH finds
  * there, as the user the image defaults to in restricted mode. Then the image is imitated: a
  * root filesystem holding only the binary at its COPY target and the glibc libraries `ldd` names
- * (what the distroless "cc" base provides), plus the /proc, /sys and /dev every container gets,
- * mounted read-only; `aicr version` and `aicr agent` are run there by bare name through PATH, as
- * uid/gid 65534 and with no network. That case needs root, `unshare`, `mount`, `chroot` and `ldd`.
+ * and the /etc/passwd entries of the distroless "cc" base, plus the /proc, /sys and /dev every
+ * container gets, mounted read-only; `aicr version` and `aicr agent` are run there by bare name
+ * through PATH, as uid/gid 65534 and with no network, and again as an arbitrary uid that has no
+ * passwd entry (as OpenShift assigns). Those cases need root, `unshare`, `mount`, `chroot`, `ldd`.
  */
 import assert from "node:assert/strict";
-import { chmod, copyFile, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { buildAgentJob, buildDaemonSet } from "../../manifests/mod.ts";
@@ -136,10 +137,21 @@ async function imageRoot(binary: string): Promise<{ root: string; libraries: str
     await copyFile(await Deno.realPath(lib), join(root, lib));
   }
   for (const dir of ["proc", "sys", "dev"]) await mkdir(join(root, dir));
+  // The accounts distroless ships (it has no shell, so none is named).
+  await mkdir(join(root, "etc"));
+  await writeFile(
+    join(root, "etc", "passwd"),
+    "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n",
+  );
+  await writeFile(join(root, "etc", "group"), "root:x:0:\nnogroup:x:65534:\n");
   return { root, libraries };
 }
 
-async function runInImage(root: string, args: readonly string[]): Promise<Ran> {
+async function runInImage(
+  root: string,
+  args: readonly string[],
+  user: { uid: number; gid: number } = LAYOUT.user,
+): Promise<Ran> {
   // $1 = root: bind it read-only, mount what a container gets over it, exec `aicr` by bare name.
   const script = [
     `r="$1"`,
@@ -149,7 +161,7 @@ async function runInImage(root: string, args: readonly string[]): Promise<Ran> {
     `/bin/mount --rbind /proc "$r/proc"`,
     `/bin/mount --rbind /sys "$r/sys"`,
     `/bin/mount --rbind /dev "$r/dev"`,
-    `exec ${CHROOT} --userspec=${LAYOUT.user.uid}:${LAYOUT.user.gid} "$r" aicr "$@"`,
+    `exec ${CHROOT} --userspec=${user.uid}:${user.gid} "$r" aicr "$@"`,
   ].join(" && ");
   const argv = ["/usr/bin/unshare", "-m", "-n", "/bin/sh", "-c", script, "sh", root, ...args];
   const out = await new Deno.Command(argv[0]!, {
@@ -170,30 +182,39 @@ async function runInImage(root: string, args: readonly string[]): Promise<Ran> {
   };
 }
 
+const IGNORED = CAN_CHROOT ? "" : " (ignored: needs root with unshare, mount, chroot and ldd)";
+
+async function assertRunsInImage(user?: { uid: number; gid: number }): Promise<void> {
+  const { root, libraries } = await imageRoot(await ensureBinary());
+  try {
+    for (const lib of libraries) {
+      assert.match(lib, /\/(ld-linux[^/]*|lib(c|m|dl|pthread|stdc\+\+|gcc_s)\.so[.\d]*)$/, lib);
+    }
+    const version = await runInImage(root, ["version"], user);
+    assert.equal(version.code, 0, describeRun(version));
+    assert.match(
+      version.stdout,
+      new RegExp(`^aicr ${PACKAGE_VERSION}$`, "m"),
+      describeRun(version),
+    );
+    const agent = await runInImage(root, ["agent"], user);
+    assert.equal(agent.code, 0, describeRun(agent));
+    assert.match(agent.stdout, /^apiVersion: aicr\.run\/v1$/m, describeRun(agent));
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
 Deno.test({
   name:
-    `binary image: a root filesystem of only glibc's libraries and ${LAYOUT.binary} runs \`aicr version\` and \`aicr agent\` by name as uid ${NOBODY}, read-only, with no network${
-      CAN_CHROOT ? "" : " (ignored: needs root with unshare, mount, chroot and ldd)"
-    }`,
+    `binary image: a root filesystem of only glibc's libraries, /etc/passwd and ${LAYOUT.binary} runs \`aicr version\` and \`aicr agent\` by name as the image's user, read-only, with no network${IGNORED}`,
   ignore: !CAN_CHROOT,
-  async fn() {
-    const { root, libraries } = await imageRoot(await ensureBinary());
-    try {
-      for (const lib of libraries) {
-        assert.match(lib, /\/(ld-linux[^/]*|lib(c|m|dl|pthread|stdc\+\+|gcc_s)\.so[.\d]*)$/, lib);
-      }
-      const version = await runInImage(root, ["version"]);
-      assert.equal(version.code, 0, describeRun(version));
-      assert.match(
-        version.stdout,
-        new RegExp(`^aicr ${PACKAGE_VERSION}$`, "m"),
-        describeRun(version),
-      );
-      const agent = await runInImage(root, ["agent"]);
-      assert.equal(agent.code, 0, describeRun(agent));
-      assert.match(agent.stdout, /^apiVersion: aicr\.run\/v1$/m, describeRun(agent));
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
-  },
+  fn: () => assertRunsInImage(),
+});
+
+Deno.test({
+  name:
+    `binary image: the same runs as an arbitrary uid with no passwd entry and no HOME (OpenShift's restricted SCC)${IGNORED}`,
+  ignore: !CAN_CHROOT,
+  fn: () => assertRunsInImage({ uid: 1000680000, gid: 0 }),
 });
