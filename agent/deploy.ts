@@ -120,8 +120,13 @@ export async function deploySnapshot(
   const labels = runLabels({ runId, invocationId });
   const { ref: output, ownsOutput } = resolveAgentOutput(options.output, namespace, runId);
 
-  await checkNamespace(kube, namespace, options.signal);
-  const { mode, serviceAccount } = await resolveServiceAccount(kube, options);
+  // Every pre-flight read runs at once; all of them finish before the first write.
+  const [{ mode, serviceAccount }, injectedSelector] = await Promise.all([
+    resolveServiceAccount(kube, options),
+    options.autoTarget ? autoTarget(kube, log) : Promise.resolve(false),
+    checkNamespace(kube, namespace, options.signal),
+    options.job.runtimeClass ? checkRuntimeClass(kube, options.job.runtimeClass) : undefined,
+  ]);
   await runGate(createAccessReviewer(kube), {
     namespace,
     mode,
@@ -129,9 +134,9 @@ export async function deploySnapshot(
     ownsOutput,
     discoverNetwork: options.discoverNetwork,
     log,
+    // Reviews persist nothing and are cheap: ask them all at once.
+    concurrency: 64,
   });
-  if (options.job.runtimeClass) await checkRuntimeClass(kube, options.job.runtimeClass);
-  const injectedSelector = options.autoTarget ? await autoTarget(kube, log) : false;
 
   const ledger = new Ledger(kube, {
     labels,
@@ -182,6 +187,7 @@ export async function deploySnapshot(
       ...(injectedSelector ? { injectedSelector: `${GPU_PRESENT_LABEL}=true` } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
     });
+    log.debug("agent finished; reading its snapshot", { node: nodeName });
     const snapshot = await readSnapshot(kube, output);
     return {
       runId,
@@ -383,7 +389,9 @@ export async function cleanupRun(
       })
     );
   }
+  log.debug("cleanup: staging ConfigMap checked");
   const outcomes = await ledger.cleanup({ log });
+  log.debug("cleanup: run objects deleted", { count: outcomes.length });
   // Pods go with their Job through the garbage collector; wait (bounded) for them.
   const remaining: string[] = [];
   const deadline = Date.now() + CLEANUP_TIMEOUT_MS;
@@ -404,6 +412,20 @@ export async function cleanupRun(
         )
       ) ?? [];
       if (pods && ours.length === 0) break;
+      // The pods are the Job's (proved by its UID): delete them now instead of waiting
+      // for the garbage collector's next pass.
+      await Promise.all(
+        ours.filter((p) => !p.metadata?.deletionTimestamp && p.metadata?.uid).map((p) =>
+          kube.deleteIfUid(
+            "Pod",
+            namespace,
+            p.metadata?.name ?? "",
+            p.metadata?.uid ?? "",
+            timeout(),
+          )
+            .catch(() => undefined)
+        ),
+      );
       if (Date.now() + 500 >= deadline) {
         for (const p of ours) remaining.push(`Pod/${p.metadata?.name}`);
         log.warn("cleanup: the agent's pods are still terminating", {
@@ -414,6 +436,7 @@ export async function cleanupRun(
       await new Promise((r) => setTimeout(r, 250));
     }
   }
+  log.debug("cleanup: done", { remaining: remaining.length });
   return remaining;
 }
 

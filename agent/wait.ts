@@ -112,6 +112,8 @@ export function describePod(pod: PodObject | undefined): string {
 
 /** Image pull reasons that end a wait early (the kubelet keeps retrying, but a human must act). */
 const IMAGE_FAILURES = new Set(["ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"]);
+/** How long the log stream may take to drain after the Job finished. */
+const LOG_SETTLE_MS = 500;
 /** How long `ErrImagePull` may persist before the wait ends. */
 const IMAGE_PULL_GRACE_MS = 15_000;
 
@@ -188,11 +190,17 @@ export async function waitForAgentJob(
             logPump = pumpLog(opened, deps.stderr);
           }
         }
-        if (condition(job, "Complete")) {
+        // With backoffLimit 0 the Job's fate is its one pod's: a Succeeded pod (found by
+        // the Job's UID) means the snapshot is written, without waiting for the Job
+        // controller's batched Complete condition. A Failed pod fails the run the same way.
+        if (condition(job, "Complete") || pod?.status?.phase === "Succeeded") {
           await settleLog(logPump, logStream);
           return { nodeName: pod?.spec?.nodeName };
         }
-        const failed = condition(job, "Failed");
+        const failed = condition(job, "Failed") ??
+          (pod?.status?.phase === "Failed"
+            ? { reason: pod.status.reason ?? "PodFailed", message: pod.status.message ?? "" }
+            : undefined);
         if (failed) {
           await settleLog(logPump, logStream);
           throw await explainFailure(kube, namespace, pod, {
@@ -275,8 +283,9 @@ async function settleLog(
   stream: LineStream | undefined,
 ): Promise<void> {
   if (!pump) return;
-  // Give the log stream a moment to deliver its last lines before closing it.
-  await Promise.race([pump, abortableSleep(1500).catch(() => {})]);
+  // The kubelet ends a follow stream when the container exits; give it a moment to
+  // deliver the last lines, then close it.
+  await Promise.race([pump, abortableSleep(LOG_SETTLE_MS).catch(() => {})]);
   stream?.close();
 }
 

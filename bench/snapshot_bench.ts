@@ -1,0 +1,92 @@
+/**
+ * `aicr snapshot` end to end beside its floor, measured side by side in one run on the
+ * local cluster (figures only, no asserts):
+ *
+ * - `floor`: create a Job that runs `true` and wait for its Complete condition (the
+ *   control plane and kubelet stand-in's own cost of one pod);
+ * - `aicr`: a full `aicr snapshot` with the built binary (gate, RBAC, Job, the agent's
+ *   collection in the pod, read, cleanup until the pod is gone).
+ *
+ * Runs alternate so both see the same machine load. Goal: aicr adds under 1.5 s.
+ *
+ * ```sh
+ * deno run -A bench/snapshot_bench.ts --runs=5     # reuses $AICR_CLUSTER_DIR if set
+ * ```
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { create, createNamespace, useTestCluster, waitFor } from "../tests/cluster/harness.ts";
+import { aicr } from "../tests/e2e/_aicr.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: { runs: { type: "string", default: "5" } },
+});
+const runs = Number(values.runs);
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? NaN;
+}
+
+function say(line: string): void {
+  // deno-lint-ignore no-console
+  console.log(line);
+}
+
+const env = await useTestCluster();
+try {
+  const ns = await createNamespace(env.admin, "bench-snapshot");
+  const floor: number[] = [];
+  const full: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    let t0 = performance.now();
+    const name = `true-${i}`;
+    await create(env.admin, `/apis/batch/v1/namespaces/${ns}/jobs`, {
+      metadata: { name },
+      spec: {
+        backoffLimit: 0,
+        template: {
+          spec: {
+            restartPolicy: "Never",
+            containers: [{ name: "main", image: "busybox:1.36", command: ["true"] }],
+          },
+        },
+      },
+    });
+    await waitFor(`job ${name} complete`, async () => {
+      const res = await env.admin.request("GET", `/apis/batch/v1/namespaces/${ns}/jobs/${name}`);
+      const done = (res.body.status?.conditions ?? []).some((c: { type: string; status: string }) =>
+        c.type === "Complete" && c.status === "True"
+      );
+      return done ? true : undefined;
+    }, 120_000);
+    floor.push(performance.now() - t0);
+
+    t0 = performance.now();
+    const run = await aicr(["snapshot", "--kubeconfig", env.cluster.adminKubeconfig, "-n", ns]);
+    full.push(performance.now() - t0);
+    if (run.code !== 0) throw new Error(`aicr snapshot failed (exit ${run.code}):\n${run.stderr}`);
+  }
+  const f = median(floor);
+  const a = median(full);
+  say(
+    `floor (Job running true): median ${Math.round(f)} ms, runs [${
+      floor.map(Math.round).join(", ")
+    }]`,
+  );
+  say(
+    `aicr snapshot end to end: median ${Math.round(a)} ms, runs [${
+      full.map(Math.round).join(", ")
+    }]`,
+  );
+  say(
+    `aicr adds ${Math.round(a - f)} ms over the floor (goal: under 1500 ms); ratio ${
+      (a / f).toFixed(2)
+    }`,
+  );
+  await env.admin.request("DELETE", `/api/v1/namespaces/${ns}`);
+} finally {
+  await env.stop();
+}
