@@ -197,6 +197,16 @@ Deno.test({
           assert.equal(p.status.containerStatuses[0].state.terminated.exitCode, 3);
           assert.equal(p.status.containerStatuses[0].state.terminated.reason, "Error");
           assert.equal(await logs(admin, n, "fails"), "oops\n");
+          // `args` without `command` (kubectl run style) replace the image's default command.
+          const argsOnly = pod("args", "");
+          delete argsOnly.spec.containers[0].command;
+          argsOnly.spec.containers[0].args = ["sh", "-c", "echo args only"];
+          await create(admin, `/api/v1/namespaces/${n}/pods`, argsOnly);
+          assert.equal(
+            (await waitPhase(admin, n, "args", ["Failed", "Succeeded"])).status.phase,
+            "Succeeded",
+          );
+          assert.equal(await logs(admin, n, "args"), "args only\n");
         },
       );
 

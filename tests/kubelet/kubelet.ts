@@ -704,8 +704,11 @@ export async function startKubelet(
     const command = (spec.command ?? []).map((s: string) => expand(s, env));
     const args = (spec.args ?? []).map((s: string) => expand(s, env));
     let argv: string[];
-    if (target.kind === "host") argv = [...(command.length ? command : ["/bin/sh"]), ...args];
-    else {
+    // Image semantics: `command` replaces the entrypoint and `args` the default arguments. The host
+    // userland images (busybox and the like) have no entrypoint and `sh` as their default command.
+    if (target.kind === "host") {
+      argv = command.length ? [...command, ...args] : args.length ? args : ["sh"];
+    } else {
       const cmd = command.length ? command : [target.path];
       // The image's own binary under any path the manifest names (`/aicr`, `/usr/local/bin/aicr`).
       if (basename(cmd[0]!) === basename(target.path) || /^aicr/.test(basename(cmd[0]!))) {
@@ -776,6 +779,8 @@ export async function startKubelet(
     c.state = { running: { startedAt } };
     // Deleted while this container was being set up: it must not outlive the pod.
     if (run.deleting || run.gone) Deno.kill(-child.pid, "SIGKILL");
+    // A pod is Running once one of its (non-init) containers is.
+    if (!c.init && run.phase === "Pending") run.phase = "Running";
     void post(run);
     const buf = c.log;
     const pumps = Promise.all([
@@ -880,7 +885,6 @@ export async function startKubelet(
         }
         await post(run);
       }
-      run.phase = "Running";
       const main = run.containers.filter((c) => !c.init);
       await Promise.all(main.map(async (c) => {
         while (true) {
