@@ -97,6 +97,58 @@ async function jobTrue(cluster: Cluster, runs: number, label: string): Promise<n
   return times;
 }
 
+/** Creates a DaemonSet tolerating every taint and returns the ms until `want` pods are ready. */
+async function daemonSetReady(cluster: Cluster, want: number): Promise<number> {
+  const admin = createApi(cluster.server, {
+    ca: readFileSync(cluster.caFile, "utf8"),
+    cert: readFileSync(cluster.adminCert.cert, "utf8"),
+    key: readFileSync(cluster.adminCert.key, "utf8"),
+  });
+  const path = "/apis/apps/v1/namespaces/default/daemonsets";
+  const t0 = performance.now();
+  const res = await admin.request("POST", path, {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: { name: "bench-ds" },
+    spec: {
+      selector: { matchLabels: { app: "bench-ds" } },
+      template: {
+        metadata: { labels: { app: "bench-ds" } },
+        spec: {
+          tolerations: [{ operator: "Exists" }],
+          terminationGracePeriodSeconds: 1,
+          containers: [{ name: "main", image: "busybox", command: ["sleep", "3600"] }],
+        },
+      },
+    },
+  });
+  if (res.status !== 201) {
+    throw new Error(`Cannot create DaemonSet: HTTP ${res.status} ${res.body.message}`);
+  }
+  while (true) {
+    const d = await admin.request("GET", `${path}/bench-ds`);
+    if ((d.body.status?.numberReady ?? 0) >= want) break;
+    if (performance.now() - t0 > 120_000) {
+      throw new Error(`DaemonSet not ready in 120 s: ${JSON.stringify(d.body.status)}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const took = performance.now() - t0;
+  await admin.request("DELETE", `${path}/bench-ds`, {
+    apiVersion: "v1",
+    kind: "DeleteOptions",
+    propagationPolicy: "Foreground",
+  });
+  while (
+    (await admin.request("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dbench-ds"))
+      .body.items?.length
+  ) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  admin.close();
+  return took;
+}
+
 if (import.meta.main) {
   const { values } = parseArgs({
     args: Deno.args,
@@ -112,18 +164,23 @@ if (import.meta.main) {
   out(`cluster_build_cached_check_ms: ${Math.round(performance.now() - bt0)}`);
 
   const starts: number[] = [];
+  const stops: number[] = [];
   for (let i = 0; i < Number(values.starts); i++) {
     const dir = await mkdtemp(join(tmpdir(), "aicr-bench-"));
     const t0 = performance.now();
     const cluster = await startCluster({ stateDir: dir, log: () => {} });
     starts.push(performance.now() - t0);
     if (i < Number(values.starts) - 1) {
+      const s0 = performance.now();
       await cluster.stop();
+      stops.push(performance.now() - s0);
       await rm(dir, { recursive: true, force: true });
       continue;
     }
     report("cluster_start_ms", starts);
     figures.cluster_start_ms = starts;
+    if (stops.length) report("cluster_stop_ms", stops);
+    figures.cluster_stop_ms = stops;
 
     const k0 = performance.now();
     const kubelet = await startKubelet(cluster, { nodes: { "system-m7i": 1 } });
@@ -152,6 +209,13 @@ if (import.meta.main) {
           idle.apiserver.toFixed(3)
         } (30 s window)`,
       );
+      const ds = await daemonSetReady(cluster, 50);
+      out(
+        `daemonset50_ready_ms: ${
+          Math.round(ds)
+        } (create -> 50 pods Running and Ready, one per node)`,
+      );
+      figures.daemonset50_ready_ms = ds;
       const jobs50 = await jobTrue(cluster, Number(values.jobs), "fifty");
       report("job_true_ms (50 nodes)", jobs50);
       Object.assign(figures, {
