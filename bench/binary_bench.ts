@@ -7,7 +7,11 @@
  * ```sh
  * deno run -A scripts/build.ts && deno run -A bench/binary_bench.ts            # dist/aicr, 30 runs
  * deno run -A bench/binary_bench.ts --binary /tmp/aicr --runs 50 --json       # also JSON on stdout
+ * deno run -A bench/binary_bench.ts --no-floor                                # skip the floor row
  * ```
+ *
+ * A last row, the floor, times an empty script sealed on the same Node base the same way: what any
+ * Node single executable costs on this host under its current load (the machine is shared).
  *
  * "Cold" means a new process every time (nothing of aicr stays resident between runs); the file is
  * in the page cache after the warm-up runs, as it is on a node that started the agent once.
@@ -17,11 +21,12 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { sealNodeSea } from "../scripts/build.ts";
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const GNU_TIME = "/usr/bin/time";
@@ -148,8 +153,12 @@ export interface BinaryFigures {
   binary: string;
   version: string;
   bytes: number;
+  /** 1-minute load average before and after, and the core count: the figures' context. */
+  load: { before: number; after: number; cores: number };
   coldStart: ColdStart[];
   peakRss: PeakRss[];
+  /** An empty script sealed on the same Node base: what any Node SEA costs on this host now. */
+  floor?: { coldStart: ColdStart; peakRss: PeakRss };
 }
 
 /**
@@ -161,9 +170,9 @@ export interface BinaryFigures {
  */
 export async function runBench(
   binary: string,
-  options: { runs?: number } = {},
+  options: { runs?: number; floor?: boolean } = {},
 ): Promise<BinaryFigures> {
-  const { runs = 30 } = options;
+  const { runs = 30, floor = true } = options;
   const cwd = await mkdtemp(join(tmpdir(), "aicr-bench-"));
   try {
     const version = await timeRun(binary, ["version"], { cwd, env: {} });
@@ -171,6 +180,7 @@ export async function runBench(
       binary,
       version: version.stdout.trim().split("\n").join(", "),
       bytes: (await stat(binary)).size,
+      load: { before: loadavg()[0]!, after: 0, cores: cpus().length },
       coldStart: [],
       peakRss: [],
     };
@@ -183,6 +193,18 @@ export async function runBench(
     const agentEnv: Record<string, string> = { NODE_NAME: "bench-node" };
     figures.peakRss.push(await peakRss(binary, ["version"], { cwd, env: {} }));
     figures.peakRss.push(await peakRss(binary, ["agent"], { cwd, env: agentEnv }));
+    if (floor) {
+      const empty = join(cwd, "empty.cjs");
+      await writeFile(empty, "");
+      const floorBin = join(cwd, "floor");
+      await sealNodeSea(empty, floorBin, { work: cwd });
+      figures.floor = {
+        coldStart: await coldStart(floorBin, [], { runs, cwd }),
+        peakRss: await peakRss(floorBin, [], { cwd, env: {} }),
+      };
+      await rm(floorBin);
+    }
+    figures.load.after = loadavg()[0]!;
     return figures;
   } finally {
     await rm(cwd, { recursive: true, force: true });
@@ -229,11 +251,25 @@ export function formatTable(figures: BinaryFigures): string {
         : "",
     ]);
   }
+  if (figures.floor) {
+    const { coldStart: cold, peakRss: peak } = figures.floor;
+    rows.push([
+      "floor: empty Node SEA, same base",
+      `${cold.medianMs.toFixed(1)} ms median (min ${cold.minMs.toFixed(1)}), ${
+        peak.mib === undefined ? "n/a" : `${peak.mib.toFixed(1)} MiB`
+      }`,
+      "-",
+      "",
+    ]);
+  }
   const header = ["figure", "measured", "goal", ""];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
   return [
     `${figures.binary}: ${figures.version}`,
+    `load average ${figures.load.before.toFixed(2)} -> ${
+      figures.load.after.toFixed(2)
+    } on ${figures.load.cores} cores`,
     "",
     line(header),
     `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`,
@@ -248,6 +284,7 @@ async function main(args: string[]): Promise<number> {
       binary: { type: "string", default: join(REPO_ROOT, "dist", "aicr") },
       runs: { type: "string", default: "30" },
       json: { type: "boolean", default: false },
+      "no-floor": { type: "boolean", default: false },
     },
   });
   const binary = resolve(values.binary);
@@ -264,7 +301,7 @@ async function main(args: string[]): Promise<number> {
     );
     return 2;
   }
-  const figures = await runBench(binary, { runs });
+  const figures = await runBench(binary, { runs, floor: !values["no-floor"] });
   process.stdout.write(formatTable(figures) + "\n");
   const outDir = join(REPO_ROOT, "bench", ".out");
   await mkdir(outDir, { recursive: true });

