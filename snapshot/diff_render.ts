@@ -230,6 +230,23 @@ export function formatFleetDifference(
 }
 
 /**
+ * Formats one line for a subtype an outlier lacks entirely:
+ * `node: OS.sysctl.* (absent: 1045 readings) (fleet: present on 199 nodes)`.
+ *
+ * @param node the node
+ * @param absent the absent subtype
+ * @returns the line
+ */
+export function formatAbsentSubtype(
+  node: string,
+  absent: NonNullable<FleetReport["outliers"][number]["absentSubtypes"]>[number],
+): string {
+  return `${node}: ${absent.subtype}.* (absent: ${absent.readings} reading${
+    absent.readings === 1 ? "" : "s"
+  }) (fleet: present on ${absent.fleetNodes} node${absent.fleetNodes === 1 ? "" : "s"})`;
+}
+
+/**
  * Renders a fleet report as text: one line per measurement type with its groups, one
  * line per outlier reading, and the final `DRIFT DETECTED`/`NO DRIFT`.
  *
@@ -259,10 +276,12 @@ export function renderFleetTable(report: FleetReport, options: TableOptions = {}
     lines.push("");
     lines.push(paint("OUTLIERS", ANSI.bold, color));
     for (const o of report.outliers) {
+      const node = paint(o.node, ANSI.yellow, color);
+      const absent = o.absentSubtypes ?? [];
+      for (const a of absent) lines.push(`  ${formatAbsentSubtype(node, a)}`);
       for (const d of o.differences) {
-        lines.push(
-          `  ${formatFleetDifference(paint(o.node, ANSI.yellow, color), d, maxValueWidth)}`,
-        );
+        if (absent.some((a) => d.path.startsWith(a.subtype + "."))) continue;
+        lines.push(`  ${formatFleetDifference(node, d, maxValueWidth)}`);
       }
     }
   }
@@ -277,7 +296,8 @@ export function renderFleetTable(report: FleetReport, options: TableOptions = {}
 
 /**
  * The machine document of a fleet report: `summary`, `measurements` (groups with their
- * nodes, majority first), `outliers` (node, differences) and `columns`.
+ * nodes, majority first) and `outliers` (node, differences, and the subtypes it lacks
+ * entirely as `absentSubtypes`).
  *
  * @param report the fleet report
  * @returns a plain object ready to encode
@@ -289,15 +309,19 @@ export function fleetDocument(report: FleetReport): Record<string, unknown> {
       type: m.type,
       groups: m.groups.map((g) => ({ majority: g.majority, size: g.nodes.length, nodes: g.nodes })),
     })),
-    outliers: report.outliers.map((o) => ({
-      node: o.node,
-      differences: o.differences.map((d) => {
-        const out: Record<string, unknown> = { path: d.path, kind: d.kind };
-        if (d.value !== undefined) out.value = d.value;
-        if (d.fleet !== undefined) out.fleet = d.fleet;
-        out.fleetNodes = d.fleetNodes;
-        return out;
-      }),
-    })),
+    outliers: report.outliers.map((o) => {
+      const outlier: Record<string, unknown> = {
+        node: o.node,
+        differences: o.differences.map((d) => {
+          const out: Record<string, unknown> = { path: d.path, kind: d.kind };
+          if (d.value !== undefined) out.value = d.value;
+          if (d.fleet !== undefined) out.fleet = d.fleet;
+          out.fleetNodes = d.fleetNodes;
+          return out;
+        }),
+      };
+      if (o.absentSubtypes) outlier.absentSubtypes = o.absentSubtypes.map((a) => ({ ...a }));
+      return outlier;
+    }),
   };
 }

@@ -61,12 +61,27 @@ export interface FleetDifference {
   fleetNodes: number;
 }
 
+/** A whole subtype of the reference that an outlier lacks (e.g. its collector failed). */
+export interface FleetAbsentSubtype {
+  /** `<Type>.<subtype>`. */
+  subtype: string;
+  /** How many reference readings it holds (each is also a `removed` difference). */
+  readings: number;
+  /** How many nodes carry this subtype. */
+  fleetNodes: number;
+}
+
 /** A node outside the reference group of at least one measurement type. */
 export interface FleetOutlier {
   /** Node name. */
   node: string;
   /** Its differences, sorted by path. */
   differences: FleetDifference[];
+  /**
+   * Reference subtypes this node lacks entirely, sorted; their readings are also in
+   * `differences`, so renderers may show one line per subtype instead. Omitted when none.
+   */
+  absentSubtypes?: FleetAbsentSubtype[];
 }
 
 /** One reading column of the fleet matrix: a path where some node differs. */
@@ -125,6 +140,9 @@ export function compareNodeNames(a: string, b: string): number {
 interface PathTable {
   path: string;
   type: MeasurementType;
+  /** `<Type>.<subtype>` and its id. */
+  subtype: string;
+  sid: number;
   schema: ReadingSchema;
   topology: boolean;
   /** Plain string readings: the text itself (or null) is the equality key. */
@@ -161,6 +179,8 @@ export function buildFleetReport(
   const keyTables = new Map<string, Map<string, number>>();
   const lastNode: number[] = [];
   const lastPos: number[] = [];
+  const subtypeIds = new Map<string, number>();
+  const subtypeNodes: number[] = [];
   // Per node, per type: flat [pathId, valueId, pathId, valueId, ...] sorted by path id.
   const configs: Map<MeasurementType, Int32Array>[] = [];
   const typesSeen = new Set<MeasurementType>();
@@ -228,9 +248,18 @@ export function buildFleetReport(
       pathIds.set(path, pid);
       const schema = readingSchema(type, subtype, key);
       const topology = type === "NodeTopology" && (subtype === "taint" || subtype === "label");
+      const subtypePath = `${type}.${subtype}`;
+      let sid = subtypeIds.get(subtypePath);
+      if (sid === undefined) {
+        sid = subtypeNodes.length;
+        subtypeIds.set(subtypePath, sid);
+        subtypeNodes.push(0);
+      }
       paths.push({
         path,
         type,
+        subtype: subtypePath,
+        sid,
         schema,
         topology,
         plain: schema === "string" && !topology,
@@ -245,20 +274,27 @@ export function buildFleetReport(
     }
     return pid;
   }
-  // Count each distinct (path, value) once per node, after duplicates were merged.
-  for (const config of configs) {
+  // Count each distinct (path, value) once per node, after duplicates were merged, and
+  // the nodes carrying each subtype.
+  const subtypeLast = subtypeNodes.map(() => -1);
+  configs.forEach((config, nodeIndex) => {
     for (const pairs of config.values()) {
       for (let i = 0; i < pairs.length; i += 2) {
         const table = paths[pairs[i] as number] as PathTable;
         table.counts[pairs[i + 1] as number]!++;
         table.present++;
+        if (subtypeLast[table.sid] !== nodeIndex) {
+          subtypeLast[table.sid] = nodeIndex;
+          subtypeNodes[table.sid]!++;
+        }
       }
     }
-  }
+  });
 
   const n = members.length;
   const measurements: FleetMeasurement[] = [];
   const differences = new Map<number, FleetDifference[]>();
+  const absences = new Map<number, FleetAbsentSubtype[]>();
   const columns = new Map<number, FleetColumn>();
   for (const type of MEASUREMENT_TYPES) {
     if (!typesSeen.has(type)) continue;
@@ -296,6 +332,7 @@ export function buildFleetReport(
     for (const group of sorted.slice(1)) {
       const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();
       const found = compareToReference(pairs, refMap, paths, n);
+      const gaps = absentSubtypes(found, refMap, paths, pathIds, subtypeNodes);
       for (const d of found) {
         const pid = pathIds.get(d.path) as number;
         if (!columns.has(pid)) {
@@ -308,18 +345,28 @@ export function buildFleetReport(
         let list = differences.get(i);
         if (!list) differences.set(i, list = []);
         list.push(...found);
+        if (gaps.length > 0) {
+          let absent = absences.get(i);
+          if (!absent) absences.set(i, absent = []);
+          absent.push(...gaps);
+        }
       }
     }
   }
 
   const outliers: FleetOutlier[] = order
     .filter((i) => differences.has(i))
-    .map((i) => ({
-      node: names[i] as string,
-      differences: (differences.get(i) as FleetDifference[]).sort((a, b) =>
-        compareKeys(a.path, b.path)
-      ),
-    }));
+    .map((i) => {
+      const outlier: FleetOutlier = {
+        node: names[i] as string,
+        differences: (differences.get(i) as FleetDifference[]).sort((a, b) =>
+          compareKeys(a.path, b.path)
+        ),
+      };
+      const absent = absences.get(i);
+      if (absent) outlier.absentSubtypes = absent.sort((a, b) => compareKeys(a.subtype, b.subtype));
+      return outlier;
+    });
   return {
     nodes: order.map((i) => names[i] as string),
     measurements,
@@ -339,6 +386,34 @@ function addValue(table: PathTable, canonical: string | null, value: Reading): n
   table.samples.push(value);
   table.counts.push(0);
   return vid;
+}
+
+function absentSubtypes(
+  found: readonly FleetDifference[],
+  reference: Map<number, number>,
+  paths: readonly PathTable[],
+  pathIds: Map<string, number>,
+  subtypeNodes: readonly number[],
+): FleetAbsentSubtype[] {
+  const refCounts = new Map<number, number>();
+  for (const pid of reference.keys()) {
+    const sid = (paths[pid] as PathTable).sid;
+    refCounts.set(sid, (refCounts.get(sid) ?? 0) + 1);
+  }
+  const removed = new Map<number, number>();
+  const other = new Set<number>();
+  for (const d of found) {
+    const sid = (paths[pathIds.get(d.path) as number] as PathTable).sid;
+    if (d.kind === "removed") removed.set(sid, (removed.get(sid) ?? 0) + 1);
+    else other.add(sid);
+  }
+  const out: FleetAbsentSubtype[] = [];
+  for (const [sid, count] of removed) {
+    if (other.has(sid) || count !== refCounts.get(sid)) continue;
+    const table = paths.find((t) => t.sid === sid) as PathTable;
+    out.push({ subtype: table.subtype, readings: count, fleetNodes: subtypeNodes[sid] as number });
+  }
+  return out;
 }
 
 function compareToReference(

@@ -2,12 +2,13 @@
  * The fleet report as one self-contained HTML page: inline CSS, no scripts, no network.
  * A node × reading matrix of the readings where some node differs, the reference value
  * and its node count in each sticky column header, node names in a sticky first column,
- * and every outlier cell marked with the class `outlier` (readable at 200+ nodes).
+ * and every outlier cell marked with the class `outlier` (readable at 200+ nodes). A subtype
+ * a node lacks entirely gets one column, not one per reading.
  *
  * @module
  */
-import { formatFleetDifference, formatReading } from "./diff_render.ts";
-import type { FleetDifference, FleetReport } from "./fleet.ts";
+import { formatAbsentSubtype, formatFleetDifference, formatReading } from "./diff_render.ts";
+import type { FleetAbsentSubtype, FleetColumn, FleetDifference, FleetReport } from "./fleet.ts";
 
 /** Options for {@link renderFleetHtml}. */
 export interface FleetHtmlOptions {
@@ -60,6 +61,7 @@ table.groups th,table.groups td{border:1px solid #d0d7de;padding:3px 8px;text-al
 details{margin:0 16px}
 ul.outliers a{color:inherit;text-decoration:none}
 ul.outliers a:hover{text-decoration:underline}
+table.matrix tbody tr{scroll-margin-top:7em}
 table.matrix tbody tr:target th{outline:2px solid #0969da}
 ul.outliers{margin:6px 0;padding-left:18px;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;max-height:220px;overflow:auto}
 .wrap{margin:8px 16px 16px;overflow:auto;max-height:calc(100vh - 40px);border:1px solid #d0d7de}
@@ -98,12 +100,35 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
     `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">`,
     `<title>${escapeHtml(title)}</title>\n<style>${STYLE}</style>\n</head>\n<body>`,
   );
+  // Columns: one per subtype some node lacks entirely (its collector failed, say), then one
+  // per reading where some node differs otherwise, all in path order.
+  const absentOf = new Map<string, FleetAbsentSubtype[]>();
+  const subtypeColumns = new Map<string, FleetAbsentSubtype>();
+  const byNode = new Map<string, Map<string, FleetDifference>>();
+  for (const o of report.outliers) {
+    const absent = o.absentSubtypes ?? [];
+    absentOf.set(o.node, absent);
+    for (const a of absent) if (!subtypeColumns.has(a.subtype)) subtypeColumns.set(a.subtype, a);
+    const covered = (path: string) => absent.some((a) => path.startsWith(a.subtype + "."));
+    byNode.set(
+      o.node,
+      new Map(o.differences.filter((d) => !covered(d.path)).map((d) => [d.path, d])),
+    );
+  }
+  const shown = new Set<string>();
+  for (const diffs of byNode.values()) for (const path of diffs.keys()) shown.add(path);
+  type Column = { key: string; reading?: FleetColumn; absent?: FleetAbsentSubtype };
+  const columns: Column[] = [
+    ...[...subtypeColumns.values()].map((a) => ({ key: a.subtype, absent: a })),
+    ...report.columns.filter((c) => shown.has(c.path)).map((c) => ({ key: c.path, reading: c })),
+  ].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+
   const badge = summary.outliers > 0
     ? `<span class="badge drift">DRIFT DETECTED</span>`
     : `<span class="badge clean">NO DRIFT</span>`;
   out.push(
     `<header><h1>${escapeHtml(title)} ${badge}</h1>`,
-    `<p class="sub">${summary.nodes} nodes · ${summary.outliers} outlier nodes · ${summary.differences} differing readings on outliers · ${report.columns.length} readings shown (only those where some node differs)${
+    `<p class="sub">${summary.nodes} nodes · ${summary.outliers} outlier nodes · ${summary.differences} differing readings on outliers · ${columns.length} columns shown (only readings where some node differs)${
       subtitle ? ` · ${escapeHtml(subtitle)}` : ""
     }</p></header>`,
   );
@@ -128,21 +153,34 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
       `<h2>Outliers</h2><details open><summary>${report.outliers.length} nodes differ from the fleet</summary><ul class="outliers">`,
     );
     for (const o of report.outliers) {
-      for (const d of o.differences) {
-        const line = escapeHtml(formatFleetDifference(o.node, d, 80));
-        out.push(`<li><a href="#${rowId(o.node)}">${line}</a></li>`);
+      const link = (text: string) => `<li><a href="#${rowId(o.node)}">${escapeHtml(text)}</a></li>`;
+      for (const a of absentOf.get(o.node) ?? []) out.push(link(formatAbsentSubtype(o.node, a)));
+      for (const d of byNode.get(o.node)?.values() ?? []) {
+        out.push(link(formatFleetDifference(o.node, d, 80)));
       }
     }
     out.push(`</ul></details>`);
   }
 
-  if (report.columns.length > 0) {
+  if (columns.length > 0) {
     out.push(
       `<h2>Node × reading matrix</h2>`,
-      `<p class="sub legend" style="margin:0 16px"><span class="outlier" style="background:#ffd8b5;font-weight:700">value</span>differs from the fleet <span style="background:#ffcecb;font-style:italic">(absent)</span>reading missing <span style="background:#ddf4ff">value</span>reading only on this node <span style="color:#afb8c1">·</span>same as the fleet (header)</p>`,
+      `<p class="sub legend" style="margin:0 16px"><span class="outlier" style="background:#ffd8b5;font-weight:700">value</span>differs from the fleet <span style="background:#ffcecb;font-style:italic">(absent)</span>reading or whole subtype missing <span style="background:#ddf4ff">value</span>reading only on this node <span style="color:#afb8c1">·</span>same as the fleet (header)</p>`,
       `<div class="wrap"><table class="matrix"><thead><tr><th class="corner">node</th>`,
     );
-    for (const c of report.columns) {
+    for (const { reading: c, absent: a } of columns) {
+      if (a) {
+        const type = a.subtype.slice(0, a.subtype.indexOf("."));
+        out.push(
+          `<th scope="col" data-path="${escapeHtml(a.subtype)}.*" title="${
+            escapeHtml(`${a.subtype}.* (whole subtype)`)
+          }"><div class="h-type">${escapeHtml(type)}</div><div class="h-path">${
+            escapeHtml(a.subtype.slice(type.length + 1))
+          }.*</div><div class="h-fleet">${a.readings} readings</div><div class="h-count">on ${a.fleetNodes}/${summary.nodes} nodes</div></th>`,
+        );
+        continue;
+      }
+      if (!c) continue;
       const rest = c.path.slice(c.type.length + 1);
       const fleet = c.fleet === undefined ? "(absent)" : formatReading(c.fleet, 80);
       out.push(
@@ -156,16 +194,24 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
       );
     }
     out.push(`</tr></thead><tbody>`);
-    const byNode = new Map<string, Map<string, FleetDifference>>();
-    for (const o of report.outliers) {
-      byNode.set(o.node, new Map(o.differences.map((d) => [d.path, d])));
-    }
     for (const node of report.nodes) {
       const diffs = byNode.get(node);
+      const absent = absentOf.get(node) ?? [];
       const cells: string[] = [];
-      for (const c of report.columns) {
-        const d = diffs?.get(c.path);
-        if (!d) {
+      for (const { reading: c, absent: a } of columns) {
+        if (a) {
+          const lacking = absent.some((x) => x.subtype === a.subtype);
+          cells.push(
+            lacking
+              ? `<td class="outlier missing" data-path="${escapeHtml(a.subtype)}.*" title="${
+                escapeHtml(`${node}\n${a.subtype}.*\n(absent: ${a.readings} readings)`)
+              }">(absent)</td>`
+              : `<td class="same">·</td>`,
+          );
+          continue;
+        }
+        const d = c ? diffs?.get(c.path) : undefined;
+        if (!c || !d) {
           cells.push(`<td class="same">·</td>`);
           continue;
         }

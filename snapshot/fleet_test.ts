@@ -123,6 +123,29 @@ Deno.test("buildFleetReport() sees no outlier in a fleet that differs only in vo
   assert.equal(buildFleetReport(members).outliers.length, 11);
 });
 
+Deno.test("buildFleetReport() names a subtype a node lacks entirely, and the table says it once", () => {
+  const members = plantedFleet();
+  const os = members[29]!.snapshot.measurements.find((m) => m.type === "OS");
+  os!.subtypes = os!.subtypes.filter((s) => s.subtype !== "sysctl");
+  const report = buildFleetReport(members, { ignore: DEFAULT_IGNORE_PATTERNS });
+  const node30 = report.outliers.find((o) => o.node === "gpu-node-30");
+  assert.deepEqual(node30?.absentSubtypes, [{
+    subtype: "OS.sysctl",
+    readings: 22,
+    fleetNodes: 41,
+  }]);
+  assert.equal(node30?.differences.length, 22);
+  assert.ok(node30?.differences.every((d) => d.kind === "removed"));
+  // A node missing one kernel module does not lack the kmod subtype.
+  assert.equal(report.outliers.find((o) => o.node === "gpu-node-23")?.absentSubtypes, undefined);
+  const text = renderFleetTable(report);
+  assert.match(
+    text,
+    /^ {2}gpu-node-30: OS\.sysctl\.\* \(absent: 22 readings\) \(fleet: present on 41 nodes\)$/m,
+  );
+  assert.ok(!/gpu-node-30: OS\.sysctl\.\/proc/.test(text));
+});
+
 Deno.test("buildFleetReport() lists every reading of a measurement a node lacks", () => {
   const members = NODES.slice(0, 5).map((node) => ({ node, snapshot: makeNodeSnapshot(node) }));
   const lacking = members[2]!.snapshot;

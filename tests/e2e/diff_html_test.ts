@@ -20,6 +20,7 @@ const PLANTED: Record<string, Record<string, string>> = {
   "gpu-node-17": { "GPU.smi.driver": "570.86.15" },
   "gpu-node-42": { "OS.sysctl./proc/sys/vm/swappiness": "10", "OS.grub.hugepages": "4096" },
   "gpu-node-99": { "OS.kmod.nvidia_peermem": "(absent)" },
+  "gpu-node-120": { "OS.sysctl.*": "(absent)" },
   "gpu-node-150": { "SystemD.kubelet.service.ActiveState": "failed" },
   "gpu-node-200": { "K8s.node.kubelet-version": "v1.32.9-eks-113cf36" },
 };
@@ -52,8 +53,14 @@ Deno.test("fleet html: Chromium shows 200 nodes with exactly the planted outlier
     const snapshot = makeNodeSnapshot(node, { clusterNodes: NODES, boot: i + 1 });
     setReading(snapshot, "GPU.smi.driver", "570.124.06");
     for (const [path, value] of Object.entries(PLANTED[node] ?? {})) {
-      const reading = value === "(absent)" ? undefined : value;
-      setReading(snapshot, path, reading);
+      if (path.endsWith(".*")) {
+        // The whole subtype is gone, as when its collector failed on that node.
+        const [type, subtype] = path.split(".");
+        const m = snapshot.measurements.find((x) => x.type === type);
+        if (m) m.subtypes = m.subtypes.filter((x) => x.subtype !== subtype);
+        continue;
+      }
+      setReading(snapshot, path, value === "(absent)" ? undefined : value);
     }
     return { node, snapshot };
   });
