@@ -162,7 +162,16 @@ async function runDiff(deps: DiffDeps, flags: DiffFlags): Promise<void> {
     deps.env("NO_COLOR") === undefined;
   const write = async (text: string) => {
     if (flags.output === undefined || flags.output === "-") deps.stdout.write(text);
-    else await loader.writeFile(resolve(deps.cwd, flags.output), text);
+    else {
+      try {
+        await loader.writeFile(resolve(deps.cwd, flags.output), text);
+      } catch (error) {
+        throw new UsageError(
+          `Cannot write '${flags.output}': ${error instanceof Error ? error.message : error}`,
+          { cause: error },
+        );
+      }
+    }
   };
 
   if (fleet.length > 0) {

@@ -252,6 +252,10 @@ Deno.test("aicr diff rejects bad flags with exit 2", async () => {
     [["-b", FIXTURE, "--target", FIXTURE, "-o", "cm://ns/x"], /not a ConfigMap/],
     [["-b", "-", "--target", "-"], /only one of/],
     [["-b", "cm://nonamespace", "--target", FIXTURE], /'--baseline' value 'cm:\/\/nonamespace'/],
+    [
+      ["-b", FIXTURE, "--target", FIXTURE, "-o", "/nonexistent-dir/x/out.txt"],
+      /^error: Cannot write '\/nonexistent-dir\/x\/out\.txt': /,
+    ],
   ];
   for (const [args, want] of cases) {
     const r = await run(args);
