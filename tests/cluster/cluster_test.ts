@@ -415,6 +415,41 @@ Deno.test({
           assert.ok(!existsSync("/tmp/count"), "the emptyDir was private to the pod");
         },
       );
+      await t.step("hostPath volumes are the host's files, read-only when asked", async () => {
+        const n = await ns("hostpath");
+        const dir = await Deno.makeTempDir({ prefix: "aicr-hostpath-" });
+        try {
+          await Deno.writeTextFile(`${dir}/f`, "from host\n");
+          const script = [
+            `cat ${dir}/f /view/f`,
+            `if (echo x >> ${dir}/f) 2>/dev/null; then echo writable; else echo read-only; fi`,
+            "echo y >> /view/f && echo view-writable",
+          ].join("; ");
+          await create(
+            admin,
+            `/api/v1/namespaces/${n}/pods`,
+            pod("hp", script, {
+              volumes: [{ name: "h", hostPath: { path: dir, type: "Directory" } }],
+              containers: [{
+                name: "main",
+                image: "busybox",
+                command: ["sh", "-c", script],
+                volumeMounts: [
+                  { name: "h", mountPath: dir, readOnly: true },
+                  { name: "h", mountPath: "/view" },
+                ],
+              }],
+            }),
+          );
+          const p = await waitPhase(admin, n, "hp", ["Succeeded", "Failed"]);
+          const out = await logs(admin, n, "hp");
+          assert.equal(p.status.phase, "Succeeded", out);
+          assert.equal(out, "from host\nfrom host\nread-only\nview-writable\n");
+          assert.equal(await Deno.readTextFile(`${dir}/f`), "from host\ny\n");
+        } finally {
+          await Deno.remove(dir, { recursive: true });
+        }
+      });
 
       await t.step(
         "deleting a pod sends SIGTERM, waits the grace period, then SIGKILLs",

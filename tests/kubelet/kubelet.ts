@@ -525,7 +525,13 @@ export async function startKubelet(
     for (const vol of pod.spec.volumes ?? []) {
       const d = join(run.dir, "volumes", vol.name);
       if (vol.hostPath) {
-        volDirs.set(vol.name, vol.hostPath.path);
+        const { path, type } = vol.hostPath as { path: string; type?: string };
+        if (type === "DirectoryOrCreate") await mkdir(path, { recursive: true });
+        if (type === "FileOrCreate" && !existsSync(path)) {
+          await mkdir(dirname(path), { recursive: true });
+          await writeFile(path, "");
+        }
+        volDirs.set(vol.name, path);
         continue;
       }
       await mkdir(d, { recursive: true });
@@ -622,8 +628,9 @@ export async function startKubelet(
         const src = volDirs.get(m.name);
         if (!src) throw new Error(`volume "${m.name}" is not supported by the aicr test kubelet`);
         const from = m.subPath ? join(src, m.subPath) : src;
-        // hostPath at its own path: the process already sees the host's file system.
-        if (from === m.mountPath) continue;
+        // hostPath at its own path: the process already sees the host's file system (read-only
+        // ones are still bound onto themselves, read-only).
+        if (from === m.mountPath && !m.readOnly) continue;
         list.push([from, m.mountPath, Boolean(m.readOnly) || m.mountPath === SA_DIR]);
       }
       mounts.set(c.name, list);
