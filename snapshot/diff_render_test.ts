@@ -114,3 +114,18 @@ Deno.test("formatReading() keeps one reading on one line and shows absence as -"
   assert.equal(formatReading(null), "null");
   assert.equal(formatReading("x".repeat(100), 10), "xxxxxxxxx…");
 });
+
+Deno.test("renderDiffTable() lists collector status changes apart from the drift verdict", () => {
+  const b = makeNodeSnapshot("gpu-node-1");
+  const t = makeNodeSnapshot("gpu-node-1");
+  const sysctl = t.measurements.find((m) => m.type === "OS")?.subtypes.find((s) =>
+    s.subtype === "sysctl"
+  );
+  assert.ok(sysctl);
+  sysctl.context = { status: "denied", source: "/proc/sys", message: "EACCES" };
+  const text = renderDiffTable(diffSnapshots(b, t));
+  assert.match(
+    text,
+    /NO CHANGES\n\nSOURCE STATUS \(context, not counted as drift\)\n {2}OS\.sysctl: ok -> denied\n\nNO DRIFT\n$/,
+  );
+});
