@@ -19,7 +19,7 @@
  * @module
  */
 
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -355,7 +355,16 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const t0 = performance.now();
   const stateDir = resolveStateDir(options.stateDir);
   const binDir = await buildCluster({ log });
+  // Wipe only a folder that is ours (marked) or empty: never a mistyped AICR_CLUSTER_DIR.
+  const marker = join(stateDir, ".aicr-test-cluster");
+  if (existsSync(stateDir) && !existsSync(marker) && readdirSync(stateDir).length > 0) {
+    throw new Error(
+      `Cannot use "${stateDir}" as the cluster state folder: it is not empty and not a test cluster's`,
+    );
+  }
   await rm(stateDir, { recursive: true, force: true });
+  await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  await writeFile(marker, "state folder of an aicr test cluster: wiped by the next start\n");
   const pki = join(stateDir, "pki");
   const logDir = join(stateDir, "logs");
   for (const d of [pki, logDir, join(stateDir, "etcd"), join(stateDir, "certs")]) {
