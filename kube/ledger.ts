@@ -11,6 +11,7 @@ import { ToolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { KubeClient, KubeObject, NewObject } from "./client.ts";
 import { KubeApiError } from "./errors.ts";
+import { abortableSleep } from "./rest.ts";
 import { RESOURCES } from "./resources.ts";
 import type { KindName } from "./resources.ts";
 
@@ -85,14 +86,24 @@ export class Ledger {
   #entries: LedgerEntry[] = [];
   readonly #kube: KubeClient;
   readonly #proof: OwnershipProof;
+  readonly #retries: number;
+  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
 
   /**
    * @param kube the client
    * @param proof the labels that prove ownership
+   * @param options how often a create that provably did not land is sent again
+   *   (default 4) and the sleep between attempts (injectable for tests)
    */
-  constructor(kube: KubeClient, proof: OwnershipProof) {
+  constructor(
+    kube: KubeClient,
+    proof: OwnershipProof,
+    options: { retries?: number; sleep?: (ms: number, signal?: AbortSignal) => Promise<void> } = {},
+  ) {
     this.#kube = kube;
     this.#proof = proof;
+    this.#retries = options.retries ?? 4;
+    this.#sleep = options.sleep ?? abortableSleep;
   }
 
   /** Everything recorded so far, in creation order. */
@@ -113,10 +124,17 @@ export class Ledger {
   }
 
   /**
-   * Creates an object and records it. When the response is lost, the object is
-   * re-read: if it exists and carries this invocation's labels it is adopted as
-   * confirmed; otherwise it stays unconfirmed for cleanup to resolve, and the
-   * original error is thrown.
+   * Creates an object and records it. The object's name is its idempotency key: the
+   * API server never holds two objects of one name, so a create may be sent again
+   * when the first one provably did not land, and an AlreadyExists after a retry is
+   * resolved by proving the object is ours.
+   *
+   * - 429 (rate limited before the server handled it): sent again after `Retry-After`.
+   * - An ambiguous failure (no answer, 5xx): the object is re-read. If it exists and
+   *   carries this invocation's labels it is adopted as confirmed; if it is absent the
+   *   create is sent again; if another invocation's object holds the name the
+   *   original error is thrown. An entry that could not be resolved stays unconfirmed
+   *   for cleanup.
    *
    * @param kind the kind
    * @param object the object (with the ownership labels)
@@ -132,25 +150,48 @@ export class Ledger {
     const name = object.metadata?.name ?? "";
     const namespace = RESOURCES[kind].namespaced ? object.metadata?.namespace : undefined;
     const base = { kind, name, ...(namespace ? { namespace } : {}) };
-    try {
-      const created = await this.#kube.create(kind, object, options);
-      const uid = created.metadata?.uid;
-      this.#entries.push(
-        uid ? { ...base, uid, state: "confirmed" } : { ...base, state: "unconfirmed" },
-      );
-      return created;
-    } catch (error) {
-      if (!isAmbiguousCreateFailure(error)) throw error;
-      const entry: LedgerEntry = { ...base, state: "unconfirmed" };
-      this.#entries.push(entry);
-      const live = await this.#kube.get(kind, namespace, name).catch(() => undefined);
-      if (live?.metadata?.uid && this.#owns(live)) {
-        entry.uid = live.metadata.uid;
-        entry.state = "confirmed";
-        return live;
+    let entry: LedgerEntry | undefined;
+    for (let attempt = 0;; attempt++) {
+      try {
+        const created = await this.#kube.create(kind, object, options);
+        const uid = created.metadata?.uid;
+        const confirmed: LedgerEntry = uid
+          ? { ...base, uid, state: "confirmed" }
+          : { ...base, state: "unconfirmed" };
+        if (entry) Object.assign(entry, confirmed);
+        else this.#entries.push(confirmed);
+        return created;
+      } catch (error) {
+        const retriesLeft = attempt < this.#retries && !options.signal?.aborted;
+        if (error instanceof KubeApiError && error.status === 429) {
+          // Refused before it was handled: nothing was created.
+          if (!retriesLeft) throw error;
+          await this.#sleep(this.#wait(error, attempt), options.signal);
+          continue;
+        }
+        const alreadyExistsOnRetry = attempt > 0 && entry !== undefined &&
+          error instanceof KubeApiError && error.isAlreadyExists;
+        if (!isAmbiguousCreateFailure(error) && !alreadyExistsOnRetry) throw error;
+        if (!entry) {
+          entry = { ...base, state: "unconfirmed" };
+          this.#entries.push(entry);
+        }
+        const live = await this.#kube.get(kind, namespace, name).catch(() => "unknown" as const);
+        if (live !== "unknown" && live?.metadata?.uid && this.#owns(live)) {
+          entry.uid = live.metadata.uid;
+          entry.state = "confirmed";
+          return live;
+        }
+        // Another invocation's object holds the name, or the re-read failed too.
+        if (live !== undefined || !retriesLeft) throw error;
+        await this.#sleep(this.#wait(error, attempt), options.signal);
       }
-      throw error;
     }
+  }
+
+  #wait(error: unknown, attempt: number): number {
+    const after = error instanceof KubeApiError ? error.retryAfterSeconds : undefined;
+    return after !== undefined ? Math.min(after * 1000, 30_000) : 200 * 2 ** attempt;
   }
 
   #owns(object: KubeObject): boolean {

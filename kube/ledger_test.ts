@@ -86,3 +86,57 @@ Deno.test("isAmbiguousCreateFailure() separates lost responses from definite ref
   assert.equal(isAmbiguousCreateFailure(new KubeApiError("x", 409, "AlreadyExists")), false);
   assert.equal(isAmbiguousCreateFailure(new KubeApiError("x", 403, "Forbidden")), false);
 });
+
+function flakyCreate(fake: ReturnType<typeof createFakeKube>, failures: KubeApiError[]) {
+  let sent = 0;
+  return {
+    get sent() {
+      return sent;
+    },
+    client: {
+      ...fake.client,
+      create: (...args: Parameters<typeof fake.client.create>) => {
+        sent++;
+        const next = failures.shift();
+        return next ? Promise.reject(next) : fake.client.create(...args);
+      },
+    },
+  };
+}
+
+Deno.test("Ledger.create() sends a create again after a 429 (refused, so not applied)", async () => {
+  const fake = createFakeKube();
+  const flaky = flakyCreate(fake, [
+    new KubeApiError("slow down", 429, "TooManyRequests", { retryAfterSeconds: 1 }),
+  ]);
+  const waits: number[] = [];
+  const ledger = new Ledger(flaky.client, PROOF, {
+    sleep: (ms) => (waits.push(ms), Promise.resolve()),
+  });
+  const created = await ledger.create("Role", role("r"));
+  assert.ok(created.metadata?.uid);
+  assert.equal(flaky.sent, 2);
+  assert.deepEqual(waits, [1000], "Retry-After is honoured");
+  assert.equal(ledger.entries.length, 1);
+  assert.equal(ledger.entries[0]?.state, "confirmed");
+});
+
+Deno.test("Ledger.create() after a 503 re-reads first and only re-creates a name that is free", async () => {
+  const fake = createFakeKube();
+  const flaky = flakyCreate(fake, [new KubeApiError("unavailable", 503, "ServiceUnavailable")]);
+  const ledger = new Ledger(flaky.client, PROOF, { sleep: () => Promise.resolve() });
+  await ledger.create("Role", role("r"));
+  assert.equal(flaky.sent, 2);
+  assert.equal(fake.objects.size, 1);
+  assert.equal(ledger.entries.length, 1);
+  assert.equal(ledger.entries[0]?.state, "confirmed");
+
+  // Another invocation's object at the name: the 503 is reported, nothing is re-sent.
+  const other = createFakeKube();
+  other.put("Role", role("r", { "aicr.run/run-id": "run-1", "aicr.run/invocation-id": "other" }));
+  const flaky2 = flakyCreate(other, [new KubeApiError("unavailable", 503, "ServiceUnavailable")]);
+  const ledger2 = new Ledger(flaky2.client, PROOF, { sleep: () => Promise.resolve() });
+  await assert.rejects(ledger2.create("Role", role("r")), /unavailable/);
+  assert.equal(flaky2.sent, 1);
+  assert.equal(ledger2.entries[0]?.state, "unconfirmed");
+});
