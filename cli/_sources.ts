@@ -310,22 +310,21 @@ const DOCUMENT_START = /^---(?=[ \t]|$)/;
  */
 export function splitYamlStream(text: string): string[] {
   if (/^(%|\.\.\.(\s|$))/m.test(text)) return [text];
+  // Scan for marker lines instead of splitting into lines: a fleet stream can be 100 MiB.
   const docs: string[] = [];
-  let current: string[] = [];
-  const flush = () => {
-    const doc = current.join("\n");
-    if (doc.replace(/#.*$/gm, "").trim() !== "") docs.push(doc + "\n");
-    current = [];
+  let start = 0;
+  // Content after a marker on its own line belongs to the document the marker starts.
+  let carried = "";
+  const push = (end: number) => {
+    const doc = carried + text.slice(start, end);
+    if (doc.replace(/#.*$/gm, "").trim() !== "") docs.push(doc.endsWith("\n") ? doc : doc + "\n");
   };
-  for (const line of text.split("\n")) {
-    if (DOCUMENT_START.test(line)) {
-      flush();
-      const rest = line.slice(3).trim();
-      if (rest !== "") current.push(rest);
-    } else {
-      current.push(line);
-    }
+  for (const marker of text.matchAll(/^---(?=[ \t\r]|$)([^\n]*)(?:\n|$)/gm)) {
+    push(marker.index);
+    const rest = (marker[1] ?? "").trim();
+    carried = rest === "" ? "" : rest + "\n";
+    start = marker.index + marker[0].length;
   }
-  flush();
+  push(text.length);
   return docs;
 }

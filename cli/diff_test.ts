@@ -381,7 +381,7 @@ Deno.test("splitYamlStream() splits at column-0 document markers only", () => {
   assert.deepEqual(splitYamlStream(text), [
     "kind: Snapshot\nnote: |\n  ---\n  not a marker\n",
     "# second\nkind: Snapshot\n",
-    "{kind: Snapshot}\n\n",
+    "{kind: Snapshot}\n",
   ]);
   assert.deepEqual(splitYamlStream("%YAML 1.2\n---\na: 1\n"), ["%YAML 1.2\n---\na: 1\n"]);
 });
