@@ -22,6 +22,7 @@ import {
 } from "../daemon/mod.ts";
 import { UsageError } from "../errors.ts";
 import { NoKubeconfigError } from "../kube/mod.ts";
+import { parseDuration } from "../manifests/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { resolveNodeName } from "../snapshot/mod.ts";
@@ -106,21 +107,6 @@ export interface DaemonFlags {
   maxNodesPerEntry: string;
 }
 
-const DURATION_REGEXP = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
-const DURATION_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
-// TODO(#6): use parseDuration of manifests/ once it is exported there.
-function parseDurationFlag(flag: string, value: string): number {
-  if (value === "0") return 0;
-  const match = DURATION_REGEXP.exec(value.trim());
-  if (!match) {
-    throw new UsageError(
-      `Cannot use '${flag}' as it must be a duration such as '500ms', '30s' or '5m': current value is '${value}'`,
-    );
-  }
-  return Number(match[1]) * (DURATION_MS[match[2] ?? ""] ?? 0);
-}
-
 function parsePort(value: string): number {
   const port = parseCount("--port", value);
   if (port > 65_535) {
@@ -191,12 +177,12 @@ export async function runDaemon(
 ): Promise<void> {
   const port = parsePort(flags.port);
   const cacheOptions = {
-    maxAgeMs: parseDurationFlag("--max-age", flags.maxAge),
-    freshMinIntervalMs: parseDurationFlag("--fresh-min-interval", flags.freshMinInterval),
-    refreshIntervalMs: parseDurationFlag("--refresh-interval", flags.refreshInterval),
-    collectTimeoutMs: parseDurationFlag("--collect-timeout", flags.collectTimeout),
+    maxAgeMs: parseDuration(flags.maxAge, "--max-age"),
+    freshMinIntervalMs: parseDuration(flags.freshMinInterval, "--fresh-min-interval"),
+    refreshIntervalMs: parseDuration(flags.refreshInterval, "--refresh-interval"),
+    collectTimeoutMs: parseDuration(flags.collectTimeout, "--collect-timeout"),
   };
-  const drainTimeoutMs = parseDurationFlag("--drain-timeout", flags.drainTimeout);
+  const drainTimeoutMs = parseDuration(flags.drainTimeout, "--drain-timeout");
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
   if (cacheOptions.collectTimeoutMs === 0) {
     throw new UsageError(
