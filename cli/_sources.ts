@@ -298,8 +298,6 @@ export function parseFleetText(text: string, source: string): Snapshot[] {
   return documents.map((doc, i) => parseSnapshot(doc, { source: `${source} (document ${i + 1})` }));
 }
 
-const DOCUMENT_START = /^---(?=[ \t]|$)/;
-
 /**
  * Splits a YAML stream at its `---` document markers (at column 0; content after the
  * marker on the same line stays with its document), dropping empty documents. A stream
