@@ -156,12 +156,20 @@ export async function deploySnapshot(
         serviceAccountPrefix: options.serviceAccountPrefix,
         discoverNetwork: options.discoverNetwork,
       });
-      await ledger.create("ServiceAccount", rbac.serviceAccount);
-      await ledger.create("Role", rbac.role);
-      await ledger.create("RoleBinding", rbac.roleBinding);
-      await ledger.create("ClusterRole", rbac.clusterRole);
-      await ledger.create("ClusterRoleBinding", rbac.clusterRoleBinding);
-      throwIfInterrupted(options.signal);
+      // A create in flight is not aborted (that would only make its outcome unknown);
+      // a signal stops the next one.
+      for (
+        const [kind, object] of [
+          ["ServiceAccount", rbac.serviceAccount],
+          ["Role", rbac.role],
+          ["RoleBinding", rbac.roleBinding],
+          ["ClusterRole", rbac.clusterRole],
+          ["ClusterRoleBinding", rbac.clusterRoleBinding],
+        ] as const
+      ) {
+        await ledger.create(kind, object);
+        throwIfInterrupted(options.signal);
+      }
     }
     const job = buildAgentJob({
       ...options.job,
@@ -188,7 +196,8 @@ export async function deploySnapshot(
       ...(options.signal ? { signal: options.signal } : {}),
     });
     log.debug("agent finished; reading its snapshot", { node: nodeName });
-    const snapshot = await readSnapshot(kube, output);
+    const snapshot = await readSnapshot(kube, output, options.signal);
+    throwIfInterrupted(options.signal);
     return {
       runId,
       snapshot,
@@ -314,16 +323,22 @@ async function autoTarget(kube: KubeClient, log: Logger): Promise<boolean> {
  *
  * @param kube the client
  * @param ref where
+ * @param signal cancels the read (SIGINT/SIGTERM)
  * @returns the snapshot
  * @throws {NotFoundError} when the ConfigMap or its snapshot key is missing
  * @throws {UsageError} when the document is invalid (e.g. an older agent's apiVersion)
  */
-export async function readSnapshot(kube: KubeClient, ref: ConfigMapRef): Promise<Snapshot> {
+export async function readSnapshot(
+  kube: KubeClient,
+  ref: ConfigMapRef,
+  signal?: AbortSignal,
+): Promise<Snapshot> {
   const uri = formatConfigMapUri(ref);
   const cm = await kube.get<KubeObject & { data?: Record<string, string> }>(
     "ConfigMap",
     ref.namespace,
     ref.name,
+    signal ? { signal } : {},
   );
   if (!cm) {
     throw new NotFoundError(

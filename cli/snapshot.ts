@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { Command, Option } from "commander";
 import { deliverSnapshot, deploySnapshot, hasGpu } from "../agent/mod.ts";
-import { UsageError } from "../errors.ts";
+import { InterruptedError, UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import {
   autoTargetingAllowed,
@@ -325,6 +325,12 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
     signal: deps.signal,
   });
   const snapshot = result.snapshot;
+  if (deps.signal.aborted) {
+    // Cleanup already ran; an interrupted run delivers nothing (no partial file).
+    throw new InterruptedError(
+      `Cannot deliver the snapshot: interrupted (${String(deps.signal.reason)})`,
+    );
+  }
   warnPlacementMismatch(snapshot, log);
   const format = flags.format as SnapshotFormat;
   const encoded = encodeSnapshot(snapshot, format);
