@@ -57,3 +57,15 @@ export { parseXml, XmlError } from "./xml.ts";
 export type { XmlElement, XmlLimits } from "./xml.ts";
 export type { SysctlResult } from "./os.ts";
 export { createClusterReader } from "./kube_reader.ts";
+export {
+  ABSENT,
+  MAX_PROJECTION_BYTES,
+  mergeProjections,
+  MIXED,
+  OKE_NVIDIA_GPU_PLUGIN,
+  projectAksGpuPools,
+  projectGkeGpuPools,
+  PROJECTIONS,
+  projectOkeAddons,
+} from "./projections.ts";
+export type { ProjectionSpec } from "./projections.ts";
