@@ -8,6 +8,7 @@
  * deno run -A scripts/build.ts && deno run -A bench/binary_bench.ts            # dist/aicr, 30 runs
  * deno run -A bench/binary_bench.ts --binary /tmp/aicr --runs 50 --json       # also JSON on stdout
  * deno run -A bench/binary_bench.ts --no-floor                                # skip the floor row
+ * deno run -A bench/binary_bench.ts --kubeconfig .cluster/admin.kubeconfig    # + agent with a cluster
  * ```
  *
  * A last row, the floor, times an empty script sealed on the same Node base the same way: what any
@@ -81,6 +82,8 @@ export interface ColdStart {
   medianMs: number;
   minMs: number;
   maxMs: number;
+  /** Mean CPU time (user + system) per run from GNU time, 10 ms resolution; load-insensitive. */
+  cpuMs?: number;
   /** Exit code of the last run; `null` when its output was not the command's. */
   code: number | null;
   /** First line of stderr of a failed run, if any. */
@@ -108,6 +111,18 @@ async function coldStart(
     maxMs: Math.max(...times),
     code: last?.code ?? null,
   };
+  if (existsSync(GNU_TIME)) {
+    let cpu = 0;
+    for (let i = 0; i < options.runs; i++) {
+      const ran = await timeRun(GNU_TIME, ["-f", "AICR_CPU=%U %S", binary, ...args], {
+        cwd: options.cwd,
+        env,
+      });
+      const match = /AICR_CPU=([\d.]+) ([\d.]+)/.exec(ran.stderr);
+      if (match) cpu += (Number(match[1]) + Number(match[2])) * 1000;
+    }
+    result.cpuMs = cpu / options.runs;
+  }
   if (last && last.code !== 0) result.error = last.stderr.trim().split("\n")[0] ?? "";
   else if (last && options.expect && !last.stdout.includes(options.expect)) {
     // commander answers `aicr <unknown> --help` with the root help and exit 0: not a figure.
@@ -170,9 +185,9 @@ export interface BinaryFigures {
  */
 export async function runBench(
   binary: string,
-  options: { runs?: number; floor?: boolean } = {},
+  options: { runs?: number; floor?: boolean; kubeconfig?: string } = {},
 ): Promise<BinaryFigures> {
-  const { runs = 30, floor = true } = options;
+  const { runs = 30, floor = true, kubeconfig } = options;
   const cwd = await mkdtemp(join(tmpdir(), "aicr-bench-"));
   try {
     const version = await timeRun(binary, ["version"], { cwd, env: {} });
@@ -193,6 +208,15 @@ export async function runBench(
     const agentEnv: Record<string, string> = { NODE_NAME: "bench-node" };
     figures.peakRss.push(await peakRss(binary, ["version"], { cwd, env: {} }));
     figures.peakRss.push(await peakRss(binary, ["agent"], { cwd, env: agentEnv }));
+    if (kubeconfig) {
+      // The same agent with a cluster: the K8s collectors load the client and read the API.
+      const withCluster = await peakRss(binary, ["agent"], {
+        cwd,
+        env: { ...agentEnv, KUBECONFIG: kubeconfig },
+      });
+      withCluster.args = ["agent", "(KUBECONFIG)"];
+      figures.peakRss.push(withCluster);
+    }
     if (floor) {
       const empty = join(cwd, "empty.cjs");
       await writeFile(empty, "");
@@ -231,7 +255,7 @@ export function formatTable(figures: BinaryFigures): string {
       `cold start \`aicr ${cold.args.join(" ")}\``,
       `${cold.medianMs.toFixed(1)} ms median of ${cold.runs} (min ${cold.minMs.toFixed(1)}, max ${
         cold.maxMs.toFixed(1)
-      })${failed}`,
+      }; cpu ${cold.cpuMs === undefined ? "n/a" : `${cold.cpuMs.toFixed(0)} ms`})${failed}`,
       `< ${GOALS.coldStartMs} ms`,
       cold.code === 0 ? mark(cold.medianMs < GOALS.coldStartMs) : "FAILED",
     ]);
@@ -255,9 +279,9 @@ export function formatTable(figures: BinaryFigures): string {
     const { coldStart: cold, peakRss: peak } = figures.floor;
     rows.push([
       "floor: empty Node SEA, same base",
-      `${cold.medianMs.toFixed(1)} ms median (min ${cold.minMs.toFixed(1)}), ${
-        peak.mib === undefined ? "n/a" : `${peak.mib.toFixed(1)} MiB`
-      }`,
+      `${cold.medianMs.toFixed(1)} ms median (min ${cold.minMs.toFixed(1)}; cpu ${
+        cold.cpuMs === undefined ? "n/a" : `${cold.cpuMs.toFixed(0)} ms`
+      }), ${peak.mib === undefined ? "n/a" : `${peak.mib.toFixed(1)} MiB`}`,
       "-",
       "",
     ]);
@@ -285,6 +309,7 @@ async function main(args: string[]): Promise<number> {
       runs: { type: "string", default: "30" },
       json: { type: "boolean", default: false },
       "no-floor": { type: "boolean", default: false },
+      kubeconfig: { type: "string" },
     },
   });
   const binary = resolve(values.binary);
@@ -301,7 +326,11 @@ async function main(args: string[]): Promise<number> {
     );
     return 2;
   }
-  const figures = await runBench(binary, { runs, floor: !values["no-floor"] });
+  const figures = await runBench(binary, {
+    runs,
+    floor: !values["no-floor"],
+    ...(values.kubeconfig ? { kubeconfig: resolve(values.kubeconfig) } : {}),
+  });
   process.stdout.write(formatTable(figures) + "\n");
   const outDir = join(REPO_ROOT, "bench", ".out");
   await mkdir(outDir, { recursive: true });
