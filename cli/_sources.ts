@@ -49,6 +49,42 @@ export interface SnapshotSourceLoader {
   writeFile(path: string, text: string): Promise<void>;
 }
 
+/** The one call of the Kubernetes client the ConfigMap reader needs. */
+export interface ConfigMapGetter {
+  /** Gets an object; `undefined` when it does not exist. */
+  get(
+    kind: "ConfigMap",
+    namespace: string,
+    name: string,
+  ): Promise<{ [field: string]: unknown } | undefined>;
+}
+
+/**
+ * A ConfigMap reader over the Kubernetes client, connecting on first use (so a diff of
+ * files never needs a kubeconfig).
+ *
+ * @param connect makes the client (may throw, e.g. when there is no kubeconfig)
+ * @returns a `readConfigMap` for {@link createFsSourceLoader}
+ */
+export function createKubeConfigMapReader(
+  connect: () => ConfigMapGetter,
+): SnapshotSourceLoader["readConfigMap"] {
+  let client: ConfigMapGetter | undefined;
+  return async (namespace, name) => {
+    client ??= connect();
+    const object = await client.get("ConfigMap", namespace, name);
+    if (!object) return undefined;
+    const data: Record<string, string> = {};
+    const raw = object.data;
+    if (raw && typeof raw === "object") {
+      for (const [key, value] of Object.entries(raw)) {
+        if (typeof value === "string") data[key] = value;
+      }
+    }
+    return data;
+  };
+}
+
 /** Options for {@link createFsSourceLoader}. */
 export interface FsSourceLoaderOptions {
   /** The ConfigMap reader (the Kubernetes client); without it `cm://` fails clearly. */
@@ -167,12 +203,15 @@ async function readConfigMapSnapshot(
   try {
     data = await loader.readConfigMap(namespace, name);
   } catch (error) {
-    if (error instanceof NotFoundError) {
-      throw new NotFoundError(`Cannot read snapshot '${uri}': ConfigMap not found`, {
-        cause: error,
-      });
+    // Keep the error's class of failure (exit code), and name the input.
+    if (error instanceof ToolError) {
+      throw new ToolError(
+        `Cannot read snapshot '${uri}': ${error.message}`,
+        error.code,
+        error.httpStatus,
+        { cause: error, details: error.details },
+      );
     }
-    if (error instanceof ToolError) throw error;
     throw new UnavailableError(
       `Cannot read snapshot '${uri}': ${error instanceof Error ? error.message : error}`,
       { cause: error },

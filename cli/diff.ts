@@ -31,12 +31,22 @@ import {
   renderFleetHtml,
   renderFleetTable,
 } from "../snapshot/mod.ts";
-import { createFsSourceLoader, loadFleet, loadSnapshot } from "./_sources.ts";
+import {
+  createFsSourceLoader,
+  createKubeConfigMapReader,
+  loadFleet,
+  loadSnapshot,
+} from "./_sources.ts";
 import type { SnapshotSourceLoader } from "./_sources.ts";
 import type { CliDeps } from "./context.ts";
 
 export type { SnapshotSourceLoader } from "./_sources.ts";
-export { createFsSourceLoader, parseFleetText, splitYamlStream } from "./_sources.ts";
+export {
+  createFsSourceLoader,
+  createKubeConfigMapReader,
+  parseFleetText,
+  splitYamlStream,
+} from "./_sources.ts";
 
 /**
  * Dependencies of `aicr diff`: the parts of {@link CliDeps} it uses, plus where snapshots
@@ -44,9 +54,11 @@ export { createFsSourceLoader, parseFleetText, splitYamlStream } from "./_source
  */
 export interface DiffDeps
   extends Pick<CliDeps, "stdout" | "stderr" | "env" | "cwd" | "now" | "stdoutIsTerminal"> {
+  /** Connects to a cluster, for `cm://` sources (only when one is given). */
+  connectKube?: CliDeps["connectKube"];
   /**
-   * Makes the snapshot loader (files, stdin, ConfigMaps). The composition root wires the
-   * Kubernetes ConfigMap reader here; without it `cm://` sources fail with exit 6.
+   * Makes the snapshot loader (files, stdin, ConfigMaps), replacing the default one
+   * (node:fs, the process's stdin, ConfigMaps through {@link DiffDeps.connectKube}).
    */
   snapshotSources?: (options: { kubeconfig?: string }) => SnapshotSourceLoader;
 }
@@ -87,7 +99,8 @@ ${DEFAULT_IGNORE_PATTERNS.map((p) => `  ${p}`).join("\n")}
 
 Exit codes: 0 no drift, or drift without --fail-on-drift; 1 drift with --fail-on-drift
 (after the output is written); 2 invalid input (flags, malformed or invalid snapshot,
-over the size cap, alias bomb); 3 a file or ConfigMap not found; 6 Kubernetes unavailable.
+over the size cap, alias bomb); 3 a file or ConfigMap not found, or no kubeconfig for a
+cm:// source; 4 reading the ConfigMap is forbidden; 6 Kubernetes unavailable.
 `;
 
 function collect(value: string, previous: string[]): string[] {
@@ -155,8 +168,15 @@ async function runDiff(deps: DiffDeps, flags: DiffFlags): Promise<void> {
   }
   for (const pattern of flags.ignore) validateIgnore(pattern);
   const ignore = [...(flags.defaultIgnores ? DEFAULT_IGNORE_PATTERNS : []), ...flags.ignore];
-  const loader = (deps.snapshotSources ?? (() => createFsSourceLoader()))(
-    flags.kubeconfig === undefined ? {} : { kubeconfig: flags.kubeconfig },
+  const kubeconfig = flags.kubeconfig === undefined ? {} : { kubeconfig: flags.kubeconfig };
+  const loader = deps.snapshotSources ? deps.snapshotSources(kubeconfig) : createFsSourceLoader(
+    deps.connectKube
+      ? {
+        readConfigMap: createKubeConfigMapReader(() =>
+          (deps.connectKube as NonNullable<DiffDeps["connectKube"]>)(kubeconfig)
+        ),
+      }
+      : {},
   );
   const color = flags.output === undefined && deps.stdoutIsTerminal &&
     deps.env("NO_COLOR") === undefined;

@@ -3,7 +3,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command, CommanderError } from "commander";
-import { exitCodeOf, formatError, NotFoundError } from "../errors.ts";
+import { exitCodeOf, formatError } from "../errors.ts";
+import type { KubeClient } from "../kube/mod.ts";
+import { NoKubeconfigError } from "../kube/mod.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
 import { encodeSnapshot, MAX_DOCUMENT_BYTES } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import { makeNodeSnapshot, setReading } from "../snapshot/testdata/generate.ts";
@@ -25,6 +28,8 @@ interface RunOptions {
   stdin?: string;
   configMaps?: Record<string, Record<string, string>>;
   terminal?: boolean;
+  /** Use the default loader with this cluster connection instead of the fake loader. */
+  connectKube?: () => KubeClient;
 }
 
 /** Runs `aicr diff ...` the way cli/mod.ts runs a verb: errors mapped to exit codes once. */
@@ -38,17 +43,18 @@ async function run(args: string[], options: RunOptions = {}): Promise<Run> {
     cwd: options.cwd ?? TESTDATA,
     now: () => new Date("2026-04-02T08:00:00Z"),
     stdoutIsTerminal: options.terminal ?? false,
-    snapshotSources: () =>
+    ...(options.connectKube ? { connectKube: options.connectKube } : {}),
+  };
+  if (!options.connectKube) {
+    deps.snapshotSources = () =>
       createFsSourceLoader({
         stdin: [new TextEncoder().encode(options.stdin ?? "")],
         readConfigMap: async (namespace, name) => {
           await Promise.resolve();
-          const data = options.configMaps?.[`${namespace}/${name}`];
-          if (!data) throw new NotFoundError(`configmaps "${name}" not found`);
-          return data;
+          return options.configMaps?.[`${namespace}/${name}`];
         },
-      }),
-  };
+      });
+  }
   const out = {
     writeOut: (t: string) => void (stdout += t),
     writeErr: (t: string) => void (stderr += t),
@@ -397,4 +403,55 @@ Deno.test("aicr diff --fleet names the stream document that is invalid", async (
     r.stderr,
     /^error: Cannot read snapshot '- \(document 3\)': field 'kind' \(line 1\) must be 'Snapshot'/,
   );
+});
+
+Deno.test("aicr diff reads cm:// through the cluster connection, connecting only when needed", async () => {
+  const fake = createFakeKube();
+  fake.put(
+    "ConfigMap",
+    {
+      metadata: { name: "aicr-snapshot", namespace: "gpu-operator" },
+      data: {
+        format: "yaml",
+        "snapshot.yaml": encodeSnapshot(setReading(resnapshot(), "OS.kmod.nvidia_fs", true)),
+      },
+    } as Parameters<typeof fake.put>[1],
+  );
+  let connects = 0;
+  const connectKube = () => {
+    connects++;
+    return fake.client;
+  };
+  let r = await run(["-b", FIXTURE, "--target", "cm://gpu-operator/aicr-snapshot", "-t", "json"], {
+    connectKube,
+  });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout).changes.map((c: { path: string }) => c.path), [
+    "OS.kmod.nvidia_fs",
+  ]);
+  assert.equal(connects, 1);
+  r = await run(["-b", FIXTURE, "--target", "cm://gpu-operator/gone"], { connectKube });
+  assert.equal(r.code, 3);
+  assert.match(
+    r.stderr,
+    /^error: Cannot read snapshot 'cm:\/\/gpu-operator\/gone': ConfigMap not found\n/,
+  );
+  // Files alone never connect.
+  r = await run(["-b", FIXTURE, "--target", FIXTURE], { connectKube });
+  assert.equal(r.code, 0);
+  assert.equal(connects, 2);
+});
+
+Deno.test("aicr diff names the cm:// source when there is no kubeconfig, with the kubeconfig exit code", async () => {
+  const r = await run(["-b", FIXTURE, "--target", "cm://gpu-operator/aicr-snapshot"], {
+    connectKube: () => {
+      throw new NoKubeconfigError();
+    },
+  });
+  assert.equal(r.code, 3);
+  assert.match(
+    r.stderr,
+    /^error: Cannot read snapshot 'cm:\/\/gpu-operator\/aicr-snapshot': Cannot find a kubeconfig/,
+  );
+  assert.match(r.stderr, /pass --kubeconfig <file> or set KUBECONFIG/);
 });
