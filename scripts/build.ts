@@ -229,6 +229,8 @@ export async function bundle(
         loader: "ts",
       },
       bundle: true,
+      // Module ids in the output are relative to the repository, wherever it is checked out.
+      absWorkingDir: REPO_ROOT,
       write: false,
       platform: "node",
       format: "cjs",
@@ -392,8 +394,9 @@ export async function sealNodeSea(
     config,
     JSON.stringify(
       {
-        main: bundlePath,
-        output: blob,
+        // Relative to `work` (the cwd below): the blob would otherwise hold the absolute path.
+        main: relative(work, bundlePath),
+        output: relative(work, blob),
         disableExperimentalSEAWarning: true,
         useCodeCache: codeCache,
         useSnapshot: false,
