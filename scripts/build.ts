@@ -539,6 +539,14 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
     const t0 = performance.now();
     const text = await bundle(join(REPO_ROOT, "mod.ts"), { info, minify });
     await writeFile(bundlePath, text);
+    // Code that resolves files from import.meta.url would look beside the binary at run time,
+    // where nothing is: everything it needs must be imported (and so bundled) instead.
+    const metaUses = text.split("__aicr_import_meta_url").length - 2;
+    if (metaUses > 0) {
+      write(
+        `  WARNING   the bundle uses import.meta.url ${metaUses} time(s): files beside a module are not in the binary`,
+      );
+    }
     write(
       `  bundle    mod.ts -> ${relative(REPO_ROOT, bundlePath)} (esbuild cjs node24${
         minify ? " minified" : ""
