@@ -23,6 +23,7 @@ import {
   REPO_ROOT,
 } from "./binary_harness.ts";
 import type { Ran } from "./binary_harness.ts";
+import { imageTag } from "../../scripts/image_tag.ts";
 
 /** What the image's build file says about its layout. */
 interface ImageLayout {
@@ -217,4 +218,11 @@ Deno.test({
     `binary image: the same runs as an arbitrary uid with no passwd entry and no HOME (OpenShift's restricted SCC)${IGNORED}`,
   ignore: !CAN_CHROOT,
   fn: () => assertRunsInImage({ uid: 1000680000, gid: 0 }),
+});
+
+Deno.test("binary image: the image tag is the default agent image of this version, with a leading v", () => {
+  const tag = imageTag();
+  if (/-dev|-next/.test(PACKAGE_VERSION)) assert.equal(tag, "ghcr.io/nvidia/aicr:latest");
+  else assert.equal(tag, `ghcr.io/nvidia/aicr:v${PACKAGE_VERSION}`);
+  assert.equal(imageTag({ version: true }), PACKAGE_VERSION.replace(/^v/, ""));
 });
