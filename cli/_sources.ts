@@ -205,12 +205,9 @@ async function readConfigMapSnapshot(
   } catch (error) {
     // Keep the error's class of failure (exit code), and name the input.
     if (error instanceof ToolError) {
-      throw new ToolError(
-        `Cannot read snapshot '${uri}': ${error.message}`,
-        error.code,
-        error.httpStatus,
-        { cause: error, details: error.details },
-      );
+      throw new ToolError(`Cannot read snapshot '${uri}'`, error.code, error.httpStatus, {
+        cause: error,
+      });
     }
     throw new UnavailableError(
       `Cannot read snapshot '${uri}': ${error instanceof Error ? error.message : error}`,
@@ -219,12 +216,17 @@ async function readConfigMapSnapshot(
   }
   if (!data) throw new NotFoundError(`Cannot read snapshot '${uri}': ConfigMap not found`);
   const format = (data.format ?? "yaml").trim() || "yaml";
-  for (const key of [`snapshot.${format}`, "snapshot.yaml", "snapshot.json", "snapshot.txt"]) {
+  const keys = [
+    ...new Set([`snapshot.${format}`, "snapshot.yaml", "snapshot.json", "snapshot.txt"]),
+  ];
+  for (const key of keys) {
     const text = data[key];
     if (text !== undefined) return text;
   }
   throw new NotFoundError(
-    `Cannot read snapshot '${uri}': ConfigMap has no snapshot data (no key 'snapshot.${format}', 'snapshot.yaml' or 'snapshot.json')`,
+    `Cannot read snapshot '${uri}': ConfigMap has no snapshot data (none of the keys ${
+      keys.map((k) => `'${k}'`).join(", ")
+    })`,
   );
 }
 

@@ -451,7 +451,7 @@ Deno.test("aicr diff names the cm:// source when there is no kubeconfig, with th
   assert.equal(r.code, 3);
   assert.match(
     r.stderr,
-    /^error: Cannot read snapshot 'cm:\/\/gpu-operator\/aicr-snapshot': Cannot find a kubeconfig/,
+    /^error: Cannot read snapshot 'cm:\/\/gpu-operator\/aicr-snapshot'\n {2}caused by: Cannot find a kubeconfig/,
   );
   assert.match(r.stderr, /pass --kubeconfig <file> or set KUBECONFIG/);
 });
