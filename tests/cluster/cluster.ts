@@ -235,7 +235,7 @@ function spawnComponent(
     'log="$1"; parent="$2"; linger="$3"; shift 3',
     '"$@" >>"$log" 2>&1 </dev/null &',
     "child=$!",
-    `trap 'kill -TERM "$child" 2>/dev/null' TERM INT`,
+    `trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit $?' TERM INT`,
     'while kill -0 "$child" 2>/dev/null; do',
     '  if ! kill -0 "$parent" 2>/dev/null; then',
     '    sleep "$linger"; kill -TERM "$child" 2>/dev/null; sleep 5; kill -KILL "$child" 2>/dev/null; break',
