@@ -6,18 +6,32 @@
  * @module
  */
 import { Command, Option } from "commander";
-import { runAgent } from "../agent/mod.ts";
+import {
+  collectSnapshot,
+  deliverSnapshot,
+  hasGpu,
+  REQUIRE_GPU_MESSAGE,
+  runAgent,
+} from "../agent/mod.ts";
 import type { AgentResult } from "../agent/mod.ts";
-import { UsageError } from "../errors.ts";
+import { mergeProjections } from "../collectors/mod.ts";
+import { NotFoundError, UsageError } from "../errors.ts";
 import { NoKubeconfigError } from "../kube/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
-import { isSnapshotFormat, parseSnapshotTarget, resolveNodeName } from "../snapshot/mod.ts";
+import {
+  encodeSnapshot,
+  isSnapshotFormat,
+  parseSnapshotTarget,
+  resolveNodeName,
+} from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps, GlobalFlags } from "./context.ts";
+import { createProjectionFileReader, readProjections } from "./_projections.ts";
+import type { ProjectionFlags } from "./_projections.ts";
 
 /** Flags of a local collection. */
-export interface LocalAgentFlags {
+export interface LocalAgentFlags extends ProjectionFlags {
   /** `--output`. */
   output?: string;
   /** `--format`. */
@@ -90,6 +104,22 @@ export function addLocalAgentFlags(command: Command): Command {
     .addOption(
       new Option("--host-root <dir>", "read host files under this directory (fixture trees)")
         .env("AICR_HOST_ROOT"),
+    )
+    // Controller-side projections: read by the CLI, never sent into the agent pod.
+    .option(
+      "--oke-addons <path>",
+      "'oci ce cluster list-addons --cluster-id <id> --all --output json' dump, merged into K8s.oke-addons",
+    )
+    .addOption(
+      new Option(
+        "--aks-gpu-pools <path>",
+        "'az aks nodepool list -o json' dump, merged into K8s.aks-gpu-pools",
+      )
+        .env("AICR_AKS_GPU_POOLS_PATH"),
+    )
+    .option(
+      "--gke-gpu-pools <path>",
+      "'gcloud container node-pools list --cluster <c> --format=json' dump, merged into K8s.gke-gpu-pools",
     );
 }
 
@@ -118,7 +148,7 @@ function connectOptional(
  * @param flags the local-collection flags
  * @param log the logger
  * @returns the agent result
- * @throws {UsageError} for bad flag values
+ * @throws {UsageError} for bad flag values or projection files (read before collecting)
  */
 export async function runLocalAgent(
   deps: CliDeps,
@@ -132,6 +162,7 @@ export async function runLocalAgent(
   }
   const target = parseSnapshotTarget(flags.output);
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
+  const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
   const kube = connectOptional(deps, flags.kubeconfig, log);
   if (target.kind === "configmap" && !kube) {
     throw new UsageError(
@@ -139,7 +170,7 @@ export async function runLocalAgent(
     );
   }
   const version = buildInfo().version;
-  return await runAgent({
+  const agentDeps = {
     collectors: deps.collectorDeps({
       log,
       ...(kube ? { kube } : {}),
@@ -149,7 +180,8 @@ export async function runLocalAgent(
     log,
     now: deps.now,
     version,
-  }, {
+  };
+  const options = {
     target,
     format: flags.format,
     requireGpu: flags.requireGpu,
@@ -159,7 +191,24 @@ export async function runLocalAgent(
       ...(flags.systemdUnit?.length ? { systemdUnits: flags.systemdUnit } : {}),
     },
     signal: deps.signal,
+  };
+  if (projections.length === 0) return await runAgent(agentDeps, options);
+  // runAgent's steps, with the projections merged before the snapshot is encoded.
+  const collected = await collectSnapshot(agentDeps, options);
+  const snapshot = mergeProjections(collected.snapshot, projections);
+  if (options.requireGpu && !hasGpu(snapshot)) throw new NotFoundError(REQUIRE_GPU_MESSAGE);
+  const encoded = encodeSnapshot(snapshot, options.format);
+  const destination = await deliverSnapshot(agentDeps.sink, {
+    target,
+    encoded,
+    format: options.format,
+    snapshot,
+    version,
+    signal: deps.signal,
   });
+  if (target.kind === "configmap") log.info("snapshot saved to ConfigMap", { uri: destination });
+  else if (target.kind === "file") log.info("snapshot saved to file", { path: destination });
+  return { snapshot, reports: collected.reports, destination };
 }
 
 /**

@@ -8,8 +8,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { Command, Option } from "commander";
-import { deliverSnapshot, deploySnapshot, hasGpu } from "../agent/mod.ts";
-import { InterruptedError, UsageError } from "../errors.ts";
+import { deliverSnapshot, deploySnapshot, hasGpu, writeSnapshotConfigMap } from "../agent/mod.ts";
+import { mergeProjections } from "../collectors/mod.ts";
+import { InterruptedError, ToolError, UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import {
   autoTargetingAllowed,
@@ -25,8 +26,10 @@ import {
 } from "../manifests/mod.ts";
 import type { AgentJobConfig } from "../manifests/mod.ts";
 import {
+  assertFitsConfigMap,
   encodeSnapshot,
   findMeasurement,
+  formatConfigMapUri,
   isSnapshotFormat,
   parseSnapshotTarget,
 } from "../snapshot/mod.ts";
@@ -34,6 +37,7 @@ import type { Snapshot, SnapshotFormat } from "../snapshot/mod.ts";
 import { buildInfo, defaultImage } from "../version.ts";
 import { addLocalAgentFlags, globalFlags, parseCount, runLocalAgent } from "./agent.ts";
 import type { LocalAgentFlags } from "./agent.ts";
+import { createProjectionFileReader, readProjections } from "./_projections.ts";
 import { renderRolesForServiceAccount } from "./_render_roles.ts";
 import type { CliDeps } from "./context.ts";
 
@@ -55,9 +59,6 @@ interface SnapshotFlags extends LocalAgentFlags {
   requests?: string;
   limits?: string;
   clusterConfig?: string;
-  okeAddons?: string;
-  aksGpuPools?: string;
-  gkeGpuPools?: string;
   discoverNetwork: boolean;
   runId?: string;
   context?: string;
@@ -169,18 +170,6 @@ export function snapshotCommand(deps: CliDeps): Command {
       ).env(
         "AICR_CLUSTER_CONFIG_PATH",
       ),
-    )
-    .option("--oke-addons <path>", "OCI 'list-addons' JSON dump, merged into K8s.oke-addons")
-    .addOption(
-      new Option(
-        "--aks-gpu-pools <path>",
-        "'az aks nodepool list -o json' dump, merged into K8s.aks-gpu-pools",
-      )
-        .env("AICR_AKS_GPU_POOLS_PATH"),
-    )
-    .option(
-      "--gke-gpu-pools <path>",
-      "'gcloud container node-pools list' JSON dump, merged into K8s.gke-gpu-pools",
     )
     .addOption(
       new Option(
@@ -299,6 +288,8 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
   const timeoutMs = parseDuration(flags.timeout, "--timeout") || 5 * 60_000;
   const version = buildInfo().version;
   const { job, autoTarget } = parseJobConfig(flags, version);
+  // Projection files are input too: a bad one fails here, before anything is created.
+  const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
   const kube = deps.connectKube({
     ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
     ...(flags.context ? { context: flags.context } : {}),
@@ -324,7 +315,7 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
     ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
     signal: deps.signal,
   });
-  const snapshot = result.snapshot;
+  const snapshot = mergeProjections(result.snapshot, projections);
   if (deps.signal.aborted) {
     // Cleanup already ran; an interrupted run delivers nothing (no partial file).
     throw new InterruptedError(
@@ -335,7 +326,38 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
   const format = flags.format as SnapshotFormat;
   const encoded = encodeSnapshot(snapshot, format);
   if (target.kind === "configmap") {
-    // The agent wrote the document itself; nothing to rewrite.
+    // The agent wrote its document (in --format) itself; only projections need a rewrite.
+    if (projections.length > 0) {
+      const uri = formatConfigMapUri(target.ref);
+      try {
+        assertFitsConfigMap(snapshot, encoded, uri);
+        await writeSnapshotConfigMap(kube, target.ref, {
+          encoded,
+          format,
+          version,
+          writtenAt: deps.now(),
+          signal: deps.signal,
+        });
+      } catch (error) {
+        // Keep the merged document: the ConfigMap still holds the agent's, without them.
+        deps.stdout.write(encoded.endsWith("\n") ? encoded : encoded + "\n");
+        throw new ToolError(
+          `Cannot write the snapshot with its projections to '${uri}': ${
+            error instanceof Error ? error.message.split("\n")[0] : String(error)
+          }`,
+          error instanceof ToolError ? error.code : "internal",
+          error instanceof ToolError ? error.httpStatus : 500,
+          {
+            cause: error,
+            details: [
+              `the ConfigMap keeps the agent's snapshot without ${
+                projections.map((p) => `K8s.${p.subtype}`).join(", ")
+              }; the merged snapshot was written to stdout`,
+            ],
+          },
+        );
+      }
+    }
     log.info("snapshot saved to ConfigMap", { uri: flags.output });
     return;
   }
