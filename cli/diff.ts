@@ -73,6 +73,7 @@ interface DiffFlags {
   ignore: string[];
   defaultIgnores: boolean;
   kubeconfig?: string;
+  allReadings: boolean;
 }
 
 const HELP_AFTER = `
@@ -128,6 +129,7 @@ export function diffCommand(deps: DiffDeps): Command {
     .option("-o, --output <file>", "write to a file instead of stdout")
     .option("--ignore <pattern>", "leave out readings whose path matches (repeatable)", collect, [])
     .option("--no-default-ignores", "also compare the volatile readings ignored by default")
+    .option("--all-readings", "fleet html: show every reading, not only differing ones", false)
     .option("-k, --kubeconfig <path>", "kubeconfig for cm:// sources")
     .addHelpText("after", HELP_AFTER)
     .action(async (flags: DiffFlags) => {
@@ -153,6 +155,11 @@ async function runDiff(deps: DiffDeps, flags: DiffFlags): Promise<void> {
     if (flags.baseline === "-" && flags.target === "-") {
       throw new UsageError(
         "Cannot compare snapshots: only one of '--baseline' and '--target' can be '-'",
+      );
+    }
+    if (flags.allReadings) {
+      throw new UsageError(
+        "Cannot use '--all-readings' without '--fleet': it is a fleet html option",
       );
     }
     if (flags.format === "html") {
@@ -196,11 +203,12 @@ async function runDiff(deps: DiffDeps, flags: DiffFlags): Promise<void> {
 
   if (fleet.length > 0) {
     const members = await loadFleet(fleet, loader, { cwd: deps.cwd, flag: "--fleet" });
-    const report = buildFleetReport(members, { ignore });
+    const report = buildFleetReport(members, { ignore, allReadings: flags.allReadings });
     const format = flags.format as typeof FLEET_FORMATS[number];
     await write(
       format === "html"
         ? renderFleetHtml(report, {
+          allReadings: flags.allReadings,
           subtitle: `${fleet.join(", ")} · ${deps.now().toISOString().replace(/\.\d+Z$/, "Z")}`,
         })
         : format === "table"

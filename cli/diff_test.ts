@@ -257,6 +257,7 @@ Deno.test("aicr diff rejects bad flags with exit 2", async () => {
     ],
     [["-b", FIXTURE, "--target", FIXTURE, "-o", "cm://ns/x"], /not a ConfigMap/],
     [["-b", "-", "--target", "-"], /only one of/],
+    [["-b", FIXTURE, "--target", FIXTURE, "--all-readings"], /'--all-readings' without '--fleet'/],
     [["-b", "cm://nonamespace", "--target", FIXTURE], /'--baseline' value 'cm:\/\/nonamespace'/],
     [
       ["-b", FIXTURE, "--target", FIXTURE, "-o", "/nonexistent-dir/x/out.txt"],

@@ -104,7 +104,7 @@ export interface FleetReport {
   measurements: FleetMeasurement[];
   /** Outlier nodes, naturally sorted. */
   outliers: FleetOutlier[];
-  /** Readings where at least one node differs, sorted by path. */
+  /** Readings where at least one node differs (every reading with `allReadings`), by path. */
   columns: FleetColumn[];
   /** Totals. */
   summary: {
@@ -121,6 +121,8 @@ export interface FleetReport {
 export interface FleetOptions {
   /** Glob patterns of paths to leave out, on top of {@link FLEET_IDENTITY_IGNORE_PATTERNS}. */
   ignore?: readonly string[];
+  /** Put every reading in {@link FleetReport.columns}, not only differing ones. @default false */
+  allReadings?: boolean;
 }
 
 const COLLATOR = new Intl.Collator("en", { numeric: true });
@@ -328,6 +330,17 @@ export function buildFleetReport(
     const refMap = new Map<number, number>();
     for (let i = 0; i < refPairs.length; i += 2) {
       refMap.set(refPairs[i] as number, refPairs[i + 1] as number);
+    }
+    if (options.allReadings) {
+      for (const [pid, vid] of refMap) {
+        const table = paths[pid] as PathTable;
+        columns.set(pid, {
+          path: table.path,
+          type,
+          fleet: table.samples[vid] as Reading,
+          fleetNodes: table.counts[vid] as number,
+        });
+      }
     }
     for (const group of sorted.slice(1)) {
       const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();

@@ -18,6 +18,11 @@ export interface FleetHtmlOptions {
   subtitle?: string;
   /** Longest value shown in a cell (the full value is in its tooltip). @default 24 */
   maxCellWidth?: number;
+  /**
+   * Show every column of the report (build it with `allReadings`), not only readings where
+   * some node differs. @default false
+   */
+  allReadings?: boolean;
 }
 
 /**
@@ -91,7 +96,7 @@ td.outlier.extra{background:#ddf4ff;color:#0a3069;outline-color:#218bff}
  * @returns the HTML document
  */
 export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions = {}): string {
-  const { title = "aicr fleet drift", subtitle, maxCellWidth = 24 } = options;
+  const { title = "aicr fleet drift", subtitle, maxCellWidth = 24, allReadings = false } = options;
   const { summary } = report;
   const out: string[] = [];
   out.push(
@@ -120,7 +125,9 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
   type Column = { key: string; reading?: FleetColumn; absent?: FleetAbsentSubtype };
   const columns: Column[] = [
     ...[...subtypeColumns.values()].map((a) => ({ key: a.subtype, absent: a })),
-    ...report.columns.filter((c) => shown.has(c.path)).map((c) => ({ key: c.path, reading: c })),
+    ...report.columns
+      .filter((c) => allReadings || shown.has(c.path))
+      .map((c) => ({ key: c.path, reading: c })),
   ].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 
   const badge = summary.outliers > 0
@@ -128,9 +135,9 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
     : `<span class="badge clean">NO DRIFT</span>`;
   out.push(
     `<header><h1>${escapeHtml(title)} ${badge}</h1>`,
-    `<p class="sub">${summary.nodes} nodes · ${summary.outliers} outlier nodes · ${summary.differences} differing readings on outliers · ${columns.length} columns shown (only readings where some node differs)${
-      subtitle ? ` · ${escapeHtml(subtitle)}` : ""
-    }</p></header>`,
+    `<p class="sub">${summary.nodes} nodes · ${summary.outliers} outlier nodes · ${summary.differences} differing readings on outliers · ${columns.length} columns shown (${
+      allReadings ? "every reading" : "only readings where some node differs"
+    })${subtitle ? ` · ${escapeHtml(subtitle)}` : ""}</p></header>`,
   );
 
   out.push(

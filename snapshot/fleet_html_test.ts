@@ -6,13 +6,16 @@ import { makeNodeSnapshot, setReading } from "./testdata/generate.ts";
 
 const NODES = Array.from({ length: 30 }, (_, i) => `gpu-node-${i + 1}`);
 
-function report(plant: (node: string, snapshot: ReturnType<typeof makeNodeSnapshot>) => void) {
+function report(
+  plant: (node: string, snapshot: ReturnType<typeof makeNodeSnapshot>) => void,
+  allReadings = false,
+) {
   const members = NODES.map((node, i) => {
     const snapshot = makeNodeSnapshot(node, { clusterNodes: NODES, boot: i + 1 });
     plant(node, snapshot);
     return { node, snapshot };
   });
-  return buildFleetReport(members, { ignore: DEFAULT_IGNORE_PATTERNS });
+  return buildFleetReport(members, { ignore: DEFAULT_IGNORE_PATTERNS, allReadings });
 }
 
 function outlierCells(html: string): string[] {
@@ -90,4 +93,24 @@ Deno.test("escapeHtml() escapes markup and quotes", () => {
     escapeHtml(`<a href="x">'&'</a>`),
     "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;",
   );
+});
+
+Deno.test("renderFleetHtml() with allReadings shows every reading with its fleet value", () => {
+  const plant = (node: string, s: ReturnType<typeof makeNodeSnapshot>) => {
+    if (node === "gpu-node-3") setReading(s, "GPU.smi.driver", "570.124.06");
+  };
+  const all = report(plant, true);
+  const html = renderFleetHtml(all, { allReadings: true });
+  const readings = all.columns.length;
+  // Every reading the reference has (identity and volatile ones left out).
+  assert.ok(readings > 100, String(readings));
+  assert.equal(html.match(/<th scope="col"/g)?.length, readings);
+  assert.deepEqual(outlierCells(html), ["gpu-node-3 GPU.smi.driver outlier 570.124.06"]);
+  assert.match(
+    html,
+    /data-path="OS\.kmod\.nvidia"[^>]*>.*?<div class="h-fleet">true<\/div><div class="h-count">on 30\/30 nodes/s,
+  );
+  assert.match(html, /columns shown \(every reading\)/);
+  // Without the option the same report still shows only the differing one.
+  assert.equal(renderFleetHtml(all).match(/<th scope="col"/g)?.length, 1);
 });
