@@ -22,7 +22,7 @@ if [ -x "$bin/kcp" ] && [ -x "$bin/etcd" ]; then
 fi
 
 rm -rf "$bin.tmp" && mkdir -p "$bin.tmp"
-export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -trimpath -mod=mod"
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -trimpath -mod=readonly"
 # build_one <module dir> <package> <output> <label>: go build -v, printing [n/total] as packages compile
 # (packages already in Go's build cache are not printed, so n may stop short of total).
 build_one() {
@@ -49,4 +49,6 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 build_one "$here" ./kcp "$bin.tmp/kcp" "kcp $k8s"
 rm -rf "$bin" && mv "$bin.tmp" "$bin"
+# Keep the three newest builds (~160 MB each); older ones belong to sources no longer checked out.
+ls -1dt "$cache_root"/*/ 2>/dev/null | tail -n +4 | while read -r old; do rm -rf "$old"; done
 link
