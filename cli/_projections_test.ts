@@ -3,14 +3,26 @@ import { Buffer } from "node:buffer";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { UsageError } from "../errors.ts";
-import { NoKubeconfigError } from "../kube/mod.ts";
+import { ToolError, UsageError } from "../errors.ts";
+import { KubeApiError, NoKubeconfigError } from "../kube/mod.ts";
+import type { KubeClient } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { processDeps } from "../mod.ts";
-import { findSubtype, parseSnapshot } from "../snapshot/mod.ts";
+import {
+  createSnapshot,
+  encodeSnapshot,
+  findSubtype,
+  MAX_DOCUMENT_BYTES,
+  parseSnapshot,
+} from "../snapshot/mod.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
 import { runCli } from "./mod.ts";
 import type { CliDeps } from "./mod.ts";
-import { createProjectionFileReader, readProjections } from "./_projections.ts";
+import {
+  createProjectionFileReader,
+  readProjections,
+  writeProjectedConfigMap,
+} from "./_projections.ts";
 
 const TESTDATA = new URL("../collectors/testdata/projections/", import.meta.url).pathname;
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -293,4 +305,140 @@ Deno.test("aicr snapshot as a process: a missing projection file exits 2 and nam
     assert.match(err, /^error: Cannot read '--aks-gpu-pools' file '.*\/nonexistent': no such file/);
     assert.doesNotMatch(err, /kubeconfig|missing-config/i);
   });
+});
+
+interface Applied {
+  namespace: string;
+  name: string;
+  content: { labels: Record<string, string>; data: Record<string, string> };
+}
+
+/** A client whose applyConfigMap records its calls, or fails with `failure`. */
+function applyRecorder(failure?: Error): { kube: KubeClient; applied: Applied[] } {
+  const applied: Applied[] = [];
+  const kube: KubeClient = {
+    ...createFakeKube().client,
+    applyConfigMap: async (namespace, name, content) => {
+      await Promise.resolve();
+      if (failure) throw failure;
+      applied.push({ namespace, name, content });
+      return { metadata: { name, namespace } };
+    },
+  };
+  return { kube, applied };
+}
+
+async function mergedFixture() {
+  const projections = await readProjections(
+    { aksGpuPools: "valid-aks-gpu-pools-mixed.json" },
+    createProjectionFileReader(TESTDATA),
+  );
+  const snapshot = createSnapshot([{ type: "K8s", subtypes: projections }], {
+    timestamp: new Date("2026-06-01T00:00:00Z"),
+    version: "1.0.0",
+    nodeName: "gpu-1",
+  });
+  return { projections, snapshot, encoded: encodeSnapshot(snapshot, "json") };
+}
+
+const WRITTEN_AT = new Date("2026-06-01T00:05:00Z");
+
+Deno.test("writeProjectedConfigMap() applies the merged document in the user's format", async () => {
+  const { projections, snapshot, encoded } = await mergedFixture();
+  const { kube, applied } = applyRecorder();
+  let stdout = "";
+  await writeProjectedConfigMap(
+    { kube, stdout: { write: (t) => void (stdout += t) }, now: () => WRITTEN_AT },
+    {
+      ref: { namespace: "gpu-operator", name: "aicr-snapshot" },
+      snapshot,
+      encoded,
+      format: "json",
+      version: "1.0.0",
+      projections,
+    },
+  );
+  assert.equal(stdout, "");
+  assert.equal(applied.length, 1);
+  assert.equal(applied[0]?.namespace, "gpu-operator");
+  assert.equal(applied[0]?.name, "aicr-snapshot");
+  assert.deepEqual(applied[0]?.content.data, {
+    "snapshot.json": encoded,
+    format: "json",
+    timestamp: "2026-06-01T00:05:00Z",
+  });
+  assert.equal(applied[0]?.content.labels["app.kubernetes.io/name"], "aicr");
+});
+
+Deno.test("writeProjectedConfigMap() keeps the merged snapshot on stdout when the write is denied", async () => {
+  const { projections, snapshot, encoded } = await mergedFixture();
+  const denied = new KubeApiError(
+    'Cannot PATCH /api/v1/namespaces/ns/configmaps/snap: 403 Forbidden: configmaps "snap" is forbidden',
+    403,
+    "Forbidden",
+  );
+  const { kube } = applyRecorder(denied);
+  let stdout = "";
+  await assert.rejects(
+    writeProjectedConfigMap(
+      { kube, stdout: { write: (t) => void (stdout += t) }, now: () => WRITTEN_AT },
+      {
+        ref: { namespace: "ns", name: "snap" },
+        snapshot,
+        encoded,
+        format: "json",
+        version: "1",
+        projections,
+      },
+    ),
+    (error: unknown) => {
+      assert.ok(error instanceof ToolError);
+      assert.equal(error.exitCode, denied.exitCode);
+      assert.equal(error.cause, denied);
+      assert.equal(
+        error.message,
+        "Cannot write the snapshot with its projections to 'cm://ns/snap': Cannot PATCH /api/v1/namespaces/ns/configmaps/snap: 403 Forbidden: configmaps \"snap\" is forbidden",
+      );
+      assert.deepEqual(error.details, [
+        "the ConfigMap keeps the agent's snapshot without K8s.aks-gpu-pools; the merged snapshot was written to stdout",
+      ]);
+      return true;
+    },
+  );
+  assert.equal(stdout, encoded.endsWith("\n") ? encoded : encoded + "\n");
+  assert.equal(
+    findSubtype(parseSnapshot(stdout), "K8s", "aks-gpu-pools")?.data["gpu-driver"],
+    "mixed",
+  );
+});
+
+Deno.test("writeProjectedConfigMap() refuses a document too large for a ConfigMap without writing it", async () => {
+  const { projections, snapshot } = await mergedFixture();
+  const { kube, applied } = applyRecorder();
+  const encoded = "x".repeat(MAX_DOCUMENT_BYTES + 1);
+  let stdout = "";
+  await assert.rejects(
+    writeProjectedConfigMap(
+      { kube, stdout: { write: (t) => void (stdout += t) }, now: () => WRITTEN_AT },
+      {
+        ref: { namespace: "ns", name: "snap" },
+        snapshot,
+        encoded,
+        format: "yaml",
+        version: "1",
+        projections,
+      },
+    ),
+    (error: unknown) => {
+      assert.ok(error instanceof ToolError);
+      assert.equal(error.exitCode, 2);
+      assert.match(
+        error.message,
+        /^Cannot write the snapshot with its projections to 'cm:\/\/ns\/snap': /,
+      );
+      return true;
+    },
+  );
+  assert.equal(applied.length, 0);
+  assert.equal(stdout.length, encoded.length + 1);
 });

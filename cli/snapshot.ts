@@ -8,9 +8,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { Command, Option } from "commander";
-import { deliverSnapshot, deploySnapshot, hasGpu, writeSnapshotConfigMap } from "../agent/mod.ts";
+import { deliverSnapshot, deploySnapshot, hasGpu } from "../agent/mod.ts";
 import { mergeProjections } from "../collectors/mod.ts";
-import { InterruptedError, ToolError, UsageError } from "../errors.ts";
+import { InterruptedError, UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import {
   autoTargetingAllowed,
@@ -26,10 +26,8 @@ import {
 } from "../manifests/mod.ts";
 import type { AgentJobConfig } from "../manifests/mod.ts";
 import {
-  assertFitsConfigMap,
   encodeSnapshot,
   findMeasurement,
-  formatConfigMapUri,
   isSnapshotFormat,
   parseSnapshotTarget,
 } from "../snapshot/mod.ts";
@@ -37,7 +35,11 @@ import type { Snapshot, SnapshotFormat } from "../snapshot/mod.ts";
 import { buildInfo, defaultImage } from "../version.ts";
 import { addLocalAgentFlags, globalFlags, parseCount, runLocalAgent } from "./agent.ts";
 import type { LocalAgentFlags } from "./agent.ts";
-import { createProjectionFileReader, readProjections } from "./_projections.ts";
+import {
+  createProjectionFileReader,
+  readProjections,
+  writeProjectedConfigMap,
+} from "./_projections.ts";
 import { renderRolesForServiceAccount } from "./_render_roles.ts";
 import type { CliDeps } from "./context.ts";
 
@@ -328,35 +330,15 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
   if (target.kind === "configmap") {
     // The agent wrote its document (in --format) itself; only projections need a rewrite.
     if (projections.length > 0) {
-      const uri = formatConfigMapUri(target.ref);
-      try {
-        assertFitsConfigMap(snapshot, encoded, uri);
-        await writeSnapshotConfigMap(kube, target.ref, {
-          encoded,
-          format,
-          version,
-          writtenAt: deps.now(),
-          signal: deps.signal,
-        });
-      } catch (error) {
-        // Keep the merged document: the ConfigMap still holds the agent's, without them.
-        deps.stdout.write(encoded.endsWith("\n") ? encoded : encoded + "\n");
-        throw new ToolError(
-          `Cannot write the snapshot with its projections to '${uri}': ${
-            error instanceof Error ? error.message.split("\n")[0] : String(error)
-          }`,
-          error instanceof ToolError ? error.code : "internal",
-          error instanceof ToolError ? error.httpStatus : 500,
-          {
-            cause: error,
-            details: [
-              `the ConfigMap keeps the agent's snapshot without ${
-                projections.map((p) => `K8s.${p.subtype}`).join(", ")
-              }; the merged snapshot was written to stdout`,
-            ],
-          },
-        );
-      }
+      await writeProjectedConfigMap({ kube, stdout: deps.stdout, now: deps.now }, {
+        ref: target.ref,
+        snapshot,
+        encoded,
+        format,
+        version,
+        projections,
+        signal: deps.signal,
+      });
     }
     log.info("snapshot saved to ConfigMap", { uri: flags.output });
     return;
