@@ -11,7 +11,7 @@
 import http from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import https from "node:https";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import type { Logger } from "../log.ts";
 import { NOOP_LOGGER } from "../log.ts";
 
@@ -245,10 +245,16 @@ export async function serve(
 
   async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     inFlight += 1;
+    const socket = req.socket;
+    const state = track(socket);
+    state.active += 1;
     const controller = new AbortController();
     res.once("close", () => {
       inFlight -= 1;
+      state.active -= 1;
+      state.idleSince = performance.now();
       if (!res.writableFinished) controller.abort(new Error("The client closed the connection"));
+      if (draining && state.active === 0) socket.destroy();
     });
     const pending: Pending = { deadline: performance.now() + handlerTimeoutMs, controller, res };
     active.add(pending);
@@ -300,7 +306,40 @@ export async function serve(
     res: ServerResponse;
   }
   const active = new Set<Pending>();
+  // Every connection with its requests in progress. Node tracks idle connections itself, but
+  // Deno's node:http emulation does not count a connection that never carried a request as idle
+  // (a fetch client opens such spares, seen after a response of about 16 KB), so it would outlive
+  // both the keep-alive timeout and a graceful shutdown; this map closes such connections here.
+  const sockets = new Map<Socket, { active: number; idleSince: number }>();
+  function track(socket: Socket): { active: number; idleSince: number } {
+    let state = sockets.get(socket);
+    if (!state) {
+      state = { active: 0, idleSince: performance.now() };
+      sockets.set(socket, state);
+      socket.once("close", () => sockets.delete(socket));
+    }
+    return state;
+  }
+  // TCP connections under TLS that have not become a TLS socket in JavaScript: Deno leaves a
+  // client's spare connection there, and it would hold a shutdown until the drain timeout. They
+  // carry no request, so they are closed with the idle ones, but only once a TLS socket has been
+  // seen naming its TCP socket (`_parent`), so an unknown runtime never loses a live connection.
+  const rawSockets = new Map<Socket, { since: number; secured: boolean }>();
+  let linkingWorks = false;
+  function closeIdle(olderThanMs: number): void {
+    const now = performance.now();
+    for (const [socket, state] of sockets) {
+      if (state.active === 0 && now - state.idleSince >= olderThanMs) socket.destroy();
+    }
+    if (!linkingWorks) return;
+    for (const [socket, state] of rawSockets) {
+      if (!state.secured && now - state.since >= olderThanMs) socket.destroy();
+    }
+  }
+  // A connection still sending its first head is idle here too, so it gets the head deadline.
+  const idleLimitMs = Math.max(keepAliveTimeoutMs + 1000, headersTimeoutMs);
   const sweep = setInterval(() => {
+    closeIdle(idleLimitMs);
     const now = performance.now();
     for (const pending of active) {
       if (pending.deadline > now) continue;
@@ -327,7 +366,13 @@ export async function serve(
   const listener = (req: IncomingMessage, res: ServerResponse) => void onRequest(req, res);
   const server: http.Server = tls
     ? https.createServer(
-      { ...serverOptions, cert: tls.cert, key: tls.key, minVersion: "TLSv1.2" },
+      {
+        ...serverOptions,
+        cert: tls.cert,
+        key: tls.key,
+        minVersion: "TLSv1.2",
+        handshakeTimeout: headersTimeoutMs,
+      },
       listener,
     )
     : http.createServer(serverOptions, listener);
@@ -335,6 +380,23 @@ export async function serve(
   server.requestTimeout = requestTimeoutMs;
   server.keepAliveTimeout = keepAliveTimeoutMs;
   server.maxHeadersCount = 100;
+  // For TLS, the socket of `secureConnection` is the request's `req.socket` (checked under Deno
+  // and Node); the raw TCP socket of `connection` is not, and is its `_parent`.
+  server.on(tls ? "secureConnection" : "connection", (socket: Socket) => {
+    track(socket);
+    const parent = (socket as { _parent?: unknown })._parent;
+    const raw = parent === undefined ? undefined : rawSockets.get(parent as Socket);
+    if (raw) {
+      raw.secured = true;
+      linkingWorks = true;
+    }
+  });
+  if (tls) {
+    server.on("connection", (socket: Socket) => {
+      rawSockets.set(socket, { since: performance.now(), secured: false });
+      socket.once("close", () => rawSockets.delete(socket));
+    });
+  }
   server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
     const status = error.code === "HPE_HEADER_OVERFLOW"
       ? "431 Request Header Fields Too Large"
@@ -385,6 +447,7 @@ export async function serve(
         resolve();
       });
       server.closeIdleConnections();
+      closeIdle(0);
     }).then(() => resolveFinished());
     return shutdownPromise;
   }

@@ -27,6 +27,7 @@ function testApp(): Hono {
     return c.text("slow done");
   });
   app.get("/hang", () => new Promise<Response>(() => {}));
+  app.get("/bytes/:n", (c) => c.text("x".repeat(Number(c.req.param("n")))));
   app.get("/cookies", () => {
     const headers = new Headers();
     headers.append("set-cookie", "a=1");
@@ -279,4 +280,21 @@ Deno.test("serve() answers 408 and closes a connection whose head never complete
     assert.match(answer, /^HTTP\/1\.1 408 Request Timeout/);
     assert.ok(performance.now() - started < 5_000);
   });
+});
+
+Deno.test("serve() shuts down at once after a 16 KB response left the client with a spare connection", async () => {
+  // Reproduces only under `deno run`, so the scenario runs in a child process.
+  const fixture = new URL("./testdata/spare_connection.ts", import.meta.url);
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", fixture.pathname],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(code, 0, new TextDecoder().decode(stderr));
+  const times = JSON.parse(new TextDecoder().decode(stdout)) as Record<string, number>;
+  assert.ok(times.http !== undefined && times.http < 2_000, `http shutdown took ${times.http} ms`);
+  assert.ok(
+    times.https !== undefined && times.https < 2_000,
+    `https shutdown took ${times.https} ms`,
+  );
 });
