@@ -156,8 +156,9 @@ export async function waitForAgentJob(
       if (options.signal?.aborted) throw options.signal.reason;
       const job = await kube.get<JobObject>("Job", namespace, jobName, { signal: any }).catch(
         (e) => {
-          if (any.aborted) return undefined;
-          log.debug("re-reading the Job failed; retrying", { error: String(e) });
+          // Aborted mid-read (signal or deadline): the checks after the pause below say
+          // which; an absent answer must not read as "the Job was deleted".
+          if (!any.aborted) log.debug("re-reading the Job failed; retrying", { error: String(e) });
           return "retry" as const;
         },
       );
@@ -232,6 +233,10 @@ export async function waitForAgentJob(
           clearTimeout(timer);
           resolve();
         };
+        if (any.aborted) {
+          clearTimeout(timer);
+          resolve();
+        }
         any.addEventListener("abort", () => {
           clearTimeout(timer);
           resolve();
