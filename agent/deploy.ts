@@ -376,9 +376,10 @@ export interface CleanupRunOptions {
 }
 
 /**
- * Cleans up one run: sweeps the staging ConfigMap only while this run's Job (by UID)
- * still stands, deletes every ledger entry by UID, then checks that nothing labelled
- * with the run and created by it remains.
+ * Cleans up one run: takes the staging ConfigMap's evidence (is this run's Job, by UID,
+ * still standing?), deletes every ledger entry by UID, waits for the Job's pods to go,
+ * then sweeps the staging ConfigMap only if that evidence held (else the documented
+ * WARN), and reports what remains.
  *
  * @param deps client and logger
  * @param options the ledger and the run's names
@@ -391,20 +392,23 @@ export async function cleanupRun(
   const { kube, log } = deps;
   const { namespace, ledger } = options;
   const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
-  if (options.stagingConfigMap) {
-    await sweepStagingConfigMap(kube, log, {
-      namespace,
-      name: options.stagingConfigMap,
-      jobName: options.jobName,
-      ...(options.jobUid ? { jobUid: options.jobUid } : {}),
-    }).catch((error) =>
-      log.warn("cleanup could not check the staging ConfigMap", {
-        name: options.stagingConfigMap,
-        error: error instanceof Error ? error.message : String(error),
-      })
-    );
-  }
-  log.debug("cleanup: staging ConfigMap checked");
+  // The evidence for the staging ConfigMap is taken while the Job stands: whether the
+  // Job at its name is still this run's (by UID). The ConfigMap itself is read only
+  // after the Job's pods are gone, so a snapshot the agent writes while cleanup runs
+  // (a signal right after the Job's create) is swept too.
+  const liveJobUid = options.stagingConfigMap
+    ? await kube.get("Job", namespace, options.jobName, timeout()).then(
+      (job) => job?.metadata?.uid ?? "",
+      (error) => {
+        log.warn("cleanup could not check the staging ConfigMap", {
+          name: options.stagingConfigMap,
+          error: error instanceof Error ? error.message : String(error),
+        });
+        return undefined;
+      },
+    )
+    : undefined;
+  log.debug("cleanup: staging evidence taken", { liveJobUID: liveJobUid ?? "" });
   const outcomes = await ledger.cleanup({ log });
   log.debug("cleanup: run objects deleted", { count: outcomes.length });
   // Pods go with their Job through the garbage collector; wait (bounded) for them.
@@ -451,6 +455,22 @@ export async function cleanupRun(
       await new Promise((r) => setTimeout(r, 250));
     }
   }
+  if (options.stagingConfigMap && liveJobUid !== undefined) {
+    const kept = await sweepStagingConfigMap(kube, log, {
+      namespace,
+      name: options.stagingConfigMap,
+      jobName: options.jobName,
+      liveJobUid,
+      ...(options.jobUid ? { jobUid: options.jobUid } : {}),
+    }).catch((error) => {
+      log.warn("cleanup could not check the staging ConfigMap", {
+        name: options.stagingConfigMap,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return true;
+    });
+    if (kept) remaining.push(`ConfigMap/${options.stagingConfigMap}`);
+  }
   log.debug("cleanup: done", { remaining: remaining.length });
   return remaining;
 }
@@ -458,27 +478,30 @@ export async function cleanupRun(
 async function sweepStagingConfigMap(
   kube: KubeClient,
   log: Logger,
-  options: { namespace: string; name: string; jobName: string; jobUid?: string },
-): Promise<void> {
+  options: {
+    namespace: string;
+    name: string;
+    jobName: string;
+    jobUid?: string;
+    liveJobUid: string;
+  },
+): Promise<boolean> {
   const cm = await kube.get("ConfigMap", options.namespace, options.name, {
     timeoutMs: CLEANUP_TIMEOUT_MS,
   });
-  if (!cm?.metadata?.uid) return;
-  const liveJob = await kube.get("Job", options.namespace, options.jobName, {
-    timeoutMs: CLEANUP_TIMEOUT_MS,
-  });
-  const liveJobUid = liveJob?.metadata?.uid ?? "";
+  if (!cm?.metadata?.uid) return false;
   const isArtifact = cm.metadata.labels?.[LABEL_NAME] === "aicr";
-  if (!options.jobUid || liveJobUid !== options.jobUid || !isArtifact) {
+  if (!options.jobUid || options.liveJobUid !== options.jobUid || !isArtifact) {
     log.warn(STAGING_CONFIGMAP_WARNING, {
       name: options.name,
       jobName: options.jobName,
       jobUID: options.jobUid ?? "",
-      liveJobUID: liveJobUid,
+      liveJobUID: options.liveJobUid,
     });
-    return;
+    return true;
   }
   await kube.deleteIfUid("ConfigMap", options.namespace, options.name, cm.metadata.uid, {
     timeoutMs: CLEANUP_TIMEOUT_MS,
   });
+  return false;
 }
