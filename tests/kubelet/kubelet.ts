@@ -30,6 +30,7 @@ import {
   loadProfiles,
   nodeObject,
   type NodeProfile,
+  NVIDIA_SMI_XML_NAME,
   nvidiaSmiScript,
   nvidiaSmiXml,
 } from "./profiles.ts";
@@ -311,8 +312,12 @@ export async function startKubelet(
     nd.binDir = join(dir, "nodes", nd.name, "bin");
     await mkdir(nd.binDir, { recursive: true });
     const xml = join(dir, "nodes", nd.name, "nvidia-smi-q-x.xml");
-    await writeFile(xml, nvidiaSmiXml(nd.profile.gpu));
-    await writeFile(join(nd.binDir, "nvidia-smi"), nvidiaSmiScript(xml, nd.profile.gpu));
+    const text = nvidiaSmiXml(nd.profile.gpu);
+    await writeFile(xml, text);
+    // The script reads the copy beside itself: the bin folder is staged into every container,
+    // while the state folder may sit under a path a volume hides (an emptyDir at /tmp).
+    await writeFile(join(nd.binDir, NVIDIA_SMI_XML_NAME), text);
+    await writeFile(join(nd.binDir, "nvidia-smi"), nvidiaSmiScript(nd.profile.gpu));
     await chmod(join(nd.binDir, "nvidia-smi"), 0o755);
   }
 

@@ -211,18 +211,21 @@ export function nvidiaSmiXml(
     .replace(/(<total>)81559 MiB(<\/total>)/g, `$1${gpu.memory} MiB$2`);
 }
 
+/** The file name the fake `nvidia-smi` reads its XML from, in its own folder. */
+export const NVIDIA_SMI_XML_NAME = "nvidia-smi-q-x.xml";
+
 /**
- * A POSIX sh `nvidia-smi` that prints `xmlFile` for `-q -x` (in any order) and a short summary or the
- * GPU list otherwise, as the NVIDIA container runtime would put the real one on a GPU pod's PATH.
+ * A POSIX sh `nvidia-smi` that prints {@link NVIDIA_SMI_XML_NAME} from its own folder for
+ * `-q -x` (in any order) and a short summary otherwise. Reading beside itself keeps it working
+ * wherever its folder is mounted (the kubelet stages it into every container of a GPU node).
  *
- * @param xmlFile the node's XML fixture
- * @param gpu the profile's GPU section
- * @returns script text
+ * @param gpu the profile's GPU block
+ * @returns the script text
  */
-export function nvidiaSmiScript(xmlFile: string, gpu: NonNullable<NodeProfile["gpu"]>): string {
+export function nvidiaSmiScript(gpu: NonNullable<NodeProfile["gpu"]>): string {
   const product = gpu.product.replace(/-/g, " ");
   return `#!/bin/sh
-# aicr test kubelet: fake nvidia-smi for a ${gpu.product} node (fixture ${xmlFile})
+# aicr test kubelet: fake nvidia-smi for a ${gpu.product} node
 q=0; x=0; l=0
 for a in "$@"; do
   case "$a" in
@@ -232,7 +235,7 @@ for a in "$@"; do
     -L|--list-gpus) l=1 ;;
   esac
 done
-if [ $q = 1 ] && [ $x = 1 ]; then exec cat '${xmlFile}'; fi
+if [ $q = 1 ] && [ $x = 1 ]; then exec cat "$(dirname "$0")/${NVIDIA_SMI_XML_NAME}"; fi
 if [ $l = 1 ]; then
   i=0; while [ $i -lt ${gpu.count} ]; do echo "GPU $i: ${product} (UUID: GPU-00000000-0000-0000-0000-00000000000$i)"; i=$((i+1)); done
   exit 0

@@ -2,7 +2,14 @@ import assert from "node:assert/strict";
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { GPU_TAINT, loadProfiles, nodeObject, nvidiaSmiScript, nvidiaSmiXml } from "./profiles.ts";
+import {
+  GPU_TAINT,
+  loadProfiles,
+  nodeObject,
+  NVIDIA_SMI_XML_NAME,
+  nvidiaSmiScript,
+  nvidiaSmiXml,
+} from "./profiles.ts";
 import type { Obj } from "./api.ts";
 
 Deno.test("kubelet profiles: GPU profiles get GPU labels, capacity and the GPU taint; CPU ones none", () => {
@@ -37,8 +44,8 @@ Deno.test("kubelet profiles: the fake nvidia-smi prints the node's fixture for -
     assert.match(xml, /<product_architecture>Blackwell<\/product_architecture>/);
     assert.match(xml, /<driver_version>580\.82\.07<\/driver_version>/);
     assert.doesNotMatch(xml, /H100/);
-    await writeFile(join(dir, "q.xml"), xml);
-    await writeFile(join(dir, "nvidia-smi"), nvidiaSmiScript(join(dir, "q.xml"), gpu));
+    await writeFile(join(dir, NVIDIA_SMI_XML_NAME), xml);
+    await writeFile(join(dir, "nvidia-smi"), nvidiaSmiScript(gpu));
     await chmod(join(dir, "nvidia-smi"), 0o755);
     const run = async (...args: string[]) =>
       new TextDecoder().decode(
