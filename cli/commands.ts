@@ -8,6 +8,7 @@ import type { Command } from "commander";
 import type { KubeObject } from "../kube/mod.ts";
 import { createFsSourceLoader } from "./_sources.ts";
 import { agentCommand } from "./agent.ts";
+import { cleanupCommand } from "./cleanup.ts";
 import type { CliDeps } from "./context.ts";
 import { daemonCommand } from "./daemon.ts";
 import { diffCommand } from "./diff.ts";
@@ -40,6 +41,7 @@ function diffWithConfigMaps(deps: CliDeps): Command {
 export const COMMAND_FACTORIES: readonly CommandFactory[] = [
   snapshotCommand,
   agentCommand,
+  cleanupCommand,
   diffWithConfigMaps,
   daemonCommand,
   versionCommand,

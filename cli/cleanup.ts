@@ -1,0 +1,83 @@
+/**
+ * `aicr cleanup --run-id <id>`: removes what a killed `aicr snapshot` left behind. The
+ * objects are found by the run's labels and each is deleted pinned to the UID just read
+ * (see `agent/sweep.ts`); the staging ConfigMap only once no Job of the run stands.
+ *
+ * @module
+ */
+import { Command, Option } from "commander";
+import { sweepRun } from "../agent/sweep.ts";
+import { ToolError, UsageError } from "../errors.ts";
+import { isRunId, validateNamespace } from "../manifests/mod.ts";
+import { globalFlags } from "./agent.ts";
+import type { CliDeps } from "./context.ts";
+
+/** Flags of `aicr cleanup`. */
+interface CleanupFlags {
+  runId?: string;
+  namespace: string;
+  kubeconfig?: string;
+  context?: string;
+  dryRun: boolean;
+}
+
+/**
+ * The `cleanup` command.
+ *
+ * @param deps CLI dependencies
+ * @returns the command
+ */
+export function cleanupCommand(deps: CliDeps): Command {
+  return new Command("cleanup")
+    .description(
+      "remove the objects a killed 'aicr snapshot' run left behind, found by its run ID labels and deleted by UID",
+    )
+    .requiredOption(
+      "--run-id <id>",
+      "the run ID the killed run logged (snapshot agent run: runID=...)",
+    )
+    .addOption(
+      new Option("-n, --namespace <ns>", "the namespace the run deployed into").default("default")
+        .env("AICR_NAMESPACE"),
+    )
+    .option("-k, --kubeconfig <path>", "kubeconfig")
+    .option("--context <name>", "kubeconfig context")
+    .option("--dry-run", "only list what would be deleted", false)
+    .action(async (flags: CleanupFlags, cmd: Command) => {
+      const global = globalFlags(cmd);
+      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
+      const runId = flags.runId ?? "";
+      if (!isRunId(runId)) {
+        throw new UsageError(
+          `Cannot use '--run-id' as it must be <YYYYMMDD-HHMMSS>-<16 hex>: current value is '${runId}'`,
+        );
+      }
+      const namespace = validateNamespace("--namespace", flags.namespace);
+      const kube = deps.connectKube({
+        ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+        ...(flags.context ? { context: flags.context } : {}),
+      });
+      const swept = await sweepRun({ kube, log }, { runId, namespace, dryRun: flags.dryRun });
+      for (const o of swept) {
+        log.info(o.result === "found" ? "would delete" : o.result, {
+          kind: o.kind,
+          name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
+          uid: o.uid,
+          ...(o.detail ? { detail: o.detail } : {}),
+        });
+      }
+      const left = swept.filter((o) => o.result === "kept" || o.result === "failed");
+      if (left.length > 0) {
+        throw new ToolError(
+          `Cannot finish the cleanup of run ${runId}: ${left.length} object(s) left behind (see the WARN lines above)`,
+          "internal",
+        );
+      }
+      log.info(swept.length === 0 ? "cleanup: nothing of the run was found" : "cleanup: done", {
+        runID: runId,
+        namespace,
+        deleted: swept.filter((o) => o.result === "deleted").length,
+        ...(flags.dryRun ? { dryRun: "true" } : {}),
+      });
+    });
+}
