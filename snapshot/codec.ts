@@ -12,6 +12,7 @@ import {
   parseAllDocuments,
   parseDocument,
   stringify,
+  visit,
 } from "yaml";
 import type { Document } from "yaml";
 import { UsageError } from "../errors.ts";
@@ -137,15 +138,83 @@ export interface ParseSnapshotOptions {
 export function parseSnapshot(text: string, options: ParseSnapshotOptions = {}): Snapshot {
   const source = options.source ?? "input";
   checkDocumentSize(text, source);
-  assertStrictJson(text, source);
+  if (JSON_START_REGEXP.test(text)) return parseJsonSnapshot(text, source);
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, {
-    intAsBigInt: true,
-    uniqueKeys: true,
-    lineCounter,
-    prettyErrors: true,
-  });
+  const doc = parseDocument(text, YAML_PARSE_OPTIONS(lineCounter));
   return decodeDocument(doc, lineCounter, source);
+}
+
+const JSON_START_REGEXP = /^\s*[{[]/;
+
+/**
+ * The yaml library's own `uniqueKeys` check is quadratic in a mapping's size (a 1 MiB
+ * sysctl map took seconds), so duplicates are found by {@link assertUniqueKeys} instead.
+ */
+function YAML_PARSE_OPTIONS(lineCounter: LineCounter) {
+  return { intAsBigInt: true, uniqueKeys: false, lineCounter, prettyErrors: true } as const;
+}
+
+/** JSON.parse keeps integers beyond 2^53 exact as bigint (through the source text). */
+function keepBigIntegers(_key: string, value: unknown, context?: { source?: string }): unknown {
+  if (typeof value === "number" && !Number.isSafeInteger(value) && context?.source) {
+    if (/^-?\d+$/.test(context.source)) return BigInt(context.source);
+  }
+  return value;
+}
+
+/** A document that starts like JSON is strict JSON (YAML would accept `{"a": }`), read fast. */
+function parseJsonSnapshot(text: string, source: string): Snapshot {
+  let value: unknown;
+  try {
+    value = JSON.parse(text, keepBigIntegers as (key: string, value: unknown) => unknown);
+  } catch (error) {
+    throw new UsageError(
+      `Cannot parse snapshot '${source}' as JSON: ${
+        error instanceof Error ? error.message : error
+      }`,
+      { cause: error },
+    );
+  }
+  // Line numbers are only needed for an error: parse for positions only then.
+  const locate = (path: (string | number)[]) => {
+    const lineCounter = new LineCounter();
+    return lineOf(parseDocument(text, YAML_PARSE_OPTIONS(lineCounter)), lineCounter, path);
+  };
+  return normalizeSnapshot(validateSnapshot(value, failure(source, locate)));
+}
+
+function failure(
+  source: string,
+  locate: (path: (string | number)[]) => number | undefined,
+): Fail {
+  return (path, problem) => {
+    const line = locate(path);
+    throw new UsageError(
+      `Cannot read snapshot '${source}': field '${formatPath(path)}'${
+        line ? ` (line ${line})` : ""
+      } ${problem}`,
+    );
+  };
+}
+
+/** Rejects a mapping that repeats a key, naming the key and its line (one pass, a Set per map). */
+function assertUniqueKeys(doc: Document, lineCounter: LineCounter, source: string): void {
+  visit(doc, {
+    Map(_key, map) {
+      const seen = new Set<string>();
+      for (const pair of map.items) {
+        const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);
+        if (seen.has(key)) {
+          const range = isScalar(pair.key) ? pair.key.range : undefined;
+          const where = range ? ` at line ${lineCounter.linePos(range[0]).line}` : "";
+          throw new UsageError(
+            `Cannot parse snapshot '${source}'${where}: map keys must be unique: '${key}' repeats`,
+          );
+        }
+        seen.add(key);
+      }
+    },
+  });
 }
 
 /**
@@ -162,26 +231,11 @@ export function parseSnapshotStream(text: string, options: ParseSnapshotOptions 
     throw new UsageError(`Cannot read snapshots from '${source}': stream exceeds 1 GiB`);
   }
   const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(text, { intAsBigInt: true, uniqueKeys: true, lineCounter });
+  const docs = parseAllDocuments(text, YAML_PARSE_OPTIONS(lineCounter));
   if (!Array.isArray(docs)) return [];
   return docs
     .filter((doc) => doc.contents !== null)
     .map((doc) => decodeDocument(doc, lineCounter, source));
-}
-
-/** A document that starts like JSON must be strict JSON (YAML would accept `{"a": }`). */
-function assertStrictJson(text: string, source: string): void {
-  if (!/^\s*[{[]/.test(text)) return;
-  try {
-    JSON.parse(text);
-  } catch (error) {
-    throw new UsageError(
-      `Cannot parse snapshot '${source}' as JSON: ${
-        error instanceof Error ? error.message : error
-      }`,
-      { cause: error },
-    );
-  }
 }
 
 function checkDocumentSize(text: string, source: string): void {
@@ -204,6 +258,7 @@ function decodeDocument(doc: Document, lineCounter: LineCounter, source: string)
       `Cannot parse snapshot '${source}'${where}: ${firstError.message.split(" at line ")[0]}`,
     );
   }
+  assertUniqueKeys(doc, lineCounter, source);
   let value: unknown;
   try {
     value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
@@ -213,16 +268,8 @@ function decodeDocument(doc: Document, lineCounter: LineCounter, source: string)
       { cause: error },
     );
   }
-  const fail = (path: (string | number)[], problem: string): never => {
-    const line = lineOf(doc, lineCounter, path);
-    const field = formatPath(path);
-    throw new UsageError(
-      `Cannot read snapshot '${source}': field '${field}'${
-        line ? ` (line ${line})` : ""
-      } ${problem}`,
-    );
-  };
-  return normalizeSnapshot(validateSnapshot(value, fail));
+  const locate = (path: (string | number)[]) => lineOf(doc, lineCounter, path);
+  return normalizeSnapshot(validateSnapshot(value, failure(source, locate)));
 }
 
 type Fail = (path: (string | number)[], problem: string) => never;
