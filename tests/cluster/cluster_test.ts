@@ -300,12 +300,13 @@ Deno.test({
             tolerations: [{ key: "nvidia.com/gpu", operator: "Exists", effect: "NoSchedule" }],
           };
           const names = ["g1", "g2", "g3", "g4"];
+          const script = "nvidia-smi -q -x | grep -m1 -o '<product_name>[^<]*'";
           for (const name of names) {
-            await create(
-              admin,
-              `/api/v1/namespaces/${n}/pods`,
-              pod(name, "nvidia-smi -q -x | grep -m1 -o '<product_name>[^<]*'", spec),
-            );
+            const p = pod(name, script, spec);
+            // The agent mounts an emptyDir at /tmp: nvidia-smi must not depend on host paths under it.
+            p.spec.volumes = [{ name: "tmp", emptyDir: {} }];
+            p.spec.containers[0].volumeMounts = [{ name: "tmp", mountPath: "/tmp" }];
+            await create(admin, `/api/v1/namespaces/${n}/pods`, p);
           }
           for (const name of names) {
             const p = await waitPhase(admin, n, name, ["Succeeded", "Failed"]);
