@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { InterruptedError, NotFoundError, ToolError } from "../errors.ts";
+import { ConflictError, InterruptedError, NotFoundError, ToolError } from "../errors.ts";
 import { KubeApiError, Ledger } from "../kube/mod.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
@@ -210,6 +210,8 @@ export async function deploySnapshot(
       ? new InterruptedError(
         `Cannot finish the snapshot run: interrupted (${String(options.signal.reason)})`,
       )
+      : error instanceof KubeApiError && error.isAlreadyExists
+      ? alreadyExists(error, namespace, runId)
       : error;
     throw failure;
   } finally {
@@ -229,6 +231,20 @@ export async function deploySnapshot(
       });
     }
   }
+}
+
+/** A create met an object of the run's name: another invocation holds this run ID. */
+function alreadyExists(error: KubeApiError, namespace: string, runId: string): ConflictError {
+  return new ConflictError(
+    `Cannot create the run's objects: run ID ${runId} is already in use in namespace '${namespace}'`,
+    {
+      cause: error,
+      details: [
+        "  another invocation is using this run ID; omit --run-id or pass a new one",
+        `  if that run was killed, remove its objects first: aicr cleanup --run-id ${runId} -n ${namespace}`,
+      ],
+    },
+  );
 }
 
 function throwIfInterrupted(signal: AbortSignal | undefined): void {
