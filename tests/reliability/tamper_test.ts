@@ -1,0 +1,329 @@
+/**
+ * Someone else's hands in the run: the Job, the ServiceAccount or the staging ConfigMap
+ * deleted or replaced mid-run, and a second invocation reusing the run ID. The run must
+ * fail clearly (or succeed), print the documented WARN where it applies, and never
+ * delete an object of another invocation.
+ */
+import assert from "node:assert/strict";
+import { parseSnapshot } from "../../snapshot/mod.ts";
+import { type FaultProxy, startFaultProxy } from "../faults/proxy.ts";
+import type { Obj } from "../kubelet/api.ts";
+import { record } from "./_report.ts";
+import { ENABLED, getObject, PENDING, snapshotArgs, spawnAicr, suiteEnv, until } from "./_env.ts";
+import type { SuiteEnv } from "./_env.ts";
+
+const STAGING_WARN =
+  "WARN cleanup left behind the ConfigMap at this run's staging name: this run no longer holds the Job whose agent would have written it";
+const OTHER_INVOCATION = "eeeeeeeeeeeeeeee";
+
+Deno.test({
+  name: "reliability: objects deleted or replaced mid-run, and a reused run ID",
+  ignore: !ENABLED,
+  // One cluster serves every step (its processes outlive the steps; close() ends them).
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const suite: SuiteEnv = await suiteEnv();
+    const { env } = suite;
+    const { admin } = env;
+    const kubeconfig = env.cluster.adminKubeconfig;
+    const proxies: FaultProxy[] = [];
+    const jobsPath = (ns: string) => `/apis/batch/v1/namespaces/${ns}/jobs`;
+    /** Another invocation's Job at the same name: same labels but the invocation ID, suspended. */
+    const replacementJob = (job: Obj) => ({
+      metadata: {
+        name: job.metadata.name,
+        labels: { ...job.metadata.labels, "aicr.run/invocation-id": OTHER_INVOCATION },
+      },
+      spec: {
+        suspend: true,
+        template: {
+          metadata: { labels: { "aicr.run/invocation-id": OTHER_INVOCATION } },
+          spec: {
+            restartPolicy: "Never",
+            containers: [{ name: "c", image: "registry.invalid/none:0" }],
+          },
+        },
+      },
+    });
+    const replaceJob = async (ns: string) => {
+      const list = await admin.request(
+        "GET",
+        `${jobsPath(ns)}?labelSelector=app.kubernetes.io%2Fname%3Daicr`,
+      );
+      const job = list.body.items[0] as Obj;
+      await admin.request(
+        "DELETE",
+        `${jobsPath(ns)}/${job.metadata.name}`,
+        { propagationPolicy: "Background" },
+      );
+      await until(
+        "the Job to go",
+        async () =>
+          (await getObject(env, `${jobsPath(ns)}/${job.metadata.name}`)) ? undefined : true,
+      );
+      const made = await admin.request("POST", jobsPath(ns), replacementJob(job));
+      assert.equal(made.status, 201, JSON.stringify(made.body));
+      return {
+        name: job.metadata.name as string,
+        ours: job.metadata.uid as string,
+        theirs: made.body.metadata.uid as string,
+      };
+    };
+    try {
+      await t.step(
+        "the Job is replaced during the wait: clear failure, the replacement stays",
+        async () => {
+          const ns = await suite.namespace("rel-job-replaced");
+          const run = spawnAicr(snapshotArgs(kubeconfig, ns, "--timeout", "60s", ...PENDING));
+          await run.waitFor(/waiting for the agent .*phase=Pending/);
+          const swap = await replaceJob(ns);
+          const done = await run.done;
+          const still = await getObject(env, `${jobsPath(ns)}/${swap.name}`);
+          const left = (await suite.leftovers(ns, done.runId)).filter((o) =>
+            o !== `Job/${swap.name}`
+          );
+          const ok = done.code === 8 && still?.metadata.uid === swap.theirs && left.length === 0;
+          record("tamper: Job replaced in the wait", {
+            faultsInjected: 1,
+            faultsSurvived: ok ? 1 : 0,
+            leftovers: left.length,
+          });
+          assert.equal(done.code, 8, done.stderr);
+          assert.match(
+            done.stderr,
+            /error: Cannot get a snapshot: the agent Job '.*' was deleted or replaced during the run/,
+          );
+          assert.equal(still?.metadata.uid, swap.theirs, "the other invocation's Job stays");
+          assert.deepEqual(left, []);
+          await admin.request("DELETE", `${jobsPath(ns)}/${swap.name}`, {
+            propagationPolicy: "Background",
+          });
+        },
+      );
+
+      await t.step(
+        "the Job is replaced after its agent wrote the snapshot: delivered, staging ConfigMap kept with the WARN",
+        async () => {
+          const ns = await suite.namespace("rel-job-replaced-late");
+          const p = await startFaultProxy(env.cluster);
+          proxies.push(p);
+          let swap: Awaited<ReturnType<typeof replaceJob>> | undefined;
+          p.add({
+            method: "GET",
+            path: /\/configmaps\/aicr-agent-snapshot-/,
+            action: { kind: "observe" },
+            times: 1,
+            onMatch: async () => {
+              swap = await replaceJob(ns);
+            },
+          });
+          const done = await spawnAicr(snapshotArgs(p.kubeconfig, ns, "--timeout", "60s")).done;
+          assert.ok(swap, done.stderr);
+          const cmName = `aicr-agent-snapshot-${done.runId}`;
+          const warn =
+            `${STAGING_WARN} name=${cmName} jobName=${swap.name} jobUID=${swap.ours} liveJobUID=${swap.theirs}`;
+          const cm = await getObject(env, `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
+          const still = await getObject(env, `${jobsPath(ns)}/${swap.name}`);
+          const left = (await suite.leftovers(ns, done.runId)).filter((o) =>
+            o !== `Job/${swap!.name}` && o !== `ConfigMap/${cmName}`
+          );
+          const ok = done.code === 0 && done.stderr.includes(warn) && cm !== undefined &&
+            still?.metadata.uid === swap.theirs && left.length === 0;
+          record("tamper: Job replaced after the write", {
+            faultsInjected: 1,
+            faultsSurvived: ok ? 1 : 0,
+            leftovers: left.length,
+          });
+          assert.equal(done.code, 0, done.stderr);
+          assert.equal(parseSnapshot(done.stdout).kind, "Snapshot");
+          assert.ok(done.stderr.includes(warn), done.stderr);
+          assert.ok(cm, "the staging ConfigMap is kept: this run cannot prove it wrote it");
+          assert.equal(still?.metadata.uid, swap.theirs, "the other invocation's Job stays");
+          assert.deepEqual(left, []);
+          await admin.request("DELETE", `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
+          await admin.request("DELETE", `${jobsPath(ns)}/${swap.name}`, {
+            propagationPolicy: "Background",
+          });
+        },
+      );
+
+      await t.step("the ServiceAccount is replaced mid-run: the replacement stays", async () => {
+        const ns = await suite.namespace("rel-sa-replaced");
+        const run = spawnAicr(snapshotArgs(kubeconfig, ns, "--timeout", "8s", ...PENDING));
+        await run.waitFor(/waiting for the agent .*phase=Pending/);
+        const sas = await admin.request(
+          "GET",
+          `/api/v1/namespaces/${ns}/serviceaccounts?labelSelector=app.kubernetes.io%2Fname%3Daicr`,
+        );
+        const sa = sas.body.items[0] as Obj;
+        await admin.request(
+          "DELETE",
+          `/api/v1/namespaces/${ns}/serviceaccounts/${sa.metadata.name}`,
+        );
+        const made = await admin.request("POST", `/api/v1/namespaces/${ns}/serviceaccounts`, {
+          metadata: {
+            name: sa.metadata.name,
+            labels: { ...sa.metadata.labels, "aicr.run/invocation-id": OTHER_INVOCATION },
+          },
+        });
+        assert.equal(made.status, 201);
+        const done = await run.done;
+        const still = await getObject(
+          env,
+          `/api/v1/namespaces/${ns}/serviceaccounts/${sa.metadata.name}`,
+        );
+        const left = (await suite.leftovers(ns, done.runId)).filter((o) =>
+          o !== `ServiceAccount/${sa.metadata.name}`
+        );
+        const ok = done.code === 5 && still?.metadata.uid === made.body.metadata.uid &&
+          left.length === 0;
+        record("tamper: ServiceAccount replaced", {
+          faultsInjected: 1,
+          faultsSurvived: ok ? 1 : 0,
+          leftovers: left.length,
+        });
+        assert.equal(done.code, 5, done.stderr);
+        assert.equal(
+          still?.metadata.uid,
+          made.body.metadata.uid,
+          "the replacement ServiceAccount stays",
+        );
+        assert.deepEqual(left, []);
+      });
+
+      await t.step(
+        "the staging ConfigMap is taken by a foreign one mid-run: kept with the WARN",
+        async () => {
+          const ns = await suite.namespace("rel-cm-foreign");
+          const run = spawnAicr(snapshotArgs(kubeconfig, ns, "--timeout", "6s", ...PENDING));
+          const [, runId] = await run.waitFor(/runID=(\S+)/);
+          await run.waitFor(/waiting for the agent .*phase=Pending/);
+          const cmName = `aicr-agent-snapshot-${runId}`;
+          const made = await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+            metadata: { name: cmName, labels: { team: "b" } },
+            data: { mine: "yes" },
+          });
+          assert.equal(made.status, 201);
+          const jobUid = (await getObject(env, `${jobsPath(ns)}/aicr-${runId}`))?.metadata.uid ??
+            "";
+          const done = await run.done;
+          const cm = await getObject(env, `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
+          const left = (await suite.leftovers(ns, runId)).filter((o) =>
+            o !== `ConfigMap/${cmName}`
+          );
+          const warned = done.stderr.includes(
+            `${STAGING_WARN} name=${cmName} jobName=aicr-${runId} jobUID=${jobUid} liveJobUID=${jobUid}`,
+          );
+          const ok = done.code === 5 && warned && jobUid !== "" &&
+            cm?.metadata.uid === made.body.metadata.uid && left.length === 0;
+          record("tamper: staging ConfigMap foreign", {
+            faultsInjected: 1,
+            faultsSurvived: ok ? 1 : 0,
+            leftovers: left.length,
+          });
+          assert.equal(done.code, 5, done.stderr);
+          assert.ok(warned && jobUid !== "", done.stderr);
+          assert.equal(cm?.metadata.uid, made.body.metadata.uid, "the foreign ConfigMap stays");
+          assert.deepEqual(left, []);
+        },
+      );
+
+      await t.step(
+        "the staging ConfigMap is deleted after the agent wrote it: clear failure, clean",
+        async () => {
+          const ns = await suite.namespace("rel-cm-deleted");
+          const p = await startFaultProxy(env.cluster);
+          proxies.push(p);
+          p.add({
+            method: "GET",
+            path: /\/configmaps\/aicr-agent-snapshot-/,
+            action: { kind: "observe" },
+            times: 1,
+            onMatch: async (req) => {
+              const path = req.path.split("?")[0]!;
+              const res = await admin.request("DELETE", path);
+              assert.equal(res.status, 200);
+            },
+          });
+          const done = await spawnAicr(snapshotArgs(p.kubeconfig, ns, "--timeout", "60s")).done;
+          const left = await suite.leftovers(ns, done.runId);
+          const ok = done.code === 3 && left.length === 0;
+          record("tamper: staging ConfigMap deleted", {
+            faultsInjected: 1,
+            faultsSurvived: ok ? 1 : 0,
+            leftovers: left.length,
+          });
+          assert.equal(done.code, 3, done.stderr);
+          assert.match(
+            done.stderr,
+            /error: Cannot read the snapshot from 'cm:\/\/.*': the agent finished but wrote no ConfigMap/,
+          );
+          assert.deepEqual(left, []);
+        },
+      );
+
+      await t.step(
+        "a second invocation reuses a live run's ID: it fails clearly and deletes nothing of the first",
+        async () => {
+          const ns = await suite.namespace("rel-same-id");
+          const runId = `20260202-020202-${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+          const first = spawnAicr(
+            snapshotArgs(kubeconfig, ns, "--timeout", "60s", "--run-id", runId, ...PENDING),
+          );
+          await first.waitFor(/waiting for the agent .*phase=Pending/);
+          const before = await suite.leftovers(ns, runId);
+          const uids = async () => {
+            const out: string[] = [];
+            for (const o of before) {
+              const [kind, name] = o.split("/");
+              const path = {
+                Job: `${jobsPath(ns)}/${name}`,
+                Pod: `/api/v1/namespaces/${ns}/pods/${name}`,
+                ServiceAccount: `/api/v1/namespaces/${ns}/serviceaccounts/${name}`,
+                Role: `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles/${name}`,
+                RoleBinding:
+                  `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings/${name}`,
+                ClusterRole: `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`,
+                ClusterRoleBinding:
+                  `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`,
+              }[kind!]!;
+              out.push(`${o}=${(await getObject(env, path))?.metadata.uid}`);
+            }
+            return out;
+          };
+          const uidsBefore = await uids();
+          const second = await spawnAicr(
+            snapshotArgs(kubeconfig, ns, "--timeout", "60s", "--run-id", runId, ...PENDING),
+          ).done;
+          const uidsAfter = await uids();
+          first.kill("SIGINT");
+          const firstDone = await first.done;
+          const left = await suite.leftovers(ns, runId);
+          const ok = second.code === 2 && firstDone.code === 130 &&
+            JSON.stringify(uidsAfter) === JSON.stringify(uidsBefore) && left.length === 0;
+          record("tamper: run ID reused", {
+            faultsInjected: 1,
+            faultsSurvived: ok ? 1 : 0,
+            leftovers: left.length,
+          });
+          assert.equal(second.code, 2, second.stderr);
+          assert.match(
+            second.stderr,
+            /error: Cannot create the run.s objects: run ID \S+ is already in use[\s\S]*aicr cleanup --run-id/,
+          );
+          assert.deepEqual(
+            uidsAfter,
+            uidsBefore,
+            "every object of the first invocation stands, same UIDs",
+          );
+          assert.equal(firstDone.code, 130, firstDone.stderr);
+          assert.deepEqual(left, []);
+        },
+      );
+    } finally {
+      for (const p of proxies) await p.stop();
+      await suite.close();
+    }
+  },
+});
