@@ -17,8 +17,10 @@ import {
   createDaemon,
   createKubeAuth,
   type RequestAuthorizer,
+  type RunningServer,
   serve,
   type TokenAuthenticator,
+  validateTls,
 } from "../daemon/mod.ts";
 import { UsageError } from "../errors.ts";
 import { NoKubeconfigError } from "../kube/mod.ts";
@@ -93,6 +95,8 @@ export interface DaemonFlags {
   collectTimeout: string;
   /** `--drain-timeout`. */
   drainTimeout: string;
+  /** `--tls-reload-interval`. */
+  tlsReloadInterval: string;
   /** `--node-name`. */
   nodeName?: string;
   /** `--kubeconfig`. */
@@ -162,6 +166,44 @@ function defaultMakeCollect(deps: CliDeps): (options: MakeCollectOptions) => Col
 }
 
 /**
+ * Re-reads the certificate and key files on an interval and hands changed, valid ones to the
+ * server (a rotated Secret: the kubelet swaps the mounted files atomically, but the two reads
+ * are not, so a half-rotated pair fails validation once and is taken on the next tick).
+ */
+function watchTls(
+  server: RunningServer,
+  files: { certFile: string; keyFile: string; cwd: string },
+  options: { current: { cert: string; key: string }; intervalMs: number; log: Logger },
+): { stop(): void } {
+  let current = options.current;
+  let busy = false;
+  const timer = setInterval(async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const next = {
+        cert: await readFile(resolve(files.cwd, files.certFile), "utf8"),
+        key: await readFile(resolve(files.cwd, files.keyFile), "utf8"),
+      };
+      if (next.cert === current.cert && next.key === current.key) return;
+      const info = server.setTls(next);
+      current = next;
+      options.log.info("TLS certificate reloaded", {
+        subject: info.subject,
+        notAfter: info.notAfter.toISOString(),
+      });
+    } catch (error) {
+      options.log.warn("TLS certificate not reloaded; the previous one stays in use", {
+        error: error instanceof Error ? error.message : String(error),
+      });
+    } finally {
+      busy = false;
+    }
+  }, options.intervalMs);
+  return { stop: () => clearInterval(timer) };
+}
+
+/**
  * Runs the daemon until `deps.signal` aborts, then drains and returns.
  *
  * @param deps CLI dependencies and factories
@@ -183,6 +225,7 @@ export async function runDaemon(
     collectTimeoutMs: parseDuration(flags.collectTimeout, "--collect-timeout"),
   };
   const drainTimeoutMs = parseDuration(flags.drainTimeout, "--drain-timeout");
+  const tlsReloadMs = parseDuration(flags.tlsReloadInterval, "--tls-reload-interval");
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
   if (cacheOptions.collectTimeoutMs === 0) {
     throw new UsageError(
@@ -200,6 +243,15 @@ export async function runDaemon(
       cert: await readPem("--tls-cert-file", flags.tlsCertFile, deps.cwd),
       key: await readPem("--tls-key-file", flags.tlsKeyFile, deps.cwd),
     };
+    try {
+      validateTls(tls);
+    } catch (error) {
+      throw new UsageError(
+        `Cannot serve TLS with '--tls-cert-file' '${flags.tlsCertFile}' and '--tls-key-file' '${flags.tlsKeyFile}': ${
+          (error as Error).message
+        }`,
+      );
+    }
   } else if (!flags.insecureHttp) {
     throw new UsageError(
       "Cannot serve as '--tls-cert-file' and '--tls-key-file' are not set: pass them, or '--insecure-http' for a local test",
@@ -258,7 +310,15 @@ export async function runDaemon(
     drainTimeoutMs,
   });
   daemon.start();
+  const reload = tls && tlsReloadMs > 0 && flags.tlsCertFile && flags.tlsKeyFile
+    ? watchTls(server, { certFile: flags.tlsCertFile, keyFile: flags.tlsKeyFile, cwd: deps.cwd }, {
+      current: tls,
+      intervalMs: tlsReloadMs,
+      log,
+    })
+    : undefined;
   await server.finished;
+  reload?.stop();
   await daemon.close();
   log.info("daemon stopped");
 }
@@ -298,6 +358,11 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
       "--drain-timeout <duration>",
       "on SIGTERM, wait this long for in-flight requests",
       "10s",
+    )
+    .option(
+      "--tls-reload-interval <duration>",
+      "re-read the certificate files this often, for rotated Secrets (0: never)",
+      "1m",
     )
     .option("--node-name <name>", "this node (default: NODE_NAME, KUBERNETES_NODE_NAME, HOSTNAME)")
     .option("-k, --kubeconfig <path>", "kubeconfig (default: in-cluster ServiceAccount)")

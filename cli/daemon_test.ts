@@ -153,6 +153,11 @@ Deno.test("aicr daemon refuses to start without TLS files, a node name or a clus
         want: /Cannot read '--tls-cert-file' file '\/nonexistent\/c'/,
       },
       {
+        name: "key of another certificate",
+        args: ["--tls-cert-file", "CERT", "--tls-key-file", "OTHER_KEY"],
+        want: /Cannot serve TLS with .*does not match the certificate/,
+      },
+      {
         name: "bad duration",
         args: ["--insecure-http", "--max-age", "soon"],
         want: /'--max-age' as it must be a duration/,
@@ -175,10 +180,67 @@ Deno.test("aicr daemon refuses to start without TLS files, a node name or a clus
         want: /Cannot authenticate callers without a Kubernetes client/,
       },
     ];
-  for (const c of cases) {
-    await t.step(c.name, async () => {
-      const h = harness(c.deps);
-      await assert.rejects(runDaemonCli(["--port", "0", ...c.args], h.deps), c.want);
-    });
+  const files = certFiles();
+  const otherKey = join(files.dir, "other.key");
+  writeFileSync(otherKey, generateTestTls().key);
+  try {
+    for (const c of cases) {
+      await t.step(c.name, async () => {
+        const h = harness(c.deps);
+        const args = c.args.map((a) =>
+          a === "CERT" ? files.cert : a === "OTHER_KEY" ? otherKey : a
+        );
+        await assert.rejects(runDaemonCli(["--port", "0", ...args], h.deps), c.want);
+      });
+    }
+  } finally {
+    rmSync(files.dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("aicr daemon serves a rotated certificate and keeps the old one when the new is broken", async () => {
+  const files = certFiles();
+  const rotated = generateTestTls();
+  const h = harness();
+  const oldClient = Deno.createHttpClient({ caCerts: [TLS.ca] });
+  const newClient = Deno.createHttpClient({ caCerts: [rotated.ca] });
+  try {
+    const run = runDaemonCli([
+      "--listen",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--tls-cert-file",
+      files.cert,
+      "--tls-key-file",
+      files.key,
+      "--tls-reload-interval",
+      "50ms",
+    ], h.deps);
+    const url = await waitForUrl(h.logs);
+    assert.equal((await fetch(`${url}/healthz`, { client: oldClient })).status, 200);
+    // A broken pair (new certificate, old key) is refused and the old one stays.
+    writeFileSync(files.cert, rotated.cert);
+    for (let i = 0; i < 100 && !/not reloaded/.test(h.logs()); i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.match(h.logs(), /WARN TLS certificate not reloaded/);
+    const stillOld = Deno.createHttpClient({ caCerts: [TLS.ca] });
+    try {
+      assert.equal((await fetch(`${url}/healthz`, { client: stillOld })).status, 200);
+    } finally {
+      stillOld.close();
+    }
+    writeFileSync(files.key, rotated.key);
+    for (let i = 0; i < 100 && !/TLS certificate reloaded/.test(h.logs()); i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal((await fetch(`${url}/healthz`, { client: newClient })).status, 200);
+    h.controller.abort();
+    assert.equal(await run, 0);
+  } finally {
+    oldClient.close();
+    newClient.close();
+    rmSync(files.dir, { recursive: true, force: true });
   }
 });

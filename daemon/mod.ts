@@ -73,7 +73,7 @@ export type {
   MetricFamily,
   MetricOptions,
 } from "./metrics.ts";
-export { serve, toWebRequest, writeWebResponse } from "./serve.ts";
+export { serve, toWebRequest, validateTls, writeWebResponse } from "./serve.ts";
 export type {
   FetchHandler,
   RunningServer,

@@ -8,6 +8,8 @@
  *
  * @module
  */
+import { createPrivateKey, X509Certificate } from "node:crypto";
+import type { KeyObject } from "node:crypto";
 import http from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import https from "node:https";
@@ -77,6 +79,15 @@ export interface RunningServer {
    * `Connection: close`), idle sockets close, and after the drain timeout the rest are cut.
    */
   shutdown(): Promise<void>;
+  /**
+   * Replaces the certificate and key for new connections (a rotated Secret); open connections
+   * keep theirs.
+   *
+   * @returns the new certificate's subject and expiry
+   * @throws {TypeError} when the server is plain HTTP, or the PEM texts are not a certificate
+   *   and its key (the old ones stay in use)
+   */
+  setTls(material: TlsMaterial): TlsInfo;
 }
 
 const HOST_REGEXP = /^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
@@ -123,6 +134,41 @@ async function readBody(
     chunks.push(bytes);
   }
   return new Uint8Array(Buffer.concat(chunks));
+}
+
+/** What {@link validateTls} learned about a certificate. */
+export interface TlsInfo {
+  /** Subject of the leaf certificate. */
+  subject: string;
+  /** End of validity. */
+  notAfter: Date;
+}
+
+/**
+ * Checks that PEM texts hold a certificate and the private key that matches it. Deno's
+ * node:tls accepts anything here and fails each handshake later, so serve() checks first.
+ *
+ * @param material the PEM certificate (chain) and key
+ * @returns the leaf certificate's subject and expiry
+ * @throws {TypeError} when either does not parse or the key does not match the certificate
+ */
+export function validateTls(material: TlsMaterial): TlsInfo {
+  let certificate: X509Certificate;
+  try {
+    certificate = new X509Certificate(material.cert);
+  } catch (error) {
+    throw new TypeError(`Cannot read the TLS certificate: ${(error as Error).message}`);
+  }
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(material.key);
+  } catch (error) {
+    throw new TypeError(`Cannot read the TLS private key: ${(error as Error).message}`);
+  }
+  if (!certificate.checkPrivateKey(key)) {
+    throw new TypeError("Cannot use the TLS key: it does not match the certificate");
+  }
+  return { subject: certificate.subject, notAfter: new Date(certificate.validTo) };
 }
 
 /**
@@ -213,7 +259,8 @@ export async function writeWebResponse(
  * @param handler the fetch handler, e.g. `app.fetch`
  * @param options address, TLS material, limits and shutdown signal
  * @returns the running server, once listening
- * @throws {TypeError} when neither `tls` nor `insecureHttp` is given
+ * @throws {TypeError} when neither `tls` nor `insecureHttp` is given, or `tls` is not a
+ *   certificate and its key
  */
 export async function serve(
   handler: FetchHandler,
@@ -239,6 +286,7 @@ export async function serve(
       "Cannot serve as 'tls' is missing: pass a certificate and key, or insecureHttp",
     );
   }
+  const tlsInfo = tls ? validateTls(tls) : undefined;
   const scheme = tls ? "https" : "http";
   let inFlight = 0;
   let draining = false;
@@ -457,7 +505,10 @@ export async function serve(
   if (signal?.aborted) void shutdown();
   else signal?.addEventListener("abort", onAbort, { once: true });
 
-  log.info("listening", { url: `${scheme}://${shownHost}:${address.port}` });
+  log.info("listening", {
+    url: `${scheme}://${shownHost}:${address.port}`,
+    certificateNotAfter: tlsInfo?.notAfter.toISOString(),
+  });
   return {
     hostname: address.address,
     port: address.port,
@@ -467,5 +518,11 @@ export async function serve(
     },
     finished,
     shutdown,
+    setTls(material) {
+      if (!tls) throw new TypeError("Cannot set TLS material on a plain HTTP server");
+      const info = validateTls(material);
+      (server as https.Server).setSecureContext({ cert: material.cert, key: material.key });
+      return info;
+    },
   };
 }

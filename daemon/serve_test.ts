@@ -298,3 +298,57 @@ Deno.test("serve() shuts down at once after a 16 KB response left the client wit
     `https shutdown took ${times.https} ms`,
   );
 });
+
+Deno.test("serve() setTls() serves a new certificate to new connections", async () => {
+  const rotated = generateTestTls();
+  await withServer({}, async (server, client) => {
+    assert.equal(await (await fetch(`${server.url}/hello`, { client })).text(), "hello");
+    server.setTls({ cert: rotated.cert, key: rotated.key });
+    const rotatedClient = Deno.createHttpClient({ caCerts: [rotated.ca] });
+    try {
+      assert.equal(
+        await (await fetch(`${server.url}/hello`, { client: rotatedClient })).text(),
+        "hello",
+      );
+    } finally {
+      rotatedClient.close();
+    }
+    assert.throws(
+      () => server.setTls({ cert: "junk", key: "junk" }),
+      /Cannot read the TLS certificate/,
+    );
+    assert.throws(
+      () => server.setTls({ cert: rotated.cert, key: TLS.key }),
+      /does not match the certificate/,
+    );
+    // The rotated certificate is still the one served.
+    const again = Deno.createHttpClient({ caCerts: [rotated.ca] });
+    try {
+      assert.equal(await (await fetch(`${server.url}/hello`, { client: again })).text(), "hello");
+    } finally {
+      again.close();
+    }
+  });
+  const plain = await serve(testApp().fetch, {
+    hostname: "127.0.0.1",
+    port: 0,
+    insecureHttp: true,
+  });
+  try {
+    assert.throws(() => plain.setTls(rotated), /plain HTTP/);
+  } finally {
+    await plain.shutdown();
+  }
+});
+
+Deno.test("serve() refuses a certificate and key that do not match", async () => {
+  const other = generateTestTls();
+  await assert.rejects(
+    serve(testApp().fetch, {
+      hostname: "127.0.0.1",
+      port: 0,
+      tls: { cert: TLS.cert, key: other.key },
+    }),
+    /does not match the certificate/,
+  );
+});
