@@ -84,6 +84,22 @@ export interface KubeConfigSource {
   inCluster?: boolean;
 }
 
+/**
+ * Whether `~/.kube/config` exists. A process may have no home at all (an arbitrary uid
+ * without a passwd entry and no HOME, as OpenShift runs pods): that is "no file".
+ */
+function hasDefaultKubeconfig(env: (name: string) => string | undefined): boolean {
+  let home = env("HOME");
+  if (!home) {
+    try {
+      home = homedir();
+    } catch {
+      return false;
+    }
+  }
+  return existsSync(join(home, ".kube", "config"));
+}
+
 /** No kubeconfig was given or found, and this is not a pod. */
 export class NoKubeconfigError extends NotFoundError {
   constructor() {
@@ -117,7 +133,7 @@ export function loadKubeConfig(
       kc.loadFromFile(source.kubeconfig);
     } else if (env("KUBECONFIG")) {
       kc.loadFromDefault();
-    } else if (existsSync(join(env("HOME") ?? homedir(), ".kube", "config"))) {
+    } else if (hasDefaultKubeconfig(env)) {
       kc.loadFromDefault();
     } else if (env("KUBERNETES_SERVICE_HOST")) {
       kc.loadFromCluster();
