@@ -30,7 +30,7 @@ export interface Api {
   request(method: string, path: string, body?: unknown, contentType?: string): Promise<ApiResponse>;
   /**
    * Lists then watches `path` until `signal` aborts, calling `onEvent` for every object (ADDED for
-   * listed ones), relisting on 410 Gone or a dropped connection.
+   * listed ones, then LISTED with the whole list), relisting on 410 Gone or a dropped connection.
    */
   watch(
     path: string,
@@ -99,6 +99,8 @@ export function createApi(server: string, id: ApiIdentity): Api {
         }
         rv = list.body.metadata?.resourceVersion ?? "";
         for (const item of list.body.items ?? []) onEvent("ADDED", item);
+        // After a (re)list: objects deleted while no watch was open are missing from it.
+        onEvent("LISTED", list.body);
         while (!signal.aborted) {
           const res = await fetch(
             `${server}${path}${sep}watch=true&allowWatchBookmarks=true&resourceVersion=${rv}&timeoutSeconds=300`,

@@ -20,7 +20,7 @@
  */
 
 import { existsSync, readFileSync } from "node:fs";
-import { appendFile, chmod, mkdir, rm, writeFile } from "node:fs/promises";
+import { appendFile, chmod, mkdir, rename, rm, writeFile } from "node:fs/promises";
 import https from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { basename, dirname, join } from "node:path";
@@ -562,34 +562,47 @@ export async function startKubelet(
       for (const src of vol.projected?.sources ?? []) {
         if (src.serviceAccountToken) {
           const sa = pod.spec.serviceAccountName ?? "default";
-          const tr = await api.request(
-            "POST",
-            `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`,
-            {
-              apiVersion: "authentication.k8s.io/v1",
-              kind: "TokenRequest",
-              spec: {
-                audiences: src.serviceAccountToken.audience
-                  ? [src.serviceAccountToken.audience]
-                  : [],
-                expirationSeconds: src.serviceAccountToken.expirationSeconds ?? 3607,
-                boundObjectRef: {
-                  apiVersion: "v1",
-                  kind: "Pod",
-                  name: pod.metadata.name,
-                  uid: run.uid,
+          const expirationSeconds = src.serviceAccountToken.expirationSeconds ?? 3607;
+          const file = join(d, src.serviceAccountToken.path ?? "token");
+          const fetchToken = async (): Promise<void> => {
+            const tr = await api.request(
+              "POST",
+              `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`,
+              {
+                apiVersion: "authentication.k8s.io/v1",
+                kind: "TokenRequest",
+                spec: {
+                  audiences: src.serviceAccountToken.audience
+                    ? [src.serviceAccountToken.audience]
+                    : [],
+                  expirationSeconds,
+                  boundObjectRef: {
+                    apiVersion: "v1",
+                    kind: "Pod",
+                    name: pod.metadata.name,
+                    uid: run.uid,
+                  },
                 },
               },
-            },
-          );
-          if (tr.status !== 201) {
-            throw new Error(
-              `Cannot request a token for serviceaccount "${ns}/${sa}": HTTP ${tr.status} ${
-                tr.body.message ?? ""
-              }`,
             );
-          }
-          await writeFile(join(d, src.serviceAccountToken.path ?? "token"), tr.body.status.token);
+            if (tr.status !== 201) {
+              throw new Error(
+                `Cannot request a token for serviceaccount "${ns}/${sa}": HTTP ${tr.status} ${
+                  tr.body.message ?? ""
+                }`,
+              );
+            }
+            // Write then rename: a reader never sees half a token.
+            await writeFile(`${file}.tmp`, tr.body.status.token);
+            await rename(`${file}.tmp`, file);
+          };
+          await fetchToken();
+          // Refresh at 80 % of the lifetime, as the kubelet does, while the pod runs.
+          const refresh = setInterval(() => {
+            if (run.finished || run.gone || run.deleting) clearInterval(refresh);
+            else void fetchToken().catch((e) => log(`kubelet: token refresh: ${e}`));
+          }, expirationSeconds * 800);
+          Deno.unrefTimer(refresh);
         } else if (src.configMap || src.secret) {
           const isSecret = Boolean(src.secret);
           const ref = isSecret ? src.secret : src.configMap;
@@ -996,6 +1009,13 @@ export async function startKubelet(
   }
 
   function onPod(nd: SimNode, type: string, pod: Obj): void {
+    if (type === "LISTED") {
+      const live = new Set((pod.items ?? []).map((p: Obj) => p.metadata.uid));
+      for (const run of [...pods.values()]) {
+        if (run.node === nd && !live.has(run.uid)) onPod(nd, "DELETED", run.pod);
+      }
+      return;
+    }
     const uid = pod.metadata.uid as string;
     let run = pods.get(uid);
     if (type === "DELETED") {
