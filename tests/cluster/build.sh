@@ -22,7 +22,7 @@ if [ -x "$bin/kcp" ] && [ -x "$bin/etcd" ]; then
 fi
 
 rm -rf "$bin.tmp" && mkdir -p "$bin.tmp"
-export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -trimpath -mod=readonly"
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -trimpath -mod=readonly -buildvcs=false"
 # build_one <module dir> <package> <output> <label>: go build -v, printing [n/total] as packages compile
 # (packages already in Go's build cache are not printed, so n may stop short of total).
 build_one() {
