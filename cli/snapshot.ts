@@ -17,6 +17,7 @@ import {
   DEFAULT_JOB_NAME_PREFIX,
   DEFAULT_SERVICE_ACCOUNT_PREFIX,
   isNodeOs,
+  isRunId,
   NODE_OS_FAMILIES,
   parseDuration,
   parseNodeSelectors,
@@ -205,6 +206,7 @@ export function snapshotCommand(deps: CliDeps): Command {
       });
       return;
     }
+    rejectNetworkTopology(flags);
     if (deps.env("AICR_AGENT_MODE") === "true") {
       // Inside the agent pod: collect this node and write where the controller said.
       await runLocalAgent(deps, flags, log);
@@ -212,6 +214,31 @@ export function snapshotCommand(deps: CliDeps): Command {
     }
     await runSnapshot(deps, flags, log);
   });
+}
+
+/**
+ * The NetworkTopology measurement (k8s-launch-kit discovery, or a cluster-config file)
+ * is not implemented: rather than grant mutating RBAC or ignore a file, say so. Rendering
+ * the discovery RBAC for review (`--add-roles-to-service-account`) still works.
+ */
+function rejectNetworkTopology(
+  flags: Pick<SnapshotFlags, "discoverNetwork" | "clusterConfig">,
+): void {
+  if (flags.discoverNetwork) {
+    throw new UsageError(
+      "Cannot use '--discover-network': live k8s-launch-kit discovery (the NetworkTopology measurement) is not implemented in aicr, so the run would grant mutating RBAC for nothing",
+      {
+        details: [
+          "review its RBAC with: aicr snapshot --add-roles-to-service-account <sa> --discover-network",
+        ],
+      },
+    );
+  }
+  if (flags.clusterConfig !== undefined) {
+    throw new UsageError(
+      "Cannot use '--cluster-config': ingesting a k8s-launch-kit cluster-config.yaml (the NetworkTopology measurement) is not implemented in aicr",
+    );
+  }
 }
 
 function parseJobConfig(flags: SnapshotFlags, version: string): {
@@ -282,9 +309,9 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
       `Cannot write the snapshot to '${flags.output}' as its namespace must match '--namespace' (the agent's Role grants ConfigMaps only there): current value is '${namespace}'`,
     );
   }
-  if (flags.clusterConfig !== undefined) {
+  if (flags.runId !== undefined && !isRunId(flags.runId)) {
     throw new UsageError(
-      "Cannot use '--cluster-config' with a deployed agent: it is read in local agent mode only (run 'aicr agent')",
+      `Cannot use '--run-id' as it must be <YYYYMMDD-HHMMSS>-<16 hex>: current value is '${flags.runId}'`,
     );
   }
   const timeoutMs = parseDuration(flags.timeout, "--timeout") || 5 * 60_000;

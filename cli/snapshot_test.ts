@@ -1,0 +1,139 @@
+import assert from "node:assert/strict";
+import { NOOP_LOGGER } from "../log.ts";
+import type { CliDeps } from "./context.ts";
+import { runCli } from "./mod.ts";
+
+function fakeDeps(): { deps: CliDeps; out: string[]; err: string[]; connects: number[] } {
+  const out: string[] = [];
+  const err: string[] = [];
+  const connects: number[] = [];
+  const deps: CliDeps = {
+    stdout: { write: (t) => out.push(t) },
+    stderr: { write: (t) => err.push(t) },
+    env: () => undefined,
+    cwd: "/nonexistent-cwd",
+    now: () => new Date("2026-12-02T00:00:00Z"),
+    stdoutIsTerminal: false,
+    stderrIsTerminal: false,
+    signal: new AbortController().signal,
+    makeLogger: () => NOOP_LOGGER,
+    connectKube: () => {
+      connects.push(1);
+      throw new Error("the cluster must not be contacted for bad input");
+    },
+    collectorDeps: () => {
+      throw new Error("nothing is collected for bad input");
+    },
+  };
+  return { deps, out, err, connects };
+}
+
+const BAD_INPUT: { name: string; args: string[]; message: RegExp }[] = [
+  {
+    name: "a repeated single-value flag",
+    args: ["-n", "a", "-n", "b"],
+    message: /flag --namespace can only be specified once/,
+  },
+  {
+    name: "a cm:// output in another namespace",
+    args: ["-n", "a", "-o", "cm://b/x"],
+    message: /namespace must match '--namespace'/,
+  },
+  {
+    name: "a malformed cm:// output",
+    args: ["-o", "cm://only-namespace"],
+    message: /'cm:\/\/<namespace>\/<name>'/,
+  },
+  { name: "a malformed toleration", args: ["--toleration", "key=value"], message: /--toleration/ },
+  {
+    name: "a toleration with a lower-case effect",
+    args: ["--toleration", "k=v:noschedule"],
+    message: /--toleration/,
+  },
+  {
+    name: "a malformed node selector",
+    args: ["--node-selector", "novalue"],
+    message: /--node-selector/,
+  },
+  { name: "a malformed resource list", args: ["--requests", "cpu=lots"], message: /--requests/ },
+  { name: "a malformed timeout", args: ["--timeout", "5 minutes"], message: /--timeout/ },
+  {
+    name: "an unknown --os",
+    args: ["--os", "windows"],
+    message: /'--os' as it must be one of ubuntu, rhel, cos, amazonlinux, ol, talos/,
+  },
+  {
+    name: "--require-gpu with --runtime-class",
+    args: ["--require-gpu", "--runtime-class", "nvidia"],
+    message: /prefer --runtime-class/,
+  },
+  {
+    name: "an unknown format",
+    args: ["--format", "table"],
+    message: /'--format' as it must be 'yaml' or 'json'/,
+  },
+  {
+    name: "a namespace that is not a DNS label",
+    args: ["-n", "Not_Valid"],
+    message: /--namespace/,
+  },
+  {
+    name: "--privileged with a non-boolean value",
+    args: ["--privileged=maybe"],
+    message: /'--privileged' as it must be 'true' or 'false'/,
+  },
+  {
+    name: "--discover-network, which is not implemented",
+    args: ["--discover-network"],
+    message: /live k8s-launch-kit discovery .* is not implemented/,
+  },
+  {
+    name: "--cluster-config, which is not implemented",
+    args: ["--cluster-config", "c.yaml"],
+    message: /--cluster-config/,
+  },
+];
+
+for (const { name, args, message } of BAD_INPUT) {
+  Deno.test(`aicr snapshot rejects ${name} with exit 2 before contacting the cluster`, async () => {
+    const { deps, err, connects } = fakeDeps();
+    const code = await runCli(["snapshot", ...args], deps);
+    assert.equal(code, 2, err.join(""));
+    assert.match(err.join(""), message);
+    assert.equal(connects.length, 0);
+  });
+}
+
+Deno.test("aicr snapshot --help lists the documented flags and the exit codes", async () => {
+  const { deps, out } = fakeDeps();
+  assert.equal(await runCli(["snapshot", "--help"], deps), 0);
+  const help = out.join("");
+  for (
+    const flag of [
+      "--kubeconfig",
+      "--namespace",
+      "--image",
+      "--image-pull-secret",
+      "--job-name",
+      "--service-account-name",
+      "--add-roles-to-service-account",
+      "--node-selector",
+      "--toleration",
+      "--timeout",
+      "--no-cleanup",
+      "--privileged",
+      "--require-gpu",
+      "--runtime-class",
+      "--os",
+      "--requests",
+      "--limits",
+      "--cluster-config",
+      "--oke-addons",
+      "--aks-gpu-pools",
+      "--gke-gpu-pools",
+      "--discover-network",
+      "--output",
+      "--format",
+    ]
+  ) assert.ok(help.includes(flag), `help lacks ${flag}`);
+});
