@@ -127,6 +127,28 @@ export async function deploySnapshot(
     checkNamespace(kube, namespace, options.signal),
     options.job.runtimeClass ? checkRuntimeClass(kube, options.job.runtimeClass) : undefined,
   ]);
+  // Every name and manifest is built (and so validated) before the first write.
+  const job = buildAgentJob({
+    ...options.job,
+    runId,
+    invocationId,
+    namespace,
+    serviceAccountName: mode === "prefix"
+      ? serviceAccountRunName(options.serviceAccountPrefix, runId)
+      : serviceAccount,
+    output: formatConfigMapUri(output),
+    autoTargetGpu: injectedSelector === true,
+    timeoutMs: options.timeoutMs,
+  });
+  const rbac = mode === "prefix"
+    ? runRbacObjects({
+      namespace,
+      runId,
+      invocationId,
+      serviceAccountPrefix: options.serviceAccountPrefix,
+      discoverNetwork: options.discoverNetwork,
+    })
+    : undefined;
   await runGate(createAccessReviewer(kube), {
     namespace,
     mode,
@@ -148,14 +170,7 @@ export async function deploySnapshot(
   let failure: unknown;
   try {
     throwIfInterrupted(options.signal);
-    if (mode === "prefix") {
-      const rbac = runRbacObjects({
-        namespace,
-        runId,
-        invocationId,
-        serviceAccountPrefix: options.serviceAccountPrefix,
-        discoverNetwork: options.discoverNetwork,
-      });
+    if (rbac) {
       // A create in flight is not aborted (that would only make its outcome unknown);
       // a signal stops the next one.
       for (
@@ -171,18 +186,6 @@ export async function deploySnapshot(
         throwIfInterrupted(options.signal);
       }
     }
-    const job = buildAgentJob({
-      ...options.job,
-      runId,
-      invocationId,
-      namespace,
-      serviceAccountName: mode === "prefix"
-        ? serviceAccountRunName(options.serviceAccountPrefix, runId)
-        : serviceAccount,
-      output: formatConfigMapUri(output),
-      autoTargetGpu: injectedSelector === true,
-      timeoutMs: options.timeoutMs,
-    });
     const created = await ledger.create("Job", job);
     jobUid = created.metadata?.uid;
     if (!jobUid) throw new ToolError(`Cannot follow Job '${namespace}/${name}': no UID returned`);
