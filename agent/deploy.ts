@@ -46,21 +46,24 @@ export interface DeployDeps {
   randomHex: () => string;
 }
 
+/** The parts of the agent Job the user chooses; the run fills in the rest. */
+export type AgentJobKnobs = Omit<
+  AgentJobConfig,
+  | "runId"
+  | "invocationId"
+  | "namespace"
+  | "serviceAccountName"
+  | "output"
+  | "autoTargetGpu"
+  | "timeoutMs"
+>;
+
 /** Options of one `aicr snapshot` run. */
 export interface DeployOptions {
   /** `--namespace`. */
   namespace: string;
   /** The Job spec knobs (image, privileged, selectors, tolerations, resources, ...). */
-  job: Omit<
-    AgentJobConfig,
-    | "runId"
-    | "invocationId"
-    | "namespace"
-    | "serviceAccountName"
-    | "output"
-    | "autoTargetGpu"
-    | "timeoutMs"
-  >;
+  job: AgentJobKnobs;
   /** `--service-account-name`, when the user set it (exact-if-exists). */
   serviceAccountName?: string;
   /** The prefix when no existing ServiceAccount is used. */

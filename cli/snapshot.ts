@@ -25,7 +25,7 @@ import {
   parseTolerations,
   validateNamespace,
 } from "../manifests/mod.ts";
-import type { AgentJobConfig } from "../manifests/mod.ts";
+import type { AgentJobKnobs } from "../agent/mod.ts";
 import {
   encodeSnapshot,
   findMeasurement,
@@ -242,16 +242,7 @@ function rejectNetworkTopology(
 }
 
 function parseJobConfig(flags: SnapshotFlags, version: string): {
-  job: Omit<
-    AgentJobConfig,
-    | "runId"
-    | "invocationId"
-    | "namespace"
-    | "serviceAccountName"
-    | "output"
-    | "autoTargetGpu"
-    | "timeoutMs"
-  >;
+  job: AgentJobKnobs;
   autoTarget: boolean;
 } {
   const nodeSelector = parseNodeSelectors(flags.nodeSelector ?? []);
