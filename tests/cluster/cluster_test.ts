@@ -351,6 +351,59 @@ Deno.test({
         );
       });
 
+      await t.step(
+        "pods on different nodes listen on the same port at their node's address",
+        async () => {
+          const n = await ns("net");
+          const port = 20000 + Math.floor(Math.random() * 30000);
+          const [a, b] = env.nodes;
+          assert.ok(a && b);
+          const server = [
+            "const host = Deno.env.get('POD_IP');",
+            `Deno.serve({ hostname: host, port: ${port}, onListen() { console.log('listening on ' + host); } },`,
+            "  () => new Response(Deno.env.get('NODE_NAME')));",
+          ].join(" ");
+          for (
+            const [name, node, hostNetwork] of [["srv-a", a, false], ["srv-b", b, true]] as const
+          ) {
+            await create(admin, `/api/v1/namespaces/${n}/pods`, {
+              apiVersion: "v1",
+              kind: "Pod",
+              metadata: { name },
+              spec: {
+                nodeName: node.name,
+                hostNetwork,
+                terminationGracePeriodSeconds: 1,
+                tolerations: [{ operator: "Exists" }],
+                containers: [{
+                  name: "main",
+                  image: "shell",
+                  command: [Deno.execPath(), "eval", server],
+                  env: [
+                    { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+                    { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+                  ],
+                }],
+              },
+            });
+          }
+          for (const [name, node] of [["srv-a", a], ["srv-b", b]] as const) {
+            const p = await waitPhase(admin, n, name, ["Running", "Failed", "Succeeded"]);
+            assert.equal(p.status.podIP, node.ip);
+            await waitFor(
+              `${name} listening`,
+              async () =>
+                (await logs(admin, n, name)).includes(`listening on ${node.ip}`) ? true : undefined,
+            );
+            const res = await fetch(`http://${node.ip}:${port}/`);
+            assert.equal(await res.text(), node.name);
+          }
+          for (const name of ["srv-a", "srv-b"]) {
+            await admin.request("DELETE", `/api/v1/namespaces/${n}/pods/${name}`);
+          }
+        },
+      );
+
       await t.step("an unknown image ends as ErrImagePull", async () => {
         const n = await ns("image");
         const spec = pod("nopull", "true");
