@@ -202,3 +202,35 @@ export function describeRun(ran: Ran): string {
     ran.stdout.slice(0, 2000)
   }\nstderr:\n${ran.stderr.slice(0, 2000)}`;
 }
+
+/**
+ * A port on 127.0.0.1 that was free a moment ago.
+ *
+ * @returns the port number
+ */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/**
+ * Starts the binary in the background with an empty environment, stderr piped.
+ *
+ * @param bin the binary
+ * @param args its arguments
+ * @param cwd the working directory
+ * @returns the child process
+ */
+export function spawnAicr(bin: string, args: readonly string[], cwd: string): Deno.ChildProcess {
+  return new Deno.Command(bin, {
+    args: [...args],
+    cwd,
+    env: {},
+    clearEnv: true,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+}

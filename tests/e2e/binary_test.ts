@@ -4,9 +4,9 @@
  * near it): as this user, as uid/gid 65534, from a read-only bind mount and without a network.
  * The binary is built by `scripts/build.ts` first when it is missing or older than the sources.
  *
- * Verbs needed: `version`, `--version`, `agent` (local mode: Snapshot YAML on stdout) and
- * `snapshot --add-roles-to-service-account` (renders RBAC, no cluster). A verb that is missing
- * fails its test. The isolation cases need root, `setpriv`, `unshare` and `mount`; without them
+ * Verbs needed: `version`, `--version`, `agent` (local mode: Snapshot YAML on stdout),
+ * `snapshot --add-roles-to-service-account` (renders RBAC, no cluster) and `daemon`
+ * (`--insecure-http --insecure-no-auth` on loopback). A verb that is missing fails its test. The isolation cases need root, `setpriv`, `unshare` and `mount`; without them
  * they are ignored and say so.
  */
 import assert from "node:assert/strict";
@@ -16,10 +16,12 @@ import {
   canIsolate,
   describeRun,
   ensureBinary,
+  freePort,
   isolatedCopy,
   NOBODY,
   PACKAGE_VERSION,
   runAicr,
+  spawnAicr,
 } from "./binary_harness.ts";
 import type { IsolatedCopy, Ran, RunOptions } from "./binary_harness.ts";
 
@@ -98,6 +100,49 @@ Deno.test("binary: `aicr snapshot --add-roles-to-service-account x` writes snaps
     cwd: box.writable,
   });
   await assertRbacRendered(ran, box.writable);
+});
+
+Deno.test("binary: `aicr daemon` serves /healthz, /readyz and /v1/snapshot with an empty environment and stops cleanly on SIGTERM", async () => {
+  await using box = await isolatedCopy(bin);
+  const port = freePort();
+  const child = spawnAicr(box.bin, [
+    "daemon",
+    "--insecure-http",
+    "--insecure-no-auth",
+    "--listen",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--node-name",
+    "smoke",
+  ], box.dir);
+  const stderr = new Response(child.stderr).text();
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    let ready = 0;
+    for (let i = 0; i < 100 && ready !== 200; i++) {
+      ready = await fetch(`${base}/readyz`).then(
+        async (r) => (await r.body?.cancel(), r.status),
+        () => 0,
+      );
+      if (ready !== 200) await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    assert.equal(ready, 200, "/readyz turns 200 after the first collection");
+    const health = await fetch(`${base}/healthz`);
+    assert.equal(health.status, 200);
+    await health.body?.cancel();
+    const snapshot = await fetch(`${base}/v1/snapshot`);
+    assert.equal(snapshot.status, 200);
+    const text = await snapshot.text();
+    assert.match(text, /^apiVersion: aicr\.run\/v1$/m);
+    assert.match(text, /^ {2}source-node: smoke$/m);
+  } finally {
+    child.kill("SIGTERM");
+  }
+  const status = await child.status;
+  const log = await stderr;
+  assert.equal(status.code, 0, `exit ${status.code} signal ${status.signal}\n${log}`);
+  assert.match(log, /daemon stopped/);
 });
 
 /** The three verbs, each a step, under one isolation. */
