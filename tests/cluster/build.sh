@@ -15,11 +15,19 @@ bin="$cache_root/$hash"
 
 link() { ln -sfn "$bin" "$here/.bin"; echo "$bin"; }
 
-if [ -x "$bin/kcp" ] && [ -x "$bin/etcd" ]; then
-  echo "cluster:build: cached binaries in $bin" >&2
-  link
-  exit 0
-fi
+cached() {
+  if [ -x "$bin/kcp" ] && [ -x "$bin/etcd" ]; then
+    echo "cluster:build: cached binaries in $bin" >&2
+    link
+    exit 0
+  fi
+}
+cached
+# One build at a time (two test runs starting together on a cold cache): wait, then look again.
+mkdir -p "$cache_root"
+exec 9>"$cache_root/.lock"
+flock 9
+cached
 
 rm -rf "$bin.tmp" && mkdir -p "$bin.tmp"
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -trimpath -mod=readonly -buildvcs=false"
