@@ -20,7 +20,10 @@ export interface Figures {
   concurrentRuns?: number;
   /** Bad inputs tried. */
   badInputs?: number;
-  /** Of those, refused with a clear message, a non-zero exit and the cluster unchanged. */
+  /**
+   * Of those, handled as specified: refused with a clear message, a non-zero exit and
+   * the cluster unchanged, or (hostile node input) degraded to the documented reading.
+   */
   badInputsRefused?: number;
   /** Objects left behind by the case's runs. */
   leftovers?: number;
@@ -113,7 +116,7 @@ export function summaryText(path: string = reportPath()): string {
     `  faults injected:        ${totals.faultsInjected}`,
     `  faults survived:        ${totals.faultsSurvived}`,
     `  concurrent runs held:   ${totals.concurrentRuns}`,
-    `  bad inputs tried:       ${totals.badInputs} (refused cleanly: ${totals.badInputsRefused})`,
+    `  bad inputs tried:       ${totals.badInputs} (handled as specified: ${totals.badInputsRefused})`,
     `  access reviews asked:   ${totals.accessReviews}`,
     `  objects left behind:    ${totals.leftovers} (goal: 0)`,
     `  over-grants found:      ${totals.overGrants} (goal: 0)`,
