@@ -1,0 +1,332 @@
+/**
+ * A small X.509 v3 certificate builder for the DaemonSet installer: a self-signed CA and a
+ * serving certificate signed by it, both P-256 ECDSA with SHA-256.
+ *
+ * Why it exists: the installer runs as the release binary, which cannot shell out to `openssl`
+ * (the image holds nothing but the binary), and `node:crypto` generates keys and signs but
+ * cannot build a certificate. DER is a short grammar; only what the two certificates need is
+ * here (SEQUENCE, SET, INTEGER, BOOLEAN, OID, UTF8String, IA5String, OCTET and BIT STRING,
+ * UTCTime/GeneralizedTime, context tags). Keys and signatures come from `node:crypto`; the
+ * tests read every certificate back with `X509Certificate` and serve it over a real TLS
+ * handshake. Private to `daemon/` (`kube/` is the API adapter, not a crypto library).
+ *
+ * @module
+ */
+import { Buffer } from "node:buffer";
+import { createHash, generateKeyPairSync, randomBytes, sign } from "node:crypto";
+import type { KeyObject } from "node:crypto";
+import { isIP } from "node:net";
+
+function length(n: number): Buffer {
+  if (n < 0x80) return Buffer.from([n]);
+  const bytes: number[] = [];
+  for (let v = n; v > 0; v = Math.floor(v / 256)) bytes.unshift(v & 0xff);
+  return Buffer.from([0x80 | bytes.length, ...bytes]);
+}
+
+/**
+ * One DER TLV.
+ *
+ * @param tag the tag byte
+ * @param content the content octets
+ * @returns the encoding
+ */
+export function tlv(tag: number, ...content: Buffer[]): Buffer {
+  const body = Buffer.concat(content);
+  return Buffer.concat([Buffer.from([tag]), length(body.length), body]);
+}
+
+const sequence = (...items: Buffer[]) => tlv(0x30, ...items);
+const set = (...items: Buffer[]) => tlv(0x31, ...items);
+const octetString = (bytes: Buffer) => tlv(0x04, bytes);
+const bitString = (bytes: Buffer, unusedBits = 0) => tlv(0x03, Buffer.from([unusedBits]), bytes);
+const booleanTrue = () => tlv(0x01, Buffer.from([0xff]));
+const explicit = (n: number, inner: Buffer) => tlv(0xa0 | n, inner);
+
+/**
+ * A DER INTEGER of unsigned big-endian bytes (a leading zero added when the top bit is set).
+ *
+ * @param bytes the magnitude
+ * @returns the encoding
+ */
+export function derInteger(bytes: Buffer): Buffer {
+  let start = 0;
+  while (start < bytes.length - 1 && bytes[start] === 0 && (bytes[start + 1] ?? 0) < 0x80) start++;
+  const trimmed = bytes.subarray(start);
+  return tlv(
+    0x02,
+    (trimmed[0] ?? 0) >= 0x80 ? Buffer.concat([Buffer.from([0]), trimmed]) : trimmed,
+  );
+}
+
+/**
+ * A DER OBJECT IDENTIFIER.
+ *
+ * @param dotted e.g. `2.5.4.3`
+ * @returns the encoding
+ * @throws {RangeError} when it has fewer than two arcs
+ */
+export function derOid(dotted: string): Buffer {
+  const arcs = dotted.split(".").map(Number);
+  if (arcs.length < 2 || arcs.some((a) => !Number.isInteger(a) || a < 0)) {
+    throw new RangeError(`Cannot encode OID "${dotted}": it needs two or more numeric arcs`);
+  }
+  const out: number[] = [(arcs[0] as number) * 40 + (arcs[1] as number)];
+  for (const arc of arcs.slice(2)) {
+    const base128: number[] = [arc & 0x7f];
+    for (let v = Math.floor(arc / 128); v > 0; v = Math.floor(v / 128)) {
+      base128.unshift(0x80 | (v & 0x7f));
+    }
+    out.push(...base128);
+  }
+  return tlv(0x06, Buffer.from(out));
+}
+
+/**
+ * A DER time: UTCTime up to 2049, GeneralizedTime from 2050 (RFC 5280 §4.1.2.5).
+ *
+ * @param date the instant (whole seconds are kept)
+ * @returns the encoding
+ */
+export function derTime(date: Date): Buffer {
+  const iso = date.toISOString(); // YYYY-MM-DDTHH:MM:SS.sssZ
+  const digits = iso.slice(0, 19).replace(/[-:T]/g, "") + "Z";
+  const year = date.getUTCFullYear();
+  return year < 2050
+    ? tlv(0x17, Buffer.from(digits.slice(2), "ascii"))
+    : tlv(0x18, Buffer.from(digits, "ascii"));
+}
+
+const OID = {
+  commonName: "2.5.4.3",
+  organization: "2.5.4.10",
+  ecdsaWithSha256: "1.2.840.10045.4.3.2",
+  subjectKeyIdentifier: "2.5.29.14",
+  keyUsage: "2.5.29.15",
+  subjectAltName: "2.5.29.17",
+  basicConstraints: "2.5.29.19",
+  authorityKeyIdentifier: "2.5.29.35",
+  extKeyUsage: "2.5.29.37",
+  serverAuth: "1.3.6.1.5.5.7.3.1",
+} as const;
+
+function name(commonName: string, organization?: string): Buffer {
+  const rdn = (oid: string, value: string) =>
+    set(sequence(derOid(oid), tlv(0x0c, Buffer.from(value, "utf8"))));
+  return sequence(
+    ...(organization ? [rdn(OID.organization, organization)] : []),
+    rdn(OID.commonName, commonName),
+  );
+}
+
+function extension(oid: string, critical: boolean, value: Buffer): Buffer {
+  return sequence(derOid(oid), ...(critical ? [booleanTrue()] : []), octetString(value));
+}
+
+function ipBytes(ip: string): Buffer {
+  if (isIP(ip) === 4) return Buffer.from(ip.split(".").map(Number));
+  // IPv6: expand "::" and write eight 16-bit groups.
+  const [head = "", tail] = ip.split("::");
+  const left = head ? head.split(":") : [];
+  const right = tail !== undefined && tail !== "" ? tail.split(":") : [];
+  const groups = tail === undefined
+    ? left
+    : [...left, ...Array(8 - left.length - right.length).fill("0"), ...right];
+  const out = Buffer.alloc(16);
+  groups.forEach((g, i) => out.writeUInt16BE(parseInt(g, 16), i * 2));
+  return out;
+}
+
+function keyId(publicKey: KeyObject): Buffer {
+  // RFC 5280 §4.2.1.2 method 1: SHA-1 of the subjectPublicKey BIT STRING's value.
+  const spki = publicKey.export({ type: "spki", format: "der" });
+  // A P-256 SPKI ends with the 65-byte uncompressed point.
+  return createHash("sha1").update(spki.subarray(spki.length - 65)).digest();
+}
+
+/** Key usages this builder writes (bit numbers of RFC 5280 §4.2.1.3). */
+const KEY_USAGE_BITS = { digitalSignature: 0, keyCertSign: 5, cRLSign: 6 } as const;
+
+function keyUsage(usages: readonly (keyof typeof KEY_USAGE_BITS)[]): Buffer {
+  let bits = 0;
+  let highest = 0;
+  for (const usage of usages) {
+    const bit = KEY_USAGE_BITS[usage];
+    bits |= 0x80 >> bit;
+    highest = Math.max(highest, bit);
+  }
+  return bitString(Buffer.from([bits]), 7 - highest);
+}
+
+/** What one certificate says. */
+export interface CertificateSpec {
+  /** Subject common name. */
+  commonName: string;
+  /** Subject organization. */
+  organization?: string;
+  /** Not valid before. */
+  notBefore: Date;
+  /** Not valid after. */
+  notAfter: Date;
+  /** The subject's public key. */
+  publicKey: KeyObject;
+  /** A CA certificate (basicConstraints CA:true, keyCertSign). */
+  isCa: boolean;
+  /** DNS names of the subjectAltName (server certificates). */
+  dnsNames?: readonly string[];
+  /** IP addresses of the subjectAltName. */
+  ipAddresses?: readonly string[];
+  /** Serial number bytes. @default 16 random bytes */
+  serial?: Buffer;
+}
+
+/** Who signs. */
+export interface Issuer {
+  /** The issuer's common name. */
+  commonName: string;
+  /** The issuer's organization. */
+  organization?: string;
+  /** The issuer's private key. */
+  privateKey: KeyObject;
+  /** The issuer's public key (for the authority key identifier). */
+  publicKey: KeyObject;
+}
+
+function pem(label: string, der: Buffer): string {
+  const b64 = der.toString("base64").replace(/.{1,64}/g, "$&\n");
+  return `-----BEGIN ${label}-----\n${b64}-----END ${label}-----\n`;
+}
+
+/**
+ * Builds and signs one X.509 v3 certificate (ECDSA P-256 with SHA-256).
+ *
+ * @param spec the subject, validity, key and extensions
+ * @param issuer who signs (the subject itself for a self-signed CA)
+ * @returns the certificate as PEM
+ * @throws {RangeError} when a SAN entry is neither a DNS name nor an IP address
+ */
+export function buildCertificate(spec: CertificateSpec, issuer: Issuer): string {
+  const serial = spec.serial ?? randomBytes(16);
+  serial[0] = (serial[0] ?? 0) & 0x7f; // positive
+  const algorithm = sequence(derOid(OID.ecdsaWithSha256));
+  const spki = spec.publicKey.export({ type: "spki", format: "der" });
+  const extensions: Buffer[] = [
+    extension(
+      OID.basicConstraints,
+      true,
+      spec.isCa ? sequence(booleanTrue(), derInteger(Buffer.from([0]))) : sequence(),
+    ),
+    extension(
+      OID.keyUsage,
+      true,
+      keyUsage(spec.isCa ? ["digitalSignature", "keyCertSign", "cRLSign"] : ["digitalSignature"]),
+    ),
+    extension(OID.subjectKeyIdentifier, false, octetString(keyId(spec.publicKey))),
+    extension(
+      OID.authorityKeyIdentifier,
+      false,
+      sequence(tlv(0x80, keyId(issuer.publicKey))),
+    ),
+  ];
+  if (!spec.isCa) {
+    extensions.push(extension(OID.extKeyUsage, false, sequence(derOid(OID.serverAuth))));
+  }
+  const sans = [
+    ...(spec.dnsNames ?? []).map((dns) => {
+      if (!/^[A-Za-z0-9*]([-A-Za-z0-9.]*[A-Za-z0-9])?$/.test(dns)) {
+        throw new RangeError(`Cannot put "${dns}" in a certificate: it is not a DNS name`);
+      }
+      return tlv(0x82, Buffer.from(dns, "ascii"));
+    }),
+    ...(spec.ipAddresses ?? []).map((ip) => {
+      if (isIP(ip) === 0) {
+        throw new RangeError(`Cannot put "${ip}" in a certificate: it is not an IP address`);
+      }
+      return tlv(0x87, ipBytes(ip));
+    }),
+  ];
+  if (sans.length > 0) extensions.push(extension(OID.subjectAltName, false, sequence(...sans)));
+  const tbs = sequence(
+    explicit(0, derInteger(Buffer.from([2]))),
+    derInteger(serial),
+    algorithm,
+    name(issuer.commonName, issuer.organization),
+    sequence(derTime(spec.notBefore), derTime(spec.notAfter)),
+    name(spec.commonName, spec.organization),
+    Buffer.from(spki),
+    explicit(3, sequence(...extensions)),
+  );
+  const signature = sign("sha256", tbs, issuer.privateKey); // DER ECDSA-Sig-Value
+  return pem("CERTIFICATE", sequence(tbs, algorithm, bitString(signature)));
+}
+
+/** A CA and a serving certificate made for one daemon install. */
+export interface DaemonTlsBundle {
+  /** The CA certificate (PEM): what clients trust. */
+  caCert: string;
+  /** The serving certificate (PEM), signed by the CA. */
+  cert: string;
+  /** The serving certificate's private key (PEM, PKCS#8). */
+  key: string;
+  /** When both stop being valid. */
+  notAfter: Date;
+}
+
+/** Options for {@link generateDaemonTls}. */
+export interface DaemonTlsOptions {
+  /** DNS names of the serving certificate. */
+  dnsNames: readonly string[];
+  /** IP addresses of the serving certificate. @default none */
+  ipAddresses?: readonly string[];
+  /** The clock reading. */
+  now: Date;
+  /** Validity. @default 10 years */
+  validDays?: number;
+  /** CA common name. @default "aicr-daemon-ca" */
+  caCommonName?: string;
+}
+
+/**
+ * Makes a fresh P-256 CA (the key is thrown away after signing: nothing else can ever be signed
+ * by it) and a serving certificate for the given names. Validity starts one hour back to
+ * absorb clock skew.
+ *
+ * @param options names, clock, validity
+ * @returns the PEMs
+ */
+export function generateDaemonTls(options: DaemonTlsOptions): DaemonTlsBundle {
+  const { now, validDays = 3650, caCommonName = "aicr-daemon-ca" } = options;
+  const notBefore = new Date(Math.floor(now.getTime() / 1000) * 1000 - 3600_000);
+  const notAfter = new Date(notBefore.getTime() + validDays * 86_400_000);
+  const ca = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const leaf = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const caIssuer: Issuer = {
+    commonName: caCommonName,
+    organization: "aicr",
+    privateKey: ca.privateKey,
+    publicKey: ca.publicKey,
+  };
+  const caCert = buildCertificate({
+    commonName: caCommonName,
+    organization: "aicr",
+    notBefore,
+    notAfter,
+    publicKey: ca.publicKey,
+    isCa: true,
+  }, caIssuer);
+  const cert = buildCertificate({
+    commonName: options.dnsNames[0] ?? "aicr-daemon",
+    notBefore,
+    notAfter,
+    publicKey: leaf.publicKey,
+    isCa: false,
+    dnsNames: options.dnsNames,
+    ...(options.ipAddresses ? { ipAddresses: options.ipAddresses } : {}),
+  }, caIssuer);
+  return {
+    caCert,
+    cert,
+    key: leaf.privateKey.export({ type: "pkcs8", format: "pem" }) as string,
+    notAfter,
+  };
+}

@@ -1,0 +1,140 @@
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { execFileSync } from "node:child_process";
+import { createPrivateKey, X509Certificate } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { derInteger, derOid, derTime, generateDaemonTls } from "./_x509.ts";
+import { serve, validateTls } from "./serve.ts";
+
+const NOW = new Date("2026-12-02T18:00:00Z");
+
+Deno.test("x509: DER integers, OIDs and times encode as the standard examples", () => {
+  assert.equal(derInteger(Buffer.from([2])).toString("hex"), "020102");
+  assert.equal(derInteger(Buffer.from([0x80])).toString("hex"), "02020080");
+  assert.equal(derInteger(Buffer.from([0, 0, 0x7f])).toString("hex"), "02017f");
+  // The common name and ecdsa-with-SHA256 OIDs as RFC 5280 and RFC 5758 write them.
+  assert.equal(derOid("2.5.4.3").toString("hex"), "0603550403");
+  assert.equal(derOid("1.2.840.10045.4.3.2").toString("hex"), "06082a8648ce3d040302");
+  assert.equal(derTime(new Date("2026-01-02T03:04:05Z")).toString("ascii", 2), "260102030405Z");
+  assert.equal(derTime(new Date("2051-01-02T03:04:05Z"))[0], 0x18, "GeneralizedTime from 2050");
+  assert.throws(() => derOid("1"), RangeError);
+});
+
+Deno.test("x509: the CA is self-signed, a CA, and signs the serving certificate for its names", () => {
+  const tls = generateDaemonTls({
+    dnsNames: ["aicr-daemon.aicr-system.svc", "aicr-daemon.aicr-system.svc.cluster.local"],
+    ipAddresses: ["127.0.0.1", "fd00::1"],
+    now: NOW,
+    validDays: 30,
+  });
+  const ca = new X509Certificate(tls.caCert);
+  const leaf = new X509Certificate(tls.cert);
+  assert.equal(ca.ca, true);
+  assert.equal(leaf.ca, false);
+  assert.ok(ca.verify(ca.publicKey), "self-signed");
+  assert.ok(leaf.verify(ca.publicKey), "signed by the CA");
+  assert.ok(leaf.checkIssued(ca));
+  assert.equal(leaf.checkHost("aicr-daemon.aicr-system.svc"), "aicr-daemon.aicr-system.svc");
+  assert.equal(leaf.checkHost("aicr-daemon.other.svc"), undefined);
+  assert.equal(leaf.checkIP("127.0.0.1"), "127.0.0.1");
+  assert.equal(leaf.checkIP("fd00:0:0:0:0:0:0:1"), "fd00:0:0:0:0:0:0:1");
+  // (Deno's keyUsage lists key usages, Node's the extended ones: openssl checks EKU below.)
+  assert.ok(leaf.keyUsage?.length, "usages are present");
+  assert.equal(new Date(leaf.validFrom).getTime(), NOW.getTime() - 3600_000);
+  assert.equal(new Date(leaf.validTo).getTime(), NOW.getTime() - 3600_000 + 30 * 86_400_000);
+  assert.equal(leaf.issuer, ca.subject);
+  assert.ok(leaf.checkPrivateKey(createPrivateKey(tls.key)), "the key matches the certificate");
+  assert.doesNotThrow(() => validateTls({ cert: tls.cert, key: tls.key }));
+  // Two bundles share nothing.
+  const other = generateDaemonTls({ dnsNames: ["x.y.svc"], now: NOW });
+  assert.equal(new X509Certificate(other.cert).verify(ca.publicKey), false);
+});
+
+function hasOpenssl(): boolean {
+  try {
+    execFileSync("openssl", ["version"], { stdio: "pipe" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test({
+  name: "x509: openssl verifies the chain with the serverAuth purpose and reads every extension",
+  ignore: !hasOpenssl(),
+  fn() {
+    const tls = generateDaemonTls({ dnsNames: ["aicr-daemon.ns.svc"], now: new Date() });
+    const dir = mkdtempSync(join(tmpdir(), "aicr-x509-"));
+    try {
+      writeFileSync(join(dir, "ca.pem"), tls.caCert);
+      writeFileSync(join(dir, "leaf.pem"), tls.cert);
+      const out = execFileSync("openssl", [
+        "verify",
+        "-x509_strict",
+        "-purpose",
+        "sslserver",
+        "-verify_hostname",
+        "aicr-daemon.ns.svc",
+        "-CAfile",
+        join(dir, "ca.pem"),
+        join(dir, "leaf.pem"),
+      ], { stdio: "pipe" }).toString();
+      assert.match(out, /leaf\.pem: OK/);
+      const text = execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(dir, "ca.pem")])
+        .toString();
+      assert.match(text, /CA:TRUE/);
+      assert.match(text, /Certificate Sign/);
+      assert.match(text, /Version: 3/);
+      const leafText = execFileSync("openssl", [
+        "x509",
+        "-noout",
+        "-text",
+        "-in",
+        join(dir, "leaf.pem"),
+      ]).toString();
+      assert.match(leafText, /TLS Web Server Authentication/);
+      assert.match(leafText, /DNS:aicr-daemon\.ns\.svc/);
+      assert.match(leafText, /CA:FALSE/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+});
+
+function get(
+  url: string,
+  options: { ca: string; servername: string },
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ...options, agent: false }, (res) => {
+      let body = "";
+      res.on("data", (chunk) => (body += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+Deno.test("x509: serve() handshakes with the generated pair; a client trusting another CA refuses", async () => {
+  const tls = generateDaemonTls({ dnsNames: ["aicr-daemon.ns.svc"], now: new Date() });
+  const server = await serve(() => new Response("ok"), {
+    hostname: "127.0.0.1",
+    port: 0,
+    tls: { cert: tls.cert, key: tls.key },
+  });
+  try {
+    const url = `https://127.0.0.1:${server.port}/`;
+    // The node IP is not in the certificate: the fixed service name is what is checked.
+    const res = await get(url, { ca: tls.caCert, servername: "aicr-daemon.ns.svc" });
+    assert.equal(res.status, 200);
+    assert.equal(res.body, "ok");
+    const stranger = generateDaemonTls({ dnsNames: ["aicr-daemon.ns.svc"], now: new Date() });
+    await assert.rejects(get(url, { ca: stranger.caCert, servername: "aicr-daemon.ns.svc" }));
+  } finally {
+    await server.shutdown();
+  }
+});
