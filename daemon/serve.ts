@@ -302,7 +302,8 @@ export async function serve(
       state.active -= 1;
       state.idleSince = performance.now();
       if (!res.writableFinished) controller.abort(new Error("The client closed the connection"));
-      if (draining && state.active === 0) socket.destroy();
+      // end(), not destroy(): the response may still sit in the socket's buffers.
+      if (draining && state.active === 0) socket.end();
     });
     const pending: Pending = { deadline: performance.now() + handlerTimeoutMs, controller, res };
     active.add(pending);
@@ -485,15 +486,24 @@ export async function serve(
     signal?.removeEventListener("abort", onAbort);
     log.info("shutting down", { inFlight });
     shutdownPromise = new Promise<void>((resolve) => {
+      let last: ReturnType<typeof setTimeout> | undefined;
+      const done = () => {
+        clearTimeout(force);
+        clearTimeout(last);
+        clearInterval(sweep);
+        resolve();
+      };
       const force = setTimeout(() => {
         log.warn("drain timeout: closing remaining connections", { inFlight });
         server.closeAllConnections();
+        for (const socket of [...sockets.keys(), ...rawSockets.keys()]) socket.destroy();
+        // Should the runtime still count a connection, the shutdown ends a second later anyway.
+        last = setTimeout(() => {
+          log.warn("server did not report closing; stopping anyway");
+          done();
+        }, 1000);
       }, drainTimeoutMs);
-      server.close(() => {
-        clearTimeout(force);
-        clearInterval(sweep);
-        resolve();
-      });
+      server.close(done);
       server.closeIdleConnections();
       closeIdle(0);
     }).then(() => resolveFinished());
