@@ -66,6 +66,14 @@ export interface DaemonSetConfig extends PodOptions {
   runId?: string;
   /** The installing invocation's ID (labels only, with `runId`). */
   invocationId?: string;
+  /**
+   * Bind the pod's own address (`--listen $(POD_IP)`, `POD_IP` from `status.podIP`): with host
+   * networking every node's daemon then binds only its node's address, and the kubelet probes
+   * the pod IP anyway. @default true
+   */
+  listenOnPodIp?: boolean;
+  /** `--token-audience`: the audience callers' tokens must carry (the installer's `aicr-daemon`). */
+  tokenAudience?: string;
 }
 
 function probe(path: string, port: number, scheme: "HTTP" | "HTTPS", period: number): Probe {
@@ -115,6 +123,7 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
     port = DEFAULT_DAEMON_PORT,
     privileged = true,
     tls,
+    listenOnPodIp = true,
   } = config;
   validateNamespace("--namespace", namespace);
   validateDaemonName(name);
@@ -164,8 +173,19 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
             name: "aicr",
             image: pod.container.image,
             command: ["aicr"],
-            args: daemonArgs(port, tls, config.extraArgs),
-            env: pod.env,
+            args: daemonArgs(port, tls, [
+              ...(listenOnPodIp ? ["--listen", "$(POD_IP)"] : []),
+              ...(config.tokenAudience !== undefined
+                ? ["--token-audience", config.tokenAudience]
+                : []),
+              ...(config.extraArgs ?? []),
+            ]),
+            env: [
+              ...(listenOnPodIp
+                ? [{ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }]
+                : []),
+              ...pod.env,
+            ],
             ports: [{ name: scheme.toLowerCase(), containerPort: port, protocol: "TCP" }],
             resources: pod.container.resources,
             securityContext: pod.container.securityContext,

@@ -63,7 +63,14 @@ Deno.test("daemonset: host networking can be turned off in privileged mode", () 
 Deno.test("daemonset: plain HTTP for local tests drops the Secret and probes over HTTP", () => {
   const ds = buildDaemonSet({ ...BASE, tls: { insecureHttp: true }, port: 9000 });
   const container = ds.spec.template.spec.containers[0];
-  assert.deepEqual(container?.args, ["daemon", "--port", "9000", "--insecure-http"]);
+  assert.deepEqual(container?.args, [
+    "daemon",
+    "--port",
+    "9000",
+    "--insecure-http",
+    "--listen",
+    "$(POD_IP)",
+  ]);
   assert.deepEqual(container?.readinessProbe?.httpGet, {
     path: "/readyz",
     port: 9000,
@@ -91,6 +98,7 @@ Deno.test("daemonset: placement follows the Job's rules and never asks for a GPU
   assert.equal(spec.runtimeClassName, "nvidia");
   assert.equal(spec.containers[0]?.resources.limits["nvidia.com/gpu"], undefined);
   assert.deepEqual(spec.containers[0]?.env.map((e) => e.name), [
+    "POD_IP",
     "AICR_LOG_PREFIX",
     "NODE_NAME",
     "AICR_MAX_NODES_PER_ENTRY",
@@ -117,4 +125,19 @@ Deno.test("daemonset: bad values are refused", () => {
   assert.throws(() => buildDaemonSet({ ...BASE, port: 70000 }), UsageError);
   assert.throws(() => buildDaemonSet({ ...BASE, name: "Daemon" }), /name the daemon/);
   assert.throws(() => buildDaemonSet({ ...BASE, namespace: "a_b" }), /'--namespace'/);
+});
+
+Deno.test("daemonset: each daemon binds its pod IP and requires the token audience it is given", () => {
+  const container = buildDaemonSet({ ...BASE, tokenAudience: "aicr-daemon" }).spec.template.spec
+    .containers[0];
+  assert.deepEqual(container?.env[0], {
+    name: "POD_IP",
+    valueFrom: { fieldRef: { fieldPath: "status.podIP" } },
+  });
+  const args = container?.args ?? [];
+  assert.equal(args[args.indexOf("--listen") + 1], "$(POD_IP)");
+  assert.equal(args[args.indexOf("--token-audience") + 1], "aicr-daemon");
+  const off = buildDaemonSet({ ...BASE, listenOnPodIp: false }).spec.template.spec.containers[0];
+  assert.equal(off?.args.includes("--listen"), false);
+  assert.equal(off?.env.some((e) => e.name === "POD_IP"), false);
 });
