@@ -572,3 +572,81 @@ export function daemonSelectorLabels(name: string): Labels {
     [LABEL_INSTANCE]: name,
   };
 }
+
+/** The audience of the tokens the fleet fetch mints and the installed daemons require. */
+export const DAEMON_TOKEN_AUDIENCE = "aicr-daemon";
+
+/** The reader ServiceAccount of the default daemon: the fleet fetch mints its token for it. */
+export const DEFAULT_DAEMON_READER_NAME = "aicr-reader";
+
+/**
+ * The reader ServiceAccount of a daemon: `aicr-reader` for the default daemon, `<name>-reader`
+ * for another one in the same namespace.
+ *
+ * @param name the daemon's name
+ * @returns the ServiceAccount name
+ * @throws {UsageError} when the name is not a DNS-1123 label
+ */
+export function daemonReaderName(name: string): string {
+  validateDaemonName(name);
+  return name === DEFAULT_DAEMON_NAME ? DEFAULT_DAEMON_READER_NAME : `${name}-reader`;
+}
+
+/**
+ * The reader's ClusterRole and ClusterRoleBinding name: `aicr-snapshot-reader-<ns>.<name>`
+ * (per install, so uninstalling one namespace's daemon never touches another's grant).
+ *
+ * @param namespace the daemon's namespace
+ * @param name the daemon's name
+ * @returns the name
+ * @throws {UsageError} when either value is not a valid Kubernetes name
+ */
+export function daemonReaderClusterRoleName(namespace: string, name: string): string {
+  validateNamespace("--namespace", namespace);
+  return `aicr-snapshot-reader-${namespace}.${validateDaemonName(name)}`;
+}
+
+/**
+ * The daemon's `kubernetes.io/tls` Secret: `<name>-tls`.
+ *
+ * @param name the daemon's name
+ * @returns the Secret name
+ */
+export function daemonTlsSecretName(name: string): string {
+  return `${validateDaemonName(name)}-tls`;
+}
+
+/**
+ * The ConfigMap publishing the daemon's CA certificate for the CLI: `<name>-ca`.
+ *
+ * @param name the daemon's name
+ * @returns the ConfigMap name
+ */
+export function daemonCaConfigMapName(name: string): string {
+  return `${validateDaemonName(name)}-ca`;
+}
+
+/**
+ * The DNS name every daemon's serving certificate carries and the fleet fetch verifies
+ * (`<name>.<ns>.svc`; node IPs are unknown when the certificate is made).
+ *
+ * @param namespace the daemon's namespace
+ * @param name the daemon's name
+ * @returns the server name
+ */
+export function daemonServerName(namespace: string, name: string): string {
+  validateNamespace("--namespace", namespace);
+  return `${validateDaemonName(name)}.${namespace}.svc`;
+}
+
+/**
+ * The labels uninstall finds a daemon's objects by: managed-by `aicr` plus the selector
+ * labels (name, component `daemon`, instance). The run and invocation IDs are left out so
+ * any install of that daemon is found.
+ *
+ * @param name the daemon's name
+ * @returns the labels
+ */
+export function daemonSweepLabels(name: string): Labels {
+  return { ...daemonSelectorLabels(name), [LABEL_MANAGED_BY]: APP_NAME };
+}

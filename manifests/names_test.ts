@@ -242,3 +242,18 @@ Deno.test("names: daemon labels carry component daemon and the instance, run IDs
   assert.equal(daemonClusterRoleName("ns", "aicr-daemon"), "aicr-daemon-ns.aicr-daemon");
   assert.throws(() => daemonClusterRoleName("ns", "Bad"), UsageError);
 });
+
+Deno.test("names: the daemon's objects are named from its namespace and name", async () => {
+  const m = await import("./names.ts");
+  assert.equal(m.daemonReaderName("aicr-daemon"), "aicr-reader");
+  assert.equal(m.daemonReaderName("gpu"), "gpu-reader");
+  assert.equal(
+    m.daemonReaderClusterRoleName("ns", "aicr-daemon"),
+    "aicr-snapshot-reader-ns.aicr-daemon",
+  );
+  assert.equal(m.daemonTlsSecretName("aicr-daemon"), "aicr-daemon-tls");
+  assert.equal(m.daemonCaConfigMapName("aicr-daemon"), "aicr-daemon-ca");
+  assert.equal(m.daemonServerName("aicr-system", "aicr-daemon"), "aicr-daemon.aicr-system.svc");
+  assert.equal(m.daemonSweepLabels("x")["app.kubernetes.io/managed-by"], "aicr");
+  assert.throws(() => m.daemonServerName("Bad_NS", "x"));
+});

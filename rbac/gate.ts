@@ -12,7 +12,7 @@ import { UNREACHABLE_HINTS } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { serviceAccountGroups, serviceAccountUser } from "../manifests/mod.ts";
 import { accessQuestions, agentRules, qualifiedResource } from "./rules.ts";
-import type { AccessAttributes } from "./rules.ts";
+import type { AccessAttributes, RuleSet } from "./rules.ts";
 
 /** Asks the API server authorization questions (implemented by `kube/`). */
 export interface AccessReviewer {
@@ -112,6 +112,70 @@ export function callerChecks(options: CallerCheckOptions): AccessAttributes[] {
     );
   }
   return checks;
+}
+
+/** One kind of object an operation creates: its API group, resource and namespace. */
+export interface CreatedResource {
+  /** API group; `""` is the core group. */
+  group: string;
+  /** The resource plural, e.g. `daemonsets`. */
+  resource: string;
+  /** The namespace; absent for cluster-scoped kinds. */
+  namespace?: string;
+}
+
+/** Options for {@link creatorChecks}. */
+export interface CreatorCheckOptions {
+  /** Every kind the operation creates (duplicates are asked once). */
+  creates: readonly CreatedResource[];
+  /** Rule sets the created Roles and ClusterRoles grant: RBAC lets only their holder create them. */
+  grants?: readonly RuleSet[];
+  /** The namespace the grants' namespaced rules apply in. */
+  namespace: string;
+  /** More questions (e.g. reading the pods it waits for), asked after the rest. */
+  extra?: readonly AccessAttributes[];
+}
+
+/**
+ * What the caller must be able to do to create objects, clean them up on failure and sweep
+ * them later: create, get (a lost create response is resolved by re-reading), list (found again
+ * by labels) and delete on each created kind; then every rule granted (RBAC refuses to create
+ * a role granting what its creator does not hold, unless it has `escalate`), then `extra`.
+ * Derived from what the operation creates, so it cannot fall behind it.
+ *
+ * @param options the created kinds, granted rules, namespace and extra questions
+ * @returns the questions, without duplicates
+ */
+export function creatorChecks(options: CreatorCheckOptions): AccessAttributes[] {
+  const seen = new Set<string>();
+  const out: AccessAttributes[] = [];
+  const add = (attributes: AccessAttributes) => {
+    const key = [
+      attributes.verb,
+      attributes.group,
+      attributes.resource,
+      attributes.subresource ?? "",
+      attributes.namespace ?? "",
+    ].join("\u0000");
+    if (seen.has(key)) return;
+    seen.add(key);
+    out.push(attributes);
+  };
+  for (const created of options.creates) {
+    for (const verb of ["create", "get", "list", "delete"]) {
+      add({
+        verb,
+        group: created.group,
+        resource: created.resource,
+        ...(created.namespace === undefined ? {} : { namespace: created.namespace }),
+      });
+    }
+  }
+  for (const rules of options.grants ?? []) {
+    for (const question of accessQuestions(rules, options.namespace)) add(question);
+  }
+  for (const question of options.extra ?? []) add(question);
+  return out;
 }
 
 /**
@@ -258,6 +322,11 @@ export interface GateOptions {
   log: Logger;
   /** Reviews in flight at once. @default 8 */
   concurrency?: number;
+  /**
+   * The caller's questions, when the operation is not `aicr snapshot` (e.g. the DaemonSet
+   * install's {@link creatorChecks}). @default callerChecks({ mode, ownsOutput, namespace })
+   */
+  caller?: readonly AccessAttributes[];
 }
 
 /** What the gate checked. */
@@ -299,7 +368,7 @@ export async function runGate(reviewer: AccessReviewer, options: GateOptions): P
   } = options;
   const user = serviceAccountUser(namespace, serviceAccount);
   const groups = serviceAccountGroups(namespace);
-  const caller = callerChecks({ mode, ownsOutput, namespace });
+  const caller = options.caller ?? callerChecks({ mode, ownsOutput, namespace });
   const agent = mode === "exact" ? accessQuestions(agentRules({ discoverNetwork }), namespace) : [];
   type Task = { identity: Identity; attributes: AccessAttributes };
   const tasks: Task[] = [

@@ -387,3 +387,60 @@ Deno.test("gate: connection errors are told from other errors", () => {
   assert.ok(!isConnectionError(new Error("context deadline exceeded")));
   assert.ok(!isConnectionError("ECONNREFUSED as a string is not an Error"));
 });
+
+Deno.test("gate: creatorChecks asks create, get, list and delete per created kind, then every granted rule, once each", async () => {
+  const { creatorChecks: checks } = await import("./gate.ts");
+  const { DAEMON_READER_RULES } = await import("./rules.ts");
+  const questions = checks({
+    creates: [
+      { group: "apps", resource: "daemonsets", namespace: "ns" },
+      { group: "rbac.authorization.k8s.io", resource: "clusterroles" },
+      { group: "apps", resource: "daemonsets", namespace: "ns" },
+    ],
+    grants: [{ namespaced: [], cluster: DAEMON_READER_RULES }],
+    namespace: "ns",
+    extra: [{ verb: "list", group: "", resource: "pods", namespace: "ns" }],
+  }).map(key);
+  assert.deepEqual(questions, [
+    "create daemonsets.apps ns",
+    "get daemonsets.apps ns",
+    "list daemonsets.apps ns",
+    "delete daemonsets.apps ns",
+    "create clusterroles.rbac.authorization.k8s.io *",
+    "get clusterroles.rbac.authorization.k8s.io *",
+    "list clusterroles.rbac.authorization.k8s.io *",
+    "delete clusterroles.rbac.authorization.k8s.io *",
+    "get snapshots.aicr.run *",
+    "list pods ns",
+  ]);
+});
+
+Deno.test("gate: runGate with its own caller questions reports every denial in one error", async () => {
+  const { reviewer, calls } = fakeReviewer({
+    callerDenied: ["create daemonsets.apps ns", "get snapshots.aicr.run *"],
+  });
+  const caller: AccessAttributes[] = [
+    { verb: "create", group: "apps", resource: "daemonsets", namespace: "ns" },
+    { verb: "get", group: "aicr.run", resource: "snapshots" },
+    { verb: "list", group: "", resource: "pods", namespace: "ns" },
+  ];
+  const error = await runGate(reviewer, {
+    namespace: "ns",
+    mode: "prefix",
+    serviceAccount: "",
+    ownsOutput: false,
+    caller,
+    log: createLogger({ write: () => {} }),
+  }).catch((e) => e);
+  assert.ok(error instanceof PermissionError);
+  assert.equal(
+    error.message,
+    [
+      "missing required permissions:",
+      '- the caller (your kubeconfig identity) cannot "create" daemonsets.apps (namespace "ns")',
+      '- the caller (your kubeconfig identity) cannot "get" snapshots.aicr.run (cluster-scoped)',
+    ].join("\n"),
+  );
+  assert.equal(calls.self.length, 3);
+  assert.equal(calls.subject.length, 0);
+});

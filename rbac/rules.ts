@@ -191,6 +191,21 @@ export const DAEMON_AUTH_RULES: readonly Rule[] = [
   },
 ];
 
+/**
+ * What the reader ServiceAccount of an installed daemon holds: reading snapshots, nothing else
+ * (the daemon's SubjectAccessReview asks exactly this; see daemon/README.md). The fleet fetch
+ * mints this account's token, so the user's own credential never reaches a node.
+ */
+export const DAEMON_READER_RULES: readonly Rule[] = [
+  {
+    group: "aicr.run",
+    resources: ["snapshots"],
+    verbs: ["get"],
+    why:
+      "The fleet fetch reads each node's snapshot from its daemon (a virtual resource no API serves: it opens snapshots and nothing else)",
+  },
+];
+
 /** Rules the daemon needs to publish its snapshot into a ConfigMap of its namespace. */
 export const DAEMON_CONFIGMAP_RULES: readonly Rule[] = [
   {
