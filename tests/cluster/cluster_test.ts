@@ -404,6 +404,50 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "securityContext runAsUser runs the container as that user; runAsNonRoot alone is refused",
+        async () => {
+          const n = await ns("user");
+          const script = [
+            "id -u; id -g",
+            "cat /var/run/secrets/kubernetes.io/serviceaccount/token >/dev/null && echo token-readable",
+            "echo x > /tmp/x && echo tmp-writable",
+            "if (echo x > /root/aicr-test-x) 2>/dev/null; then echo root-writable; else echo root-denied; fi",
+          ].join("; ");
+          await create(
+            admin,
+            `/api/v1/namespaces/${n}/pods`,
+            pod("nobody", script, {
+              securityContext: { runAsNonRoot: true, runAsUser: 65534, runAsGroup: 65534 },
+              volumes: [{ name: "tmp", emptyDir: {} }],
+              containers: [{
+                name: "main",
+                image: "busybox",
+                command: ["sh", "-c", script],
+                volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
+              }],
+            }),
+          );
+          const p = await waitPhase(admin, n, "nobody", ["Succeeded", "Failed"]);
+          const out = await logs(admin, n, "nobody");
+          assert.equal(p.status.phase, "Succeeded", out);
+          assert.equal(out, "65534\n65534\ntoken-readable\ntmp-writable\nroot-denied\n");
+          await create(
+            admin,
+            `/api/v1/namespaces/${n}/pods`,
+            pod("rootish", "true", {
+              securityContext: { runAsNonRoot: true },
+            }),
+          );
+          const refused = await waitFor("CreateContainerConfigError", async () => {
+            const x = await getPod(admin, n, "rootish");
+            const w = x.status?.containerStatuses?.[0]?.state?.waiting;
+            return w?.reason === "CreateContainerConfigError" ? w : undefined;
+          });
+          assert.match(refused.message, /runAsNonRoot/);
+        },
+      );
+
       await t.step("an unknown image ends as ErrImagePull", async () => {
         const n = await ns("image");
         const spec = pod("nopull", "true");

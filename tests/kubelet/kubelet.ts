@@ -193,6 +193,38 @@ function fieldRef(pod: Obj, path: string, ip: string): string {
 }
 
 /**
+ * The `setpriv` prefix that runs a container as its securityContext's user and groups (container
+ * fields over the pod's), after the mounts were made as root. Root (or no runAsUser) runs as is.
+ *
+ * @param pod the pod
+ * @param container the container spec
+ * @returns argv prefix, possibly empty
+ * @throws {Error} when runAsNonRoot is set without a non-root runAsUser (the kubelet refuses it)
+ */
+export function identity(pod: Obj, container: Obj): string[] {
+  const podSc = pod.spec?.securityContext ?? {};
+  const sc = container.securityContext ?? {};
+  const uid = sc.runAsUser ?? podSc.runAsUser;
+  const gid = sc.runAsGroup ?? podSc.runAsGroup;
+  const nonRoot = sc.runAsNonRoot ?? podSc.runAsNonRoot;
+  if (nonRoot && (uid === undefined || uid === 0)) {
+    throw new Error(
+      `container "${container.name}" has runAsNonRoot and its image will run as root (set a non-root runAsUser)`,
+    );
+  }
+  if (uid === undefined || (uid === 0 && (gid ?? 0) === 0)) return [];
+  const groups = [...new Set([podSc.fsGroup, ...(podSc.supplementalGroups ?? [])])]
+    .filter((g) => g !== undefined);
+  return [
+    "setpriv",
+    `--reuid=${uid}`,
+    `--regid=${gid ?? 0}`,
+    groups.length ? `--groups=${groups.join(",")}` : "--clear-groups",
+    "--",
+  ];
+}
+
+/**
  * Starts the kubelet stand-in against a running cluster.
  *
  * @param cluster the cluster's record (`cluster.json`)
@@ -540,6 +572,8 @@ export async function startKubelet(
         continue;
       }
       await mkdir(d, { recursive: true });
+      // emptyDir is world-writable, as the kubelet makes it, so non-root containers can use it.
+      if (vol.emptyDir) await chmod(d, 0o777);
       volDirs.set(vol.name, d);
       if (vol.configMap || vol.secret) {
         const isSecret = Boolean(vol.secret);
@@ -789,6 +823,7 @@ export async function startKubelet(
       specFile,
       String(Deno.pid),
       spec.workingDir ?? "/",
+      ...identity(run.pod, spec),
       ...argv,
     ];
     const startedAt = nowIso();
@@ -864,7 +899,10 @@ export async function startKubelet(
         throw new Error("the aicr test kubelet must run as root (mount namespaces, bind mounts)");
       }
       mounts = await prepareVolumes(run);
-      for (const c of run.containers) envs.set(c, await containerEnv(run, c.spec));
+      for (const c of run.containers) {
+        identity(run.pod, c.spec); // throws on runAsNonRoot without a non-root runAsUser
+        envs.set(c, await containerEnv(run, c.spec));
+      }
     } catch (e) {
       for (const c of run.containers) {
         fail(run, c, "CreateContainerConfigError", e instanceof Error ? e.message : String(e));
