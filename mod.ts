@@ -89,6 +89,12 @@ export async function main(): Promise<number> {
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  // A reader that goes away (`aicr snapshot 2>&1 | head -1`) makes writes fail with
+  // EPIPE; unhandled, that error would kill the process before its cleanup runs and
+  // leave the run's objects behind. Output is best effort then; cleanup is not.
+  const ignoreClosedPipe = () => {};
+  process.stdout.on("error", ignoreClosedPipe);
+  process.stderr.on("error", ignoreClosedPipe);
   try {
     return await runCli(commandArgs(), processDeps(controller.signal));
   } finally {
