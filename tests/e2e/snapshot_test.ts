@@ -27,6 +27,9 @@ Deno.test({
     const env: TestCluster = await useTestCluster();
     const { admin } = env;
     const kubeconfig = env.cluster.adminKubeconfig;
+    /** `aicr snapshot` as the admin in a namespace. */
+    const runSnapshot = (namespace: string, ...args: string[]) =>
+      aicr(["snapshot", "--kubeconfig", kubeconfig, "-n", namespace, ...args]);
     const namespaces: string[] = [];
     const ns = async (prefix: string) => {
       const name = await createNamespace(admin, prefix);
@@ -38,15 +41,7 @@ Deno.test({
         "a default run lands on a GPU node, returns its GPU data, and leaves nothing",
         async () => {
           const namespace = await ns("snap-default");
-          const run = await aicr([
-            "snapshot",
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
-            namespace,
-            "--timeout",
-            "90s",
-          ]);
+          const run = await runSnapshot(namespace, "--timeout", "90s");
           assert.equal(run.code, 0, run.stderr);
           assert.match(run.stderr, /auto-targeting GPU nodes/);
           assert.ok(run.runId, "the run ID is logged");
@@ -70,11 +65,7 @@ Deno.test({
         const dir = await mkdtemp(join(env.cluster.stateDir, "out-"));
         try {
           const file = join(dir, "snap.json");
-          const run = await aicr([
-            "snapshot",
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
+          const run = await runSnapshot(
             namespace,
             "--node-selector",
             "kubernetes.io/hostname=p5-h100-1",
@@ -82,7 +73,7 @@ Deno.test({
             "json",
             "-o",
             file,
-          ]);
+          );
           assert.equal(run.code, 0, run.stderr);
           assert.equal(run.stdout, "");
           const doc = JSON.parse(await readFile(file, "utf8"));
@@ -98,15 +89,7 @@ Deno.test({
         "a cm:// output in the run's namespace is kept, the rest is cleaned up",
         async () => {
           const namespace = await ns("snap-cm");
-          const run = await aicr([
-            "snapshot",
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
-            namespace,
-            "-o",
-            `cm://${namespace}/aicr-snapshot`,
-          ]);
+          const run = await runSnapshot(namespace, "-o", `cm://${namespace}/aicr-snapshot`);
           assert.equal(run.code, 0, run.stderr);
           const cm = await admin.request(
             "GET",
@@ -124,15 +107,7 @@ Deno.test({
         "a cm:// output in another namespace is refused before anything is created",
         async () => {
           const namespace = await ns("snap-mismatch");
-          const run = await aicr([
-            "snapshot",
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
-            namespace,
-            "-o",
-            "cm://other/x",
-          ]);
+          const run = await runSnapshot(namespace, "-o", "cm://other/x");
           assert.equal(run.code, 2, run.stderr);
           assert.match(run.stderr, /namespace must match '--namespace'/);
           assert.deepEqual(await aicrObjects(admin, namespace), []);
@@ -173,17 +148,13 @@ Deno.test({
             },
           );
           assert.equal(created.status, 201);
-          const denied = await aicr([
-            "snapshot",
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
+          const denied = await runSnapshot(
             namespace,
             "--service-account-name",
             sa,
             "-o",
             `cm://${namespace}/aicr-snapshot`,
-          ]);
+          );
           assert.equal(denied.code, 4, denied.stderr);
           assert.ok(
             denied.stderr.includes(
@@ -271,9 +242,7 @@ Deno.test({
         async () => {
           const namespace = await ns("snap-concurrent");
           const runs = await Promise.all(
-            [0, 1, 2, 3, 4].map(() =>
-              aicr(["snapshot", "--kubeconfig", kubeconfig, "-n", namespace, "--timeout", "120s"])
-            ),
+            [0, 1, 2, 3, 4].map(() => runSnapshot(namespace, "--timeout", "120s")),
           );
           for (const run of runs) {
             assert.equal(run.code, 0, run.stderr);
@@ -288,17 +257,13 @@ Deno.test({
         "a Job that cannot schedule times out with the scheduler's reason (exit 5), clean",
         async () => {
           const namespace = await ns("snap-unschedulable");
-          const run = await aicr([
-            "snapshot",
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
+          const run = await runSnapshot(
             namespace,
             "--node-selector",
             "no-such-label=true",
             "--timeout",
             "6s",
-          ]);
+          );
           assert.equal(run.code, 5, run.stderr);
           assert.match(run.stderr, /did not finish within 6s \(unschedulable\)/);
           assert.match(run.stderr, /could not be scheduled: 0\/\d+ nodes are available/);
@@ -308,17 +273,13 @@ Deno.test({
 
       await t.step("a bad image fails with the pull error (exit 8), clean", async () => {
         const namespace = await ns("snap-image");
-        const run = await aicr([
-          "snapshot",
-          "--kubeconfig",
-          kubeconfig,
-          "-n",
+        const run = await runSnapshot(
           namespace,
           "--image",
           "registry.invalid/nope/agent:0",
           "--timeout",
           "60s",
-        ]);
+        );
         assert.equal(run.code, 8, run.stderr);
         assert.match(
           run.stderr,
@@ -337,17 +298,13 @@ Deno.test({
         async () => {
           const namespace = await ns("snap-agent-fails");
           // Restricted mode adds no GPU request, so --require-gpu on a CPU node fails in the pod.
-          const run = await aicr([
-            "snapshot",
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
+          const run = await runSnapshot(
             namespace,
             "--privileged=false",
             "--require-gpu",
             "--node-selector",
             "kubernetes.io/hostname=system-m7i-1",
-          ]);
+          );
           assert.equal(run.code, 8, run.stderr);
           assert.match(run.stderr, /the agent exited with code 3/);
           assert.match(
