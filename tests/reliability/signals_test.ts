@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { type FaultProxy, type FaultRule, startFaultProxy } from "../faults/proxy.ts";
-import { aicr } from "../e2e/_aicr.ts";
+import { aicr, AICR_BIN } from "../e2e/_aicr.ts";
 import { record } from "./_report.ts";
 import { ENABLED, getObject, PENDING, snapshotArgs, spawnAicr, suiteEnv, until } from "./_env.ts";
 import type { SuiteEnv } from "./_env.ts";
@@ -105,6 +105,40 @@ Deno.test({
             assert.equal(r.done.stdout, "", `${what}: nothing delivered`);
             assert.deepEqual(r.left, [], what);
           }
+        },
+      );
+
+      await t.step(
+        "the reader of stderr goes away mid-run (EPIPE): cleanup still runs",
+        async () => {
+          const ns = await suite.namespace("rel-epipe");
+          const child = new Deno.Command(AICR_BIN, {
+            args: snapshotArgs(kubeconfig, ns, "--timeout", "5s", ...PENDING),
+            env: { HOME: "/nonexistent" },
+            clearEnv: true,
+            stdout: "null",
+            stderr: "piped",
+          }).spawn();
+          // Read until the run waits, then close our end, as `2>&1 | head -3` does.
+          const reader = child.stderr.getReader();
+          let text = "";
+          while (!/waiting for the agent/.test(text)) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            text += new TextDecoder().decode(value);
+          }
+          await reader.cancel();
+          const status = await child.status;
+          const runId = /runID=(\S+)/.exec(text)?.[1];
+          const left = await suite.leftovers(ns, runId);
+          record("signals: stderr closed mid-run", {
+            faultsInjected: 1,
+            faultsSurvived: status.code === 5 && left.length === 0 ? 1 : 0,
+            leftovers: left.length,
+          });
+          assert.ok(runId, text);
+          assert.equal(status.code, 5, "the run times out as it would have, and cleans up");
+          assert.deepEqual(left, []);
         },
       );
 
