@@ -81,11 +81,16 @@ export async function useTestCluster(
     nodes = JSON.parse(readFileSync(join(existing.stateDir, "kubelet.json"), "utf8")).nodes;
   } else {
     tmp = await mkdtemp(join(tmpdir(), "aicr-cluster-"));
-    cluster = await startCluster({ stateDir: tmp, log });
+    const dir = tmp;
+    cluster = await startCluster({ stateDir: tmp, log }).catch(async (e) => {
+      await rm(dir, { recursive: true, force: true });
+      throw e;
+    });
     try {
       kubelet = await startKubelet(cluster, { nodes: TEST_NODES, log, ...options.kubelet });
     } catch (e) {
       await cluster.stop();
+      await rm(tmp, { recursive: true, force: true });
       throw e;
     }
     nodes = kubelet.nodes;
@@ -105,10 +110,16 @@ export async function useTestCluster(
     },
     async stop(): Promise<void> {
       for (const api of clients) api.close();
-      await kubelet?.stop();
-      if (tmp) {
-        await c.stop();
-        await rm(tmp, { recursive: true, force: true });
+      try {
+        await kubelet?.stop();
+      } finally {
+        if (tmp) {
+          try {
+            await c.stop();
+          } finally {
+            await rm(tmp, { recursive: true, force: true });
+          }
+        }
       }
     },
   };
