@@ -6,7 +6,13 @@
  *
  * @module
  */
-import { ConflictError, InterruptedError, NotFoundError, ToolError } from "../errors.ts";
+import {
+  ConflictError,
+  InterruptedError,
+  NotFoundError,
+  ToolError,
+  UsageError,
+} from "../errors.ts";
 import { KubeApiError, Ledger } from "../kube/mod.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
@@ -261,7 +267,17 @@ function throwIfInterrupted(signal: AbortSignal | undefined): void {
   }
 }
 
-async function checkNamespace(
+/**
+ * The pre-flight namespace check both modes run: the namespace must exist (a caller who may
+ * not read namespaces passes; the first create then tells).
+ *
+ * @param kube the client
+ * @param namespace `--namespace`
+ * @param signal cancels the read
+ * @returns when it exists or cannot be checked
+ * @throws {NotFoundError} when it does not exist
+ */
+export async function checkNamespace(
   kube: KubeClient,
   namespace: string,
   signal?: AbortSignal,
@@ -270,7 +286,7 @@ async function checkNamespace(
     const ns = await kube.get("Namespace", undefined, namespace, signal ? { signal } : {});
     if (!ns) {
       throw new NotFoundError(
-        `Cannot deploy the agent into namespace '${namespace}': it does not exist`,
+        `Cannot deploy into namespace '${namespace}': it does not exist`,
         {
           details: [`create it first (kubectl create namespace ${namespace}) or pass --namespace`],
         },
@@ -333,6 +349,8 @@ async function autoTarget(kube: KubeClient, log: Logger): Promise<boolean> {
     log.info("auto-targeting GPU nodes", { nodeSelector: `${GPU_PRESENT_LABEL}=true` });
     return true;
   } catch (error) {
+    // Fail open on what the API answered (or did not); a broken kubeconfig is the run's error.
+    if (error instanceof UsageError) throw error;
     log.warn("could not look for GPU nodes; running without a node selector", {
       error: error instanceof Error ? error.message.split("\n")[0] : String(error),
     });

@@ -6,7 +6,7 @@
  * @module
  */
 import { KubeApiError } from "./errors.ts";
-import { createRestClient, loadKubeConfig } from "./rest.ts";
+import { createLazyRestClient, loadKubeConfig, planKubeConfig } from "./rest.ts";
 import type { KubeConfigSource, LineStream, Query, RestClient, RestClientOptions } from "./rest.ts";
 import { apiVersionOf, collectionPath, objectPath, RESOURCES } from "./resources.ts";
 import type { KindName, ResourceType } from "./resources.ts";
@@ -265,14 +265,20 @@ export interface KubeClientOptions extends RestClientOptions {
  * @param env environment lookup
  * @param options retry policy and field manager
  * @returns the client
- * @throws {UsageError} when the kubeconfig cannot be loaded
+ * @throws {NoKubeconfigError} when there is no kubeconfig and this is not a pod (a kubeconfig
+ *   that cannot be loaded fails the first call with a {@link UsageError})
  */
 export function connectKube(
   source: KubeConfigSource,
   env: (name: string) => string | undefined,
   options: KubeClientOptions = {},
 ): KubeClient {
-  return createKubeClient(createRestClient(loadKubeConfig(source, env), options), options);
+  // Fails now when there is no kubeconfig at all; loads it on the first call.
+  planKubeConfig(source, env);
+  return createKubeClient(
+    createLazyRestClient(() => loadKubeConfig(source, env), options),
+    options,
+  );
 }
 
 /**
@@ -334,8 +340,12 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
   }
 
   return {
-    server: rest.server,
-    defaultNamespace: rest.defaultNamespace,
+    get server() {
+      return rest.server;
+    },
+    get defaultNamespace() {
+      return rest.defaultNamespace;
+    },
     rest,
     async create(kind: KindName, object: NewObject, options?: CallOptions) {
       const resource = res(kind);

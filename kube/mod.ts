@@ -12,7 +12,15 @@
 export * from "./client.ts";
 export * from "./errors.ts";
 export * from "./resources.ts";
-export { abortableSleep, createRestClient, loadKubeConfig, NoKubeconfigError } from "./rest.ts";
+export {
+  abortableSleep,
+  createLazyRestClient,
+  createRestClient,
+  loadKubeConfig,
+  NoKubeconfigError,
+  planKubeConfig,
+} from "./rest.ts";
+export type { KubeConfigPlan } from "./rest.ts";
 export type {
   KubeConfigSource,
   LineStream,

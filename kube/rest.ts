@@ -10,7 +10,7 @@
 import https from "node:https";
 import http from "node:http";
 import { Buffer } from "node:buffer";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "./_client_node.ts";
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -32,6 +32,8 @@ export interface RestRequest {
   body?: unknown;
   /** Content type of the body. @default "application/json" */
   contentType?: string;
+  /** More request headers (e.g. a credential for a proxied pod); never overrides the kubeconfig's. */
+  headers?: Record<string, string>;
   /** Cancels the request. */
   signal?: AbortSignal;
   /** Per-attempt timeout. @default 30000 */
@@ -111,6 +113,30 @@ export class NoKubeconfigError extends NotFoundError {
   }
 }
 
+/** Which kubeconfig a source names, decided without loading it. */
+export type KubeConfigPlan = "in-cluster" | "file" | "default";
+
+/**
+ * Decides where the kubeconfig comes from: an explicit file, else `KUBECONFIG` or
+ * `~/.kube/config`, else the in-cluster ServiceAccount.
+ *
+ * @param source explicit path or in-cluster
+ * @param env environment lookup
+ * @returns the plan
+ * @throws {NoKubeconfigError} when there is none at all (client-node would silently fall
+ *   back to http://localhost:8080)
+ */
+export function planKubeConfig(
+  source: KubeConfigSource,
+  env: (name: string) => string | undefined,
+): KubeConfigPlan {
+  if (source.inCluster) return "in-cluster";
+  if (source.kubeconfig) return "file";
+  if (env("KUBECONFIG") || hasDefaultKubeconfig(env)) return "default";
+  if (env("KUBERNETES_SERVICE_HOST")) return "in-cluster";
+  throw new NoKubeconfigError();
+}
+
 /**
  * Loads a kubeconfig: an explicit file, else `KUBECONFIG`/`~/.kube/config`, else the
  * in-cluster ServiceAccount.
@@ -121,28 +147,20 @@ export class NoKubeconfigError extends NotFoundError {
  * @returns the loaded KubeConfig
  * @throws {UsageError} naming the file or context and the fix
  */
-export function loadKubeConfig(
+export async function loadKubeConfig(
   source: KubeConfigSource,
   env: (name: string) => string | undefined,
-): KubeConfig {
+): Promise<KubeConfig> {
+  const plan = planKubeConfig(source, env);
+  // Loaded on first use: evaluating @kubernetes/client-node costs every start of the
+  // binary tens of milliseconds, and most commands never talk to a cluster.
+  const { KubeConfig } = await import("./_client_node.ts");
   const kc = new KubeConfig();
   try {
-    if (source.inCluster) {
-      kc.loadFromCluster();
-    } else if (source.kubeconfig) {
-      kc.loadFromFile(source.kubeconfig);
-    } else if (env("KUBECONFIG")) {
-      kc.loadFromDefault();
-    } else if (hasDefaultKubeconfig(env)) {
-      kc.loadFromDefault();
-    } else if (env("KUBERNETES_SERVICE_HOST")) {
-      kc.loadFromCluster();
-    } else {
-      // client-node would fall back to http://localhost:8080; say "no cluster" instead.
-      throw new NoKubeconfigError();
-    }
+    if (plan === "in-cluster") kc.loadFromCluster();
+    else if (plan === "file") kc.loadFromFile(source.kubeconfig as string);
+    else kc.loadFromDefault();
   } catch (error) {
-    if (error instanceof NoKubeconfigError) throw error;
     const file = source.kubeconfig ?? env("KUBECONFIG") ?? "~/.kube/config";
     throw new UsageError(
       `Cannot load kubeconfig '${file}': ${error instanceof Error ? error.message : error}`,
@@ -170,6 +188,44 @@ export function loadKubeConfig(
 }
 
 /**
+ * A transport that loads its kubeconfig on the first request, so connecting costs
+ * nothing until the cluster is used. A broken kubeconfig fails that first request with
+ * the same {@link UsageError} an eager load would give.
+ *
+ * @param load loads the kubeconfig
+ * @param options retry policy
+ * @returns the REST client
+ */
+export function createLazyRestClient(
+  load: () => Promise<KubeConfig>,
+  options: RestClientOptions = {},
+): RestClient {
+  let ready: Promise<RestClient> | undefined;
+  let loaded: RestClient | undefined;
+  const client = (): Promise<RestClient> => {
+    ready ??= load().then((kc) => (loaded = createRestClient(kc, options)));
+    return ready;
+  };
+  return {
+    get server() {
+      return loaded?.server ?? "(kubeconfig not loaded yet)";
+    },
+    get defaultNamespace() {
+      return loaded?.defaultNamespace;
+    },
+    async json<T>(request: RestRequest): Promise<T> {
+      return await (await client()).json<T>(request);
+    },
+    async text(request: RestRequest): Promise<string> {
+      return await (await client()).text(request);
+    },
+    async lines(request): Promise<LineStream> {
+      return await (await client()).lines(request);
+    },
+  };
+}
+
+/**
  * Creates the transport for a kubeconfig.
  *
  * @param kc the loaded kubeconfig
@@ -194,6 +250,7 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
     }
     const body = request.body === undefined ? undefined : JSON.stringify(request.body);
     const headers: Record<string, string> = {
+      ...request.headers,
       ...(opts.headers as Record<string, string> | undefined),
       Accept: "application/json",
       "User-Agent": "aicr",
