@@ -5,9 +5,9 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
-import { ToolError } from "../errors.ts";
+import { ToolError, UsageError } from "../errors.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { TextWriter } from "../log.ts";
 import { snapshotConfigMapLabels } from "../manifests/mod.ts";
@@ -63,7 +63,27 @@ export function snapshotFromConfigMapData(
  * @throws {ToolError} naming the path when it cannot be written
  */
 export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
-  const target = resolve(path);
+  // Through symlinks (`-o /dev/stdout`, a linked config folder) to what they name.
+  const target = await realpath(resolve(path)).catch(() => resolve(path));
+  const existing = await stat(target).catch(() => undefined);
+  if (existing && !existing.isFile()) {
+    // A device or a pipe (`-o /dev/null`, `-o /dev/stdout`, `-o >(gzip)`): renaming over it
+    // would replace the device node itself, so write into it instead.
+    if (existing.isDirectory()) {
+      throw new UsageError(
+        `Cannot write snapshot to '${path}': it is a directory; give a file path`,
+      );
+    }
+    await writeFile(target, text).catch((error) => {
+      throw new ToolError(
+        `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
+        "internal",
+        500,
+        { cause: error },
+      );
+    });
+    return;
+  }
   const dir = dirname(target);
   const temp = join(dir, `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`);
   try {
