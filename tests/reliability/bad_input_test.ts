@@ -10,8 +10,7 @@
  * them a degraded reading, never an error (`gpu-count: 0`; the file skipped). Those rows
  * assert exactly that, plus that nothing is expanded and the agent stays bounded.
  *
- * The `--oke-addons/--aks-gpu-pools/--gke-gpu-pools` projection files are being added
- * by another change that has not landed; their rows belong at the end of this table.
+ * The `--oke-addons/--aks-gpu-pools/--gke-gpu-pools` projection files close the table.
  */
 import assert from "node:assert/strict";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -250,11 +249,56 @@ function rows(): Row[] {
       code: 2,
       message: /required option '--run-id <id>'/,
     },
+    // The controller-side projection files (read before the cluster is contacted).
+    {
+      name: "--oke-addons file that is not JSON",
+      args: snap("--oke-addons", "DIR/not.json"),
+      code: 2,
+      message: /^error: Cannot read '--oke-addons' file .*current value is not JSON/m,
+    },
+    {
+      name: "--oke-addons without its data array",
+      args: snap("--oke-addons", "DIR/object.json"),
+      code: 2,
+      message: /^error: Cannot read '--oke-addons' file .*'data' must be an array/m,
+    },
+    {
+      name: "--aks-gpu-pools object instead of array",
+      args: snap("--aks-gpu-pools", "DIR/object.json"),
+      code: 2,
+      message: /^error: Cannot read '--aks-gpu-pools' file .*must be the JSON array/m,
+    },
+    {
+      name: "--aks-gpu-pools non-UTF-8 bytes",
+      args: snap("--aks-gpu-pools", "DIR/latin1.json"),
+      code: 2,
+      message: /^error: Cannot read '--aks-gpu-pools' file/m,
+    },
+    {
+      name: "--gke-gpu-pools pool with a numeric name",
+      args: snap("--gke-gpu-pools", "DIR/numeric-name.json"),
+      code: 2,
+      message:
+        /^error: Cannot read '--gke-gpu-pools' file .*'\[0\]\.name' must be a non-empty string/m,
+    },
+    {
+      name: "--gke-gpu-pools missing file",
+      args: snap("--gke-gpu-pools", "DIR/none.json"),
+      code: 2,
+      message: /^error: Cannot read '--gke-gpu-pools' file .*no such file/m,
+    },
   ];
 }
 
-/** Writes the kubeconfig fixtures. */
+/** Writes the kubeconfig and projection file fixtures. */
 async function kubeconfigs(dir: string): Promise<void> {
+  await writeFile(join(dir, "not.json"), "not json {\n");
+  await writeFile(join(dir, "object.json"), '{"items": 3}\n');
+  await writeFile(join(dir, "numeric-name.json"), '[{"name": 1}]\n');
+  await writeFile(
+    join(dir, "latin1.json"),
+    new Uint8Array([0x5b, 0x22, 0x63, 0x61, 0x66, 0xe9, 0x22, 0x5d]),
+  );
   await writeFile(join(dir, "broken.kubeconfig"), "apiVersion: v1\nkind: Config\nclusters: [\n");
   await writeFile(join(dir, "empty.kubeconfig"), "apiVersion: v1\nkind: Config\n");
   await writeFile(
