@@ -10,5 +10,6 @@
  */
 export * from "./run.ts";
 export * from "./sinks.ts";
+export * from "./sweep.ts";
 export * from "./deploy.ts";
 export * from "./wait.ts";

@@ -76,6 +76,75 @@ export function sweepSelector(runId: string): string {
   });
 }
 
+/** Options of {@link sweepObjects}. */
+export interface SweepObjectsOptions {
+  /** The label selector that finds the candidates. */
+  selector: string;
+  /** The namespace of the namespaced kinds. */
+  namespace: string;
+  /** Kinds to sweep, in deletion order. */
+  kinds: readonly KindName[];
+  /**
+   * Whether a found object is to be swept, beyond the selector (e.g. a cluster-scoped object's
+   * name naming this namespace). @default every object found
+   */
+  accept?: (kind: KindName, object: KubeObject) => boolean;
+  /** Only list what would be deleted. */
+  dryRun?: boolean;
+  /** Per-call timeout. @default 30000 */
+  timeoutMs?: number;
+}
+
+/**
+ * Finds objects by labels, kind by kind in order, and deletes each pinned to the UID just read
+ * (Jobs and DaemonSets in the background, so their pods follow). A delete that fails is logged
+ * and reported, never thrown, so one object cannot keep the others.
+ *
+ * @param deps client and logger
+ * @param options selector, namespace, kinds, filter, dry run
+ * @returns one entry per object found
+ * @throws {KubeApiError} when a list fails
+ */
+export async function sweepObjects(
+  deps: { kube: KubeClient; log: Logger },
+  options: SweepObjectsOptions,
+): Promise<SweptObject[]> {
+  const { kube, log } = deps;
+  const { selector, namespace, dryRun = false, timeoutMs = 30_000, accept } = options;
+  const out: SweptObject[] = [];
+  for (const kind of options.kinds) {
+    const items = await kube.listAll<KubeObject>(kind, namespace, {
+      labelSelector: selector,
+      timeoutMs,
+    });
+    const found = items.filter((o) =>
+      o.metadata?.name && o.metadata.uid && (accept?.(kind, o) ?? true)
+    );
+    const results = await Promise.all(found.map(async (object): Promise<SweptObject> => {
+      const name = object.metadata?.name ?? "";
+      const uid = object.metadata?.uid ?? "";
+      const ns = object.metadata?.namespace;
+      const base = { kind, name, uid, ...(ns ? { namespace: ns } : {}) };
+      if (dryRun) return { ...base, result: "found" };
+      try {
+        const result = await kube.deleteIfUid(kind, ns, name, uid, {
+          timeoutMs,
+          ...(kind === "Job" || kind === "DaemonSet"
+            ? { propagationPolicy: "Background" as const }
+            : {}),
+        });
+        return { ...base, result: result === "deleted" ? "deleted" : "gone" };
+      } catch (error) {
+        const detail = error instanceof Error ? error.message : String(error);
+        log.warn("cleanup could not delete an object", { kind, name, error: detail });
+        return { ...base, result: "failed", detail };
+      }
+    }));
+    out.push(...results);
+  }
+  return out;
+}
+
 /**
  * Finds a run's leftovers by its labels and deletes each by the UID just read.
  *
@@ -89,34 +158,13 @@ export async function sweepRun(
 ): Promise<SweptObject[]> {
   const { kube, log } = deps;
   const { runId, namespace, dryRun = false, timeoutMs = 30_000 } = options;
-  const selector = sweepSelector(runId);
-  const out: SweptObject[] = [];
-  for (const kind of SWEPT_KINDS) {
-    const items = await kube.listAll<KubeObject>(kind, namespace, {
-      labelSelector: selector,
-      timeoutMs,
-    });
-    const found = items.filter((o) => o.metadata?.name && o.metadata.uid);
-    const results = await Promise.all(found.map(async (object): Promise<SweptObject> => {
-      const name = object.metadata?.name ?? "";
-      const uid = object.metadata?.uid ?? "";
-      const ns = object.metadata?.namespace;
-      const base = { kind, name, uid, ...(ns ? { namespace: ns } : {}) };
-      if (dryRun) return { ...base, result: "found" };
-      try {
-        const result = await kube.deleteIfUid(kind, ns, name, uid, {
-          timeoutMs,
-          ...(kind === "Job" ? { propagationPolicy: "Background" as const } : {}),
-        });
-        return { ...base, result: result === "deleted" ? "deleted" : "gone" };
-      } catch (error) {
-        const detail = error instanceof Error ? error.message : String(error);
-        log.warn("cleanup could not delete an object of the run", { kind, name, error: detail });
-        return { ...base, result: "failed", detail };
-      }
-    }));
-    out.push(...results);
-  }
+  const out = await sweepObjects(deps, {
+    selector: sweepSelector(runId),
+    namespace,
+    kinds: SWEPT_KINDS,
+    dryRun,
+    timeoutMs,
+  });
   const staging = await sweepStaging(kube, log, { runId, namespace, dryRun, timeoutMs });
   if (staging) out.push(staging);
   return out;

@@ -134,6 +134,8 @@ export interface CreatorCheckOptions {
   namespace: string;
   /** More questions (e.g. reading the pods it waits for), asked after the rest. */
   extra?: readonly AccessAttributes[];
+  /** Verbs asked per created kind. @default ["create", "get", "list", "delete"] */
+  verbs?: readonly string[];
 }
 
 /**
@@ -162,7 +164,7 @@ export function creatorChecks(options: CreatorCheckOptions): AccessAttributes[] 
     out.push(attributes);
   };
   for (const created of options.creates) {
-    for (const verb of ["create", "get", "list", "delete"]) {
+    for (const verb of options.verbs ?? ["create", "get", "list", "delete"]) {
       add({
         verb,
         group: created.group,
