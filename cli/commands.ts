@@ -11,6 +11,7 @@ import { agentCommand } from "./agent.ts";
 import { cleanupCommand } from "./cleanup.ts";
 import type { CliDeps } from "./context.ts";
 import { daemonCommand } from "./daemon.ts";
+import { daemonsetCommand } from "./daemonset.ts";
 import { diffCommand } from "./diff.ts";
 import { snapshotCommand } from "./snapshot.ts";
 import { versionCommand } from "./version.ts";
@@ -44,5 +45,6 @@ export const COMMAND_FACTORIES: readonly CommandFactory[] = [
   cleanupCommand,
   diffWithConfigMaps,
   daemonCommand,
+  daemonsetCommand,
   versionCommand,
 ];

@@ -81,3 +81,47 @@ export type {
   ServeOptions,
   TlsMaterial,
 } from "./serve.ts";
+export {
+  daemonPods,
+  installCallerChecks,
+  installDaemonSet,
+  makeDaemonTls,
+  renderDaemonSet,
+  uninstallCallerChecks,
+  uninstallDaemonSet,
+} from "./install.ts";
+export type {
+  DaemonPodState,
+  DaemonSetOptions,
+  InstallDeps,
+  InstallOptions,
+  InstallResult,
+  RenderedDaemonSet,
+  RenderedObject,
+  RenderOptions,
+  UninstallOptions,
+  UninstallResult,
+} from "./install.ts";
+export {
+  fetchFleet,
+  FLEET_TRANSPORTS,
+  fleetError,
+  fleetStream,
+  formatFleetTable,
+  mintReaderToken,
+  nodeDirectGet,
+  readDaemonCa,
+  writeFleet,
+} from "./fleet.ts";
+export type {
+  DirectGet,
+  DirectRequest,
+  FleetDeps,
+  FleetOptions,
+  FleetOutput,
+  FleetResult,
+  FleetTransport,
+  HttpAnswer,
+  NodeResult,
+  NodeStatus,
+} from "./fleet.ts";

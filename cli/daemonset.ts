@@ -1,0 +1,366 @@
+/**
+ * `aicr daemonset install|uninstall|render|fetch`: the DaemonSet mode's controller side. Install
+ * runs the same pre-flight gate and ledger as `aicr snapshot` and places the daemon like the Job
+ * (GPU nodes by default); fetch reads every node's snapshot from its daemon, concurrently, into
+ * a directory of `<node>.yaml` or one multi-document YAML stream (`aicr diff --fleet` reads
+ * both), with a per-node status table on stderr. See `daemon/README.md`.
+ *
+ * Exit codes of `fetch`: 0 when every node is ok; 4 when every failed node was denied, 5 when
+ * every failed node timed out, 6 otherwise (some unreachable or not ready); 3 when no daemon pod
+ * runs on a targeted node. The ok nodes' snapshots are written either way.
+ *
+ * @module
+ */
+import { randomBytes } from "node:crypto";
+import { stat } from "node:fs/promises";
+import { resolve } from "node:path";
+import { Command, Option } from "commander";
+import {
+  fetchFleet,
+  FLEET_TRANSPORTS,
+  fleetError,
+  formatFleetTable,
+  installDaemonSet,
+  makeDaemonTls,
+  renderDaemonSet,
+  uninstallDaemonSet,
+  writeFleet,
+} from "../daemon/mod.ts";
+import type { DaemonSetOptions, FleetOutput, FleetTransport } from "../daemon/mod.ts";
+import { TimeoutError, ToolError, UsageError } from "../errors.ts";
+import type { KubeClient } from "../kube/mod.ts";
+import {
+  DEFAULT_DAEMON_NAME,
+  DEFAULT_DAEMON_PORT,
+  formatManifest,
+  isNodeOs,
+  NODE_OS_FAMILIES,
+  parseDuration,
+  parseNodeSelectors,
+  parseResourceList,
+  parseTolerations,
+  validateDaemonName,
+  validateNamespace,
+} from "../manifests/mod.ts";
+import { buildInfo, defaultImage } from "../version.ts";
+import { globalFlags, parseCount } from "./agent.ts";
+import type { CliDeps } from "./context.ts";
+
+/** Flags every subcommand shares. */
+interface CommonFlags {
+  namespace: string;
+  name: string;
+  kubeconfig?: string;
+  context?: string;
+}
+
+/** Flags of install and render. */
+interface InstallFlags extends CommonFlags {
+  image?: string;
+  imagePullSecret?: string[];
+  nodeSelector?: string[];
+  toleration?: string[];
+  allNodes: boolean;
+  port: string;
+  privileged: string;
+  runtimeClass?: string;
+  os?: string;
+  requests?: string;
+  limits?: string;
+  timeout: string;
+  wait: boolean;
+}
+
+/** Flags of fetch. */
+interface FetchFlags extends CommonFlags {
+  output?: string;
+  transport: string;
+  concurrency: string;
+  timeout: string;
+  node?: string[];
+}
+
+/** Flags of uninstall. */
+interface UninstallFlags extends CommonFlags {
+  timeout: string;
+  dryRun: boolean;
+}
+
+function common(command: Command): Command {
+  return command
+    .addOption(
+      new Option("-n, --namespace <ns>", "the daemon's namespace").default("default").env(
+        "AICR_NAMESPACE",
+      ),
+    )
+    .option("--name <name>", "the daemon's name (DaemonSet, ServiceAccount)", DEFAULT_DAEMON_NAME)
+    .option("-k, --kubeconfig <path>", "kubeconfig")
+    .option("--context <name>", "kubeconfig context");
+}
+
+function placement(command: Command): Command {
+  return command
+    .addOption(
+      new Option(
+        "--image <ref>",
+        "daemon image (default: ghcr.io/nvidia/aicr tagged with this version)",
+      )
+        .env("AICR_IMAGE"),
+    )
+    .option("--image-pull-secret <name...>", "Secret for pulling the image (repeatable)")
+    .option(
+      "--node-selector <key=value...>",
+      "node selector (repeatable; default: nvidia.com/gpu.present=true)",
+    )
+    .option("--all-nodes", "every node, not only GPU nodes", false)
+    .option(
+      "--toleration <key=value:effect...>",
+      "toleration (repeatable; default: tolerate all taints)",
+    )
+    .option("--port <port>", "port the daemons serve on", String(DEFAULT_DAEMON_PORT))
+    .option("--privileged <bool>", "privileged pods (host namespaces), as aicr snapshot", "true")
+    .option("--runtime-class <name>", "runtimeClassName for nvidia-smi without a GPU request")
+    .option("--os <family>", `node OS family (${NODE_OS_FAMILIES.join(", ")})`)
+    .option("--requests <list>", "container requests, e.g. cpu=100m,memory=256Mi")
+    .option("--limits <list>", "container limits, e.g. cpu=1,memory=1Gi")
+    .option("--timeout <duration>", "how long install waits for the pods to be Ready", "2m")
+    .option("--no-wait", "do not wait for the pods");
+}
+
+function connect(deps: CliDeps, flags: CommonFlags): KubeClient {
+  return deps.connectKube({
+    ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+    ...(flags.context ? { context: flags.context } : {}),
+  });
+}
+
+function daemonOptions(flags: InstallFlags): DaemonSetOptions {
+  const namespace = validateNamespace("--namespace", flags.namespace);
+  const name = validateDaemonName(flags.name);
+  const port = parseCount("--port", flags.port);
+  if (port < 1 || port > 65_535) {
+    throw new UsageError(
+      `Cannot use '--port' as it must be a whole number from 1 to 65535: current value is '${flags.port}'`,
+    );
+  }
+  const privileged = flags.privileged.trim().toLowerCase();
+  if (privileged !== "true" && privileged !== "false") {
+    throw new UsageError(
+      `Cannot use '--privileged' as it must be 'true' or 'false': current value is '${flags.privileged}'`,
+    );
+  }
+  if (flags.os !== undefined && !isNodeOs(flags.os)) {
+    throw new UsageError(
+      `Cannot use '--os' as it must be one of ${
+        NODE_OS_FAMILIES.join(", ")
+      }: current value is '${flags.os}'`,
+    );
+  }
+  const nodeSelector = parseNodeSelectors(flags.nodeSelector ?? []);
+  if (flags.allNodes && Object.keys(nodeSelector).length > 0) {
+    throw new UsageError("Cannot use '--all-nodes' together with '--node-selector'");
+  }
+  return {
+    namespace,
+    name,
+    port,
+    image: flags.image ?? defaultImage(buildInfo().version),
+    privileged: privileged === "true",
+    nodeSelector,
+    allNodes: flags.allNodes,
+    tolerations: parseTolerations(flags.toleration ?? []),
+    imagePullSecrets: flags.imagePullSecret ?? [],
+    ...(flags.runtimeClass !== undefined ? { runtimeClass: flags.runtimeClass } : {}),
+    ...(flags.os !== undefined && isNodeOs(flags.os) ? { os: flags.os } : {}),
+    ...(flags.requests ? { requests: parseResourceList(flags.requests, "--requests") } : {}),
+    ...(flags.limits ? { limits: parseResourceList(flags.limits, "--limits") } : {}),
+  };
+}
+
+async function fleetOutput(value: string | undefined, cwd: string): Promise<FleetOutput> {
+  if (value === undefined || value === "-") return { kind: "stream", path: undefined };
+  const path = resolve(cwd, value);
+  if (value.endsWith("/")) return { kind: "directory", path };
+  const info = await stat(path).catch(() => undefined);
+  return info?.isDirectory() ? { kind: "directory", path } : { kind: "stream", path };
+}
+
+function installCommand(deps: CliDeps): Command {
+  return placement(common(new Command("install")))
+    .description(
+      "install the daemon: gate, ServiceAccounts and RBAC, TLS Secret and CA ConfigMap, DaemonSet; wait for its pods",
+    )
+    .action(async (flags: InstallFlags, cmd: Command) => {
+      const global = globalFlags(cmd);
+      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
+      const options = daemonOptions(flags);
+      const timeoutMs = parseDuration(flags.timeout, "--timeout") || 120_000;
+      const result = await installDaemonSet({
+        kube: connect(deps, flags),
+        log,
+        now: deps.now,
+        randomHex: () => randomBytes(8).toString("hex"),
+      }, { ...options, timeoutMs, noWait: !flags.wait, signal: deps.signal });
+      if (!result.ready) {
+        throw new TimeoutError(
+          `Cannot confirm the daemon is serving: ${
+            result.pods.filter((p) => !p.ready).length
+          } of ${result.desired} pods are not Ready after ${flags.timeout}`,
+          {
+            details: [
+              ...result.pods.filter((p) => !p.ready).map((p) =>
+                `  ${p.node}: ${p.pod} ${p.detail ?? ""}`
+              ),
+              `  it stays installed; remove it with: aicr daemonset uninstall -n ${options.namespace}`,
+            ],
+          },
+        );
+      }
+      log.info("daemon ready", {
+        namespace: options.namespace,
+        pods: result.pods.length,
+        runID: result.runId,
+      });
+    });
+}
+
+function renderCommand(deps: CliDeps): Command {
+  return placement(common(new Command("render")))
+    .description(
+      "print the install's manifests as one YAML stream (kubectl apply -f -); nothing is contacted",
+    )
+    .action((flags: InstallFlags, cmd: Command) => {
+      const global = globalFlags(cmd);
+      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
+      const options = daemonOptions(flags);
+      const rendered = renderDaemonSet({
+        ...options,
+        tls: makeDaemonTls({
+          namespace: options.namespace,
+          ...(options.name ? { name: options.name } : {}),
+          now: deps.now(),
+        }),
+      });
+      deps.stdout.write(
+        rendered.objects.map((o) => `---\n${formatManifest(o.manifest)}`).join(""),
+      );
+      log.warn("the rendered Secret holds a freshly made private key: keep the output private");
+    });
+}
+
+function uninstallCommand(deps: CliDeps): Command {
+  return common(new Command("uninstall"))
+    .description(
+      "remove the daemon: every object with its labels, deleted by UID, then checks none is left",
+    )
+    .option("--timeout <duration>", "how long to wait for the pods to go", "1m")
+    .option("--dry-run", "only list what would be deleted", false)
+    .action(async (flags: UninstallFlags, cmd: Command) => {
+      const global = globalFlags(cmd);
+      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
+      const namespace = validateNamespace("--namespace", flags.namespace);
+      const name = validateDaemonName(flags.name);
+      const timeoutMs = parseDuration(flags.timeout, "--timeout") || 60_000;
+      const result = await uninstallDaemonSet({ kube: connect(deps, flags), log, now: deps.now }, {
+        namespace,
+        name,
+        timeoutMs,
+        dryRun: flags.dryRun,
+      });
+      for (const o of result.swept) {
+        log.info(o.result === "found" ? "would delete" : o.result, {
+          kind: o.kind,
+          name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
+          uid: o.uid,
+        });
+      }
+      if (result.remaining.length > 0) {
+        throw new ToolError(
+          `Cannot finish the uninstall of '${namespace}/${name}': ${result.remaining.length} object(s) remain (${
+            result.remaining.join(", ")
+          })`,
+          "internal",
+        );
+      }
+      log.info(result.swept.length === 0 ? "uninstall: nothing was installed" : "uninstalled", {
+        namespace,
+        name,
+        deleted: result.swept.filter((o) => o.result === "deleted").length,
+      });
+    });
+}
+
+function fetchCommand(deps: CliDeps): Command {
+  return common(new Command("fetch"))
+    .description(
+      "fetch every node's snapshot from its daemon, concurrently, with a status per node",
+    )
+    .option(
+      "-o, --output <dir|file|->",
+      "a directory (existing, or ending in /) gets <node>.yaml each; a file or - one YAML stream",
+    )
+    .option(
+      "--transport <mode>",
+      "auto (direct, else the API server's pod proxy), direct or proxy",
+      "auto",
+    )
+    .option("--concurrency <n>", "nodes asked at once", "16")
+    .option("--timeout <duration>", "per-node deadline", "30s")
+    .option("--node <name...>", "only these nodes (repeatable)")
+    .action(async (flags: FetchFlags, cmd: Command) => {
+      const global = globalFlags(cmd);
+      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
+      const namespace = validateNamespace("--namespace", flags.namespace);
+      const name = validateDaemonName(flags.name);
+      if (!(FLEET_TRANSPORTS as readonly string[]).includes(flags.transport)) {
+        throw new UsageError(
+          `Cannot use '--transport' as it must be auto, direct or proxy: current value is '${flags.transport}'`,
+        );
+      }
+      const concurrency = parseCount("--concurrency", flags.concurrency);
+      if (concurrency < 1) {
+        throw new UsageError(
+          `Cannot use '--concurrency' as it must be at least 1: current value is '${flags.concurrency}'`,
+        );
+      }
+      const timeoutMs = parseDuration(flags.timeout, "--timeout") || 30_000;
+      const output = await fleetOutput(flags.output, deps.cwd);
+      const fleet = await fetchFleet({ kube: connect(deps, flags), log }, {
+        namespace,
+        name,
+        transport: flags.transport as FleetTransport,
+        concurrency,
+        timeoutMs,
+        ...(flags.node?.length ? { nodes: flags.node } : {}),
+        signal: deps.signal,
+      });
+      const written = await writeFleet(fleet.results, output, deps.stdout);
+      deps.stderr.write(formatFleetTable(fleet.results));
+      log.info("fleet fetched", {
+        nodes: fleet.results.length,
+        ok: fleet.results.filter((r) => r.status === "ok").length,
+        transport: fleet.transport,
+        ...(written.length > 0 && output.kind === "directory" ? { directory: output.path } : {}),
+        ...(output.kind === "stream" && output.path ? { file: output.path } : {}),
+      });
+      const error = fleetError(fleet);
+      if (error) throw error;
+    });
+}
+
+/**
+ * The `daemonset` command and its subcommands.
+ *
+ * @param deps CLI dependencies
+ * @returns the command
+ */
+export function daemonsetCommand(deps: CliDeps): Command {
+  return new Command("daemonset")
+    .description(
+      "install, fetch from, or remove the aicr DaemonSet (one HTTPS daemon per node; see daemon/README.md)",
+    )
+    .addCommand(installCommand(deps))
+    .addCommand(fetchCommand(deps))
+    .addCommand(uninstallCommand(deps))
+    .addCommand(renderCommand(deps));
+}

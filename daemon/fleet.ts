@@ -1,0 +1,558 @@
+/**
+ * DaemonSet mode, the fleet fetch: every targeted node's snapshot from its daemon, concurrently
+ * with a bound, each node with its own status (ok, not ready, unreachable, denied, timed out).
+ *
+ * The design is daemon/README.md's "How the CLI reaches the daemons": one TokenRequest token for
+ * the reader ServiceAccount (audience `aicr-daemon`, 10 minutes), so the user's own credential
+ * never reaches a node; then either **direct** (`https://<podIP>:<port>`, the certificate
+ * verified against the CA the installer published, with the fixed server name
+ * `<name>.<ns>.svc`), or the API server's **pod proxy** (token in `X-Aicr-Authorization`,
+ * because the proxy drops `Authorization`). `auto` tries direct on one pod and falls back to the
+ * proxy for all when that pod cannot be reached.
+ *
+ * @module
+ */
+import { Buffer } from "node:buffer";
+import { request as httpsRequest } from "node:https";
+import { checkServerIdentity } from "node:tls";
+import type { PeerCertificate } from "node:tls";
+import { join } from "node:path";
+import { writeFileAtomic } from "../agent/mod.ts";
+import {
+  NotFoundError,
+  PermissionError,
+  TimeoutError,
+  ToolError,
+  UnavailableError,
+  UsageError,
+} from "../errors.ts";
+import { KubeApiError } from "../kube/mod.ts";
+import type { KubeClient, KubeObject } from "../kube/mod.ts";
+import type { Logger, TextWriter } from "../log.ts";
+import {
+  DAEMON_TOKEN_AUDIENCE,
+  daemonCaConfigMapName,
+  daemonReaderName,
+  daemonServerName,
+  DEFAULT_DAEMON_NAME,
+  validateNamespace,
+} from "../manifests/mod.ts";
+import { mapConcurrent } from "../rbac/mod.ts";
+import { encodeSnapshot, parseSnapshot } from "../snapshot/mod.ts";
+import type { Snapshot } from "../snapshot/mod.ts";
+import { daemonPods } from "./install.ts";
+import type { DaemonPodState } from "./install.ts";
+
+/** One node's outcome. */
+export type NodeStatus = "ok" | "not-ready" | "unreachable" | "denied" | "timed-out";
+
+/** How the CLI reaches the daemons. */
+export type FleetTransport = "auto" | "direct" | "proxy";
+
+/** Every transport value, for flag validation. */
+export const FLEET_TRANSPORTS: readonly FleetTransport[] = ["auto", "direct", "proxy"];
+
+/** One node's result. */
+export interface NodeResult {
+  /** The node. */
+  node: string;
+  /** The daemon pod asked. */
+  pod: string;
+  /** What happened. */
+  status: NodeStatus;
+  /** The snapshot, when `ok`. */
+  snapshot?: Snapshot;
+  /** Why, when not `ok`. */
+  error?: string;
+  /** How it was reached. */
+  transport?: "direct" | "proxy";
+  /** How long the node took, in milliseconds. */
+  durationMs: number;
+}
+
+/** One HTTP answer. */
+export interface HttpAnswer {
+  /** Status code. */
+  status: number;
+  /** `Retry-After` seconds, when given. */
+  retryAfterSeconds?: number;
+  /** The body. */
+  body: string;
+}
+
+/** Options of one direct request. */
+export interface DirectRequest {
+  /** `https://<ip>:<port>/v1/snapshot`. */
+  url: string;
+  /** The CA to trust (PEM). */
+  ca: string;
+  /** The name the certificate must carry. */
+  servername: string;
+  /** The bearer token. */
+  token: string;
+  /** Give up connecting after this long. */
+  connectTimeoutMs: number;
+  /** Aborts the request (the per-node deadline). */
+  signal: AbortSignal;
+}
+
+/** A direct HTTPS GET; rejects with a `code`-carrying error when no answer came. */
+export type DirectGet = (request: DirectRequest) => Promise<HttpAnswer>;
+
+/** What a fetch needs. */
+export interface FleetDeps {
+  /** The client (the caller's kubeconfig identity). */
+  kube: KubeClient;
+  /** Logger. */
+  log: Logger;
+  /** The direct transport. @default node:https */
+  directGet?: DirectGet;
+  /** Milliseconds clock. @default performance.now */
+  clock?: () => number;
+  /** Sleep (429 retry). @default setTimeout */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+/** Options of {@link fetchFleet}. */
+export interface FleetOptions {
+  /** The daemon's namespace. */
+  namespace: string;
+  /** The daemon's name. @default "aicr-daemon" */
+  name?: string;
+  /** `--transport`. @default "auto" */
+  transport?: FleetTransport;
+  /** Nodes asked at once. @default 16 */
+  concurrency?: number;
+  /** Per-node deadline. @default 30000 */
+  timeoutMs?: number;
+  /** Direct connect timeout (also what `auto` waits before falling back). @default 2000 */
+  connectTimeoutMs?: number;
+  /** Only these nodes. @default every node with a daemon pod */
+  nodes?: readonly string[];
+  /** SIGINT/SIGTERM. */
+  signal?: AbortSignal;
+}
+
+/** What a fetch returns. */
+export interface FleetResult {
+  /** One result per node, sorted by node name. */
+  results: NodeResult[];
+  /** The transport used. */
+  transport: "direct" | "proxy";
+  /** Targeted nodes with no daemon pod yet (`desiredNumberScheduled` minus pods). */
+  missingPods: number;
+}
+
+const TOKEN_SECONDS = 600;
+
+/**
+ * Mints the reader's token (TokenRequest, audience `aicr-daemon`, 10 minutes).
+ *
+ * @param kube the client
+ * @param options namespace and reader ServiceAccount
+ * @returns the token
+ * @throws {PermissionError} when the caller may not create `serviceaccounts/token` for it
+ * @throws {NotFoundError} when the reader ServiceAccount does not exist
+ */
+export async function mintReaderToken(
+  kube: KubeClient,
+  options: { namespace: string; serviceAccount: string; signal?: AbortSignal },
+): Promise<string> {
+  const { namespace, serviceAccount } = options;
+  try {
+    const answer = await kube.rest.json<{ status?: { token?: string } }>({
+      method: "POST",
+      path: `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
+      body: {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenRequest",
+        spec: { audiences: [DAEMON_TOKEN_AUDIENCE], expirationSeconds: TOKEN_SECONDS },
+      },
+      // A TokenRequest stores nothing: sending it again is safe.
+      idempotent: true,
+      timeoutMs: 10_000,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    const token = answer.status?.token;
+    if (!token) throw new ToolError("Cannot mint the reader token: the TokenRequest had no token");
+    return token;
+  } catch (error) {
+    if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) {
+      throw new PermissionError(
+        `Cannot mint a token for ServiceAccount '${namespace}/${serviceAccount}': the caller lacks 'create serviceaccounts/token' on it`,
+        { cause: error },
+      );
+    }
+    if (error instanceof KubeApiError && error.isNotFound) {
+      throw new NotFoundError(
+        `Cannot mint a token for ServiceAccount '${namespace}/${serviceAccount}': it does not exist (is the daemon installed?)`,
+        { cause: error, details: [`  install it: aicr daemonset install -n ${namespace}`] },
+      );
+    }
+    throw error;
+  }
+}
+
+/**
+ * Reads the CA certificate the installer published.
+ *
+ * @param kube the client
+ * @param options namespace and daemon name
+ * @returns the PEM
+ * @throws {NotFoundError} when the ConfigMap or its key is missing
+ */
+export async function readDaemonCa(
+  kube: KubeClient,
+  options: { namespace: string; name: string },
+): Promise<string> {
+  const cmName = daemonCaConfigMapName(options.name);
+  const cm = await kube.get<KubeObject & { data?: Record<string, string> }>(
+    "ConfigMap",
+    options.namespace,
+    cmName,
+    { timeoutMs: 10_000 },
+  );
+  const ca = cm?.data?.["ca.crt"];
+  if (!ca) {
+    throw new NotFoundError(
+      `Cannot verify the daemons as ConfigMap '${options.namespace}/${cmName}' holds no 'ca.crt': is the daemon installed?`,
+      { details: [`  install it: aicr daemonset install -n ${options.namespace}`] },
+    );
+  }
+  return ca;
+}
+
+/**
+ * The real direct transport: node:https, the CA as the only trust anchor, the fixed server name
+ * checked instead of the IP.
+ *
+ * @param req URL, CA, server name, token, timeouts
+ * @returns the answer
+ */
+export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const r = httpsRequest(req.url, {
+      method: "GET",
+      ca: req.ca,
+      servername: req.servername,
+      checkServerIdentity: (_host: string, cert: PeerCertificate) =>
+        checkServerIdentity(req.servername, cert),
+      headers: { authorization: `Bearer ${req.token}`, accept: "application/yaml" },
+      agent: false,
+      signal: req.signal,
+    }, (res) => {
+      clearTimeout(connectTimer);
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("error", reject);
+      res.on("end", () => {
+        const header = res.headers["retry-after"];
+        const seconds = typeof header === "string" && /^\d+$/.test(header)
+          ? Number(header)
+          : undefined;
+        resolve({
+          status: res.statusCode ?? 0,
+          body: Buffer.concat(chunks).toString("utf8"),
+          ...(seconds !== undefined ? { retryAfterSeconds: seconds } : {}),
+        });
+      });
+    });
+    const connectTimer = setTimeout(() => {
+      r.destroy(Object.assign(new Error(`connect timed out after ${req.connectTimeoutMs} ms`), {
+        code: "ECONNECTTIMEOUT",
+      }));
+    }, req.connectTimeoutMs);
+    r.on("error", (error) => {
+      clearTimeout(connectTimer);
+      reject(error);
+    });
+    r.end();
+  });
+}
+
+function statusMessage(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { message?: unknown };
+    if (typeof parsed.message === "string") return parsed.message;
+  } catch {
+    // Not a Status body.
+  }
+  return body.trim().slice(0, 200);
+}
+
+type Outcome = Pick<NodeResult, "status" | "snapshot" | "error">;
+
+function fromAnswer(answer: HttpAnswer, node: string): Outcome {
+  const { status, body } = answer;
+  if (status === 200) {
+    try {
+      return { status: "ok", snapshot: parseSnapshot(body, { source: `daemon on ${node}` }) };
+    } catch (error) {
+      return { status: "unreachable", error: `invalid snapshot: ${(error as Error).message}` };
+    }
+  }
+  const message = `HTTP ${status}: ${statusMessage(body)}`;
+  if (status === 401 || status === 403) return { status: "denied", error: message };
+  if (status === 504) return { status: "timed-out", error: message };
+  if (status === 503) {
+    // The API server's proxy says this when it cannot reach the pod; the daemon when it has no data.
+    return /error trying to reach service|dial tcp|connection refused/i.test(message)
+      ? { status: "unreachable", error: message }
+      : { status: "not-ready", error: message };
+  }
+  return { status: "unreachable", error: message };
+}
+
+function fromError(error: unknown, deadline: AbortSignal): Outcome {
+  const message = error instanceof Error ? error.message : String(error);
+  if (deadline.aborted || /timed out/i.test(message)) {
+    return { status: "timed-out", error: message };
+  }
+  return { status: "unreachable", error: message };
+}
+
+function isConnectFailure(outcome: Outcome): boolean {
+  return outcome.status === "unreachable" && !/^HTTP \d/.test(outcome.error ?? "") ||
+    outcome.status === "timed-out" && /connect timed out/.test(outcome.error ?? "");
+}
+
+/**
+ * Fetches every targeted node's snapshot. Never throws for one node's failure: each node gets
+ * its status. Throws only when nothing can be asked (no CA, no token, no pods readable).
+ *
+ * @param deps client, logger, transport, clock
+ * @param options namespace, name, transport, bounds, node filter, signal
+ * @returns one result per node and the transport used
+ * @throws {NotFoundError} when the daemon is not installed
+ * @throws {PermissionError} when the reader token cannot be minted
+ */
+export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promise<FleetResult> {
+  const { kube, log } = deps;
+  const {
+    name = DEFAULT_DAEMON_NAME,
+    transport = "auto",
+    concurrency = 16,
+    timeoutMs = 30_000,
+    connectTimeoutMs = 2000,
+    signal,
+  } = options;
+  const namespace = validateNamespace("--namespace", options.namespace);
+  if (!FLEET_TRANSPORTS.includes(transport)) {
+    throw new UsageError(
+      `Cannot use '--transport' as it must be auto, direct or proxy: current value is '${transport}'`,
+    );
+  }
+  const clock = deps.clock ?? (() => performance.now());
+  const directGet = deps.directGet ?? nodeDirectGet;
+  const sleep = deps.sleep ??
+    ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const servername = daemonServerName(namespace, name);
+  const [ca, token, listed] = await Promise.all([
+    transport === "proxy" ? Promise.resolve("") : readDaemonCa(kube, { namespace, name }),
+    mintReaderToken(kube, {
+      namespace,
+      serviceAccount: daemonReaderName(name),
+      ...(signal ? { signal } : {}),
+    }),
+    daemonPods(kube, { namespace, name, ...(signal ? { signal } : {}) }),
+  ]);
+  const wanted = options.nodes ? new Set(options.nodes) : undefined;
+  const pods = listed.pods.filter((p) => p.node !== "" && (!wanted || wanted.has(p.node)));
+  const missingPods = wanted ? 0 : Math.max(0, (listed.desired ?? 0) - listed.pods.length);
+  if (missingPods > 0) log.warn("targeted nodes without a daemon pod", { count: missingPods });
+
+  async function askDirect(pod: DaemonPodState, deadline: AbortSignal): Promise<HttpAnswer> {
+    const host = pod.ip?.includes(":") ? `[${pod.ip}]` : pod.ip;
+    return await directGet({
+      url: `https://${host}:${pod.port}/v1/snapshot`,
+      ca,
+      servername,
+      token,
+      connectTimeoutMs,
+      signal: deadline,
+    });
+  }
+
+  async function askProxy(pod: DaemonPodState, deadline: AbortSignal): Promise<HttpAnswer> {
+    try {
+      const body = await kube.rest.text({
+        method: "GET",
+        path: `/api/v1/namespaces/${namespace}/pods/https:${pod.pod}:${pod.port}/proxy/v1/snapshot`,
+        headers: { "X-Aicr-Authorization": `Bearer ${token}` },
+        // One attempt: a node's answer is its status, retried only on 429 below.
+        idempotent: false,
+        timeoutMs: timeoutMs,
+        signal: deadline,
+      });
+      return { status: 200, body };
+    } catch (error) {
+      if (error instanceof KubeApiError && error.status !== 0) {
+        const message = error.message.replace(/^Cannot GET \S+: \d+ (\w+: )?/, "");
+        return {
+          status: error.status,
+          body: JSON.stringify({ message }),
+          ...(error.retryAfterSeconds !== undefined
+            ? { retryAfterSeconds: error.retryAfterSeconds }
+            : {}),
+        };
+      }
+      throw error;
+    }
+  }
+
+  async function fetchNode(pod: DaemonPodState, via: "direct" | "proxy"): Promise<NodeResult> {
+    const started = clock();
+    const done = (outcome: Outcome): NodeResult => ({
+      node: pod.node,
+      pod: pod.pod,
+      ...outcome,
+      transport: via,
+      durationMs: Math.round(clock() - started),
+    });
+    if (!pod.ready || !pod.ip || pod.port === undefined) {
+      return done({
+        status: "not-ready",
+        error: `pod ${pod.pod} is not Ready${pod.detail ? ` (${pod.detail})` : ""}`,
+      });
+    }
+    const deadline = AbortSignal.any([
+      AbortSignal.timeout(timeoutMs),
+      ...(signal ? [signal] : []),
+    ]);
+    const ask = via === "direct" ? askDirect : askProxy;
+    try {
+      let answer = await ask(pod, deadline);
+      if (answer.status === 429) {
+        // `?fresh` rate limit: once, after the daemon's Retry-After, within the deadline.
+        await sleep(Math.min((answer.retryAfterSeconds ?? 1) * 1000, timeoutMs), deadline);
+        answer = await ask(pod, deadline);
+      }
+      return done(fromAnswer(answer, pod.node));
+    } catch (error) {
+      return done(fromError(error, deadline));
+    }
+  }
+
+  const sorted = [...pods].sort((a, b) => a.node.localeCompare(b.node));
+  let via: "direct" | "proxy" = transport === "proxy" ? "proxy" : "direct";
+  const results: NodeResult[] = new Array(sorted.length);
+  if (transport === "auto") {
+    const probeIndex = sorted.findIndex((p) => p.ready && p.ip && p.port !== undefined);
+    if (probeIndex >= 0) {
+      const first = await fetchNode(sorted[probeIndex] as DaemonPodState, "direct");
+      if (isConnectFailure(first)) {
+        log.info("daemons not reachable directly; using the API server's pod proxy", {
+          node: first.node,
+          error: first.error ?? "",
+        });
+        via = "proxy";
+      } else {
+        results[probeIndex] = first;
+      }
+    }
+  }
+  const rest = sorted.map((pod, index) => ({ pod, index })).filter(({ index }) =>
+    results[index] === undefined
+  );
+  log.debug("fetching the fleet", { nodes: sorted.length, transport: via, concurrency });
+  await mapConcurrent(rest, concurrency, async ({ pod, index }) => {
+    results[index] = await fetchNode(pod, via);
+  });
+  return { results, transport: via, missingPods };
+}
+
+/** Where fetched snapshots go. */
+export type FleetOutput =
+  | { kind: "directory"; path: string }
+  | { kind: "stream"; path: string | undefined };
+
+/**
+ * One multi-document YAML stream of the ok nodes' snapshots (what `aicr diff --fleet` reads).
+ *
+ * @param results the fetch results
+ * @returns the stream text (empty when no node was ok)
+ */
+export function fleetStream(results: readonly NodeResult[]): string {
+  return results.flatMap((r) => r.snapshot ? [`---\n${encodeSnapshot(r.snapshot, "yaml")}`] : [])
+    .join("");
+}
+
+/**
+ * Writes the ok nodes' snapshots: one `<node>.yaml` per node into a directory (each written
+ * atomically), or one stream to a file (atomically) or to stdout.
+ *
+ * @param results the fetch results
+ * @param output where
+ * @param stdout standard output
+ * @returns the paths written (empty for stdout)
+ * @throws {ToolError} naming the path when a file cannot be written
+ */
+export async function writeFleet(
+  results: readonly NodeResult[],
+  output: FleetOutput,
+  stdout: TextWriter,
+): Promise<string[]> {
+  if (output.kind === "directory") {
+    const written: string[] = [];
+    for (const r of results) {
+      if (!r.snapshot) continue;
+      const path = join(output.path, `${r.node}.yaml`);
+      await writeFileAtomic(path, encodeSnapshot(r.snapshot, "yaml"));
+      written.push(path);
+    }
+    return written;
+  }
+  const text = fleetStream(results);
+  if (output.path === undefined) {
+    stdout.write(text);
+    return [];
+  }
+  await writeFileAtomic(output.path, text);
+  return [output.path];
+}
+
+/**
+ * The per-node status table (stderr).
+ *
+ * @param results the fetch results
+ * @returns the table, one line per node after the header
+ */
+export function formatFleetTable(results: readonly NodeResult[]): string {
+  const rows = [
+    ["NODE", "STATUS", "TRANSPORT", "TIME", "DETAIL"],
+    ...results.map((r) => [
+      r.node,
+      r.status,
+      r.transport ?? "",
+      `${(r.durationMs / 1000).toFixed(2)}s`,
+      (r.error ?? "").split("\n")[0] ?? "",
+    ]),
+  ];
+  const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((row) => (row[i] ?? "").length)));
+  return rows.map((row) =>
+    row.map((cell, i) => (i < 4 ? cell.padEnd(widths[i] ?? 0) : cell)).join("  ").trimEnd()
+  ).join("\n") + "\n";
+}
+
+/**
+ * The error a fetch ends with when some node was not ok: a permission error (exit 4) when
+ * every failure is a denial, a timeout (exit 5) when every one timed out, otherwise unavailable
+ * (exit 6). Undefined when every node is ok (and at least one was asked).
+ *
+ * @param fleet the fetch result
+ * @returns the error, or undefined
+ */
+export function fleetError(fleet: FleetResult): ToolError | undefined {
+  const failed = fleet.results.filter((r) => r.status !== "ok");
+  if (fleet.results.length === 0) {
+    return new NotFoundError("Cannot fetch the fleet: no daemon pod runs on a targeted node");
+  }
+  if (failed.length === 0) return undefined;
+  const message =
+    `Cannot fetch every node's snapshot: ${failed.length} of ${fleet.results.length} nodes failed (${
+      [...new Set(failed.map((r) => r.status))].join(", ")
+    })`;
+  if (failed.every((r) => r.status === "denied")) return new PermissionError(message);
+  if (failed.every((r) => r.status === "timed-out")) return new TimeoutError(message);
+  return new UnavailableError(message);
+}

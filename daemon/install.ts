@@ -1,0 +1,648 @@
+/**
+ * DaemonSet mode, controller side: render, install and uninstall the daemon.
+ *
+ * - {@link renderDaemonSet} is pure: the daemon's ServiceAccount and its ClusterRole/Binding
+ *   (from `daemonRules()`: the agent's read-only baseline plus TokenReview/SubjectAccessReview
+ *   create), the reader ServiceAccount with a ClusterRole granting `get snapshots.aicr.run`,
+ *   the `kubernetes.io/tls` Secret (plus `ca.crt`), the CA ConfigMap the fleet fetch trusts,
+ *   and the DaemonSet, all with the daemon's labels.
+ * - {@link installDaemonSet} runs the same pre-flight gate as `aicr snapshot` (questions derived
+ *   from what it creates; every missing permission in one error, nothing written), creates
+ *   through a {@link Ledger} (UID-pinned cleanup of what it made on any failure or signal), and
+ *   waits, bounded and with progress, for the pods of the targeted nodes to be Ready.
+ * - {@link uninstallDaemonSet} finds the daemon's objects by labels and deletes each by the
+ *   UID it read (the shared sweep of `aicr cleanup`), then checks that nothing is left.
+ *
+ * The certificate is made here, in TypeScript (`_x509.ts`), because the release binary cannot
+ * run `openssl`. The CSR API (`certificates.k8s.io`) was not used: a serving certificate from a
+ * signer the cluster trusts needs someone (a controller or the user) to approve each request,
+ * and the kubelet-serving signer refuses SANs that are not the node's own.
+ *
+ * @module
+ */
+import { Buffer } from "node:buffer";
+import { checkNamespace, sweepObjects } from "../agent/mod.ts";
+import type { SweptObject } from "../agent/mod.ts";
+import { ConflictError, InterruptedError } from "../errors.ts";
+import { KubeApiError, Ledger, RESOURCES } from "../kube/mod.ts";
+import type { KindName, KubeClient, KubeObject, LedgerEntry, NewObject } from "../kube/mod.ts";
+import type { Logger } from "../log.ts";
+import {
+  buildDaemonSet,
+  DAEMON_TOKEN_AUDIENCE,
+  daemonCaConfigMapName,
+  daemonClusterRoleName,
+  daemonLabels,
+  daemonReaderClusterRoleName,
+  daemonReaderName,
+  daemonSelectorLabels,
+  daemonServerName,
+  daemonSweepLabels,
+  daemonTlsSecretName,
+  DEFAULT_DAEMON_NAME,
+  DEFAULT_DAEMON_PORT,
+  formatLabelSelector,
+  LABEL_INVOCATION_ID,
+  LABEL_RUN_ID,
+  newInvocationId,
+  newRunId,
+  validateNamespace,
+} from "../manifests/mod.ts";
+import type { Labels, PodOptions } from "../manifests/mod.ts";
+import {
+  createAccessReviewer,
+  creatorChecks,
+  DAEMON_READER_RULES,
+  daemonRbacObjects,
+  daemonRules,
+  runGate,
+} from "../rbac/mod.ts";
+import type { AccessAttributes, RuleSet } from "../rbac/mod.ts";
+import { generateDaemonTls } from "./_x509.ts";
+import type { DaemonTlsBundle } from "./_x509.ts";
+
+/** The knobs of one daemon install (the same placement and pod flags as `aicr snapshot`). */
+export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
+  /** `--namespace`. */
+  namespace: string;
+  /** The daemon's name (DaemonSet, ServiceAccount, instance label). @default "aicr-daemon" */
+  name?: string;
+  /** `--port`. @default 8443 */
+  port?: number;
+  /**
+   * `--all-nodes`: no node selector. Without it and without `nodeSelector`, the daemon goes to
+   * GPU nodes (`nvidia.com/gpu.present=true`), as the Job's auto-targeting does. @default false
+   */
+  allNodes?: boolean;
+  /** More `aicr daemon` flags. */
+  extraArgs?: readonly string[];
+}
+
+/** Options for {@link renderDaemonSet}. */
+export interface RenderOptions extends DaemonSetOptions {
+  /** The CA and serving certificate (from {@link makeDaemonTls}). */
+  tls: DaemonTlsBundle;
+  /** The installing run's ID (labels). */
+  runId?: string;
+  /** The installing invocation's ID (labels, with `runId`). */
+  invocationId?: string;
+}
+
+/** One rendered object, in creation order. */
+export interface RenderedObject {
+  /** Its kind. */
+  kind: KindName;
+  /** The manifest. */
+  manifest: NewObject & { apiVersion: string; kind: string; metadata: { name: string } };
+}
+
+/** What {@link renderDaemonSet} gives. */
+export interface RenderedDaemonSet {
+  /** Every object, in creation order (ServiceAccounts and grants first, the DaemonSet last). */
+  objects: RenderedObject[];
+  /** The rule sets the ClusterRoles grant (the gate checks the caller holds them). */
+  grants: RuleSet[];
+  /** The labels every object carries. */
+  labels: Labels;
+}
+
+function secretData(values: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(values).map(([k, v]) => [k, Buffer.from(v, "utf8").toString("base64")]),
+  );
+}
+
+/**
+ * Makes the CA and the serving certificate of one install: DNS names
+ * `<name>.<ns>.svc` and `<name>.<ns>.svc.cluster.local`. Node IPs are not known when the
+ * certificate is made (and change as nodes come and go), so clients verify the fixed service
+ * name instead (`servername`), which every pod's certificate carries.
+ *
+ * @param options namespace, name and the clock reading
+ * @returns the bundle
+ * @throws {UsageError} when the namespace or name is not a valid Kubernetes name
+ */
+export function makeDaemonTls(
+  options: { namespace: string; name?: string; now: Date },
+): DaemonTlsBundle {
+  const server = daemonServerName(options.namespace, options.name ?? DEFAULT_DAEMON_NAME);
+  return generateDaemonTls({ dnsNames: [server, `${server}.cluster.local`], now: options.now });
+}
+
+/**
+ * Renders every object of one install, pure: names from `manifests/names.ts`, rules from
+ * `rbac/rules.ts`, the DaemonSet from `buildDaemonSet`.
+ *
+ * @param options placement, pod knobs, TLS bundle and run identity
+ * @returns the objects in creation order, the granted rule sets and the labels
+ * @throws {UsageError} when a value cannot go into a manifest
+ */
+export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
+  const { name = DEFAULT_DAEMON_NAME, tls, allNodes = false } = options;
+  const namespace = validateNamespace("--namespace", options.namespace);
+  const identity = options.runId !== undefined && options.invocationId !== undefined
+    ? { runId: options.runId, invocationId: options.invocationId }
+    : {};
+  const labels = daemonLabels({ name, ...identity });
+  const rules = daemonRules();
+  const readerRules: RuleSet = { namespaced: [], cluster: DAEMON_READER_RULES };
+  const daemon = daemonRbacObjects({
+    namespace,
+    name,
+    clusterRoleName: daemonClusterRoleName(namespace, name),
+    labels,
+    rules,
+  });
+  const reader = daemonRbacObjects({
+    namespace,
+    name: daemonReaderName(name),
+    clusterRoleName: daemonReaderClusterRoleName(namespace, name),
+    labels,
+    rules: readerRules,
+  });
+  const secretName = daemonTlsSecretName(name);
+  const { extraArgs, port = DEFAULT_DAEMON_PORT, ...pod } = options;
+  const daemonSet = buildDaemonSet({
+    ...pod,
+    namespace,
+    name,
+    port,
+    tls: { secretName },
+    tokenAudience: DAEMON_TOKEN_AUDIENCE,
+    autoTargetGpu: !allNodes && Object.keys(options.nodeSelector ?? {}).length === 0,
+    ...(allNodes ? { nodeSelector: {} } : {}),
+    ...(extraArgs ? { extraArgs } : {}),
+    ...identity,
+  });
+  const meta = (objectName: string) => ({ name: objectName, namespace, labels: { ...labels } });
+  const objects: RenderedObject[] = [
+    { kind: "ServiceAccount", manifest: daemon.serviceAccount },
+    { kind: "ClusterRole", manifest: daemon.clusterRole },
+    { kind: "ClusterRoleBinding", manifest: daemon.clusterRoleBinding },
+    { kind: "ServiceAccount", manifest: reader.serviceAccount },
+    { kind: "ClusterRole", manifest: reader.clusterRole },
+    { kind: "ClusterRoleBinding", manifest: reader.clusterRoleBinding },
+    {
+      kind: "Secret",
+      manifest: {
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: meta(secretName),
+        type: "kubernetes.io/tls",
+        data: secretData({ "tls.crt": tls.cert, "tls.key": tls.key, "ca.crt": tls.caCert }),
+      } as RenderedObject["manifest"],
+    },
+    {
+      kind: "ConfigMap",
+      manifest: {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: meta(daemonCaConfigMapName(name)),
+        data: { "ca.crt": tls.caCert },
+      } as RenderedObject["manifest"],
+    },
+    { kind: "DaemonSet", manifest: daemonSet as unknown as RenderedObject["manifest"] },
+  ];
+  return { objects, grants: [rules, readerRules], labels };
+}
+
+function resourceOf(kind: KindName, namespace: string): {
+  group: string;
+  resource: string;
+  namespace?: string;
+} {
+  const type = RESOURCES[kind];
+  return {
+    group: type.group,
+    resource: type.plural,
+    ...(type.namespaced ? { namespace } : {}),
+  };
+}
+
+/**
+ * What the caller must be able to do to install: create, get, list and delete every kind the
+ * install creates, hold every rule it grants, and read the DaemonSet's pods while it waits.
+ *
+ * @param rendered the rendered install
+ * @param namespace `--namespace`
+ * @returns the questions
+ */
+export function installCallerChecks(
+  rendered: RenderedDaemonSet,
+  namespace: string,
+): AccessAttributes[] {
+  return creatorChecks({
+    creates: rendered.objects.map((o) => resourceOf(o.kind, namespace)),
+    grants: rendered.grants,
+    namespace,
+    extra: [{ verb: "list", group: "", resource: "pods", namespace }],
+  });
+}
+
+/** Kinds an uninstall sweeps, in deletion order (the DaemonSet first: its pods follow). */
+const UNINSTALL_KINDS: readonly KindName[] = [
+  "DaemonSet",
+  "Secret",
+  "ConfigMap",
+  "RoleBinding",
+  "ClusterRoleBinding",
+  "Role",
+  "ClusterRole",
+  "ServiceAccount",
+];
+
+/**
+ * What the caller must be able to do to uninstall: list and delete every kind the sweep
+ * visits, and list the pods it waits for.
+ *
+ * @param namespace `--namespace`
+ * @returns the questions
+ */
+export function uninstallCallerChecks(namespace: string): AccessAttributes[] {
+  return creatorChecks({
+    creates: UNINSTALL_KINDS.map((kind) => resourceOf(kind, namespace)),
+    namespace,
+    verbs: ["list", "delete"],
+    extra: [{ verb: "list", group: "", resource: "pods", namespace }],
+  });
+}
+
+/** What an install needs. */
+export interface InstallDeps {
+  /** The client (the caller's kubeconfig identity). */
+  kube: KubeClient;
+  /** Logger (stderr). */
+  log: Logger;
+  /** Clock. */
+  now: () => Date;
+  /** 16 random hex digits per call (run and invocation IDs). */
+  randomHex: () => string;
+  /** Sleep between polls. @default setTimeout */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+/** Options of {@link installDaemonSet}. */
+export interface InstallOptions extends DaemonSetOptions {
+  /** How long to wait for the pods to be Ready. @default 120000 */
+  timeoutMs?: number;
+  /** Do not wait for the pods. @default false */
+  noWait?: boolean;
+  /** Poll interval while waiting. @default 1000 */
+  pollMs?: number;
+  /** SIGINT/SIGTERM: stops creating, cleans up what was created. */
+  signal?: AbortSignal;
+}
+
+/** One targeted node's pod, as the wait saw it last. */
+export interface DaemonPodState {
+  /** The node. */
+  node: string;
+  /** The pod. */
+  pod: string;
+  /** Whether its Ready condition is True. */
+  ready: boolean;
+  /** Why not, when it is not (phase, container waiting reason). */
+  detail?: string;
+  /** The pod's IP, once it has one. */
+  ip?: string;
+  /** The daemon's container port. */
+  port?: number;
+}
+
+/** What an install returns. */
+export interface InstallResult {
+  /** The install's run ID (on every object's labels). */
+  runId: string;
+  /** What was created, with UIDs. */
+  created: readonly LedgerEntry[];
+  /** How many nodes the DaemonSet targets (its `desiredNumberScheduled`). */
+  desired: number;
+  /** The targeted nodes' pods. */
+  pods: DaemonPodState[];
+  /** Whether every targeted node's pod became Ready in time (true with `noWait`: not checked). */
+  ready: boolean;
+}
+
+function interrupted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) {
+    throw new InterruptedError(`Cannot finish the install: interrupted (${String(signal.reason)})`);
+  }
+}
+
+function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** A Pod's Ready condition and what keeps it from being Ready. */
+function podState(pod: KubeObject): DaemonPodState {
+  const status = pod.status as {
+    podIP?: string;
+    phase?: string;
+    conditions?: { type: string; status: string }[];
+    containerStatuses?: { state?: { waiting?: { reason?: string } } }[];
+  } | undefined;
+  const spec = pod.spec as
+    | { nodeName?: string; containers?: { ports?: { containerPort?: number }[] }[] }
+    | undefined;
+  const port = spec?.containers?.[0]?.ports?.[0]?.containerPort;
+  const ready = status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ??
+    false;
+  const waiting = status?.containerStatuses?.find((c) => c.state?.waiting?.reason)?.state?.waiting
+    ?.reason;
+  return {
+    node: spec?.nodeName ?? "",
+    pod: pod.metadata?.name ?? "",
+    ready,
+    ...(ready ? {} : { detail: waiting ?? status?.phase ?? "Pending" }),
+    ...(status?.podIP ? { ip: status.podIP } : {}),
+    ...(port !== undefined ? { port } : {}),
+  };
+}
+
+/**
+ * Reads the DaemonSet's pods and how many nodes it targets.
+ *
+ * @param kube the client
+ * @param options namespace and name
+ * @returns the desired count (undefined until the controller has counted) and the pods
+ */
+export async function daemonPods(
+  kube: KubeClient,
+  options: { namespace: string; name?: string; signal?: AbortSignal },
+): Promise<{ desired: number | undefined; pods: DaemonPodState[] }> {
+  const { namespace, name = DEFAULT_DAEMON_NAME } = options;
+  const call = { timeoutMs: 10_000, ...(options.signal ? { signal: options.signal } : {}) };
+  const [ds, pods] = await Promise.all([
+    kube.get("DaemonSet", namespace, name, call),
+    kube.listAll("Pod", namespace, {
+      labelSelector: formatLabelSelector(daemonSelectorLabels(name)),
+      ...call,
+    }),
+  ]);
+  const status = ds?.status as
+    | { desiredNumberScheduled?: number; observedGeneration?: number }
+    | undefined;
+  const generation = (ds?.metadata as { generation?: number } | undefined)?.generation ?? 0;
+  const counted = ds !== undefined && status?.observedGeneration !== undefined &&
+    status.observedGeneration >= generation;
+  return {
+    desired: counted ? status?.desiredNumberScheduled ?? 0 : undefined,
+    pods: pods.filter((p) => !p.metadata?.deletionTimestamp).map(podState).sort((a, b) =>
+      a.node.localeCompare(b.node)
+    ),
+  };
+}
+
+/**
+ * Installs the daemon: pre-flight reads and gate (cluster untouched on failure), creates in
+ * order through a ledger (cleaned up by UID on any failure or signal), then waits for the pods.
+ *
+ * @param deps client, logger, clock, randomness
+ * @param options placement, pod knobs, wait bounds, signal
+ * @returns what was created and the pods' readiness
+ * @throws {PermissionError} when the gate finds missing permissions (nothing created)
+ * @throws {ConflictError} when the daemon is already installed
+ * @throws {InterruptedError} on SIGINT/SIGTERM (after cleanup)
+ */
+export async function installDaemonSet(
+  deps: InstallDeps,
+  options: InstallOptions,
+): Promise<InstallResult> {
+  const { kube, log } = deps;
+  const { name = DEFAULT_DAEMON_NAME, timeoutMs = 120_000, pollMs = 1000, signal } = options;
+  const namespace = validateNamespace("--namespace", options.namespace);
+  const runId = newRunId(deps.now(), deps.randomHex);
+  const invocationId = newInvocationId(deps.randomHex);
+  const {
+    timeoutMs: _timeout,
+    noWait: _noWait,
+    pollMs: _poll,
+    signal: _signal,
+    ...daemonOptions
+  } = options;
+  const rendered = renderDaemonSet({
+    ...daemonOptions,
+    tls: makeDaemonTls({ namespace, name, now: deps.now() }),
+    runId,
+    invocationId,
+  });
+  log.info(`daemon install: runID=${runId}`, { namespace, name });
+  const [existing] = await Promise.all([
+    kube.get("DaemonSet", namespace, name, { timeoutMs: 10_000 }).catch((error) => {
+      if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) {
+        return undefined; // the gate reports the missing 'get daemonsets.apps'
+      }
+      throw error;
+    }),
+    checkNamespace(kube, namespace, signal),
+  ]);
+  if (existing) throw alreadyInstalled(namespace, name);
+  await runGate(createAccessReviewer(kube), {
+    namespace,
+    mode: "prefix",
+    serviceAccount: "",
+    ownsOutput: false,
+    caller: installCallerChecks(rendered, namespace),
+    log,
+    concurrency: 64,
+  });
+  const ledger = new Ledger(kube, {
+    labels: rendered.labels,
+    runIdLabel: LABEL_RUN_ID,
+    invocationIdLabel: LABEL_INVOCATION_ID,
+  });
+  try {
+    for (const object of rendered.objects) {
+      interrupted(signal);
+      // A create in flight is not aborted (its outcome would be unknown); the next one is not sent.
+      await ledger.create(object.kind, object.manifest);
+    }
+    interrupted(signal);
+  } catch (error) {
+    log.warn("install failed; removing what it created", {
+      error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+    });
+    const outcomes = await ledger.cleanup({ log });
+    const left = outcomes.filter((o) => o.result === "kept" || o.result === "failed");
+    if (left.length > 0) {
+      log.warn("install cleanup left objects behind", {
+        objects: left.map((o) => `${o.entry.kind}/${o.entry.name}`).join(","),
+        remedy: `aicr daemonset uninstall -n ${namespace}`,
+      });
+    }
+    if (error instanceof KubeApiError && error.isAlreadyExists) {
+      throw alreadyInstalled(namespace, name, error);
+    }
+    throw error;
+  }
+  log.info("daemon installed", { namespace, name, objects: ledger.entries.length });
+  if (options.noWait) {
+    return { runId, created: ledger.entries, desired: 0, pods: [], ready: true };
+  }
+  const wait = await waitForPods(deps, { namespace, name, timeoutMs, pollMs, signal });
+  return { runId, created: ledger.entries, ...wait };
+}
+
+function alreadyInstalled(namespace: string, name: string, cause?: unknown): ConflictError {
+  return new ConflictError(
+    `Cannot install the daemon '${namespace}/${name}': it is already installed (or an object of its name exists)`,
+    {
+      ...(cause ? { cause } : {}),
+      details: [`  remove it first: aicr daemonset uninstall -n ${namespace}`],
+    },
+  );
+}
+
+async function waitForPods(
+  deps: InstallDeps,
+  options: {
+    namespace: string;
+    name: string;
+    timeoutMs: number;
+    pollMs: number;
+    signal: AbortSignal | undefined;
+  },
+): Promise<{ desired: number; pods: DaemonPodState[]; ready: boolean }> {
+  const { kube, log, now } = deps;
+  const sleep = deps.sleep ?? defaultSleep;
+  const deadline = now().getTime() + options.timeoutMs;
+  let last = "";
+  let seen: { desired: number; pods: DaemonPodState[] } = { desired: 0, pods: [] };
+  for (;;) {
+    interruptedWait(options.signal);
+    const { desired, pods } = await daemonPods(kube, {
+      namespace: options.namespace,
+      name: options.name,
+      ...(options.signal ? { signal: options.signal } : {}),
+    }).catch((error) => {
+      log.debug("could not read the daemon's pods", { error: String(error) });
+      return { desired: undefined, pods: seen.pods };
+    });
+    if (desired !== undefined) {
+      seen = { desired, pods };
+      const ready = pods.filter((p) => p.ready).length;
+      const line = `${ready}/${desired}`;
+      if (line !== last) {
+        log.info("waiting for the daemon's pods", { ready, desired });
+        last = line;
+      }
+      if (desired === 0) {
+        log.warn("no node matches the daemon's node selector and tolerations", {
+          remedy: "pass --all-nodes or --node-selector",
+        });
+        return { ...seen, ready: true };
+      }
+      if (ready >= desired && pods.length >= desired) return { ...seen, ready: true };
+    }
+    if (now().getTime() >= deadline) {
+      const notReady = seen.pods.filter((p) => !p.ready);
+      log.warn("some of the daemon's pods are not Ready", {
+        pods: notReady.map((p) => `${p.node}:${p.detail ?? ""}`).join(","),
+        missing: Math.max(0, seen.desired - seen.pods.length),
+      });
+      return { ...seen, ready: false };
+    }
+    await sleep(options.pollMs, options.signal);
+  }
+}
+
+function interruptedWait(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) {
+    throw new InterruptedError(
+      `Cannot finish waiting for the daemon's pods: interrupted (${
+        String(signal.reason)
+      }); the daemon stays installed`,
+    );
+  }
+}
+
+/** Options of {@link uninstallDaemonSet}. */
+export interface UninstallOptions {
+  /** `--namespace`. */
+  namespace: string;
+  /** The daemon's name. @default "aicr-daemon" */
+  name?: string;
+  /** How long to wait until nothing is left (pods terminating). @default 60000 */
+  timeoutMs?: number;
+  /** Only list what would be deleted. */
+  dryRun?: boolean;
+  /** Poll interval. @default 500 */
+  pollMs?: number;
+}
+
+/** What an uninstall did. */
+export interface UninstallResult {
+  /** Every object found, with what happened to it. */
+  swept: SweptObject[];
+  /** `Kind/name` of whatever is still there at the end (empty when clean). */
+  remaining: string[];
+}
+
+/**
+ * Uninstalls the daemon: the gate (list and delete), then the shared label sweep with
+ * UID-pinned deletes (cluster-scoped objects only when their name is this namespace's), then a
+ * bounded wait until no labelled object, pod included, is left.
+ *
+ * @param deps client, logger, clock
+ * @param options namespace, name, timeout, dry run
+ * @returns what was swept and what remains
+ * @throws {PermissionError} when the caller cannot list or delete what the sweep visits
+ */
+export async function uninstallDaemonSet(
+  deps: Pick<InstallDeps, "kube" | "log" | "now" | "sleep">,
+  options: UninstallOptions,
+): Promise<UninstallResult> {
+  const { kube, log } = deps;
+  const { name = DEFAULT_DAEMON_NAME, timeoutMs = 60_000, dryRun = false, pollMs = 500 } = options;
+  const namespace = validateNamespace("--namespace", options.namespace);
+  const sleep = deps.sleep ?? defaultSleep;
+  await runGate(createAccessReviewer(kube), {
+    namespace,
+    mode: "prefix",
+    serviceAccount: "",
+    ownsOutput: false,
+    caller: uninstallCallerChecks(namespace),
+    log,
+    concurrency: 64,
+  });
+  const ours = new Set([
+    daemonClusterRoleName(namespace, name),
+    daemonReaderClusterRoleName(namespace, name),
+  ]);
+  const sweep = {
+    selector: formatLabelSelector(daemonSweepLabels(name)),
+    namespace,
+    // Two namespaces' daemons carry the same labels; cluster-scoped names tell them apart.
+    accept: (kind: KindName, object: KubeObject) =>
+      RESOURCES[kind].namespaced || ours.has(object.metadata?.name ?? ""),
+  };
+  const swept = await sweepObjects(deps, { ...sweep, kinds: UNINSTALL_KINDS, dryRun });
+  if (dryRun) return { swept, remaining: [] };
+  const deadline = deps.now().getTime() + timeoutMs;
+  for (;;) {
+    const left = await sweepObjects(deps, {
+      ...sweep,
+      kinds: [...UNINSTALL_KINDS, "Pod"],
+      dryRun: true,
+    });
+    const remaining = left.map((o) => `${o.kind}/${o.name}`);
+    if (remaining.length === 0) return { swept, remaining };
+    if (deps.now().getTime() >= deadline) {
+      log.warn("uninstall: objects are still there", { objects: remaining.join(",") });
+      return { swept, remaining };
+    }
+    // A pod still terminating is expected; anything else was created since (or failed): sweep again.
+    if (left.some((o) => o.kind !== "Pod")) {
+      await sweepObjects(deps, { ...sweep, kinds: UNINSTALL_KINDS });
+    }
+    await sleep(pollMs);
+  }
+}
