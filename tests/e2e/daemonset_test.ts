@@ -1,0 +1,270 @@
+/**
+ * `aicr daemonset` end to end: the built binary installs the DaemonSet, the kubelet stand-in runs
+ * its pods (the same binary as `aicr daemon`), the binary fetches every GPU node's snapshot, the
+ * daemons refuse a caller without a token (401) and one without the grant (403), and uninstall
+ * leaves no object labelled aicr behind, namespaced or cluster-scoped.
+ *
+ * The kubelet stand-in runs no probes (its README), so a pod is Ready once its process runs, not
+ * once `/readyz` answers; the test therefore waits on `/readyz` itself, and checks that it never
+ * said 200 before the first collection ended.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { request } from "node:https";
+import { join } from "node:path";
+import { parseNvidiaSmi } from "../../collectors/mod.ts";
+import { parseSnapshot, parseSnapshotStream } from "../../snapshot/mod.ts";
+import type { Snapshot } from "../../snapshot/mod.ts";
+import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
+import type { Api, Obj } from "../kubelet/api.ts";
+import { aicr, nodeFixture } from "./_aicr.ts";
+
+const SELECTOR = encodeURIComponent("app.kubernetes.io/name=aicr");
+
+function gpuData(snapshot: Snapshot) {
+  const gpu = snapshot.measurements.find((m) => m.type === "GPU");
+  return gpu?.subtypes.map((s) => ({ subtype: s.subtype, data: s.data })) ?? [];
+}
+
+function get(
+  url: string,
+  options: { ca: string; servername: string; token?: string },
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      ca: options.ca,
+      servername: options.servername,
+      agent: false,
+      headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
+    }, (res) => {
+      let body = "";
+      res.on("data", (chunk) => (body += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+async function mint(admin: Api, ns: string, sa: string): Promise<string> {
+  const res = await admin.request("POST", `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
+    apiVersion: "authentication.k8s.io/v1",
+    kind: "TokenRequest",
+    spec: { expirationSeconds: 600, audiences: ["aicr-daemon"] },
+  });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body.status.token as string;
+}
+
+/** Every object labelled aicr in the namespace, and every cluster-scoped one naming it. */
+async function leftovers(admin: Api, ns: string): Promise<string[]> {
+  const namespaced = [
+    ["DaemonSet", `/apis/apps/v1/namespaces/${ns}/daemonsets`],
+    ["Pod", `/api/v1/namespaces/${ns}/pods`],
+    ["ServiceAccount", `/api/v1/namespaces/${ns}/serviceaccounts`],
+    ["Secret", `/api/v1/namespaces/${ns}/secrets`],
+    ["ConfigMap", `/api/v1/namespaces/${ns}/configmaps`],
+    ["Role", `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`],
+    ["RoleBinding", `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`],
+  ];
+  const cluster = [
+    ["ClusterRole", "/apis/rbac.authorization.k8s.io/v1/clusterroles"],
+    ["ClusterRoleBinding", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"],
+  ];
+  const found: string[] = [];
+  for (const [kind, path] of [...namespaced, ...cluster]) {
+    const res = await admin.request("GET", `${path}?labelSelector=${SELECTOR}`);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    for (const item of (res.body.items ?? []) as Obj[]) {
+      const name = item.metadata.name as string;
+      // Other tests' cluster-scoped aicr objects may exist; this install's names carry its namespace.
+      if (cluster.some(([k]) => k === kind) && !name.includes(`-${ns}.`)) continue;
+      found.push(`${kind}/${name}`);
+    }
+  }
+  return found;
+}
+
+Deno.test({
+  name: "aicr daemonset: install, fetch every GPU node, 401/403, uninstall leaves nothing",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const env: TestCluster = await useTestCluster();
+    const { admin } = env;
+    const kubeconfig = env.cluster.adminKubeconfig;
+    const ns = await createNamespace(admin, "ds-e2e");
+    const out = await mkdtemp(join(env.cluster.stateDir, "ds-out-"));
+    const gpuNodes = env.nodes.filter((n) => n.gpu).map((n) => n.name).sort();
+    assert.ok(gpuNodes.length >= 2, "the test cluster has several GPU nodes");
+    assert.ok(env.nodes.some((n) => !n.gpu), "and CPU nodes");
+    const ds = (...args: string[]) =>
+      aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", ns]);
+    try {
+      await t.step(
+        "a caller without rights gets every missing permission and nothing is created",
+        async () => {
+          const alice = await env.cluster.kubeconfigFor("alice", ["team-a"]);
+          const run = await aicr([
+            "daemonset",
+            "install",
+            "--kubeconfig",
+            alice,
+            "-n",
+            ns,
+            "--image",
+            "aicr:dev",
+          ]);
+          assert.equal(run.code, 4, run.stderr);
+          assert.match(run.stderr, /missing required permissions:/);
+          for (
+            const line of [
+              `cannot "create" daemonsets.apps (namespace "${ns}")`,
+              `cannot "create" secrets (namespace "${ns}")`,
+              `cannot "create" clusterroles.rbac.authorization.k8s.io (cluster-scoped)`,
+              `cannot "create" tokenreviews.authentication.k8s.io (cluster-scoped)`,
+              `cannot "get" snapshots.aicr.run (cluster-scoped)`,
+            ]
+          ) assert.ok(run.stderr.includes(line), `missing line: ${line}\n${run.stderr}`);
+          assert.deepEqual(await leftovers(admin, ns), []);
+        },
+      );
+
+      let firstReadyAt = new Map<string, number>();
+      let pods: Obj[] = [];
+      await t.step("install places one daemon on each GPU node and nowhere else", async () => {
+        const run = await ds("install", "--image", "aicr:dev", "--timeout", "90s");
+        assert.equal(run.code, 0, run.stderr);
+        assert.match(run.stderr, /daemon ready/);
+        const list = await admin.request(
+          "GET",
+          `/api/v1/namespaces/${ns}/pods?labelSelector=${SELECTOR}`,
+        );
+        pods = list.body.items as Obj[];
+        assert.deepEqual(pods.map((p) => p.spec.nodeName).sort(), gpuNodes);
+        // /readyz is open; poll it on every node until 200, noting when it first said so.
+        const ca = await caOf(admin, ns);
+        firstReadyAt = new Map();
+        await Promise.all(pods.map(async (p) => {
+          const url = `https://${p.status.podIP}:${
+            p.spec.containers[0].ports[0].containerPort
+          }/readyz`;
+          await waitFor(`readyz on ${p.spec.nodeName}`, async () => {
+            const res = await get(url, { ca, servername: `aicr-daemon.${ns}.svc` }).catch(() =>
+              undefined
+            );
+            if (res?.status === 200) return true;
+            if (res) assert.equal(res.status, 503, "not ready is 503 until the first collection");
+            return undefined;
+          }, 60_000);
+          firstReadyAt.set(p.spec.nodeName, Date.now());
+        }));
+      });
+
+      await t.step(
+        "fetch writes each GPU node's snapshot, its GPU data its own fixture",
+        async () => {
+          const dir = join(out, "fleet") + "/";
+          const run = await ds("fetch", "-o", dir);
+          assert.equal(run.code, 0, run.stderr);
+          assert.match(run.stderr, /NODE\s+STATUS\s+TRANSPORT/);
+          for (const node of gpuNodes) {
+            assert.match(run.stderr, new RegExp(`${node}\\s+ok\\s+direct`));
+          }
+          assert.deepEqual(
+            (await readdir(dir)).sort(),
+            gpuNodes.map((n) => `${n}.yaml`),
+          );
+          for (const node of gpuNodes) {
+            const snapshot = parseSnapshot(await readFile(join(dir, `${node}.yaml`), "utf8"));
+            assert.equal(snapshot.metadata["source-node"], node);
+            const want = parseNvidiaSmi(nodeFixture(env.cluster.stateDir, node))
+              .map((s) => ({ subtype: s.subtype, data: s.data }));
+            assert.deepEqual(gpuData(snapshot), want, `GPU data of ${node}`);
+          }
+          const stream = await ds("fetch", "-o", "-");
+          assert.equal(stream.code, 0, stream.stderr);
+          const docs = parseSnapshotStream(stream.stdout);
+          assert.deepEqual(docs.map((d) => d.metadata["source-node"]).sort(), gpuNodes);
+        },
+      );
+
+      await t.step("/readyz said 200 only after the first collection ended", async () => {
+        const ca = await caOf(admin, ns);
+        const reader = await mint(admin, ns, "aicr-reader");
+        for (const p of pods) {
+          const url = `https://${p.status.podIP}:${
+            p.spec.containers[0].ports[0].containerPort
+          }/v1/snapshot`;
+          const res = await get(url, { ca, servername: `aicr-daemon.${ns}.svc`, token: reader });
+          assert.equal(res.status, 200, res.body);
+          // Within --max-age (60 s) this is still the first collection.
+          const collectedAt = Date.parse(String(res.headers["x-aicr-collected-at"]));
+          assert.ok(Number.isFinite(collectedAt), "X-Aicr-Collected-At is a time");
+          const readyAt = firstReadyAt.get(p.spec.nodeName) ?? 0;
+          assert.ok(
+            collectedAt <= readyAt + 1000,
+            `${p.spec.nodeName}: ready at ${readyAt}, collected at ${collectedAt}`,
+          );
+        }
+      });
+
+      await t.step(
+        "no token is 401, another ServiceAccount's token is 403, the reader's 200",
+        async () => {
+          const ca = await caOf(admin, ns);
+          const p = pods[0] as Obj;
+          const url = `https://${p.status.podIP}:${
+            p.spec.containers[0].ports[0].containerPort
+          }/v1/snapshot`;
+          const servername = `aicr-daemon.${ns}.svc`;
+          const none = await get(url, { ca, servername });
+          assert.equal(none.status, 401, none.body);
+          const other = await mint(admin, ns, "default");
+          const denied = await get(url, { ca, servername, token: other });
+          assert.equal(denied.status, 403, denied.body);
+          assert.match(
+            JSON.parse(denied.body).message,
+            new RegExp(
+              `User "system:serviceaccount:${ns}:default" cannot get resource "snapshots"`,
+            ),
+          );
+          const reader = await mint(admin, ns, "aicr-reader");
+          assert.equal((await get(url, { ca, servername, token: reader })).status, 200);
+          // A certificate from another CA is refused by the client: the published CA is what counts.
+          const clusterCa = await readFile(env.cluster.caFile, "utf8");
+          await assert.rejects(get(url, { ca: clusterCa, servername }));
+        },
+      );
+
+      await t.step("a second install is a conflict and changes nothing", async () => {
+        const before = await leftovers(admin, ns);
+        const run = await ds("install", "--image", "aicr:dev");
+        assert.equal(run.code, 2, run.stderr);
+        assert.match(run.stderr, /already installed/);
+        assert.deepEqual(await leftovers(admin, ns), before);
+      });
+
+      await t.step("uninstall removes every object, namespaced and cluster-scoped", async () => {
+        const run = await ds("uninstall");
+        assert.equal(run.code, 0, run.stderr);
+        assert.match(run.stderr, /uninstalled/);
+        assert.deepEqual(await leftovers(admin, ns), []);
+        const again = await ds("uninstall");
+        assert.equal(again.code, 0, again.stderr);
+        assert.match(again.stderr, /nothing was installed/);
+      });
+    } finally {
+      await aicr(["daemonset", "uninstall", "--kubeconfig", kubeconfig, "-n", ns]);
+      await admin.request("DELETE", `/api/v1/namespaces/${ns}`);
+      await rm(out, { recursive: true, force: true });
+      await env.stop();
+    }
+  },
+});
+
+async function caOf(admin: Api, ns: string): Promise<string> {
+  const cm = await admin.request("GET", `/api/v1/namespaces/${ns}/configmaps/aicr-daemon-ca`);
+  assert.equal(cm.status, 200, JSON.stringify(cm.body));
+  return cm.body.data["ca.crt"] as string;
+}
