@@ -1,0 +1,239 @@
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { X509Certificate } from "node:crypto";
+import { PermissionError } from "../errors.ts";
+import { KubeApiError } from "../kube/mod.ts";
+import type { KubeObject } from "../kube/mod.ts";
+import { createLogger } from "../log.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import {
+  installCallerChecks,
+  installDaemonSet,
+  makeDaemonTls,
+  renderDaemonSet,
+  uninstallDaemonSet,
+} from "./install.ts";
+
+const NOW = new Date("2026-12-02T18:00:00Z");
+const quiet = () => createLogger({ write: () => {} });
+
+function render(extra: Partial<Parameters<typeof renderDaemonSet>[0]> = {}) {
+  return renderDaemonSet({
+    namespace: "aicr-system",
+    image: "ghcr.io/nvidia/aicr:v0.1.0",
+    tls: makeDaemonTls({ namespace: "aicr-system", now: NOW }),
+    runId: "20261202-180000-0123456789abcdef",
+    invocationId: "fedcba9876543210",
+    ...extra,
+  });
+}
+
+Deno.test("install: render gives the nine objects in creation order, all with the daemon's labels", () => {
+  const { objects, labels } = render();
+  assert.deepEqual(objects.map((o) => `${o.kind}/${o.manifest.metadata.name}`), [
+    "ServiceAccount/aicr-daemon",
+    "ClusterRole/aicr-daemon-aicr-system.aicr-daemon",
+    "ClusterRoleBinding/aicr-daemon-aicr-system.aicr-daemon",
+    "ServiceAccount/aicr-reader",
+    "ClusterRole/aicr-snapshot-reader-aicr-system.aicr-daemon",
+    "ClusterRoleBinding/aicr-snapshot-reader-aicr-system.aicr-daemon",
+    "Secret/aicr-daemon-tls",
+    "ConfigMap/aicr-daemon-ca",
+    "DaemonSet/aicr-daemon",
+  ]);
+  for (const o of objects) assert.deepEqual(o.manifest.metadata.labels, labels);
+  assert.equal(labels["aicr.run/invocation-id"], "fedcba9876543210");
+  assert.equal(labels["app.kubernetes.io/component"], "daemon");
+});
+
+Deno.test("install: the daemon may review tokens and access, the reader may only get snapshots", () => {
+  const { objects } = render();
+  const rules = (name: string) =>
+    (objects.find((o) => o.manifest.metadata.name === name)?.manifest as unknown as {
+      rules: unknown[];
+    })
+      .rules;
+  assert.deepEqual(rules("aicr-snapshot-reader-aicr-system.aicr-daemon"), [
+    { apiGroups: ["aicr.run"], resources: ["snapshots"], verbs: ["get"] },
+  ]);
+  const daemonRules = JSON.stringify(rules("aicr-daemon-aicr-system.aicr-daemon"));
+  assert.match(daemonRules, /tokenreviews/);
+  assert.match(daemonRules, /subjectaccessreviews/);
+  assert.doesNotMatch(daemonRules, /"create".*configmaps|"delete"/);
+  const binding = objects.find((o) =>
+    o.kind === "ClusterRoleBinding" && o.manifest.metadata.name.startsWith("aicr-snapshot-reader")
+  )?.manifest as unknown as { subjects: unknown[] };
+  assert.deepEqual(binding.subjects, [
+    { kind: "ServiceAccount", name: "aicr-reader", namespace: "aicr-system" },
+  ]);
+});
+
+Deno.test("install: the Secret is a kubernetes.io/tls pair for the service name, the ConfigMap its CA", () => {
+  const { objects } = render();
+  const secret = objects.find((o) => o.kind === "Secret")?.manifest as unknown as {
+    type: string;
+    data: Record<string, string>;
+  };
+  assert.equal(secret.type, "kubernetes.io/tls");
+  const pem = (key: string) => Buffer.from(secret.data[key] ?? "", "base64").toString("utf8");
+  const leaf = new X509Certificate(pem("tls.crt"));
+  const ca = new X509Certificate(pem("ca.crt"));
+  assert.ok(leaf.verify(ca.publicKey));
+  assert.ok(leaf.checkHost("aicr-daemon.aicr-system.svc"));
+  assert.match(pem("tls.key"), /BEGIN PRIVATE KEY/);
+  const cm = objects.find((o) => o.kind === "ConfigMap")?.manifest as unknown as {
+    data: Record<string, string>;
+  };
+  assert.equal(cm.data["ca.crt"], pem("ca.crt"));
+  assert.equal(JSON.stringify(cm).includes("PRIVATE KEY"), false, "the key stays in the Secret");
+});
+
+Deno.test("install: GPU nodes by default, every node with allNodes, the selector given otherwise", () => {
+  const spec = (extra: Parameters<typeof render>[0]) =>
+    (render(extra).objects.at(-1)?.manifest as unknown as {
+      spec: {
+        template: {
+          spec: { nodeSelector?: Record<string, string>; containers: { args: string[] }[] };
+        };
+      };
+    }).spec.template.spec;
+  assert.deepEqual(spec({}).nodeSelector, { "nvidia.com/gpu.present": "true" });
+  assert.equal(spec({ allNodes: true }).nodeSelector, undefined);
+  assert.deepEqual(spec({ nodeSelector: { pool: "a" } }).nodeSelector, { pool: "a" });
+  const args = spec({}).containers[0]?.args ?? [];
+  assert.equal(args[args.indexOf("--token-audience") + 1], "aicr-daemon");
+  assert.equal(args[args.indexOf("--listen") + 1], "$(POD_IP)");
+});
+
+Deno.test("install: the caller matrix covers every created kind and every granted rule", () => {
+  const keys = installCallerChecks(render(), "aicr-system").map((q) =>
+    `${q.verb} ${q.group}/${q.resource} ${q.namespace ?? "*"}`
+  );
+  for (
+    const want of [
+      "create apps/daemonsets aicr-system",
+      "delete /secrets aicr-system",
+      "list /configmaps aicr-system",
+      "create rbac.authorization.k8s.io/clusterrolebindings *",
+      "create authentication.k8s.io/tokenreviews *",
+      "get aicr.run/snapshots *",
+      "list /nodes *",
+      "list /pods aicr-system",
+    ]
+  ) assert.ok(keys.includes(want), `missing ${want}`);
+  assert.equal(new Set(keys).size, keys.length, "no question twice");
+});
+
+function fakeCluster(options: { denied?: string[] } = {}) {
+  const fake = createFakeKube();
+  fake.put("Namespace", { metadata: { name: "aicr-system" } });
+  fake.client.selfAccessReview = (attributes) =>
+    Promise.resolve({
+      allowed: !options.denied?.includes(`${attributes.verb} ${attributes.resource}`),
+    });
+  return fake;
+}
+
+function deps(fake: ReturnType<typeof createFakeKube>) {
+  let n = 0;
+  return {
+    kube: fake.client,
+    log: quiet(),
+    now: () => NOW,
+    randomHex: () => (++n).toString(16).padStart(16, "0"),
+  };
+}
+
+const OPTIONS = { namespace: "aicr-system", image: "aicr:dev", noWait: true };
+
+Deno.test("install: a denied gate lists every missing permission and creates nothing", async () => {
+  const fake = fakeCluster({ denied: ["create daemonsets", "create clusterroles"] });
+  const error = await installDaemonSet(deps(fake), OPTIONS).catch((e) => e);
+  assert.ok(error instanceof PermissionError, String(error));
+  assert.match(error.message, /cannot "create" daemonsets\.apps \(namespace "aicr-system"\)/);
+  assert.match(error.message, /cannot "create" clusterroles\.rbac\.authorization\.k8s\.io/);
+  assert.equal(fake.calls.filter((c) => c.method === "create").length, 0);
+});
+
+Deno.test("install: a failure midway deletes what was created, by UID, and rethrows", async () => {
+  const fake = fakeCluster();
+  const create = fake.client.create.bind(fake.client);
+  fake.client.create = (kind, object, options) =>
+    kind === "DaemonSet"
+      ? Promise.reject(new KubeApiError("Cannot create: 422 Invalid: bad", 422, "Invalid"))
+      : create(kind, object, options);
+  const error = await installDaemonSet(deps(fake), OPTIONS).catch((e) => e);
+  assert.ok(error instanceof KubeApiError);
+  assert.deepEqual(
+    [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/")),
+    [],
+    "every created object is gone",
+  );
+  assert.equal(fake.calls.filter((c) => c.method === "delete").length, 8);
+});
+
+Deno.test("install: an existing DaemonSet is a conflict before anything is created", async () => {
+  const fake = fakeCluster();
+  fake.put("DaemonSet", { metadata: { name: "aicr-daemon", namespace: "aicr-system" } });
+  const error = await installDaemonSet(deps(fake), OPTIONS).catch((e) => e);
+  assert.match(String(error), /already installed/);
+  assert.equal(fake.calls.filter((c) => c.method === "create").length, 0);
+});
+
+Deno.test("install: the wait reports the pods that are not Ready when time runs out", async () => {
+  const fake = fakeCluster();
+  let clock = NOW.getTime();
+  const labels = {
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "aicr-daemon",
+  };
+  const pod = (name: string, node: string, ready: boolean): KubeObject => ({
+    metadata: { name, namespace: "aicr-system", labels },
+    spec: { nodeName: node },
+    status: {
+      phase: "Running",
+      podIP: "10.0.0.1",
+      conditions: [{ type: "Ready", status: ready ? "True" : "False" }],
+      containerStatuses: ready ? [] : [{ state: { waiting: { reason: "CrashLoopBackOff" } } }],
+    },
+  });
+  const result = await installDaemonSet({
+    ...deps(fake),
+    now: () => new Date(clock),
+    sleep: (ms) => {
+      clock += ms;
+      const ds = [...fake.objects.entries()].find(([k]) => k.startsWith("DaemonSet/"))?.[1];
+      if (ds) {
+        ds.metadata = { ...ds.metadata, generation: 1 } as NonNullable<KubeObject["metadata"]>;
+        ds.status = { observedGeneration: 1, desiredNumberScheduled: 2 };
+      }
+      if (!fake.objects.has("Pod/aicr-system/a")) {
+        fake.put("Pod", pod("a", "gpu-1", true) as never);
+        fake.put("Pod", pod("b", "gpu-2", false) as never);
+      }
+      return Promise.resolve();
+    },
+  }, { namespace: "aicr-system", image: "aicr:dev", timeoutMs: 5000, pollMs: 1000 });
+  assert.equal(result.ready, false);
+  assert.equal(result.desired, 2);
+  assert.deepEqual(result.pods.map((p) => [p.node, p.ready, p.detail ?? ""]), [
+    ["gpu-1", true, ""],
+    ["gpu-2", false, "CrashLoopBackOff"],
+  ]);
+});
+
+Deno.test("install: uninstall deletes this namespace's objects only, then finds nothing left", async () => {
+  const fake = fakeCluster();
+  await installDaemonSet(deps(fake), OPTIONS);
+  // Another namespace's daemon: same labels, its own cluster-scoped names.
+  fake.put("Namespace", { metadata: { name: "other" } });
+  await installDaemonSet(deps(fake), { ...OPTIONS, namespace: "other" });
+  const result = await uninstallDaemonSet(deps(fake), { namespace: "aicr-system" });
+  assert.equal(result.swept.length, 9);
+  assert.ok(result.swept.every((o) => o.result === "deleted"));
+  assert.deepEqual(result.remaining, []);
+  const left = [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/"));
+  assert.equal(left.length, 9, "the other namespace's install is untouched");
+  assert.ok(left.every((k) => k.includes("other")), left.join(", "));
+});
