@@ -1,0 +1,208 @@
+import assert from "node:assert/strict";
+import { exitCodeOf } from "../errors.ts";
+import { KubeApiError } from "../kube/mod.ts";
+import type { RestRequest } from "../kube/mod.ts";
+import { createLogger } from "../log.ts";
+import { encodeSnapshot, parseSnapshotStream } from "../snapshot/mod.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import { sampleSnapshot } from "./_testing.ts";
+import { fetchFleet, fleetError, fleetStream, formatFleetTable } from "./fleet.ts";
+import type { DirectGet, DirectRequest, FleetResult, HttpAnswer } from "./fleet.ts";
+
+const NS = "aicr-system";
+const LABELS = {
+  "app.kubernetes.io/name": "aicr",
+  "app.kubernetes.io/component": "daemon",
+  "app.kubernetes.io/instance": "aicr-daemon",
+};
+
+function cluster(nodes: { node: string; ip: string; ready?: boolean }[]) {
+  const fake = createFakeKube();
+  fake.put("ConfigMap", {
+    metadata: { name: "aicr-daemon-ca", namespace: NS },
+    data: { "ca.crt": "CA PEM" },
+  } as never);
+  for (const { node, ip, ready = true } of nodes) {
+    fake.put("Pod", {
+      metadata: { name: `aicr-daemon-${node}`, namespace: NS, labels: LABELS },
+      spec: { nodeName: node, containers: [{ ports: [{ containerPort: 8443 }] }] },
+      status: { podIP: ip, conditions: [{ type: "Ready", status: ready ? "True" : "False" }] },
+    } as never);
+  }
+  const tokenRequests: RestRequest[] = [];
+  const proxied: RestRequest[] = [];
+  fake.client.rest.json = <T>(request: RestRequest) => {
+    tokenRequests.push(request);
+    return Promise.resolve({ status: { token: "reader-token" } } as T);
+  };
+  return { fake, tokenRequests, proxied };
+}
+
+function snapshotAnswer(node: string): HttpAnswer {
+  return { status: 200, body: encodeSnapshot(sampleSnapshot({ nodeName: node })) };
+}
+
+const quiet = () => createLogger({ write: () => {} });
+
+Deno.test("fleet: each node gets its own status, and the one token is the reader's for aicr-daemon", async () => {
+  const { fake, tokenRequests } = cluster([
+    { node: "a-ok", ip: "10.0.0.1" },
+    { node: "b-503", ip: "10.0.0.2" },
+    { node: "c-403", ip: "10.0.0.3" },
+    { node: "d-refused", ip: "10.0.0.4" },
+    { node: "e-slow", ip: "10.0.0.5" },
+    { node: "f-429", ip: "10.0.0.6" },
+    { node: "g-pending", ip: "10.0.0.7", ready: false },
+  ]);
+  const seen: DirectRequest[] = [];
+  let rateLimited = false;
+  const directGet: DirectGet = (request) => {
+    seen.push(request);
+    const ip = new URL(request.url).hostname;
+    switch (ip) {
+      case "10.0.0.1":
+        return Promise.resolve(snapshotAnswer("a-ok"));
+      case "10.0.0.2":
+        return Promise.resolve({ status: 503, body: '{"message":"not ready"}' });
+      case "10.0.0.3":
+        return Promise.resolve({ status: 403, body: '{"message":"User \\"x\\" cannot get"}' });
+      case "10.0.0.4":
+        return Promise.reject(Object.assign(new Error("connect ECONNREFUSED"), { code: "x" }));
+      case "10.0.0.6":
+        if (!rateLimited) {
+          rateLimited = true;
+          return Promise.resolve({ status: 429, body: "{}", retryAfterSeconds: 1 });
+        }
+        return Promise.resolve(snapshotAnswer("f-429"));
+      default:
+        return new Promise((_, reject) =>
+          request.signal.addEventListener("abort", () => reject(request.signal.reason))
+        );
+    }
+  };
+  const sleeps: number[] = [];
+  const fleet = await fetchFleet({
+    kube: fake.client,
+    log: quiet(),
+    directGet,
+    sleep: (ms) => {
+      sleeps.push(ms);
+      return Promise.resolve();
+    },
+  }, { namespace: NS, transport: "direct", timeoutMs: 1500 });
+  assert.deepEqual(fleet.results.map((r) => [r.node, r.status]), [
+    ["a-ok", "ok"],
+    ["b-503", "not-ready"],
+    ["c-403", "denied"],
+    ["d-refused", "unreachable"],
+    ["e-slow", "timed-out"],
+    ["f-429", "ok"],
+    ["g-pending", "not-ready"],
+  ]);
+  assert.equal(fleet.results[0]?.snapshot?.metadata["source-node"], "a-ok");
+  assert.deepEqual(sleeps, [1000], "429 is retried once after Retry-After");
+  assert.equal(
+    seen.filter((r) => r.url.includes("10.0.0.7")).length,
+    0,
+    "a pod not Ready is not asked",
+  );
+  assert.ok(seen.every((r) => r.token === "reader-token" && r.ca === "CA PEM"));
+  assert.ok(seen.every((r) => r.servername === "aicr-daemon.aicr-system.svc"));
+  assert.equal(seen[0]?.url, "https://10.0.0.1:8443/v1/snapshot");
+  assert.equal(tokenRequests.length, 1);
+  assert.equal(
+    tokenRequests[0]?.path,
+    `/api/v1/namespaces/${NS}/serviceaccounts/aicr-reader/token`,
+  );
+  assert.deepEqual((tokenRequests[0]?.body as { spec: unknown }).spec, {
+    audiences: ["aicr-daemon"],
+    expirationSeconds: 600,
+  });
+  const error = fleetError(fleet);
+  assert.equal(exitCodeOf(error), 6);
+  assert.match(String(error?.message), /5 of 7 nodes failed/);
+  const table = formatFleetTable(fleet.results);
+  assert.match(table, /^NODE\s+STATUS\s+TRANSPORT\s+TIME\s+DETAIL\n/);
+  assert.match(table, /c-403\s+denied\s+direct\s+\S+s\s+HTTP 403: User "x" cannot get/);
+  const stream = parseSnapshotStream(fleetStream(fleet.results));
+  assert.deepEqual(stream.map((s) => s.metadata["source-node"]), ["a-ok", "f-429"]);
+});
+
+Deno.test("fleet: no more than the concurrency bound is in flight", async () => {
+  const nodes = Array.from({ length: 40 }, (_, i) => ({ node: `n-${i}`, ip: `10.0.1.${i}` }));
+  const { fake } = cluster(nodes);
+  let inFlight = 0;
+  let max = 0;
+  const directGet: DirectGet = async (request) => {
+    inFlight++;
+    max = Math.max(max, inFlight);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    inFlight--;
+    return snapshotAnswer(new URL(request.url).hostname);
+  };
+  const fleet = await fetchFleet({ kube: fake.client, log: quiet(), directGet }, {
+    namespace: NS,
+    concurrency: 5,
+  });
+  assert.equal(fleet.results.length, 40);
+  assert.ok(fleet.results.every((r) => r.status === "ok"));
+  assert.ok(max <= 5, `at most 5 at once, saw ${max}`);
+  assert.equal(fleetError(fleet), undefined);
+});
+
+Deno.test("fleet: auto falls back to the pod proxy when one daemon cannot be reached directly", async () => {
+  const { fake } = cluster([{ node: "a", ip: "10.0.0.1" }, { node: "b", ip: "10.0.0.2" }]);
+  const proxied: RestRequest[] = [];
+  fake.client.rest.text = (request: RestRequest) => {
+    proxied.push(request);
+    if (request.path.includes("aicr-daemon-b")) {
+      return Promise.reject(
+        new KubeApiError(
+          `Cannot GET ${request.path}: 503 ServiceUnavailable: error trying to reach service: dial tcp 10.0.0.2:8443: connect: connection refused`,
+          503,
+          "ServiceUnavailable",
+        ),
+      );
+    }
+    return Promise.resolve(encodeSnapshot(sampleSnapshot({ nodeName: "a" })));
+  };
+  let direct = 0;
+  const fleet = await fetchFleet({
+    kube: fake.client,
+    log: quiet(),
+    directGet: () => {
+      direct++;
+      return Promise.reject(new Error("connect timed out after 2000 ms"));
+    },
+  }, { namespace: NS });
+  assert.equal(direct, 1, "one direct try");
+  assert.equal(fleet.transport, "proxy");
+  assert.deepEqual(fleet.results.map((r) => [r.node, r.status, r.transport]), [
+    ["a", "ok", "proxy"],
+    ["b", "unreachable", "proxy"],
+  ]);
+  assert.equal(
+    proxied[0]?.path,
+    `/api/v1/namespaces/${NS}/pods/https:aicr-daemon-a:8443/proxy/v1/snapshot`,
+  );
+  assert.deepEqual(proxied[0]?.headers, { "X-Aicr-Authorization": "Bearer reader-token" });
+  assert.equal(proxied[0]?.idempotent, false, "one attempt per node");
+});
+
+Deno.test("fleet: the exit code says what kind of failure it was", () => {
+  const result = (statuses: string[]): FleetResult => ({
+    transport: "direct",
+    missingPods: 0,
+    results: statuses.map((status, i) => ({
+      node: `n${i}`,
+      pod: `p${i}`,
+      status: status as never,
+      durationMs: 1,
+    })),
+  });
+  assert.equal(fleetError(result(["ok", "ok"])), undefined);
+  assert.equal(exitCodeOf(fleetError(result(["ok", "denied"]))), 4);
+  assert.equal(exitCodeOf(fleetError(result(["timed-out", "ok"]))), 5);
+  assert.equal(exitCodeOf(fleetError(result(["denied", "unreachable"]))), 6);
+  assert.equal(exitCodeOf(fleetError(result([]))), 3);
+});
