@@ -199,6 +199,25 @@ Deno.test({
         },
       );
 
+      await t.step("lost delete responses during cleanup: resent by UID, clean", async () => {
+        const ns = await suite.namespace("rel-lost-delete");
+        const p = await proxy();
+        for (const path of [/\/jobs\/aicr-/, /\/serviceaccounts\/aicr-/, /\/clusterroles\/aicr-/]) {
+          p.add({ method: "DELETE", path, action: { kind: "loseResponse" }, times: 1 });
+        }
+        const run = await aicr(snapshotArgs(p.kubeconfig, ns, "--timeout", "90s"));
+        const left = await suite.leftovers(ns, run.runId);
+        record("faults: lost delete responses", {
+          faultsInjected: p.total,
+          faultsSurvived: run.code === 0 && left.length === 0 ? p.total : 0,
+          leftovers: left.length,
+        });
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(p.total, 3);
+        assert.doesNotMatch(run.stderr, /WARN/);
+        assert.deepEqual(left, []);
+      });
+
       await t.step(
         "slow answers (1.5 s) at every phase: the run waits them out, clean",
         async () => {

@@ -283,6 +283,44 @@ Deno.test({
       );
 
       await t.step(
+        "--no-cleanup keeps the run; aicr cleanup --run-id removes all of it",
+        async () => {
+          const ns = await suite.namespace("rel-no-cleanup");
+          const kept = await aicr(
+            snapshotArgs(kubeconfig, ns, "--timeout", "60s", "--no-cleanup"),
+            {
+              env: { HOME: "/nonexistent" },
+            },
+          );
+          assert.equal(kept.code, 0, kept.stderr);
+          const runId = kept.runId!;
+          const before = (await suite.leftovers(ns, runId)).map((o) => o.split("/")[0]);
+          for (
+            const kind of [
+              "Job",
+              "ServiceAccount",
+              "Role",
+              "RoleBinding",
+              "ClusterRole",
+              "ClusterRoleBinding",
+              "ConfigMap",
+            ]
+          ) assert.ok(before.includes(kind), `${kind} kept: ${before.join(",")}`);
+          const swept = await aicr(
+            ["cleanup", "--kubeconfig", kubeconfig, "-n", ns, "--run-id", runId],
+            { env: { HOME: "/nonexistent" } },
+          );
+          assert.equal(swept.code, 0, swept.stderr);
+          const left = await until("the run's objects to go", async () => {
+            const l = await suite.leftovers(ns, runId);
+            return l.length === 0 ? l : undefined;
+          }).catch(async () => await suite.leftovers(ns, runId));
+          record("signals: --no-cleanup, then aicr cleanup", { leftovers: left.length });
+          assert.deepEqual(left, []);
+        },
+      );
+
+      await t.step(
         "SIGKILL during delivery: the sweep removes the Job, then the staging ConfigMap it wrote",
         async () => {
           const ns = await suite.namespace("rel-kill-deliver");
