@@ -237,7 +237,8 @@ export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
       servername: req.servername,
       checkServerIdentity: (_host: string, cert: PeerCertificate) =>
         checkServerIdentity(req.servername, cert),
-      headers: { authorization: `Bearer ${req.token}`, accept: "application/yaml" },
+      // JSON, not YAML: a 33 KB snapshot parses in under 1 ms as JSON and in ~25 ms as YAML.
+      headers: { authorization: `Bearer ${req.token}`, accept: "application/json" },
       agent: false,
       signal: req.signal,
     }, (res) => {

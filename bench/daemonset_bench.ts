@@ -1,0 +1,162 @@
+/**
+ * Benchmark of the DaemonSet mode on 50 simulated nodes (figures only, never asserted):
+ *
+ * - `install_ms`: `aicr daemonset install --all-nodes` (the built binary) until every pod is
+ *   Ready (the kubelet stand-in's Ready: the process runs; it runs no probes).
+ * - `first_full_fetch_ms`: from install's return until a fetch finds every node ok (each
+ *   daemon's first collection included).
+ * - `fleet_fetch_ms`: `fetchFleet()` in process over warm daemon caches, and the whole
+ *   `aicr daemonset fetch -o <dir>` command (process start, token, pod list, 50 fetches, 50
+ *   files), printed beside the goal: under 3 s.
+ * - `uninstall_ms`: `aicr daemonset uninstall` until nothing labelled is left.
+ *
+ * ```sh
+ * deno run -A scripts/build.ts --out .cluster-runs/bench/aicr
+ * AICR_BIN=.cluster-runs/bench/aicr deno run -A bench/daemonset_bench.ts [--rounds=5] [--nodes=50]
+ * ```
+ *
+ * The cluster's state folder is `.cluster-runs/bench-daemonset-<pid>/` under the repository
+ * (removed afterwards), or `AICR_CLUSTER_DIR` to reuse a running cluster and its nodes.
+ *
+ * @module
+ */
+import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { fetchFleet } from "../daemon/mod.ts";
+import { connectKube } from "../kube/mod.ts";
+import { createLogger } from "../log.ts";
+import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
+import { aicr, AICR_BIN } from "../tests/e2e/_aicr.ts";
+
+const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+const enc = new TextEncoder();
+const out = (s: string) => Deno.stdout.writeSync(enc.encode(`${s}\n`));
+const GOAL_MS = 3000;
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? NaN;
+}
+
+function report(name: string, xs: number[], goal?: number): void {
+  const m = median(xs);
+  out(
+    `${name}: median ${Math.round(m)} ms, min ${Math.round(Math.min(...xs))} ms, max ${
+      Math.round(Math.max(...xs))
+    } ms, runs [${xs.map(Math.round).join(", ")}]${
+      goal === undefined ? "" : `  (goal: under ${goal} ms: ${m < goal ? "met" : "NOT met"})`
+    }`,
+  );
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      rounds: { type: "string", default: "5" },
+      nodes: { type: "string", default: "50" },
+      concurrency: { type: "string", default: "16" },
+    },
+  });
+  const total = Number(values.nodes);
+  const gpu = Math.floor(total * 3 / 5);
+  const nodes = {
+    "p5-h100": Math.ceil(gpu / 2),
+    "p6-gb200": Math.floor(gpu / 2),
+    "system-m7i": total - gpu,
+  };
+  let stateDir: string | undefined;
+  if (!Deno.env.get("AICR_CLUSTER_DIR")) {
+    await mkdir(join(ROOT, ".cluster-runs"), { recursive: true });
+    stateDir = await mkdtemp(join(ROOT, ".cluster-runs", "bench-daemonset-"));
+    // useTestCluster() starts its own in a temporary folder; point it under the repository.
+    process.env.TMPDIR = stateDir;
+  }
+  out(`binary: ${AICR_BIN}`);
+  const t0 = performance.now();
+  const env = await useTestCluster({ kubelet: { nodes } });
+  out(`cluster_with_${env.nodes.length}_nodes_ms: ${Math.round(performance.now() - t0)}`);
+  const kubeconfig = env.cluster.adminKubeconfig;
+  const ns = await createNamespace(env.admin, "bench-ds");
+  const dir = join(env.cluster.stateDir, "bench-fleet");
+  try {
+    const i0 = performance.now();
+    const install = await aicr([
+      "daemonset",
+      "install",
+      "--kubeconfig",
+      kubeconfig,
+      "-n",
+      ns,
+      "--image",
+      "aicr:dev",
+      "--all-nodes",
+      "--timeout",
+      "5m",
+    ]);
+    const installMs = performance.now() - i0;
+    if (install.code !== 0) throw new Error(`install failed: ${install.stderr}`);
+    out(`install_ms: ${Math.round(installMs)} (${env.nodes.length} pods Ready)`);
+
+    const kube = connectKube({ kubeconfig }, (name) => process.env[name]);
+    const log = createLogger({ write: () => {} });
+    const concurrency = Number(values.concurrency);
+    const f0 = performance.now();
+    for (;;) {
+      const fleet = await fetchFleet({ kube, log }, { namespace: ns, concurrency });
+      const ok = fleet.results.filter((r) => r.status === "ok").length;
+      if (ok === env.nodes.length) break;
+      if (performance.now() - f0 > 300_000) throw new Error(`only ${ok} nodes ok after 5 min`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    out(`first_full_fetch_ms: ${Math.round(performance.now() - f0)} (first collections included)`);
+
+    const inProcess: number[] = [];
+    const command: number[] = [];
+    for (let i = 0; i < Number(values.rounds); i++) {
+      const s0 = performance.now();
+      const fleet = await fetchFleet({ kube, log }, { namespace: ns, concurrency });
+      inProcess.push(performance.now() - s0);
+      const bad = fleet.results.filter((r) => r.status !== "ok");
+      if (bad.length) out(`  round ${i}: ${bad.length} not ok (${bad[0]?.status})`);
+      await rm(dir, { recursive: true, force: true });
+      const c0 = performance.now();
+      const run = await aicr([
+        "daemonset",
+        "fetch",
+        "--kubeconfig",
+        kubeconfig,
+        "-n",
+        ns,
+        "--concurrency",
+        String(concurrency),
+        "-o",
+        `${dir}/`,
+      ]);
+      command.push(performance.now() - c0);
+      const files = (await readdir(dir).catch(() => [])).length;
+      if (run.code !== 0 || files !== env.nodes.length) {
+        out(`  round ${i}: exit ${run.code}, ${files} files`);
+      }
+    }
+    out(`fleet of ${env.nodes.length} nodes, concurrency ${concurrency}, transport direct:`);
+    report("fleet_fetch_ms (fetchFleet in process, warm caches)", inProcess, GOAL_MS);
+    report("fleet_fetch_ms (aicr daemonset fetch -o dir/, whole command)", command, GOAL_MS);
+
+    const u0 = performance.now();
+    const uninstall = await aicr(["daemonset", "uninstall", "--kubeconfig", kubeconfig, "-n", ns]);
+    out(
+      `uninstall_ms: ${
+        Math.round(performance.now() - u0)
+      } (exit ${uninstall.code}, until no pod is left)`,
+    );
+  } finally {
+    await aicr(["daemonset", "uninstall", "--kubeconfig", kubeconfig, "-n", ns]);
+    await env.admin.request("DELETE", `/api/v1/namespaces/${ns}`);
+    await env.stop();
+    if (stateDir) await rm(stateDir, { recursive: true, force: true });
+  }
+}
