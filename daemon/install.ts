@@ -24,7 +24,7 @@ import { Buffer } from "node:buffer";
 import { checkNamespace, sweepObjects } from "../agent/mod.ts";
 import type { SweptObject } from "../agent/mod.ts";
 import { ConflictError, InterruptedError } from "../errors.ts";
-import { KubeApiError, Ledger, RESOURCES } from "../kube/mod.ts";
+import { DELETE_ORDER, KubeApiError, Ledger, RESOURCES } from "../kube/mod.ts";
 import type { KindName, KubeClient, KubeObject, LedgerEntry, NewObject } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -239,17 +239,14 @@ export function installCallerChecks(
   });
 }
 
-/** Kinds an uninstall sweeps, in deletion order (the DaemonSet first: its pods follow). */
-const UNINSTALL_KINDS: readonly KindName[] = [
-  "DaemonSet",
-  "Secret",
-  "ConfigMap",
-  "RoleBinding",
-  "ClusterRoleBinding",
-  "Role",
-  "ClusterRole",
-  "ServiceAccount",
-];
+/**
+ * Kinds an uninstall sweeps, in the ledger's deletion order (the DaemonSet first: its pods
+ * follow; bindings before roles). Role and RoleBinding are swept too: a daemon that publishes a
+ * ConfigMap has them.
+ */
+const UNINSTALL_KINDS: readonly KindName[] = DELETE_ORDER.filter((kind) =>
+  kind !== "Job" && kind !== "Service"
+);
 
 /**
  * What the caller must be able to do to uninstall: list and delete every kind the sweep

@@ -54,7 +54,7 @@ export const UNPROVEN_OBJECT_WARNING =
   "cleanup left behind an object it cannot prove this run created; if it is a stale orphan of this run, remove it by hand";
 
 /** Deletion order: the Job first (its pods go with it), bindings before roles. */
-const DELETE_ORDER: readonly KindName[] = [
+export const DELETE_ORDER: readonly KindName[] = [
   "Job",
   "DaemonSet",
   "Service",
