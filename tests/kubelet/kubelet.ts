@@ -22,6 +22,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { appendFile, chmod, mkdir, rename, rm, writeFile } from "node:fs/promises";
 import https from "node:https";
+import http from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -95,6 +96,8 @@ interface ContainerRun {
   log?: LogBuffer;
   previousLog?: LogBuffer;
   exited?: Promise<void>;
+  /** The last readiness probe's answer while running (undefined: no readinessProbe). */
+  probeReady?: boolean;
 }
 
 interface SimNode {
@@ -421,6 +424,11 @@ export async function startKubelet(
 
   // ---- pods ----------------------------------------------------------------------------------
 
+  /** Running, not an init container, and its readiness probe (if any) last succeeded. */
+  function containerReady(c: ContainerRun): boolean {
+    return "running" in c.state && !c.init && c.probeReady !== false;
+  }
+
   function containerStatus(c: ContainerRun): Obj {
     const running = "running" in c.state;
     return {
@@ -428,7 +436,7 @@ export async function startKubelet(
       image: c.spec.image,
       imageID: "",
       ...(c.pid ? { containerID: `aicr://${c.pid}` } : {}),
-      ready: running && !c.init,
+      ready: containerReady(c),
       started: running,
       restartCount: c.restartCount,
       state: c.state,
@@ -440,7 +448,7 @@ export async function startKubelet(
     const main = run.containers.filter((c) => !c.init);
     const inits = run.containers.filter((c) => c.init);
     const initDone = inits.every((c) => c.state.terminated?.exitCode === 0);
-    const allReady = main.length > 0 && main.every((c) => "running" in c.state);
+    const allReady = main.length > 0 && main.every(containerReady);
     const t = nowIso();
     const cond = (type: string, ok: boolean, reason?: string) => ({
       type,
@@ -837,6 +845,10 @@ export async function startKubelet(
     }).spawn();
     c.pid = child.pid;
     c.state = { running: { startedAt } };
+    if (!c.init && spec.readinessProbe?.httpGet) {
+      c.probeReady = false;
+      void probeReadiness(run, c, startedAt);
+    }
     // Deleted while this container was being set up: it must not outlive the pod.
     if (run.deleting || run.gone) Deno.kill(-child.pid, "SIGKILL");
     // A pod is Running once one of its (non-init) containers is.
@@ -863,6 +875,50 @@ export async function startKubelet(
       },
     };
     return code;
+  }
+
+  /**
+   * A readiness probe (`httpGet`, HTTP or HTTPS; the certificate is not verified, as the kubelet
+   * does not) on the pod's address while this run of the container lasts. The first probe goes
+   * after `initialDelaySeconds`, then one every `periodSeconds`, capped at 2 s so tests do not
+   * wait out the default 10 s; `timeoutSeconds` (default 1) bounds each. 200-399 is success.
+   */
+  async function probeReadiness(run: PodRun, c: ContainerRun, startedAt: string): Promise<void> {
+    const probe = c.spec.readinessProbe;
+    const get = probe.httpGet;
+    const port = typeof get.port === "number"
+      ? get.port
+      : (c.spec.ports ?? []).find((p: Obj) => p.name === get.port)?.containerPort;
+    const periodMs = Math.min(probe.periodSeconds ?? 10, 2) * 1000;
+    const timeoutMs = (probe.timeoutSeconds ?? 1) * 1000;
+    const live = () => c.state.running?.startedAt === startedAt && !run.gone && !run.deleting;
+    await new Promise((r) => setTimeout(r, (probe.initialDelaySeconds ?? 0) * 1000));
+    while (live()) {
+      const ok = await new Promise<boolean>((resolve) => {
+        const lib = String(get.scheme ?? "HTTP").toUpperCase() === "HTTPS" ? https : http;
+        const req = lib.request({
+          host: get.host ?? run.node.ip,
+          port,
+          path: get.path ?? "/",
+          method: "GET",
+          rejectUnauthorized: false,
+          agent: false,
+          timeout: timeoutMs,
+        }, (res) => {
+          res.resume();
+          resolve((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 400);
+        });
+        req.on("timeout", () => req.destroy(new Error("probe timed out")));
+        req.on("error", () => resolve(false));
+        req.end();
+      });
+      if (!live()) return;
+      if (ok !== c.probeReady) {
+        c.probeReady = ok;
+        void post(run);
+      }
+      await new Promise((r) => setTimeout(r, periodMs));
+    }
   }
 
   function fail(run: PodRun, c: ContainerRun | undefined, reason: string, message: string) {
