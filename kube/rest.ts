@@ -283,7 +283,11 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
 
   async function attempt(request: RestRequest): Promise<string> {
     const res = await send(request, false);
-    const text = await readAll(res);
+    // A connection cut mid-body is a connection failure too (retryable when idempotent),
+    // not a bare "aborted".
+    const text = await readAll(res).catch((error) => {
+      throw connectionError(request, server, error);
+    });
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) return text;
     throw statusError(request, status, text, res.headers["retry-after"]);
