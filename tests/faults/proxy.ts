@@ -9,6 +9,7 @@
  * - `status`: answer `code` with `headers` instead of forwarding (429 + Retry-After, 503);
  * - `delay`: wait, then forward;
  * - `dropAfter`: forward a streaming answer (watch, log follow) and cut it after `ms`;
+ * - `truncate`: forward, then send the headers and half the body and cut the connection;
  * - {@link FaultProxy.refuse}: close the listener and reset every connection for a
  *   while, as an apiserver restart does.
  *
@@ -26,6 +27,7 @@
  * @module
  */
 import https from "node:https";
+import { Buffer } from "node:buffer";
 import type http from "node:http";
 import type { Socket } from "node:net";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -41,6 +43,8 @@ export type FaultAction =
   | { kind: "status"; code: number; headers?: Record<string, string>; body?: unknown }
   | { kind: "delay"; ms: number }
   | { kind: "dropAfter"; ms: number }
+  /** Forward, then send the headers and half the body, and cut the connection. */
+  | { kind: "truncate" }
   /** No fault: forward as is (for `onMatch` hooks); not counted. */
   | { kind: "observe" };
 
@@ -193,6 +197,17 @@ export async function startFaultProxy(
             record.status = 0;
             await rule?.onMatch?.(record);
             req.socket.destroy();
+          });
+          return;
+        }
+        if (action?.kind === "truncate") {
+          const chunks: Buffer[] = [];
+          answer.on("data", (c: Buffer) => chunks.push(c));
+          answer.on("end", () => {
+            const body = Buffer.concat(chunks);
+            res.writeHead(answer.statusCode ?? 502, answer.headers);
+            res.write(body.subarray(0, Math.floor(body.length / 2)));
+            setTimeout(() => req.socket.destroy(), 50);
           });
           return;
         }

@@ -1,7 +1,7 @@
 /**
  * Faults between the CLI and the apiserver, injected by our proxy (loopback only): lost
  * create responses for every kind a run creates, 429 with Retry-After and 503 at every
- * step, slow answers, an apiserver "restart" (connections refused) during the wait and
+ * step, answers cut mid-body, slow answers, an apiserver "restart" (connections refused) during the wait and
  * during cleanup, watches and log streams cut mid-stream. Each run must end clean (or
  * with the documented WARN), send every create to the apiserver once, and leave nothing.
  */
@@ -198,6 +198,32 @@ Deno.test({
           assert.deepEqual(left, []);
         },
       );
+
+      await t.step("answers cut mid-body: reads retried, a cut create adopted, clean", async () => {
+        const ns = await suite.namespace("rel-truncated");
+        const p = await proxy();
+        const paths = createPaths(ns);
+        for (
+          const [method, path] of [
+            ["GET", new RegExp(`^/api/v1/namespaces/${ns}(\\?|$)`)],
+            ["POST", paths.Job!],
+            ["GET", /\/jobs\/aicr-[^/?]+(\?|$)/],
+            ["GET", /\/configmaps\/aicr-agent-snapshot-/],
+          ] as const
+        ) p.add({ method, path, action: { kind: "truncate" }, times: 1 });
+        const run = await aicr(snapshotArgs(p.kubeconfig, ns, "--timeout", "90s"));
+        const left = await suite.leftovers(ns, run.runId);
+        record("faults: answers cut mid-body", {
+          faultsInjected: p.total,
+          faultsSurvived: run.code === 0 && left.length === 0 ? p.total : 0,
+          leftovers: left.length,
+        });
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(p.total, 4);
+        assert.equal(parseSnapshot(run.stdout).kind, "Snapshot");
+        assert.deepEqual(upstreamCreates(p, paths), ONCE_EACH, "no create was sent twice");
+        assert.deepEqual(left, []);
+      });
 
       await t.step("lost delete responses during cleanup: resent by UID, clean", async () => {
         const ns = await suite.namespace("rel-lost-delete");
