@@ -511,6 +511,16 @@ export async function cleanupRun(
     });
     if (kept) remaining.push(`ConfigMap/${options.stagingConfigMap}`);
   }
+  if (outcomes.some((o) => o.result === "failed")) {
+    // The objects still carry the run's labels: the sweep can finish the job later.
+    log.warn(
+      "cleanup could not delete every object this run created; remove the rest once the API server answers",
+      {
+        runID: options.runId,
+        remedy: `aicr cleanup --run-id ${options.runId} -n ${namespace}`,
+      },
+    );
+  }
   log.debug("cleanup: done", { remaining: remaining.length });
   return remaining;
 }
