@@ -225,6 +225,54 @@ Deno.test({
         assert.deepEqual(left, []);
       });
 
+      await t.step(
+        "the apiserver is gone for 10 s at cleanup: the run says so and names the sweep, which finishes",
+        async () => {
+          const ns = await suite.namespace("rel-down-at-cleanup");
+          const p = await proxy();
+          let outage: Promise<void> | undefined;
+          p.add({
+            method: "DELETE",
+            path: /\/jobs\/aicr-/,
+            action: { kind: "observe" },
+            times: 1,
+            onMatch: () => {
+              outage = p.refuse(10_000);
+            },
+          });
+          const run = await aicr(snapshotArgs(p.kubeconfig, ns, "--timeout", "90s"));
+          await outage;
+          const remedy = `remedy="aicr cleanup --run-id ${run.runId} -n ${ns}"`;
+          const before = await suite.leftovers(ns, run.runId);
+          const swept = await aicr([
+            "cleanup",
+            "--kubeconfig",
+            env.cluster.adminKubeconfig,
+            "-n",
+            ns,
+            "--run-id",
+            run.runId ?? "",
+          ]);
+          const left = await suite.leftovers(ns, run.runId);
+          record("faults: apiserver gone at cleanup", {
+            faultsInjected: p.total,
+            faultsSurvived: run.code === 0 && run.stderr.includes(remedy) && swept.code === 0 &&
+                left.length === 0
+              ? p.total
+              : 0,
+            leftovers: left.length,
+          });
+          // The snapshot was delivered; the run's cleanup could not finish and says how to.
+          assert.equal(run.code, 0, run.stderr);
+          assert.equal(parseSnapshot(run.stdout).kind, "Snapshot");
+          assert.match(run.stderr, /WARN cleanup could not delete an object this run created/);
+          assert.ok(run.stderr.includes(remedy), run.stderr);
+          assert.ok(before.length > 0, "the outage left objects for the sweep");
+          assert.equal(swept.code, 0, swept.stderr);
+          assert.deepEqual(left, []);
+        },
+      );
+
       await t.step("lost delete responses during cleanup: resent by UID, clean", async () => {
         const ns = await suite.namespace("rel-lost-delete");
         const p = await proxy();
