@@ -176,6 +176,10 @@ Deno.test({
               .map((s) => ({ subtype: s.subtype, data: s.data }));
             assert.deepEqual(gpuData(snapshot), want, `GPU data of ${node}`);
           }
+          // What aicr diff --fleet compares.
+          const diff = await aicr(["diff", "--fleet", dir]);
+          assert.equal(diff.code, 0, diff.stderr);
+          assert.match(diff.stdout, new RegExp(`^FLEET \\(${gpuNodes.length} nodes`));
           const stream = await ds("fetch", "-o", "-");
           assert.equal(stream.code, 0, stream.stderr);
           const docs = parseSnapshotStream(stream.stdout);
