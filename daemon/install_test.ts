@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { X509Certificate } from "node:crypto";
-import { PermissionError } from "../errors.ts";
+import { InterruptedError, PermissionError } from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { KubeObject } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
@@ -236,4 +236,21 @@ Deno.test("install: uninstall deletes this namespace's objects only, then finds 
   const left = [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/"));
   assert.equal(left.length, 9, "the other namespace's install is untouched");
   assert.ok(left.every((k) => k.includes("other")), left.join(", "));
+});
+
+Deno.test("install: a signal midway stops the creates and deletes what was created", async () => {
+  const fake = fakeCluster();
+  const controller = new AbortController();
+  const create = fake.client.create.bind(fake.client);
+  let creates = 0;
+  fake.client.create = async (kind, object, options) => {
+    const created = await create(kind, object, options);
+    if (++creates === 3) controller.abort(new Error("SIGTERM"));
+    return created;
+  };
+  const error = await installDaemonSet(deps(fake), { ...OPTIONS, signal: controller.signal })
+    .catch((e) => e);
+  assert.ok(error instanceof InterruptedError, String(error));
+  assert.equal(creates, 3, "no create after the signal");
+  assert.deepEqual([...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/")), []);
 });
