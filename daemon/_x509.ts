@@ -36,12 +36,30 @@ export function tlv(tag: number, ...content: Buffer[]): Buffer {
   return Buffer.concat([Buffer.from([tag]), length(body.length), body]);
 }
 
-const sequence = (...items: Buffer[]) => tlv(0x30, ...items);
-const set = (...items: Buffer[]) => tlv(0x31, ...items);
-const octetString = (bytes: Buffer) => tlv(0x04, bytes);
-const bitString = (bytes: Buffer, unusedBits = 0) => tlv(0x03, Buffer.from([unusedBits]), bytes);
-const booleanTrue = () => tlv(0x01, Buffer.from([0xff]));
-const explicit = (n: number, inner: Buffer) => tlv(0xa0 | n, inner);
+function sequence(...items: Buffer[]): Buffer {
+  return tlv(0x30, ...items);
+}
+
+function set(...items: Buffer[]): Buffer {
+  return tlv(0x31, ...items);
+}
+
+function octetString(bytes: Buffer): Buffer {
+  return tlv(0x04, bytes);
+}
+
+function bitString(bytes: Buffer, unusedBits = 0): Buffer {
+  return tlv(0x03, Buffer.from([unusedBits]), bytes);
+}
+
+function booleanTrue(): Buffer {
+  return tlv(0x01, Buffer.from([0xff]));
+}
+
+/** A context-specific constructed tag `[n]` (EXPLICIT). */
+function explicit(n: number, inner: Buffer): Buffer {
+  return tlv(0xa0 | n, inner);
+}
 
 /**
  * A DER INTEGER of unsigned big-endian bytes (a leading zero added when the top bit is set).
