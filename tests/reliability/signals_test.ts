@@ -337,24 +337,43 @@ Deno.test({
           const before = await suite.leftovers(ns, runId);
           assert.ok(before.includes(`ConfigMap/aicr-agent-snapshot-${runId}`), before.join(","));
           assert.ok(before.some((o) => o.startsWith("Job/")), before.join(","));
+          // The sweep itself meets faults: 503 on reads and deletes, a lost delete response.
+          const faults = await startFaultProxy(env.cluster);
+          proxies.push(faults);
+          const unavailable = { kind: "status" as const, code: 503 };
+          faults.add({ method: "GET", path: /\/jobs\?/, action: unavailable, times: 1 });
+          faults.add({ method: "DELETE", path: /\/jobs\/aicr-/, action: unavailable, times: 1 });
+          faults.add({
+            method: "DELETE",
+            path: /\/serviceaccounts\/aicr-/,
+            action: { kind: "loseResponse" },
+            times: 1,
+          });
+          faults.add({
+            method: "DELETE",
+            path: /\/configmaps\/aicr-agent-snapshot-/,
+            action: { kind: "loseResponse" },
+            times: 1,
+          });
           const swept = await aicr([
             "cleanup",
             "--kubeconfig",
-            kubeconfig,
+            faults.kubeconfig,
             "-n",
             ns,
             "--run-id",
             runId,
           ], { env: { HOME: "/nonexistent" } });
           assert.equal(swept.code, 0, swept.stderr);
-          assert.match(swept.stderr, /^deleted kind=ConfigMap name=.*aicr-agent-snapshot-/m);
+          assert.equal(faults.total, 4, "every fault fired");
+          assert.match(swept.stderr, /^(deleted|gone) kind=ConfigMap name=.*aicr-agent-snapshot-/m);
           const left = await until("the run's objects to go", async () => {
             const l = await suite.leftovers(ns, runId);
             return l.length === 0 ? l : undefined;
           }).catch(async () => await suite.leftovers(ns, runId));
-          record("signals: SIGKILL in delivery, then aicr cleanup", {
-            faultsInjected: 1,
-            faultsSurvived: left.length === 0 ? 1 : 0,
+          record("signals: SIGKILL in delivery, then aicr cleanup under faults", {
+            faultsInjected: 1 + faults.total,
+            faultsSurvived: left.length === 0 && swept.code === 0 ? 1 + faults.total : 0,
             leftovers: left.length,
           });
           assert.deepEqual(left, []);
