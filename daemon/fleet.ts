@@ -263,6 +263,12 @@ export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
         code: "ECONNECTTIMEOUT",
       }));
     }, req.connectTimeoutMs);
+    // Only connecting is bounded here: a daemon may take long to answer (a cold collection),
+    // which the per-node deadline (the signal) bounds.
+    r.on("socket", (socket) => {
+      if (!socket.connecting) clearTimeout(connectTimer);
+      else socket.once("connect", () => clearTimeout(connectTimer));
+    });
     r.on("error", (error) => {
       clearTimeout(connectTimer);
       reject(error);
