@@ -29,6 +29,7 @@ import {
 import type { DaemonSetOptions, FleetOutput, FleetTransport } from "../daemon/mod.ts";
 import { TimeoutError, ToolError, UsageError } from "../errors.ts";
 import type { KubeClient } from "../kube/mod.ts";
+import type { Logger } from "../log.ts";
 import {
   DEFAULT_DAEMON_NAME,
   DEFAULT_DAEMON_PORT,
@@ -310,41 +311,7 @@ function fetchCommand(deps: CliDeps): Command {
     .action(async (flags: FetchFlags, cmd: Command) => {
       const global = globalFlags(cmd);
       const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
-      const namespace = validateNamespace("--namespace", flags.namespace);
-      const name = validateDaemonName(flags.name);
-      if (!(FLEET_TRANSPORTS as readonly string[]).includes(flags.transport)) {
-        throw new UsageError(
-          `Cannot use '--transport' as it must be auto, direct or proxy: current value is '${flags.transport}'`,
-        );
-      }
-      const concurrency = parseCount("--concurrency", flags.concurrency);
-      if (concurrency < 1) {
-        throw new UsageError(
-          `Cannot use '--concurrency' as it must be at least 1: current value is '${flags.concurrency}'`,
-        );
-      }
-      const timeoutMs = parseDuration(flags.timeout, "--timeout") || 30_000;
-      const output = await fleetOutput(flags.output, deps.cwd);
-      const fleet = await fetchFleet({ kube: connect(deps, flags), log }, {
-        namespace,
-        name,
-        transport: flags.transport as FleetTransport,
-        concurrency,
-        timeoutMs,
-        ...(flags.node?.length ? { nodes: flags.node } : {}),
-        signal: deps.signal,
-      });
-      const written = await writeFleet(fleet.results, output, deps.stdout);
-      deps.stderr.write(formatFleetTable(fleet.results));
-      log.info("fleet fetched", {
-        nodes: fleet.results.length,
-        ok: fleet.results.filter((r) => r.status === "ok").length,
-        transport: fleet.transport,
-        ...(written.length > 0 && output.kind === "directory" ? { directory: output.path } : {}),
-        ...(output.kind === "stream" && output.path ? { file: output.path } : {}),
-      });
-      const error = fleetError(fleet);
-      if (error) throw error;
+      await runFleetFetch(deps, flags, log);
     });
 }
 
@@ -363,4 +330,86 @@ export function daemonsetCommand(deps: CliDeps): Command {
     .addCommand(fetchCommand(deps))
     .addCommand(uninstallCommand(deps))
     .addCommand(renderCommand(deps));
+}
+
+/** The flags {@link runFleetFetch} reads (`aicr daemonset fetch`, `aicr snapshot --from-daemonset`). */
+export interface FleetFetchFlags {
+  /** `--namespace`. */
+  namespace: string;
+  /** `--name`. @default "aicr-daemon" */
+  name?: string;
+  /** `--kubeconfig`. */
+  kubeconfig?: string;
+  /** `--context`. */
+  context?: string;
+  /** `--output`: a directory, a file or `-`. */
+  output?: string;
+  /** `--transport`. @default "auto" */
+  transport?: string;
+  /** `--concurrency`. @default "16" */
+  concurrency?: string;
+  /** `--timeout` per node. @default "30s" */
+  timeout?: string;
+  /** `--node` filter. */
+  node?: string[];
+}
+
+/**
+ * Fetches every node's snapshot from the installed daemons, writes them, prints the status table
+ * on stderr, and throws the fleet's error when some node was not ok.
+ *
+ * @param deps CLI dependencies
+ * @param input the flags
+ * @param log the logger
+ * @returns when everything was written and every node was ok
+ * @throws {UsageError} for bad flags (before any cluster contact)
+ * @throws {ToolError} from {@link fleetError} when some node failed
+ */
+export async function runFleetFetch(
+  deps: CliDeps,
+  input: FleetFetchFlags,
+  log: Logger,
+): Promise<void> {
+  const flags = {
+    name: DEFAULT_DAEMON_NAME,
+    transport: "auto",
+    concurrency: "16",
+    timeout: "30s",
+    ...input,
+  };
+  const namespace = validateNamespace("--namespace", flags.namespace);
+  const name = validateDaemonName(flags.name);
+  if (!(FLEET_TRANSPORTS as readonly string[]).includes(flags.transport)) {
+    throw new UsageError(
+      `Cannot use '--transport' as it must be auto, direct or proxy: current value is '${flags.transport}'`,
+    );
+  }
+  const concurrency = parseCount("--concurrency", flags.concurrency);
+  if (concurrency < 1) {
+    throw new UsageError(
+      `Cannot use '--concurrency' as it must be at least 1: current value is '${flags.concurrency}'`,
+    );
+  }
+  const timeoutMs = parseDuration(flags.timeout, "--timeout") || 30_000;
+  const output = await fleetOutput(flags.output, deps.cwd);
+  const fleet = await fetchFleet({ kube: connect(deps, flags), log }, {
+    namespace,
+    name,
+    transport: flags.transport as FleetTransport,
+    concurrency,
+    timeoutMs,
+    ...(flags.node?.length ? { nodes: flags.node } : {}),
+    signal: deps.signal,
+  });
+  const written = await writeFleet(fleet.results, output, deps.stdout);
+  deps.stderr.write(formatFleetTable(fleet.results));
+  log.info("fleet fetched", {
+    nodes: fleet.results.length,
+    ok: fleet.results.filter((r) => r.status === "ok").length,
+    transport: fleet.transport,
+    ...(written.length > 0 && output.kind === "directory" ? { directory: output.path } : {}),
+    ...(output.kind === "stream" && output.path ? { file: output.path } : {}),
+  });
+  const error = fleetError(fleet);
+  if (error) throw error;
 }

@@ -43,6 +43,7 @@ import {
 } from "./_projections.ts";
 import { renderRolesForServiceAccount } from "./_render_roles.ts";
 import type { CliDeps } from "./context.ts";
+import { runFleetFetch } from "./daemonset.ts";
 
 /** Flags of `aicr snapshot`. */
 interface SnapshotFlags extends LocalAgentFlags {
@@ -65,6 +66,7 @@ interface SnapshotFlags extends LocalAgentFlags {
   discoverNetwork: boolean;
   runId?: string;
   context?: string;
+  fromDaemonset: boolean;
 }
 
 /** Single-value flags that may appear only once (upstream rejects duplicates). */
@@ -181,7 +183,12 @@ export function snapshotCommand(deps: CliDeps): Command {
       )
         .default(false).env("AICR_DISCOVER_NETWORK"),
     )
-    .option("--run-id <id>", "reuse this run ID (pinned CI runs); default: generated");
+    .option("--run-id <id>", "reuse this run ID (pinned CI runs); default: generated")
+    .option(
+      "--from-daemonset",
+      "read every node's snapshot from the installed DaemonSet instead (as 'aicr daemonset fetch': -o dir/, file or -)",
+      false,
+    );
   const seen = new Map<string, number>();
   for (const flag of SINGLE_VALUE_FLAGS) {
     command.on(`option:${flag}`, () => {
@@ -207,6 +214,15 @@ export function snapshotCommand(deps: CliDeps): Command {
       return;
     }
     rejectNetworkTopology(flags);
+    if (flags.fromDaemonset) {
+      await runFleetFetch(deps, {
+        namespace: flags.namespace,
+        ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+        ...(flags.context ? { context: flags.context } : {}),
+        ...(flags.output !== undefined ? { output: flags.output } : {}),
+      }, log);
+      return;
+    }
     if (deps.env("AICR_AGENT_MODE") === "true") {
       // Inside the agent pod: collect this node and write where the controller said.
       await runLocalAgent(deps, flags, log);

@@ -184,6 +184,20 @@ Deno.test({
           assert.equal(stream.code, 0, stream.stderr);
           const docs = parseSnapshotStream(stream.stdout);
           assert.deepEqual(docs.map((d) => d.metadata["source-node"]).sort(), gpuNodes);
+          // The alias: aicr snapshot --from-daemonset.
+          const alias = await aicr([
+            "snapshot",
+            "--from-daemonset",
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            ns,
+          ]);
+          assert.equal(alias.code, 0, alias.stderr);
+          assert.deepEqual(
+            parseSnapshotStream(alias.stdout).map((d) => d.metadata["source-node"]).sort(),
+            gpuNodes,
+          );
         },
       );
 
