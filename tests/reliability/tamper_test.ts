@@ -190,6 +190,10 @@ Deno.test({
           "the replacement ServiceAccount stays",
         );
         assert.deepEqual(left, []);
+        await admin.request(
+          "DELETE",
+          `/api/v1/namespaces/${ns}/serviceaccounts/${sa.metadata.name}`,
+        );
       });
 
       await t.step(
@@ -226,6 +230,7 @@ Deno.test({
           assert.ok(warned && jobUid !== "", done.stderr);
           assert.equal(cm?.metadata.uid, made.body.metadata.uid, "the foreign ConfigMap stays");
           assert.deepEqual(left, []);
+          await admin.request("DELETE", `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
         },
       );
 
