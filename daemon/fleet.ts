@@ -40,8 +40,9 @@ import {
 import { mapConcurrent } from "../rbac/mod.ts";
 import { encodeSnapshot, parseSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
+import type { Toleration } from "../manifests/mod.ts";
 import { daemonPods } from "./install.ts";
-import type { DaemonPodState } from "./install.ts";
+import type { DaemonPlacement, DaemonPodState } from "./install.ts";
 
 /** One node's outcome. */
 export type NodeStatus = "ok" | "not-ready" | "unreachable" | "denied" | "timed-out";
@@ -139,7 +140,7 @@ export interface FleetResult {
   results: NodeResult[];
   /** The transport used. */
   transport: "direct" | "proxy";
-  /** Targeted nodes with no daemon pod yet (`desiredNumberScheduled` minus pods). */
+  /** Targeted (or asked-for) nodes with no daemon pod, reported as not ready. */
   missingPods: number;
 }
 
@@ -365,8 +366,22 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   ]);
   const wanted = options.nodes ? new Set(options.nodes) : undefined;
   const pods = listed.pods.filter((p) => p.node !== "" && (!wanted || wanted.has(p.node)));
-  const missingPods = wanted ? 0 : Math.max(0, (listed.desired ?? 0) - listed.pods.length);
-  if (missingPods > 0) log.warn("targeted nodes without a daemon pod", { count: missingPods });
+  const withPod = new Set(listed.pods.map((p) => p.node));
+  const missingCount = Math.max(0, (listed.desired ?? 0) - listed.pods.length);
+  const missing = wanted
+    ? [...wanted].filter((node) => !withPod.has(node))
+    : missingCount > 0 && listed.placement
+    ? await targetedNodes(kube, listed.placement).then(
+      (nodes) => nodes.filter((node) => !withPod.has(node)),
+      (error) => {
+        log.warn("targeted nodes without a daemon pod (cannot list nodes to name them)", {
+          count: missingCount,
+          error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+        });
+        return [];
+      },
+    )
+    : [];
 
   async function askDirect(pod: DaemonPodState, deadline: AbortSignal): Promise<HttpAnswer> {
     const host = pod.ip?.includes(":") ? `[${pod.ip}]` : pod.ip;
@@ -465,7 +480,72 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   await mapConcurrent(rest, concurrency, async ({ pod, index }) => {
     results[index] = await fetchNode(pod, via);
   });
-  return { results, transport: via, missingPods };
+  const absent = missing.map((node): NodeResult => ({
+    node,
+    pod: "",
+    status: "not-ready",
+    error: wanted
+      ? "no daemon pod on this node (not targeted, or not scheduled yet)"
+      : "no daemon pod on this node yet",
+    durationMs: 0,
+  }));
+  return {
+    results: [...results, ...absent].sort((a, b) => a.node.localeCompare(b.node)),
+    transport: via,
+    missingPods: missing.length,
+  };
+}
+
+/**
+ * The tolerations the DaemonSet controller adds to every daemon pod (so node conditions do not
+ * keep a daemon off its node).
+ */
+const DAEMONSET_TOLERATIONS: readonly Toleration[] = [
+  { key: "node.kubernetes.io/not-ready", operator: "Exists", effect: "NoExecute" },
+  { key: "node.kubernetes.io/unreachable", operator: "Exists", effect: "NoExecute" },
+  { key: "node.kubernetes.io/disk-pressure", operator: "Exists", effect: "NoSchedule" },
+  { key: "node.kubernetes.io/memory-pressure", operator: "Exists", effect: "NoSchedule" },
+  { key: "node.kubernetes.io/pid-pressure", operator: "Exists", effect: "NoSchedule" },
+  { key: "node.kubernetes.io/unschedulable", operator: "Exists", effect: "NoSchedule" },
+  { key: "node.kubernetes.io/network-unavailable", operator: "Exists", effect: "NoSchedule" },
+];
+
+/** A node taint. */
+interface Taint {
+  key: string;
+  value?: string;
+  effect: string;
+}
+
+function tolerated(tolerations: readonly Toleration[], taint: Taint): boolean {
+  return tolerations.some((t) => {
+    if (t.effect !== undefined && t.effect !== taint.effect) return false;
+    if (t.operator === "Exists") return t.key === undefined || t.key === taint.key;
+    return t.key === taint.key && (t.value ?? "") === (taint.value ?? "");
+  });
+}
+
+/**
+ * The nodes a DaemonSet targets: its node selector matches and every NoSchedule/NoExecute taint
+ * is tolerated (with the controller's own tolerations added).
+ *
+ * @param kube the client
+ * @param placement the DaemonSet's node selector and tolerations
+ * @returns the node names
+ * @throws {KubeApiError} when nodes cannot be listed
+ */
+async function targetedNodes(kube: KubeClient, placement: DaemonPlacement): Promise<string[]> {
+  const selector = Object.entries(placement.nodeSelector).map(([k, v]) => `${k}=${v}`).join(",");
+  const nodes = await kube.listAll("Node", undefined, {
+    ...(selector ? { labelSelector: selector } : {}),
+    timeoutMs: 10_000,
+  });
+  const tolerations = [...placement.tolerations, ...DAEMONSET_TOLERATIONS];
+  return nodes.filter((node) => {
+    const taints = ((node.spec as { taints?: Taint[] } | undefined)?.taints ?? [])
+      .filter((t) => t.effect === "NoSchedule" || t.effect === "NoExecute");
+    return taints.every((taint) => tolerated(tolerations, taint));
+  }).map((node) => node.metadata?.name ?? "").filter((name) => name !== "");
 }
 
 /** Where fetched snapshots go. */

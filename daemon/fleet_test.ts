@@ -263,3 +263,48 @@ Deno.test("fleet: the real direct transport verifies the published CA and name, 
     await server.shutdown();
   }
 });
+
+Deno.test("fleet: targeted nodes without a daemon pod are listed as not ready, untolerated ones are not targeted", async () => {
+  const { fake } = cluster([{ node: "gpu-1", ip: "10.0.0.1" }]);
+  fake.put("DaemonSet", {
+    metadata: { name: "aicr-daemon", namespace: NS, generation: 1 },
+    spec: {
+      template: {
+        spec: {
+          nodeSelector: { "nvidia.com/gpu.present": "true" },
+          tolerations: [{ key: "nvidia.com/gpu", operator: "Exists", effect: "NoSchedule" }],
+        },
+      },
+    },
+    status: { observedGeneration: 1, desiredNumberScheduled: 2 },
+  } as never);
+  const node = (name: string, gpu: boolean, taints: unknown[] = []) =>
+    fake.put("Node", {
+      metadata: { name, labels: gpu ? { "nvidia.com/gpu.present": "true" } : {} },
+      spec: { taints },
+    } as never);
+  node("gpu-1", true, [{ key: "nvidia.com/gpu", value: "present", effect: "NoSchedule" }]);
+  node("gpu-2", true, [{ key: "node.kubernetes.io/not-ready", effect: "NoExecute" }]);
+  node("gpu-3", true, [{ key: "dedicated", value: "infra", effect: "NoSchedule" }]);
+  node("cpu-1", false);
+  const fleet = await fetchFleet({
+    kube: fake.client,
+    log: quiet(),
+    directGet: () => Promise.resolve(snapshotAnswer("gpu-1")),
+  }, { namespace: NS });
+  assert.deepEqual(fleet.results.map((r) => [r.node, r.status, r.error ?? ""]), [
+    ["gpu-1", "ok", ""],
+    ["gpu-2", "not-ready", "no daemon pod on this node yet"],
+  ]);
+  assert.equal(fleet.missingPods, 1);
+  assert.equal(exitCodeOf(fleetError(fleet)), 6);
+  const asked = await fetchFleet({
+    kube: fake.client,
+    log: quiet(),
+    directGet: () => Promise.resolve(snapshotAnswer("gpu-1")),
+  }, { namespace: NS, nodes: ["gpu-1", "cpu-1"] });
+  assert.deepEqual(asked.results.map((r) => [r.node, r.status]), [
+    ["cpu-1", "not-ready"],
+    ["gpu-1", "ok"],
+  ]);
+});

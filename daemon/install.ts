@@ -48,7 +48,7 @@ import {
   newRunId,
   validateNamespace,
 } from "../manifests/mod.ts";
-import type { Labels, PodOptions } from "../manifests/mod.ts";
+import type { Labels, PodOptions, Toleration } from "../manifests/mod.ts";
 import {
   createAccessReviewer,
   creatorChecks,
@@ -364,8 +364,16 @@ function podState(pod: KubeObject): DaemonPodState {
   };
 }
 
+/** Where the DaemonSet's pods go, as its pod template says. */
+export interface DaemonPlacement {
+  /** The node selector. */
+  nodeSelector: Record<string, string>;
+  /** The tolerations. */
+  tolerations: Toleration[];
+}
+
 /**
- * Reads the DaemonSet's pods and how many nodes it targets.
+ * Reads the DaemonSet's pods, how many nodes it targets and its placement.
  *
  * @param kube the client
  * @param options namespace and name
@@ -374,7 +382,7 @@ function podState(pod: KubeObject): DaemonPodState {
 export async function daemonPods(
   kube: KubeClient,
   options: { namespace: string; name?: string; signal?: AbortSignal },
-): Promise<{ desired: number | undefined; pods: DaemonPodState[] }> {
+): Promise<{ desired: number | undefined; pods: DaemonPodState[]; placement?: DaemonPlacement }> {
   const { namespace, name = DEFAULT_DAEMON_NAME } = options;
   const call = { timeoutMs: 10_000, ...(options.signal ? { signal: options.signal } : {}) };
   const [ds, pods] = await Promise.all([
@@ -390,7 +398,17 @@ export async function daemonPods(
   const generation = (ds?.metadata as { generation?: number } | undefined)?.generation ?? 0;
   const counted = ds !== undefined && status?.observedGeneration !== undefined &&
     status.observedGeneration >= generation;
+  const template = (ds?.spec as { template?: { spec?: Partial<DaemonPlacement> } } | undefined)
+    ?.template?.spec;
   return {
+    ...(template
+      ? {
+        placement: {
+          nodeSelector: template.nodeSelector ?? {},
+          tolerations: template.tolerations ?? [],
+        },
+      }
+      : {}),
     desired: counted ? status?.desiredNumberScheduled ?? 0 : undefined,
     pods: pods.filter((p) => !p.metadata?.deletionTimestamp).map(podState).sort((a, b) =>
       a.node.localeCompare(b.node)

@@ -91,6 +91,7 @@ export {
   uninstallDaemonSet,
 } from "./install.ts";
 export type {
+  DaemonPlacement,
   DaemonPodState,
   DaemonSetOptions,
   InstallDeps,
