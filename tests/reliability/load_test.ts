@@ -2,15 +2,17 @@
  * Load: twenty concurrent `aicr snapshot` runs against one namespace, half of them through
  * the fault proxy (503 and lost responses on creates, 429 on reads, 503 on deletes). Each
  * succeeds or fails cleanly, and a label sweep afterwards finds nothing (namespaced, cluster-scoped,
- * staging ConfigMaps). The other half of the issue's load case, a DaemonSet fleet
- * fetch while nodes come and go, waits for the fleet fetch (not built yet).
+ * staging ConfigMaps). Then a DaemonSet fleet fetch, again and again, while a GPU node
+ * leaves the fleet (its `nvidia.com/gpu.present` label goes, so its daemon is removed) and
+ * comes back: every fetch is whole or fails per node, cleanly; uninstall leaves nothing.
  */
 import assert from "node:assert/strict";
-import { parseSnapshot } from "../../snapshot/mod.ts";
+import { parseSnapshot, parseSnapshotStream } from "../../snapshot/mod.ts";
+import type { Api, Obj } from "../kubelet/api.ts";
 import { aicr } from "../e2e/_aicr.ts";
 import { startFaultProxy } from "../faults/proxy.ts";
 import { record } from "./_report.ts";
-import { ENABLED, snapshotArgs, suiteEnv } from "./_env.ts";
+import { ENABLED, snapshotArgs, suiteEnv, until } from "./_env.ts";
 
 const RUNS = 20;
 
@@ -76,9 +78,132 @@ Deno.test({
   },
 });
 
+const SELECTOR = encodeURIComponent("app.kubernetes.io/name=aicr");
+const GPU_LABEL = "nvidia.com/gpu.present";
+
+/** Every object labelled aicr in the namespace, and every cluster-scoped one naming it. */
+async function daemonLeftovers(admin: Api, ns: string): Promise<string[]> {
+  const found: string[] = [];
+  for (
+    const [kind, path] of [
+      ["DaemonSet", `/apis/apps/v1/namespaces/${ns}/daemonsets`],
+      ["Pod", `/api/v1/namespaces/${ns}/pods`],
+      ["ServiceAccount", `/api/v1/namespaces/${ns}/serviceaccounts`],
+      ["Secret", `/api/v1/namespaces/${ns}/secrets`],
+      ["ConfigMap", `/api/v1/namespaces/${ns}/configmaps`],
+      ["Role", `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`],
+      ["RoleBinding", `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`],
+      ["ClusterRole", "/apis/rbac.authorization.k8s.io/v1/clusterroles"],
+      ["ClusterRoleBinding", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"],
+    ] as const
+  ) {
+    const res = await admin.request("GET", `${path}?labelSelector=${SELECTOR}`);
+    for (const item of (res.body.items ?? []) as Obj[]) {
+      const name = item.metadata.name as string;
+      if (kind.startsWith("Cluster") && !name.includes(`-${ns}.`)) continue;
+      found.push(`${kind}/${name}`);
+    }
+  }
+  return found;
+}
+
 Deno.test({
-  name: "reliability: a DaemonSet fleet fetch while nodes come and go",
-  // The DaemonSet fleet fetch is not built yet; this half of the load case waits for it.
-  ignore: true,
-  fn() {},
+  name: "reliability: a DaemonSet fleet fetch while a GPU node goes and comes back",
+  ignore: !ENABLED,
+  // The cluster's processes outlive the test (close() ends what it started).
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const suite = await suiteEnv();
+    const { admin } = suite.env;
+    const kubeconfig = suite.env.cluster.adminKubeconfig;
+    const gpuNodes = suite.env.nodes.filter((n) => n.gpu).map((n) => n.name).sort();
+    const leaving = gpuNodes.at(-1)!;
+    const ns = await suite.namespace("rel-fleet");
+    const ds = (...args: string[]) =>
+      aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", ns]);
+    const label = (value: string | null) =>
+      admin.request("PATCH", `/api/v1/nodes/${leaving}`, {
+        metadata: { labels: { [GPU_LABEL]: value } },
+      });
+    const podOn = async (node: string) => {
+      const list = await admin.request(
+        "GET",
+        `/api/v1/namespaces/${ns}/pods?labelSelector=${SELECTOR}`,
+      );
+      return ((list.body.items ?? []) as Obj[]).find((p) =>
+        p.spec.nodeName === node && !p.metadata.deletionTimestamp
+      );
+    };
+    try {
+      const install = await ds("install", "--image", "aicr:dev", "--timeout", "90s");
+      assert.equal(install.code, 0, install.stderr);
+      // Fetch again and again while the node leaves the fleet (its GPU label goes, so the
+      // DaemonSet removes its daemon) and comes back.
+      let churning = true;
+      const fetches: { code: number; stderr: string; stdout: string }[] = [];
+      const loop = (async () => {
+        while (churning) fetches.push(await ds("fetch", "-o", "-", "--timeout", "10s"));
+      })();
+      assert.equal((await label(null)).status, 200);
+      await until(
+        "the leaving node's daemon to go",
+        async () => (await podOn(leaving)) ? undefined : true,
+        60_000,
+      );
+      // Two fetches that started after it went, then it comes back.
+      const gone = fetches.length;
+      await until(
+        "fetches while the node is gone",
+        () => Promise.resolve(fetches.length >= gone + 2 ? true : undefined),
+        60_000,
+      );
+      const whileGone = fetches.slice(gone + 1, gone + 2);
+      assert.equal((await label("true")).status, 200);
+      await until("the node's daemon to come back", async () => {
+        const pod = await podOn(leaving);
+        return pod?.status?.conditions?.some((c: Obj) => c.type === "Ready" && c.status === "True")
+          ? true
+          : undefined;
+      }, 90_000);
+      const back = fetches.length;
+      await until(
+        "fetches after it came back",
+        () => Promise.resolve(fetches.length >= back + 2 ? true : undefined),
+        60_000,
+      );
+      churning = false;
+      await loop;
+      const final = await until("a fetch that finds the whole fleet again", async () => {
+        const run = await ds("fetch", "-o", "-", "--timeout", "10s");
+        return run.code === 0 ? run : undefined;
+      }, 60_000);
+      const uninstall = await ds("uninstall");
+      const left = await daemonLeftovers(admin, ns);
+      // Clean: whole fleet, or a per-node status table and an error naming what failed.
+      const clean = (r: { code: number; stderr: string }) =>
+        r.code === 0 || (/NODE\s+STATUS/.test(r.stderr) && /^error: Cannot /m.test(r.stderr));
+      record("load: fleet fetch while a node goes and comes back", {
+        faultsInjected: 2,
+        faultsSurvived: fetches.every(clean) && uninstall.code === 0 && left.length === 0 ? 2 : 0,
+        leftovers: left.length,
+      });
+      assert.deepEqual(
+        whileGone.map((r) => parseSnapshotStream(r.stdout).map((d) => d.metadata["source-node"])),
+        [gpuNodes.filter((n) => n !== leaving)],
+        "a fetch while the node was gone serves the rest of the fleet",
+      );
+      for (const r of fetches) assert.ok(clean(r), `exit ${r.code}:\n${r.stderr}`);
+      assert.deepEqual(
+        parseSnapshotStream(final.stdout).map((d) => d.metadata["source-node"]).sort(),
+        gpuNodes,
+      );
+      assert.equal(uninstall.code, 0, uninstall.stderr);
+      assert.deepEqual(left, []);
+    } finally {
+      await label("true");
+      await ds("uninstall");
+      await suite.close();
+    }
+  },
 });
