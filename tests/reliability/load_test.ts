@@ -178,16 +178,44 @@ Deno.test({
         const run = await ds("fetch", "-o", "-", "--timeout", "10s");
         return run.code === 0 ? run : undefined;
       }, 60_000);
+      // One more fetch through the fault proxy: 503 on its reads, 429 on its token request.
+      const proxy = await startFaultProxy(suite.env.cluster);
+      proxy.add({ method: "GET", path: /./, action: { kind: "status", code: 503 }, times: 3 });
+      proxy.add({
+        method: "POST",
+        path: /\/token(\?|$)/,
+        action: { kind: "status", code: 429, headers: { "Retry-After": "1" } },
+        times: 1,
+      });
+      const faulty = await aicr([
+        "daemonset",
+        "fetch",
+        "-o",
+        "-",
+        "--kubeconfig",
+        proxy.kubeconfig,
+        "-n",
+        ns,
+      ]);
+      await proxy.stop();
       const uninstall = await ds("uninstall");
       const left = await daemonLeftovers(admin, ns);
       // Clean: whole fleet, or a per-node status table and an error naming what failed.
       const clean = (r: { code: number; stderr: string }) =>
         r.code === 0 || (/NODE\s+STATUS/.test(r.stderr) && /^error: Cannot /m.test(r.stderr));
+      const survived = fetches.every(clean) && faulty.code === 0 && uninstall.code === 0 &&
+        left.length === 0;
       record("load: fleet fetch while a node goes and comes back", {
-        faultsInjected: 2,
-        faultsSurvived: fetches.every(clean) && uninstall.code === 0 && left.length === 0 ? 2 : 0,
+        faultsInjected: 2 + proxy.total,
+        faultsSurvived: survived ? 2 + proxy.total : 0,
         leftovers: left.length,
       });
+      assert.equal(proxy.total, 4, "every fault fired");
+      assert.equal(faulty.code, 0, faulty.stderr);
+      assert.deepEqual(
+        parseSnapshotStream(faulty.stdout).map((d) => d.metadata["source-node"]).sort(),
+        gpuNodes,
+      );
       assert.deepEqual(
         whileGone.map((r) => parseSnapshotStream(r.stdout).map((d) => d.metadata["source-node"])),
         [gpuNodes.filter((n) => n !== leaving)],
