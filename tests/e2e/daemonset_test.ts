@@ -9,15 +9,26 @@
  * said 200 before the first collection ended.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { Buffer } from "node:buffer";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { request } from "node:https";
+import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { parseNvidiaSmi } from "../../collectors/mod.ts";
 import { parseSnapshot, parseSnapshotStream } from "../../snapshot/mod.ts";
 import type { Snapshot } from "../../snapshot/mod.ts";
-import { createNamespace, type TestCluster, useTestCluster } from "../cluster/harness.ts";
+import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
-import { aicr, nodeFixture } from "./_aicr.ts";
+import { aicr, AICR_BIN, nodeFixture } from "./_aicr.ts";
+
+function externalIPv4(): string | undefined {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const address of list ?? []) {
+      if (address.family === "IPv4" && !address.internal) return address.address;
+    }
+  }
+  return undefined;
+}
 
 const SELECTOR = encodeURIComponent("app.kubernetes.io/name=aicr");
 
@@ -46,11 +57,16 @@ function get(
   });
 }
 
-async function mint(admin: Api, ns: string, sa: string): Promise<string> {
+async function mint(
+  admin: Api,
+  ns: string,
+  sa: string,
+  audiences: string[] | null = ["aicr-daemon"],
+): Promise<string> {
   const res = await admin.request("POST", `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
     apiVersion: "authentication.k8s.io/v1",
     kind: "TokenRequest",
-    spec: { expirationSeconds: 600, audiences: ["aicr-daemon"] },
+    spec: { expirationSeconds: 600, ...(audiences ? { audiences } : {}) },
   });
   assert.equal(res.status, 201, JSON.stringify(res.body));
   return res.body.status.token as string;
@@ -268,6 +284,133 @@ Deno.test({
           assert.equal(run.stdout, "");
         },
       );
+
+      await t.step({
+        name: "through the pod proxy a daemon on a routable address answers the fetch",
+        // The pod proxy refuses loopback pod IPs; a daemon on this machine's own address is
+        // reached through it (a pod object points there: no kubelet runs it).
+        ignore: externalIPv4() === undefined,
+        fn: async () => {
+          const ip = externalIPv4() as string;
+          const port = 30_000 + Math.floor(Math.random() * 20_000);
+          const dir = await mkdtemp(join(out, "proxied-"));
+          const secret =
+            (await admin.request("GET", `/api/v1/namespaces/${ns}/secrets/aicr-daemon-tls`))
+              .body;
+          const pem = (key: string) => Buffer.from(secret.data[key], "base64").toString("utf8");
+          await writeFile(join(dir, "tls.crt"), pem("tls.crt"));
+          await writeFile(join(dir, "tls.key"), pem("tls.key"));
+          // The daemon's own credential: the API server's audience.
+          const token = await mint(admin, ns, "aicr-daemon", null);
+          await writeFile(
+            join(dir, "kubeconfig"),
+            [
+              "apiVersion: v1",
+              "kind: Config",
+              `clusters: [{name: c, cluster: {server: ${env.cluster.server}, certificate-authority: ${env.cluster.caFile}}}]`,
+              `users: [{name: u, user: {token: ${token}}}]`,
+              "contexts: [{name: x, context: {cluster: c, user: u}}]",
+              "current-context: x",
+              "",
+            ].join("\n"),
+          );
+          const daemon = new Deno.Command(AICR_BIN, {
+            args: [
+              "daemon",
+              "--listen",
+              ip,
+              "--port",
+              String(port),
+              "--tls-cert-file",
+              join(dir, "tls.crt"),
+              "--tls-key-file",
+              join(dir, "tls.key"),
+              "--token-audience",
+              "aicr-daemon",
+              "--kubeconfig",
+              join(dir, "kubeconfig"),
+              "--node-name",
+              "proxied-node",
+            ],
+            clearEnv: true,
+            env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
+            stdout: "null",
+            stderr: "piped",
+          }).spawn();
+          const pods = `/api/v1/namespaces/${ns}/pods`;
+          try {
+            // A controller owner of its own keeps the DaemonSet controller from adopting (and then
+            // deleting) a pod of its selector on a node it does not target.
+            const owner = await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+              metadata: { name: "proxied-owner" },
+            });
+            assert.equal(owner.status, 201, JSON.stringify(owner.body));
+            const created = await admin.request("POST", pods, {
+              metadata: {
+                name: "proxied",
+                ownerReferences: [{
+                  apiVersion: "v1",
+                  kind: "ConfigMap",
+                  name: "proxied-owner",
+                  uid: owner.body.metadata.uid,
+                  controller: true,
+                }],
+                labels: {
+                  "app.kubernetes.io/name": "aicr",
+                  "app.kubernetes.io/component": "daemon",
+                  "app.kubernetes.io/instance": "aicr-daemon",
+                },
+              },
+              spec: {
+                nodeName: "proxied-node",
+                containers: [{ name: "aicr", image: "aicr:dev", ports: [{ containerPort: port }] }],
+              },
+            });
+            assert.equal(created.status, 201, JSON.stringify(created.body));
+            const status = await admin.request("PATCH", `${pods}/proxied/status`, {
+              status: {
+                phase: "Running",
+                podIP: ip,
+                podIPs: [{ ip }],
+                conditions: [{ type: "Ready", status: "True" }],
+              },
+            }, "application/merge-patch+json");
+            assert.equal(status.status, 200, JSON.stringify(status.body));
+            const ca = await caOf(admin, ns);
+            await waitFor("the proxied daemon ready", async () => {
+              const res = await get(`https://${ip}:${port}/readyz`, {
+                ca,
+                servername: `aicr-daemon.${ns}.svc`,
+              }).catch(() => undefined);
+              return res?.status === 200 ? true : undefined;
+            }, 60_000);
+            const run = await ds(
+              "fetch",
+              "--transport",
+              "proxy",
+              "--node",
+              "proxied-node",
+              "-o",
+              "-",
+            );
+            assert.equal(run.code, 0, run.stderr);
+            assert.match(run.stderr, /proxied-node\s+ok\s+proxy/);
+            const docs = parseSnapshotStream(run.stdout);
+            assert.deepEqual(docs.map((d) => d.metadata["source-node"]), ["proxied-node"]);
+          } finally {
+            daemon.kill("SIGTERM");
+            await daemon.status;
+            await daemon.stderr.cancel().catch(() => {});
+            await admin.request("DELETE", `${pods}/proxied`, {
+              apiVersion: "v1",
+              kind: "DeleteOptions",
+              gracePeriodSeconds: 0,
+            });
+            await admin.request("DELETE", `/api/v1/namespaces/${ns}/configmaps/proxied-owner`);
+            await rm(dir, { recursive: true, force: true });
+          }
+        },
+      });
 
       await t.step(
         "--all-nodes in a second namespace serves every node; removing it spares the first install",
