@@ -87,14 +87,19 @@ async function main(): Promise<number> {
   await mkdir(join(ROOT, ".cluster-runs"), { recursive: true });
   const stateDir = reuse ?? await mkdtemp(join(ROOT, ".cluster-runs", "run-"));
   const env = { AICR_CLUSTER_DIR: stateDir, AICR_BIN: join(ROOT, "dist", "aicr") };
-  let started = false;
+  let attempted = false;
+  let start: { ok: boolean } = { ok: true };
   let tests: { passed: number; failed: number } | undefined;
   try {
     if (!reuse && clusterBuild.ok) {
-      started =
-        (await run("start the local cluster", ["run", "-A", "tests/cluster/cluster.ts", "up"], {
+      attempted = true;
+      start = await run(
+        "start the local cluster",
+        ["run", "-A", "tests/cluster/cluster.ts", "up"],
+        {
           env,
-        })).ok;
+        },
+      );
     }
     const filter = Deno.env.get("AICR_TEST_FILTER");
     const result = await run("deno test", [
@@ -113,7 +118,8 @@ async function main(): Promise<number> {
     if (!reuse) await rm(stateDir, { recursive: true, force: true }).catch(() => {});
   }
 
-  const setupFailures = [...gates, build, clusterBuild].filter((s) => !s.ok).length;
+  // A cluster that did not start is a failure even when each test then starts its own.
+  const setupFailures = [...gates, build, clusterBuild, start].filter((s) => !s.ok).length;
   const passed = (tests?.passed ?? 0) + gates.filter((g) => g.ok).length;
   const failed = (tests?.failed ?? (tests ? 0 : 1)) + setupFailures;
   for (const step of steps) {
