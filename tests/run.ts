@@ -110,7 +110,8 @@ async function main(): Promise<number> {
     ], { env, capture: true });
     tests = parseSummary(result.output);
   } finally {
-    if (started) {
+    // Also after a failed start: whatever it did start must stop.
+    if (attempted) {
       await run("stop the local cluster", ["run", "-A", "tests/cluster/cluster.ts", "down"], {
         env,
       });
