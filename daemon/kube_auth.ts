@@ -5,6 +5,8 @@
  *
  * @module
  */
+import { ToolError } from "../errors.ts";
+import { KubeApiError } from "../kube/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { AccessAuthorizer, TokenAuthenticator } from "./auth.ts";
 
@@ -39,6 +41,8 @@ export function createKubeAuth(
           timeoutMs,
           ...(audiences.length > 0 ? { audiences: [...audiences] } : {}),
           ...(signal ? { signal } : {}),
+        }).catch((error) => {
+          throw ownCredentialError(error, "tokenreviews.authentication.k8s.io");
         });
         return result.user
           ? { authenticated: result.authenticated, user: result.user }
@@ -50,9 +54,27 @@ export function createKubeAuth(
         const decision = await kube.subjectAccessReview(user, attributes, {
           timeoutMs,
           ...(signal ? { signal } : {}),
+        }).catch((error) => {
+          throw ownCredentialError(error, "subjectaccessreviews.authorization.k8s.io");
         });
         return decision.allowed;
       },
     },
   };
+}
+
+/**
+ * A review the API server refused is the daemon's own credential failing, not the
+ * caller's: answering 401/403 would tell the caller it was denied. Say 500 and how to fix.
+ */
+function ownCredentialError(error: unknown, resource: string): unknown {
+  if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) {
+    return new ToolError(
+      `Cannot check the caller: the daemon's own ServiceAccount may not create ${resource} (bind it to the ClusterRole system:auth-delegator)`,
+      "internal",
+      500,
+      { cause: error },
+    );
+  }
+  return error;
 }

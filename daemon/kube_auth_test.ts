@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { ToolError } from "../errors.ts";
+import { KubeApiError } from "../kube/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import { snapshotAttributes } from "./auth.ts";
 import { createKubeAuth } from "./kube_auth.ts";
@@ -53,4 +55,31 @@ Deno.test("createKubeAuth() asks SubjectAccessReview with the daemon's attribute
     attributes: { verb: "get", group: "aicr.run", resource: "snapshots", name: "n1" },
     options: { timeoutMs: 10_000 },
   });
+});
+
+Deno.test("createKubeAuth() answers 500, not 403, when the daemon itself may not create reviews", async () => {
+  const refused = () =>
+    Promise.reject(new KubeApiError("Cannot POST tokenreviews: 403 Forbidden", 403, "Forbidden"));
+  const { authenticator, authorizer } = createKubeAuth({
+    tokenReview: refused,
+    subjectAccessReview: refused,
+  });
+  for (
+    const call of [
+      () => authenticator.review("t"),
+      () =>
+        authorizer.allowed({ username: "u", groups: [] }, {
+          verb: "get",
+          resource: "snapshots",
+          group: "aicr.run",
+        }),
+    ]
+  ) {
+    await assert.rejects(call(), (error: unknown) => {
+      assert.ok(error instanceof ToolError);
+      assert.equal(error.httpStatus, 500);
+      assert.match(error.message, /system:auth-delegator/);
+      return true;
+    });
+  }
 });
