@@ -78,6 +78,8 @@ export interface DeployOptions {
   output?: string;
   /** `--discover-network`. */
   discoverNetwork: boolean;
+  /** The CLI will rewrite the user's `cm://` output (projections), so the gate asks `patch`. */
+  rewritesOutput?: boolean;
   /** `--timeout` in milliseconds. */
   timeoutMs: number;
   /** `--no-cleanup`: keep everything for debugging. */
@@ -163,6 +165,7 @@ export async function deploySnapshot(
     mode,
     serviceAccount,
     ownsOutput,
+    rewritesOutput: options.rewritesOutput ?? false,
     discoverNetwork: options.discoverNetwork,
     log,
     // Reviews persist nothing and are cheap: ask them all at once.

@@ -345,6 +345,8 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
       : {}),
     ...(flags.output !== undefined ? { output: flags.output } : {}),
     discoverNetwork: flags.discoverNetwork,
+    // Projections are merged into the user's ConfigMap by this process, not the agent.
+    rewritesOutput: target.kind === "configmap" && projections.length > 0,
     timeoutMs,
     noCleanup: !flags.cleanup,
     autoTarget,

@@ -53,6 +53,11 @@ export interface CallerCheckOptions {
   ownsOutput: boolean;
   /** `--namespace`. */
   namespace: string;
+  /**
+   * Whether the CLI rewrites the user's `cm://` output itself (controller-side projections
+   * merged in), which needs `configmaps patch` (server-side apply). @default false
+   */
+  rewritesOutput?: boolean;
 }
 
 function namespaced(
@@ -93,7 +98,7 @@ const CREATE_DELETE = ["create", "delete"] as const;
  * @returns the questions
  */
 export function callerChecks(options: CallerCheckOptions): AccessAttributes[] {
-  const { mode, ownsOutput, namespace } = options;
+  const { mode, ownsOutput, namespace, rewritesOutput = false } = options;
   const checks: AccessAttributes[] = [
     ...namespaced(namespace, "", "serviceaccounts", ["get"]),
     ...namespaced(namespace, "batch", "jobs", ["create", "get", "list", "watch", "delete"]),
@@ -101,6 +106,7 @@ export function callerChecks(options: CallerCheckOptions): AccessAttributes[] {
     ...namespaced(namespace, "", "pods", ["get"], "log"),
     ...namespaced(namespace, "", "configmaps", ["get", "list"]),
     ...(ownsOutput ? namespaced(namespace, "", "configmaps", ["delete"]) : []),
+    ...(rewritesOutput ? namespaced(namespace, "", "configmaps", ["patch"]) : []),
   ];
   if (mode === "prefix") {
     checks.push(
@@ -318,6 +324,8 @@ export interface GateOptions {
   serviceAccount: string;
   /** Whether aicr owns the output ConfigMap. */
   ownsOutput: boolean;
+  /** Whether the CLI rewrites the user's `cm://` output (see {@link CallerCheckOptions}). */
+  rewritesOutput?: boolean;
   /** `--discover-network`: widen the agent questions. @default false */
   discoverNetwork?: boolean;
   /** Where the WARN goes. */
@@ -370,7 +378,8 @@ export async function runGate(reviewer: AccessReviewer, options: GateOptions): P
   } = options;
   const user = serviceAccountUser(namespace, serviceAccount);
   const groups = serviceAccountGroups(namespace);
-  const caller = options.caller ?? callerChecks({ mode, ownsOutput, namespace });
+  const caller = options.caller ??
+    callerChecks({ mode, ownsOutput, namespace, rewritesOutput: options.rewritesOutput ?? false });
   const agent = mode === "exact" ? accessQuestions(agentRules({ discoverNetwork }), namespace) : [];
   type Task = { identity: Identity; attributes: AccessAttributes };
   const tasks: Task[] = [

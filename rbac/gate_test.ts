@@ -444,3 +444,11 @@ Deno.test("gate: runGate with its own caller questions reports every denial in o
   assert.equal(calls.self.length, 3);
   assert.equal(calls.subject.length, 0);
 });
+
+Deno.test("callerChecks() asks 'patch configmaps' only when the CLI rewrites the user's output", () => {
+  const patches = (rewritesOutput: boolean) =>
+    callerChecks({ mode: "exact", ownsOutput: false, namespace: "ns", rewritesOutput })
+      .filter((a) => a.resource === "configmaps" && a.verb === "patch").length;
+  assert.equal(patches(false), 0);
+  assert.equal(patches(true), 1);
+});
