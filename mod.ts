@@ -8,6 +8,7 @@
  * @module
  */
 import process from "node:process";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { runCli } from "./cli/mod.ts";
 import type { CliDeps } from "./cli/mod.ts";
@@ -31,6 +32,20 @@ export type { BuildInfo } from "./version.ts";
 export { runCli } from "./cli/mod.ts";
 
 /**
+ * Reads this process's environment. `HOSTNAME` falls back to the kernel's hostname: shells
+ * set it without exporting it, so `aicr agent` on a host would otherwise name no node
+ * (containers get it exported by their runtime).
+ *
+ * @param name the variable
+ * @returns its value
+ */
+function processEnv(name: string): string | undefined {
+  const value = process.env[name];
+  if (value === undefined && name === "HOSTNAME") return hostname();
+  return value;
+}
+
+/**
  * Builds the real dependencies from this process.
  *
  * @param signal aborted on SIGINT/SIGTERM
@@ -42,7 +57,7 @@ export function processDeps(signal: AbortSignal): CliDeps {
   return {
     stdout,
     stderr,
-    env: (name) => process.env[name],
+    env: processEnv,
     cwd: process.cwd(),
     now: () => new Date(),
     stdoutIsTerminal: Boolean(process.stdout.isTTY),
@@ -61,7 +76,7 @@ export function processDeps(signal: AbortSignal): CliDeps {
             systemSocket: join(root, SYSTEM_BUS_SOCKET),
           }),
         ...(kube ? { cluster: createClusterReader(kube) } : {}),
-        env: (name) => process.env[name],
+        env: processEnv,
         log,
       };
     },
