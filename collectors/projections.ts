@@ -210,6 +210,14 @@ function optionalCount(where: Where, item: Json, key: string, at: string): numbe
   throw fieldError(where, `${at}.${key}`, "a non-negative integer", value);
 }
 
+/** A node-pool dump: the JSON array of objects the pool-listing CLI prints. */
+function poolRecords(where: Where, text: string): Json[] {
+  const expected = `it must be the JSON array printed by '${where.spec.command}'`;
+  const doc = parseDump(where, text, expected);
+  if (!Array.isArray(doc)) throw invalid(where, expected, describeDoc(doc));
+  return records(where, doc, "");
+}
+
 function records(where: Where, list: unknown[], at: string): Json[] {
   return list.map((item, index) => {
     if (!isRecord(item)) throw fieldError(where, `${at}[${index}]`, "an object", item);
@@ -330,10 +338,7 @@ function isAksGpuSize(vmSize: string): boolean {
 export function projectAksGpuPools(text: string, source: string): Subtype {
   const spec = PROJECTIONS.aksGpuPools;
   const where = { spec, path: source };
-  const expected = `it must be the JSON array printed by '${spec.command}'`;
-  const doc = parseDump(where, text, expected);
-  if (!Array.isArray(doc)) throw invalid(where, expected, describeDoc(doc));
-  const pools = records(where, doc, "").map((item, index) => {
+  const pools = poolRecords(where, text).map((item, index) => {
     const at = `[${index}]`;
     const name = requireString(where, item, "name", at);
     const vmSize = requireString(where, item, "vmSize", at);
@@ -417,10 +422,7 @@ function gkeDriverToken(value: string | undefined): string {
 export function projectGkeGpuPools(text: string, source: string): Subtype {
   const spec = PROJECTIONS.gkeGpuPools;
   const where = { spec, path: source };
-  const expected = `it must be the JSON array printed by '${spec.command}'`;
-  const doc = parseDump(where, text, expected);
-  if (!Array.isArray(doc)) throw invalid(where, expected, describeDoc(doc));
-  const pools = records(where, doc, "").map((item, index) => {
+  const pools = poolRecords(where, text).map((item, index) => {
     const at = `[${index}]`;
     const name = requireString(where, item, "name", at);
     const config = optionalRecord(where, item, "config", at);
