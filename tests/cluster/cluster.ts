@@ -738,7 +738,7 @@ async function startKubeletProcess(cluster: Cluster, nodes?: string): Promise<vo
   const main = join(REPO_ROOT, "tests", "kubelet", "main.ts");
   const ready = join(cluster.stateDir, "kubelet.json");
   await rm(ready, { force: true });
-  const { proc } = spawnComponent(
+  const { child, proc } = spawnComponent(
     "kubelet",
     Deno.execPath(),
     ["run", "-A", main, `--state-dir=${cluster.stateDir}`, ...(nodes ? [`--nodes=${nodes}`] : [])],
@@ -746,6 +746,10 @@ async function startKubeletProcess(cluster: Cluster, nodes?: string): Promise<vo
     true,
   );
   proc.match = main;
+  // Exit is told by the child's status, not /proc: its cmdline is empty while the shell
+  // execs the kubelet, which read as "exited" and failed a healthy start now and then.
+  let exited = false;
+  child.status.then(() => (exited = true), () => (exited = true));
   const info: ClusterInfo = { ...cluster, processes: [...cluster.processes, proc] };
   delete (info as Partial<Cluster>).kubeconfigFor;
   delete (info as Partial<Cluster>).stop;
@@ -753,8 +757,10 @@ async function startKubeletProcess(cluster: Cluster, nodes?: string): Promise<vo
   stderrLog(`cluster: started kubelet stand-in (pid ${proc.pid}, log ${proc.log})`);
   const deadline = Date.now() + 60_000;
   while (!existsSync(ready)) {
-    if (!isOurs(proc.pid, proc.match) || Date.now() > deadline) {
-      const tail = readFileSync(proc.log, "utf8").split("\n").slice(-15).join("\n");
+    if (exited || Date.now() > deadline) {
+      const tail = existsSync(proc.log)
+        ? readFileSync(proc.log, "utf8").split("\n").slice(-15).join("\n")
+        : "(no log written)";
       throw new Error(`Cannot start the kubelet stand-in; its log ends:\n${tail}`);
     }
     await new Promise((r) => setTimeout(r, 100));
