@@ -39,6 +39,8 @@ export interface AgentOptions {
   nodeName: string;
   /** Options passed to the collectors. */
   collect?: Omit<CollectOptions, "signal" | "nodeName">;
+  /** Changes the collected snapshot before it is checked and written (e.g. merged projections). */
+  transform?: (snapshot: Snapshot) => Snapshot;
   /** Cancels the run. */
   signal?: AbortSignal;
 }
@@ -116,7 +118,9 @@ export function hasGpu(snapshot: Snapshot): boolean {
  */
 export async function runAgent(deps: AgentDeps, options: AgentOptions): Promise<AgentResult> {
   const format = options.format ?? "yaml";
-  const { snapshot, reports } = await collectSnapshot(deps, options);
+  const collected = await collectSnapshot(deps, options);
+  const { reports } = collected;
+  const snapshot = options.transform ? options.transform(collected.snapshot) : collected.snapshot;
   if (options.requireGpu && !hasGpu(snapshot)) throw new NotFoundError(REQUIRE_GPU_MESSAGE);
   const encoded = encodeSnapshot(snapshot, format);
   const destination = await deliverSnapshot(deps.sink, {

@@ -6,25 +6,15 @@
  * @module
  */
 import { Command, Option } from "commander";
-import {
-  collectSnapshot,
-  deliverSnapshot,
-  hasGpu,
-  REQUIRE_GPU_MESSAGE,
-  runAgent,
-} from "../agent/mod.ts";
+import { runAgent } from "../agent/mod.ts";
 import type { AgentResult } from "../agent/mod.ts";
 import { mergeProjections } from "../collectors/mod.ts";
-import { NotFoundError, UsageError } from "../errors.ts";
+import { UsageError } from "../errors.ts";
 import { NoKubeconfigError } from "../kube/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
-import {
-  encodeSnapshot,
-  isSnapshotFormat,
-  parseSnapshotTarget,
-  resolveNodeName,
-} from "../snapshot/mod.ts";
+import { isSnapshotFormat, parseSnapshotTarget, resolveNodeName } from "../snapshot/mod.ts";
+import type { Snapshot } from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps, GlobalFlags } from "./context.ts";
 import { createProjectionFileReader, readProjections } from "./_projections.ts";
@@ -192,23 +182,12 @@ export async function runLocalAgent(
     },
     signal: deps.signal,
   };
-  if (projections.length === 0) return await runAgent(agentDeps, options);
-  // runAgent's steps, with the projections merged before the snapshot is encoded.
-  const collected = await collectSnapshot(agentDeps, options);
-  const snapshot = mergeProjections(collected.snapshot, projections);
-  if (options.requireGpu && !hasGpu(snapshot)) throw new NotFoundError(REQUIRE_GPU_MESSAGE);
-  const encoded = encodeSnapshot(snapshot, options.format);
-  const destination = await deliverSnapshot(agentDeps.sink, {
-    target,
-    encoded,
-    format: options.format,
-    snapshot,
-    version,
-    signal: deps.signal,
+  return await runAgent(agentDeps, {
+    ...options,
+    ...(projections.length > 0
+      ? { transform: (snapshot: Snapshot) => mergeProjections(snapshot, projections) }
+      : {}),
   });
-  if (target.kind === "configmap") log.info("snapshot saved to ConfigMap", { uri: destination });
-  else if (target.kind === "file") log.info("snapshot saved to file", { path: destination });
-  return { snapshot, reports: collected.reports, destination };
 }
 
 /**
