@@ -10,7 +10,7 @@ import { REQUIRE_GPU_MESSAGE, runAgent } from "./run.ts";
 import { writeFileAtomic } from "./sinks.ts";
 import type { AgentDeps } from "./run.ts";
 
-const FIXTURE = new URL("../../shared/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url);
+const FIXTURE = new URL("../tests/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url);
 
 async function hostTree(): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), "aicr-agent-host-"));

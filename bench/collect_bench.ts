@@ -37,7 +37,7 @@ import {
 const enc = new TextEncoder();
 const out = (s: string) => Deno.stdout.writeSync(enc.encode(`${s}\n`));
 const H100 = fileURLToPath(
-  new URL("../../shared/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url),
+  new URL("../tests/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url),
 );
 const BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 

@@ -19,7 +19,7 @@ import { createFakeCluster, createRecordedCluster } from "./testdata/fake_cluste
 import type { CollectorDeps, CommandRunner, HostReader } from "./types.ts";
 
 const H100 = fileURLToPath(
-  new URL("../../shared/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url),
+  new URL("../tests/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url),
 );
 const HOST = fileURLToPath(new URL("./testdata/host", import.meta.url));
 

@@ -5,7 +5,7 @@ import { NOOP_LOGGER } from "../log.ts";
 import { collectGpu, parseNvidiaSmi } from "./gpu.ts";
 import type { CommandRunner, RunResult } from "./types.ts";
 
-const H100 = new URL("../../shared/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url);
+const H100 = new URL("../tests/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url);
 const testdata = (name: string) => new URL(`./testdata/${name}`, import.meta.url);
 
 /** Extracts `<tag>text</tag>` from raw XML with a regex, independently of the parser. */

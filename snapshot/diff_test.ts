@@ -12,7 +12,7 @@ import type { Snapshot } from "./model.ts";
 import { H100_SMI, makeNodeSnapshot, setReading } from "./testdata/generate.ts";
 
 const FIXTURE = new URL("./testdata/h100-gpu-node-1.yaml", import.meta.url);
-const SMI_XML = new URL("../../shared/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url);
+const SMI_XML = new URL("../tests/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url);
 
 function baseline(): Snapshot {
   return parseSnapshot(readFileSync(FIXTURE, "utf8"), { source: "h100-gpu-node-1.yaml" });

@@ -1,6 +1,6 @@
 /**
  * Test and bench support: realistic node snapshots built from the real H100 fixture
- * (`../shared/fixtures/nvidia-smi-q-x.h100.xml`: 8x NVIDIA H100 80GB HBM3, driver
+ * (`tests/fixtures/nvidia-smi-q-x.h100.xml`: 8x NVIDIA H100 80GB HBM3, driver
  * 570.86.15, CUDA 12.8) and realistic OS, SystemD, K8s and NodeTopology readings of an
  * EKS p5.48xlarge node. Not part of the library surface.
  *

@@ -24,9 +24,23 @@ cached() {
 }
 cached
 # One build at a time (two test runs starting together on a cold cache): wait, then look again.
+# The holder writes who it is beside the lock; a waiter prints that and a heartbeat every 30 s, so a
+# build that seems stuck says it is waiting for another checkout's build, and which one.
 mkdir -p "$cache_root"
 exec 9>"$cache_root/.lock"
-flock 9
+if ! flock -n 9; then
+  holder="$(cat "$cache_root/.lock.holder" 2>/dev/null || echo "unknown holder")"
+  echo "cluster:build: waiting for another build of the control plane: $holder" >&2
+  waited=0
+  until flock -w 30 9; do
+    waited=$((waited + 30))
+    holder="$(cat "$cache_root/.lock.holder" 2>/dev/null || echo "unknown holder")"
+    echo "cluster:build: still waiting after ${waited}s for: $holder" >&2
+  done
+  echo "cluster:build: the other build finished after about ${waited}s of waiting" >&2
+fi
+echo "pid $$ in $here since $(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$cache_root/.lock.holder"
+trap 'rm -f "$cache_root/.lock.holder"' EXIT
 cached
 
 rm -rf "$bin.tmp" && mkdir -p "$bin.tmp"

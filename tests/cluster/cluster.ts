@@ -352,9 +352,10 @@ async function waitFor200(
  */
 export async function startCluster(options: StartClusterOptions = {}): Promise<Cluster> {
   const { detach = false, log = stderrLog, readyTimeoutMs = 120_000 } = options;
-  const t0 = performance.now();
   const stateDir = resolveStateDir(options.stateDir);
   const binDir = await buildCluster({ log });
+  // Readiness is timed from here: a build (or a wait for another checkout's build) is not start-up.
+  const t0 = performance.now();
   // Wipe only a folder that is ours (marked) or empty: never a mistyped AICR_CLUSTER_DIR.
   const marker = join(stateDir, ".aicr-test-cluster");
   if (existsSync(stateDir) && !existsSync(marker) && readdirSync(stateDir).length > 0) {

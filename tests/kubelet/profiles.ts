@@ -1,5 +1,5 @@
 /**
- * Node profiles (`../shared/fixtures/node-profiles/*.yaml`) turned into Node objects and per-node
+ * Node profiles (`tests/fixtures/node-profiles/*.yaml`) turned into Node objects and per-node
  * `nvidia-smi` fixtures.
  *
  * GPU nodes get what the NVIDIA GPU Operator's feature discovery and device plugin would put there:
@@ -16,12 +16,8 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse } from "yaml";
 
-/** The shared fixtures folder (`<repo>/../shared/fixtures`), overridable with `AICR_SHARED_DIR`. */
-export const FIXTURES_DIR: string = resolve(
-  Deno.env.get("AICR_SHARED_DIR") ??
-    resolve(fileURLToPath(new URL("../../../shared", import.meta.url))),
-  "fixtures",
-);
+/** The repository's own fixtures folder (`tests/fixtures`): real captures and node profiles. */
+export const FIXTURES_DIR: string = resolve(fileURLToPath(new URL("../fixtures", import.meta.url)));
 
 /** The GPU taint put on every GPU node. */
 export const GPU_TAINT = { key: "nvidia.com/gpu", value: "present", effect: "NoSchedule" } as const;
