@@ -1,6 +1,6 @@
 /**
- * Job mode: the node side (`run.ts`: collect → snapshot → sink) and the controller
- * side (`deploy.ts`: gate → create → wait → read → deliver → cleanup).
+ * Job mode, node side: `run.ts` collects → snapshots → delivers through `sinks.ts` (stdout,
+ * file, `cm://`). The controller side (deploy, wait, cleanup) lives in `controller/`.
  *
  * ```ts ignore
  * const result = await runAgent(deps, { target: { kind: "stdout" }, nodeName: "gpu-1" });
@@ -10,6 +10,3 @@
  */
 export * from "./run.ts";
 export * from "./sinks.ts";
-export * from "./sweep.ts";
-export * from "./deploy.ts";
-export * from "./wait.ts";

@@ -4,10 +4,8 @@
  *
  * @module
  */
-import { randomBytes } from "node:crypto";
-import { mkdir, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
-import { basename, dirname, join, resolve } from "node:path";
-import { ToolError, UsageError } from "../errors.ts";
+import { ToolError } from "../errors.ts";
+import { writeFileAtomic } from "../io.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { TextWriter } from "../log.ts";
 import { snapshotConfigMapLabels } from "../manifests/mod.ts";
@@ -52,53 +50,6 @@ export function snapshotFromConfigMapData(
   if (!data) return undefined;
   const format = data.format ?? "yaml";
   return data[`snapshot.${format}`] ?? data["snapshot.yaml"] ?? data["snapshot.json"];
-}
-
-/**
- * Writes a file atomically: a temporary file beside it, then a rename.
- *
- * @param path the destination
- * @param text the content
- * @param mode file mode @default 0o644
- * @throws {ToolError} naming the path when it cannot be written
- */
-export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
-  // Through symlinks (`-o /dev/stdout`, a linked config folder) to what they name.
-  const target = await realpath(resolve(path)).catch(() => resolve(path));
-  const existing = await stat(target).catch(() => undefined);
-  if (existing && !existing.isFile()) {
-    // A device or a pipe (`-o /dev/null`, `-o /dev/stdout`, `-o >(gzip)`): renaming over it
-    // would replace the device node itself, so write into it instead.
-    if (existing.isDirectory()) {
-      throw new UsageError(
-        `Cannot write snapshot to '${path}': it is a directory; give a file path`,
-      );
-    }
-    await writeFile(target, text).catch((error) => {
-      throw new ToolError(
-        `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
-        "internal",
-        500,
-        { cause: error },
-      );
-    });
-    return;
-  }
-  const dir = dirname(target);
-  const temp = join(dir, `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`);
-  try {
-    await mkdir(dir, { recursive: true });
-    await writeFile(temp, text, { mode, flag: "wx" });
-    await rename(temp, target);
-  } catch (error) {
-    await rm(temp, { force: true }).catch(() => {});
-    throw new ToolError(
-      `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
-      "internal",
-      500,
-      { cause: error },
-    );
-  }
 }
 
 /** What delivery needs. */

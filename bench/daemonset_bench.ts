@@ -25,7 +25,7 @@ import { dirname, join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { fetchFleet } from "../daemon/mod.ts";
+import { fetchFleet } from "../controller/mod.ts";
 import { connectKube } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";

@@ -1,12 +1,12 @@
 /**
  * `aicr cleanup --run-id <id>`: removes what a killed `aicr snapshot` left behind. The
  * objects are found by the run's labels and each is deleted pinned to the UID just read
- * (see `agent/sweep.ts`); the staging ConfigMap only once no Job of the run stands.
+ * (see `controller/sweep.ts`); the staging ConfigMap only once no Job of the run stands.
  *
  * @module
  */
 import { Command, Option } from "commander";
-import { sweepRun } from "../agent/sweep.ts";
+import { sweepRun } from "../controller/mod.ts";
 import { ToolError, UsageError } from "../errors.ts";
 import { isRunId, validateNamespace } from "../manifests/mod.ts";
 import { globalFlags } from "./agent.ts";

@@ -25,8 +25,8 @@ import {
   renderDaemonSet,
   uninstallDaemonSet,
   writeFleet,
-} from "../daemon/mod.ts";
-import type { DaemonSetOptions, FleetOutput, FleetTransport } from "../daemon/mod.ts";
+} from "../controller/mod.ts";
+import type { DaemonSetOptions, FleetOutput, FleetTransport } from "../controller/mod.ts";
 import { TimeoutError, ToolError, UsageError } from "../errors.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";

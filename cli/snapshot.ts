@@ -8,7 +8,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { Command, Option } from "commander";
-import { deliverSnapshot, deploySnapshot, hasGpu } from "../agent/mod.ts";
+import { deliverSnapshot, hasGpu } from "../agent/mod.ts";
+import { deploySnapshot } from "../controller/mod.ts";
 import { mergeProjections } from "../collectors/mod.ts";
 import { InterruptedError, UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -25,7 +26,7 @@ import {
   parseTolerations,
   validateNamespace,
 } from "../manifests/mod.ts";
-import type { AgentJobKnobs } from "../agent/mod.ts";
+import type { AgentJobKnobs } from "../controller/mod.ts";
 import {
   encodeSnapshot,
   findMeasurement,

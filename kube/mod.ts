@@ -30,3 +30,6 @@ export type {
   RestRequest,
 } from "./rest.ts";
 export * from "./ledger.ts";
+export { checkNamespace } from "./namespace.ts";
+export { sweepObjects } from "./sweep.ts";
+export type { SweepObjectsOptions, SweptObject } from "./sweep.ts";

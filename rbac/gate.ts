@@ -8,6 +8,7 @@
  * @module
  */
 import { PermissionError, ToolError, UnavailableError } from "../errors.ts";
+import { mapConcurrent } from "../io.ts";
 import { UNREACHABLE_HINTS } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { serviceAccountGroups, serviceAccountUser } from "../manifests/mod.ts";
@@ -279,39 +280,6 @@ function reviewFailure(error: unknown, attributes: AccessAttributes): ToolError 
     500,
     { cause: error },
   );
-}
-
-/**
- * Maps over items with at most `limit` calls in flight, keeping the results in order.
- * The first rejection rejects the whole map after the calls in flight settle.
- *
- * @param items the inputs
- * @param limit most calls at once (at least 1)
- * @param fn the call
- * @returns the results, in input order
- */
-export async function mapConcurrent<T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T, index: number) => Promise<R>,
-): Promise<R[]> {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  let failure: { error: unknown } | undefined;
-  async function worker(): Promise<void> {
-    while (failure === undefined && next < items.length) {
-      const index = next++;
-      try {
-        results[index] = await fn(items[index] as T, index);
-      } catch (error) {
-        failure ??= { error };
-      }
-    }
-  }
-  const workers = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker);
-  await Promise.all(workers);
-  if (failure !== undefined) throw failure.error;
-  return results;
 }
 
 /** Options for {@link runGate}. */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { PermissionError, ToolError, UnavailableError } from "../errors.ts";
 import { createLogger } from "../log.ts";
-import { callerChecks, formatDenial, isConnectionError, mapConcurrent, runGate } from "./gate.ts";
+import { callerChecks, formatDenial, isConnectionError, runGate } from "./gate.ts";
 import type { AccessReviewer } from "./gate.ts";
 import { qualifiedResource } from "./rules.ts";
 import type { AccessAttributes } from "./rules.ts";
@@ -362,23 +362,6 @@ Deno.test("gate: reviews run concurrently but never more than the bound", async 
     concurrency: 4,
   });
   assert.equal(fake.maxInFlight(), 4);
-});
-
-Deno.test("gate: mapConcurrent keeps input order and rethrows the first failure", async () => {
-  const out = await mapConcurrent([30, 10, 20], 2, async (ms, i) => {
-    await new Promise((resolve) => setTimeout(resolve, ms));
-    return i;
-  });
-  assert.deepEqual(out, [0, 1, 2]);
-  await assert.rejects(
-    mapConcurrent(
-      [1, 2],
-      5,
-      (n) => n === 2 ? Promise.reject(new Error("two")) : Promise.resolve(n),
-    ),
-    /two/,
-  );
-  assert.deepEqual(await mapConcurrent([], 3, () => Promise.resolve(1)), []);
 });
 
 Deno.test("gate: connection errors are told from other errors", () => {

@@ -13,7 +13,7 @@ import {
   ToolError,
   UsageError,
 } from "../errors.ts";
-import { KubeApiError, Ledger } from "../kube/mod.ts";
+import { checkNamespace, KubeApiError, Ledger } from "../kube/mod.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
 import {
@@ -35,7 +35,7 @@ import { createAccessReviewer, runGate, runRbacObjects } from "../rbac/mod.ts";
 import type { ServiceAccountMode } from "../rbac/mod.ts";
 import { formatConfigMapUri, parseSnapshot } from "../snapshot/mod.ts";
 import type { ConfigMapRef, Snapshot } from "../snapshot/mod.ts";
-import { snapshotFromConfigMapData } from "./sinks.ts";
+import { snapshotFromConfigMapData } from "../agent/sinks.ts";
 import { waitForAgentJob } from "./wait.ts";
 
 /** What a deployment needs. */
@@ -267,38 +267,6 @@ function throwIfInterrupted(signal: AbortSignal | undefined): void {
     throw new InterruptedError(
       `Cannot finish the snapshot run: interrupted (${String(signal.reason)})`,
     );
-  }
-}
-
-/**
- * The pre-flight namespace check both modes run: the namespace must exist (a caller who may
- * not read namespaces passes; the first create then tells).
- *
- * @param kube the client
- * @param namespace `--namespace`
- * @param signal cancels the read
- * @returns when it exists or cannot be checked
- * @throws {NotFoundError} when it does not exist
- */
-export async function checkNamespace(
-  kube: KubeClient,
-  namespace: string,
-  signal?: AbortSignal,
-): Promise<void> {
-  try {
-    const ns = await kube.get("Namespace", undefined, namespace, signal ? { signal } : {});
-    if (!ns) {
-      throw new NotFoundError(
-        `Cannot deploy into namespace '${namespace}': it does not exist`,
-        {
-          details: [`create it first (kubectl create namespace ${namespace}) or pass --namespace`],
-        },
-      );
-    }
-  } catch (error) {
-    // Reading namespaces is not required of the caller; without it the Job create will tell.
-    if (error instanceof KubeApiError && (error.status === 403 || error.status === 401)) return;
-    throw error;
   }
 }
 

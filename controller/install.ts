@@ -21,11 +21,23 @@
  * @module
  */
 import { Buffer } from "node:buffer";
-import { checkNamespace, sweepObjects } from "../agent/mod.ts";
-import type { SweptObject } from "../agent/mod.ts";
 import { ConflictError, InterruptedError } from "../errors.ts";
-import { DELETE_ORDER, KubeApiError, Ledger, RESOURCES } from "../kube/mod.ts";
-import type { KindName, KubeClient, KubeObject, LedgerEntry, NewObject } from "../kube/mod.ts";
+import {
+  checkNamespace,
+  DELETE_ORDER,
+  KubeApiError,
+  Ledger,
+  RESOURCES,
+  sweepObjects,
+} from "../kube/mod.ts";
+import type {
+  KindName,
+  KubeClient,
+  KubeObject,
+  LedgerEntry,
+  NewObject,
+  SweptObject,
+} from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
   buildDaemonSet,

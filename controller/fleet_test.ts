@@ -5,7 +5,7 @@ import type { RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { encodeSnapshot, parseSnapshotStream } from "../snapshot/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
-import { sampleSnapshot } from "./_testing.ts";
+import { sampleSnapshot } from "../daemon/_testing.ts";
 import { fetchFleet, fleetError, fleetStream, formatFleetTable } from "./fleet.ts";
 import type { DirectGet, DirectRequest, FleetResult, HttpAnswer } from "./fleet.ts";
 
@@ -209,7 +209,7 @@ Deno.test("fleet: the exit code says what kind of failure it was", () => {
 
 Deno.test("fleet: the real direct transport verifies the published CA and name, and bounds only connecting", async () => {
   const { generateDaemonTls } = await import("./_x509.ts");
-  const { serve } = await import("./serve.ts");
+  const { serve } = await import("../daemon/serve.ts");
   const { nodeDirectGet } = await import("./fleet.ts");
   const tls = generateDaemonTls({ dnsNames: ["aicr-daemon.ns.svc"], now: new Date() });
   const server = await serve(async (request) => {

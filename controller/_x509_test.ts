@@ -7,7 +7,7 @@ import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { derInteger, derOid, derTime, generateDaemonTls } from "./_x509.ts";
-import { serve, validateTls } from "./serve.ts";
+import { serve, validateTls } from "../daemon/serve.ts";
 
 const NOW = new Date("2026-12-02T18:00:00Z");
 

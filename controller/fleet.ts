@@ -17,7 +17,7 @@ import { request as httpsRequest } from "node:https";
 import { checkServerIdentity } from "node:tls";
 import type { PeerCertificate } from "node:tls";
 import { join } from "node:path";
-import { writeFileAtomic } from "../agent/mod.ts";
+import { mapConcurrent, writeFileAtomic } from "../io.ts";
 import {
   NotFoundError,
   PermissionError,
@@ -37,7 +37,6 @@ import {
   DEFAULT_DAEMON_NAME,
   validateNamespace,
 } from "../manifests/mod.ts";
-import { mapConcurrent } from "../rbac/mod.ts";
 import { encodeSnapshot, parseSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import type { Toleration } from "../manifests/mod.ts";

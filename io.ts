@@ -1,0 +1,90 @@
+/**
+ * Floor-0 helpers both controller-side and node-side code need: bounded concurrency
+ * ({@link mapConcurrent}) and atomic file writes ({@link writeFileAtomic}).
+ *
+ * @module
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
+import { ToolError, UsageError } from "./errors.ts";
+
+/**
+ * Maps over items with at most `limit` calls in flight, keeping the results in order.
+ * The first rejection rejects the whole map after the calls in flight settle.
+ *
+ * @param items the inputs
+ * @param limit most calls at once (at least 1)
+ * @param fn the call
+ * @returns the results, in input order
+ */
+export async function mapConcurrent<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  async function worker(): Promise<void> {
+    while (failure === undefined && next < items.length) {
+      const index = next++;
+      try {
+        results[index] = await fn(items[index] as T, index);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  }
+  const workers = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker);
+  await Promise.all(workers);
+  if (failure !== undefined) throw failure.error;
+  return results;
+}
+
+/**
+ * Writes a file atomically: a temporary file beside it, then a rename.
+ *
+ * @param path the destination
+ * @param text the content
+ * @param mode file mode @default 0o644
+ * @throws {ToolError} naming the path when it cannot be written
+ */
+export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
+  // Through symlinks (`-o /dev/stdout`, a linked config folder) to what they name.
+  const target = await realpath(resolve(path)).catch(() => resolve(path));
+  const existing = await stat(target).catch(() => undefined);
+  if (existing && !existing.isFile()) {
+    // A device or a pipe (`-o /dev/null`, `-o /dev/stdout`, `-o >(gzip)`): renaming over it
+    // would replace the device node itself, so write into it instead.
+    if (existing.isDirectory()) {
+      throw new UsageError(
+        `Cannot write snapshot to '${path}': it is a directory; give a file path`,
+      );
+    }
+    await writeFile(target, text).catch((error) => {
+      throw new ToolError(
+        `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
+        "internal",
+        500,
+        { cause: error },
+      );
+    });
+    return;
+  }
+  const dir = dirname(target);
+  const temp = join(dir, `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    await mkdir(dir, { recursive: true });
+    await writeFile(temp, text, { mode, flag: "wx" });
+    await rename(temp, target);
+  } catch (error) {
+    await rm(temp, { force: true }).catch(() => {});
+    throw new ToolError(
+      `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
+      "internal",
+      500,
+      { cause: error },
+    );
+  }
+}

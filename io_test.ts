@@ -1,0 +1,38 @@
+import assert from "node:assert/strict";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { mapConcurrent, writeFileAtomic } from "./io.ts";
+
+Deno.test("mapConcurrent() keeps input order and rethrows the first failure", async () => {
+  const out = await mapConcurrent([30, 10, 20], 2, async (ms, i) => {
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    return i;
+  });
+  assert.deepEqual(out, [0, 1, 2]);
+  await assert.rejects(
+    mapConcurrent(
+      [1, 2],
+      5,
+      (n) => n === 2 ? Promise.reject(new Error("two")) : Promise.resolve(n),
+    ),
+    /two/,
+  );
+  assert.deepEqual(await mapConcurrent([], 3, () => Promise.resolve(1)), []);
+});
+
+Deno.test("writeFileAtomic() writes into a device or pipe instead of renaming over it", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "aicr-fifo-"));
+  try {
+    const fifo = join(dir, "pipe");
+    const made = await new Deno.Command("mkfifo", { args: [fifo] }).output();
+    assert.ok(made.success);
+    const reader = readFile(fifo, "utf8");
+    await writeFileAtomic(fifo, "kind: Snapshot\n");
+    assert.equal(await reader, "kind: Snapshot\n");
+    assert.ok((await Deno.lstat(fifo)).isFifo, "the pipe is still a pipe");
+    await assert.rejects(writeFileAtomic(dir, "x"), /it is a directory/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
