@@ -7,6 +7,7 @@ import type { Daemon } from "./daemon.ts";
 import { negotiateFormat, resolveMeasurementType } from "./app.ts";
 import { fakeCollector, fakeKubeAuth } from "./_testing.ts";
 import type { FakeCollector, FakeKubeAuth } from "./_testing.ts";
+import { waitUntil } from "../tests/_wait.ts";
 
 const BUILD = { version: "0.1.0", commit: "abc123", backend: "source" };
 
@@ -55,7 +56,7 @@ Deno.test("createApp() answers /readyz 503 before the first collection and 200 a
   assert.match(await before.text(), /not ready/);
   collector.release();
   // Wait for the background collection to land.
-  while (!daemon.cache.ready) await new Promise((r) => setTimeout(r, 1));
+  await waitUntil("the first collection to land", () => daemon.cache.ready);
   const after = await daemon.app.request("/readyz");
   assert.equal(after.status, 200);
   await daemon.close();

@@ -5,6 +5,7 @@ import { CollectionFailedError, RateLimitedError, SnapshotCache } from "./cache.
 import type { SnapshotCacheOptions } from "./cache.ts";
 import type { CollectionOutcome } from "./metrics.ts";
 import { fakeCollector } from "./_testing.ts";
+import { waitUntil } from "../tests/_wait.ts";
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -126,7 +127,7 @@ Deno.test("SnapshotCache.start() retries the first collection until it succeeds"
   assert.equal(cache.ready, false);
   collector.failWith = undefined;
   // The retry fires after 1 s (the floor of the back-off).
-  while (!cache.ready) await sleep(20);
+  await waitUntil("the retried first collection to succeed", () => cache.ready, { intervalMs: 20 });
   assert.equal(collector.calls, 2);
   await cache.close();
 });
@@ -134,7 +135,7 @@ Deno.test("SnapshotCache.start() retries the first collection until it succeeds"
 Deno.test("SnapshotCache.start() refreshes periodically when asked", async () => {
   const { cache, collector } = makeCache({ refreshIntervalMs: 20, maxAgeMs: 0 });
   cache.start();
-  while (collector.calls < 3) await sleep(5);
+  await waitUntil("three periodic collections", () => collector.calls >= 3);
   await cache.close();
   const calls = collector.calls;
   await sleep(50);

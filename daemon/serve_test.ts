@@ -5,8 +5,17 @@ import { Hono } from "hono";
 import { serve } from "./serve.ts";
 import type { RunningServer } from "./serve.ts";
 import { generateTestTls } from "./_testing.ts";
+import { NOOP_LOGGER } from "../log.ts";
+import type { Logger } from "../log.ts";
+import { waitUntil, withDeadline } from "../tests/_wait.ts";
 
 const TLS = generateTestTls();
+
+/** A logger that keeps its warnings (a forced shutdown warns). */
+function recordingLogger(): Logger & { warnings: string[] } {
+  const warnings: string[] = [];
+  return { ...NOOP_LOGGER, warn: (message) => warnings.push(message), warnings };
+}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -172,28 +181,33 @@ Deno.test("serve() answers 503 when the handler runs past its timeout", async ()
 
 Deno.test("serve() finishes an in-flight request on shutdown, then refuses connections", async () => {
   const controller = new AbortController();
+  const log = recordingLogger();
   const server = await serve(testApp().fetch, {
     hostname: "127.0.0.1",
     port: 0,
     tls: TLS,
     signal: controller.signal,
+    log,
+    // Both far beyond the test's deadline: a shutdown that waited for the idle keep-alive
+    // connection, or that ended only by cutting connections, cannot pass.
+    keepAliveTimeoutMs: 600_000,
+    drainTimeoutMs: 600_000,
   });
   const client = Deno.createHttpClient({ caCerts: [TLS.ca] });
   try {
     // A keep-alive connection left idle must not hold the shutdown.
     await (await fetch(`${server.url}/hello`, { client })).text();
     const slow = fetch(`${server.url}/slow?ms=400`, { client });
-    await sleep(100);
-    assert.equal(server.inFlight, 1);
-    const started = performance.now();
+    await waitUntil("the slow request to be in flight", () => server.inFlight === 1);
     controller.abort();
     const res = await slow;
-    assert.equal(res.status, 200);
+    assert.equal(res.status, 200, "the request in flight at the shutdown is answered");
     assert.equal(await res.text(), "slow done");
-    await server.finished;
-    const waited = performance.now() - started;
-    assert.ok(waited >= 200, `shutdown waited for the request (${waited} ms)`);
-    assert.ok(waited < 5_000, `shutdown did not wait for the keep-alive timeout (${waited} ms)`);
+    await withDeadline(
+      "the shutdown to finish with an idle keep-alive connection",
+      server.finished,
+    );
+    assert.deepEqual(log.warnings, [], "the shutdown ended gracefully, nothing was cut");
     await assert.rejects(fetch(`${server.url}/hello`, { client }));
   } finally {
     client.close();
@@ -202,21 +216,22 @@ Deno.test("serve() finishes an in-flight request on shutdown, then refuses conne
 });
 
 Deno.test("serve() cuts a request that outlives the drain timeout", async () => {
+  const log = recordingLogger();
   const server = await serve(testApp().fetch, {
     hostname: "127.0.0.1",
     port: 0,
     tls: TLS,
+    log,
     drainTimeoutMs: 200,
-    handlerTimeoutMs: 60_000,
+    handlerTimeoutMs: 600_000,
   });
   const client = Deno.createHttpClient({ caCerts: [TLS.ca] });
   try {
     const hung = fetch(`${server.url}/hang`, { client }).then((r) => r.status, () => "cut");
-    await sleep(100);
-    const started = performance.now();
-    await server.shutdown();
-    assert.ok(performance.now() - started < 5_000);
+    await waitUntil("the hanging request to be in flight", () => server.inFlight === 1);
+    await withDeadline("the shutdown to cut the hanging request", server.shutdown());
     assert.equal(await hung, "cut");
+    assert.match(log.warnings[0] ?? "", /^drain timeout: closing remaining connections/);
   } finally {
     client.close();
   }
@@ -266,7 +281,6 @@ Deno.test("serve() rejects when the port is taken and leaves nothing running", a
 
 Deno.test("serve() answers 408 and closes a connection whose head never completes", async () => {
   await withServer({ headersTimeoutMs: 300, requestTimeoutMs: 600 }, async (server) => {
-    const started = performance.now();
     const answer = await new Promise<string>((resolve) => {
       let got = "";
       const socket = tlsConnect(
@@ -278,25 +292,29 @@ Deno.test("serve() answers 408 and closes a connection whose head never complete
       socket.on("close", () => resolve(got));
     });
     assert.match(answer, /^HTTP\/1\.1 408 Request Timeout/);
-    assert.ok(performance.now() - started < 5_000);
   });
 });
 
 Deno.test("serve() shuts down at once after a 16 KB response left the client with a spare connection", async () => {
   // Reproduces only under `deno run`, so the scenario runs in a child process.
   const fixture = new URL("./testdata/spare_connection.ts", import.meta.url);
+  // The fixture's drain timeout (10 min) is far beyond this deadline: a shutdown held by the
+  // spare connection cannot pass; it fails here saying so.
   const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", fixture.pathname],
     stdout: "piped",
     stderr: "piped",
+    signal: AbortSignal.timeout(60_000),
   }).output();
-  assert.equal(code, 0, new TextDecoder().decode(stderr));
-  const times = JSON.parse(new TextDecoder().decode(stdout)) as Record<string, number>;
-  assert.ok(times.http !== undefined && times.http < 2_000, `http shutdown took ${times.http} ms`);
-  assert.ok(
-    times.https !== undefined && times.https < 2_000,
-    `https shutdown took ${times.https} ms`,
+  assert.equal(
+    code,
+    0,
+    `the fixture failed or was stopped after 60 s (a shutdown held by the spare connection):\n${
+      new TextDecoder().decode(stderr)
+    }`,
   );
+  const warnings = JSON.parse(new TextDecoder().decode(stdout)) as Record<string, string[]>;
+  assert.deepEqual(warnings, { http: [], https: [] }, "both shut down without cutting anything");
 });
 
 Deno.test("serve() setTls() serves a new certificate to new connections", async () => {
