@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
-import process from "node:process";
 import { UsageError } from "../errors.ts";
 import { buildDaemonSet, daemonArgs } from "./daemonset.ts";
 import type { DaemonSetConfig } from "./daemonset.ts";
 import { formatManifest } from "./yaml.ts";
+import { assertGolden as assertGoldenFile } from "../tests/_golden.ts";
 
 const BASE: DaemonSetConfig = {
   namespace: "aicr-system",
@@ -12,11 +11,9 @@ const BASE: DaemonSetConfig = {
   tls: { secretName: "aicr-daemon-tls" },
 };
 
-/** Compares with `testdata/<name>`; `UPDATE_GOLDEN=1` rewrites it (then review the diff by hand). */
+/** Compares with `testdata/<name>` (see tests/_golden.ts for rewriting it). */
 function assertGolden(name: string, actual: string): void {
-  const url = new URL(`./testdata/${name}`, import.meta.url);
-  if (process.env.UPDATE_GOLDEN === "1") writeFileSync(url, actual);
-  assert.equal(actual, readFileSync(url, "utf8"), `golden ${name}`);
+  assertGoldenFile(new URL(`./testdata/${name}`, import.meta.url), actual);
 }
 
 Deno.test("daemonset: the default DaemonSet matches its golden", () => {

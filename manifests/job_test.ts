@@ -1,6 +1,4 @@
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
-import process from "node:process";
 import { UsageError } from "../errors.ts";
 import {
   agentArgs,
@@ -12,6 +10,7 @@ import {
 import type { AgentJobConfig } from "./job.ts";
 import { parseNodeSelectors, parseTolerations } from "./flags.ts";
 import { formatManifest } from "./yaml.ts";
+import { assertGolden as assertGoldenFile } from "../tests/_golden.ts";
 
 const RUN_ID = "20260103-103000-0123456789abcdef";
 const INVOCATION_ID = "fedcba9876543210";
@@ -24,11 +23,9 @@ const BASE: AgentJobConfig = {
   image: "ghcr.io/nvidia/aicr:v0.1.0",
 };
 
-/** Compares with `testdata/<name>`; `UPDATE_GOLDEN=1` rewrites it (then review the diff by hand). */
+/** Compares with `testdata/<name>` (see tests/_golden.ts for rewriting it). */
 function assertGolden(name: string, actual: string): void {
-  const url = new URL(`./testdata/${name}`, import.meta.url);
-  if (process.env.UPDATE_GOLDEN === "1") writeFileSync(url, actual);
-  assert.equal(actual, readFileSync(url, "utf8"), `golden ${name}`);
+  assertGoldenFile(new URL(`./testdata/${name}`, import.meta.url), actual);
 }
 
 Deno.test("job: the default privileged Job matches its golden", () => {

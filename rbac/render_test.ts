@@ -1,14 +1,13 @@
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
 import * as fsp from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import process from "node:process";
 import { parseAllDocuments } from "yaml";
 import { ConflictError, ToolError } from "../errors.ts";
 import { rbacNextSteps, renderRbacFiles, writeRbacDirectory } from "./render.ts";
 import type { RbacDirectoryFs } from "./render.ts";
 import { renderedRbacObjects } from "./objects.ts";
+import { assertGolden as assertGoldenFile } from "../tests/_golden.ts";
 
 const RUN_ID = "20260103-103000-0123456789abcdef";
 const OPTIONS = {
@@ -18,11 +17,9 @@ const OPTIONS = {
   version: "0.1.0",
 };
 
-/** Compares with `testdata/<name>`; `UPDATE_GOLDEN=1` rewrites it (then review the diff by hand). */
+/** Compares with `testdata/<name>` (see tests/_golden.ts for rewriting it). */
 function assertGolden(name: string, actual: string): void {
-  const url = new URL(`./testdata/${name}`, import.meta.url);
-  if (process.env.UPDATE_GOLDEN === "1") writeFileSync(url, actual);
-  assert.equal(actual, readFileSync(url, "utf8"), `golden ${name}`);
+  assertGoldenFile(new URL(`./testdata/${name}`, import.meta.url), actual);
 }
 
 Deno.test("render: the four files come in apply order into snapshot-rbac-<runID>", () => {
