@@ -10,13 +10,13 @@ import { runAgent } from "../agent/mod.ts";
 import type { AgentResult } from "../agent/mod.ts";
 import { mergeProjections } from "../collectors/mod.ts";
 import { UsageError } from "../errors.ts";
-import { NoKubeconfigError } from "../kube/mod.ts";
-import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { isSnapshotFormat, parseSnapshotTarget, resolveNodeName } from "../snapshot/mod.ts";
-import type { Snapshot } from "../snapshot/mod.ts";
+import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
-import type { CliDeps, GlobalFlags } from "./context.ts";
+import type { CliDeps } from "./context.ts";
+import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
+import type { GlobalOptions } from "./globals.ts";
 import { createProjectionFileReader, readProjections } from "./_projections.ts";
 import type { ProjectionFlags } from "./_projections.ts";
 
@@ -26,8 +26,6 @@ export interface LocalAgentFlags extends ProjectionFlags {
   output?: string;
   /** `--format`. */
   format: string;
-  /** `--kubeconfig`. */
-  kubeconfig?: string;
   /** `--require-gpu`. */
   requireGpu: boolean;
   /** `--max-nodes-per-entry`. */
@@ -36,17 +34,6 @@ export interface LocalAgentFlags extends ProjectionFlags {
   systemdUnit?: string[];
   /** `--host-root`. */
   hostRoot?: string;
-}
-
-/**
- * Reads the global flags of the root command.
- *
- * @param command any subcommand
- * @returns `--debug` and `--log-json`
- */
-export function globalFlags(command: Command): GlobalFlags {
-  const opts = command.optsWithGlobals() as { debug?: boolean; logJson?: boolean };
-  return { debug: opts.debug === true, logJson: opts.logJson === true };
 }
 
 /**
@@ -78,7 +65,6 @@ export function addLocalAgentFlags(command: Command): Command {
     .addOption(
       new Option("-t, --format <format>", "yaml or json").default("yaml").env("AICR_FORMAT"),
     )
-    .option("-k, --kubeconfig <path>", "kubeconfig for the K8s and NodeTopology readings")
     .addOption(
       new Option("--require-gpu", "fail unless nvidia-smi reports at least one GPU")
         .default(false).env("AICR_REQUIRE_GPU"),
@@ -113,38 +99,39 @@ export function addLocalAgentFlags(command: Command): Command {
     );
 }
 
-function connectOptional(
-  deps: CliDeps,
-  kubeconfig: string | undefined,
-  log: Logger,
-): KubeClient | undefined {
-  try {
-    return deps.connectKube(kubeconfig ? { kubeconfig } : {});
-  } catch (error) {
-    if (error instanceof NoKubeconfigError) {
-      log.debug("no Kubernetes client: K8s and NodeTopology readings will be empty", {
-        reason: error.message,
-      });
-      return undefined;
-    }
-    throw error;
-  }
+/** A local collection's options, parsed and checked from its flags. */
+export interface LocalAgentOptions {
+  /** `--output`, parsed. */
+  target: SnapshotTarget;
+  /** `--output` as given (for messages). */
+  output: string | undefined;
+  /** `--format`. */
+  format: SnapshotFormat;
+  /** `--require-gpu`. */
+  requireGpu: boolean;
+  /** `--max-nodes-per-entry`. */
+  maxNodesPerEntry: number;
+  /** `--systemd-unit`. */
+  systemdUnits: readonly string[];
+  /** `--host-root`. */
+  hostRoot?: string;
+  /** The controller-side projection files, read. */
+  projections: Subtype[];
 }
 
 /**
- * Collects and delivers a snapshot of this host.
+ * Completes and validates the local-collection flags: everything is parsed and every projection
+ * file read before anything is collected.
  *
- * @param deps CLI dependencies
+ * @param deps CLI dependencies (the working directory)
  * @param flags the local-collection flags
- * @param log the logger
- * @returns the agent result
- * @throws {UsageError} for bad flag values or projection files (read before collecting)
+ * @returns the typed options
+ * @throws {UsageError} for bad flag values or projection files
  */
-export async function runLocalAgent(
+export async function localAgentOptions(
   deps: CliDeps,
   flags: LocalAgentFlags,
-  log: Logger,
-): Promise<AgentResult> {
+): Promise<LocalAgentOptions> {
   if (!isSnapshotFormat(flags.format)) {
     throw new UsageError(
       `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
@@ -153,37 +140,61 @@ export async function runLocalAgent(
   const target = parseSnapshotTarget(flags.output);
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
-  const kube = connectOptional(deps, flags.kubeconfig, log);
+  return {
+    target,
+    output: flags.output,
+    format: flags.format,
+    requireGpu: flags.requireGpu,
+    maxNodesPerEntry,
+    systemdUnits: flags.systemdUnit ?? [],
+    ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
+    projections,
+  };
+}
+
+/**
+ * Collects and delivers a snapshot of this host.
+ *
+ * @param deps CLI dependencies
+ * @param context the global options and the logger
+ * @param options the checked local-collection options
+ * @returns the agent result
+ * @throws {UsageError} when a `cm://` output has no Kubernetes client
+ */
+export async function runLocalAgent(
+  deps: CliDeps,
+  context: { globals: GlobalOptions; log: Logger },
+  options: LocalAgentOptions,
+): Promise<AgentResult> {
+  const { log } = context;
+  const { target, projections } = options;
+  const kube = connectOptional(deps, context.globals, log);
   if (target.kind === "configmap" && !kube) {
     throw new UsageError(
-      `Cannot write to '--output' value '${flags.output}': no Kubernetes client (pass --kubeconfig or run in a pod)`,
+      `Cannot write to '--output' value '${options.output}': no Kubernetes client (pass --kubeconfig or run in a pod)`,
     );
   }
-  const version = buildInfo().version;
   const agentDeps = {
     collectors: deps.collectorDeps({
       log,
       ...(kube ? { kube } : {}),
-      ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
+      ...(options.hostRoot ? { hostRoot: options.hostRoot } : {}),
     }),
     sink: { stdout: deps.stdout, now: deps.now, ...(kube ? { kube: () => kube } : {}) },
     log,
     now: deps.now,
-    version,
-  };
-  const options = {
-    target,
-    format: flags.format,
-    requireGpu: flags.requireGpu,
-    nodeName: resolveNodeName(deps.env),
-    collect: {
-      maxNodesPerEntry,
-      ...(flags.systemdUnit?.length ? { systemdUnits: flags.systemdUnit } : {}),
-    },
-    signal: deps.signal,
+    version: buildInfo().version,
   };
   return await runAgent(agentDeps, {
-    ...options,
+    target,
+    format: options.format,
+    requireGpu: options.requireGpu,
+    nodeName: resolveNodeName(deps.env),
+    collect: {
+      maxNodesPerEntry: options.maxNodesPerEntry,
+      ...(options.systemdUnits.length ? { systemdUnits: [...options.systemdUnits] } : {}),
+    },
+    signal: deps.signal,
     ...(projections.length > 0
       ? { transform: (snapshot: Snapshot) => mergeProjections(snapshot, projections) }
       : {}),
@@ -202,12 +213,9 @@ export function agentCommand(deps: CliDeps): Command {
   );
   addLocalAgentFlags(command);
   return command.action(async (flags: LocalAgentFlags, cmd: Command) => {
-    const global = globalFlags(cmd);
-    const log = deps.makeLogger({
-      debug: global.debug,
-      json: global.logJson,
-      ...(deps.env("AICR_LOG_PREFIX") ? { prefix: deps.env("AICR_LOG_PREFIX") as string } : {}),
-    });
-    await runLocalAgent(deps, flags, log);
+    const globals = globalOptions(cmd);
+    const log = commandLogger(deps, globals, { prefixFromEnv: true });
+    const options = await localAgentOptions(deps, flags);
+    await runLocalAgent(deps, { globals, log }, options);
   });
 }

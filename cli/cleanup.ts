@@ -5,20 +5,35 @@
  *
  * @module
  */
-import { Command, Option } from "commander";
+import { Command } from "commander";
 import { sweepRun } from "../controller/mod.ts";
 import { ToolError, UsageError } from "../errors.ts";
-import { isRunId, validateNamespace } from "../manifests/mod.ts";
-import { globalFlags } from "./agent.ts";
+import { isRunId } from "../manifests/mod.ts";
 import type { CliDeps } from "./context.ts";
+import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
+import type { GlobalOptions } from "./globals.ts";
 
 /** Flags of `aicr cleanup`. */
 interface CleanupFlags {
   runId?: string;
-  namespace: string;
-  kubeconfig?: string;
-  context?: string;
   dryRun: boolean;
+}
+
+/** `aicr cleanup`'s options, checked. */
+interface CleanupOptions {
+  runId: string;
+  namespace: string;
+  dryRun: boolean;
+}
+
+function cleanupOptions(flags: CleanupFlags, globals: GlobalOptions): CleanupOptions {
+  const runId = flags.runId ?? "";
+  if (!isRunId(runId)) {
+    throw new UsageError(
+      `Cannot use '--run-id' as it must be <YYYYMMDD-HHMMSS>-<16 hex>: current value is '${runId}'`,
+    );
+  }
+  return { runId, namespace: checkedNamespace(globals), dryRun: flags.dryRun };
 }
 
 /**
@@ -36,28 +51,16 @@ export function cleanupCommand(deps: CliDeps): Command {
       "--run-id <id>",
       "the run ID the killed run logged (snapshot agent run: runID=...)",
     )
-    .addOption(
-      new Option("-n, --namespace <ns>", "the namespace the run deployed into").default("default")
-        .env("AICR_NAMESPACE"),
-    )
-    .option("-k, --kubeconfig <path>", "kubeconfig")
-    .option("--context <name>", "kubeconfig context")
     .option("--dry-run", "only list what would be deleted", false)
     .action(async (flags: CleanupFlags, cmd: Command) => {
-      const global = globalFlags(cmd);
-      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
-      const runId = flags.runId ?? "";
-      if (!isRunId(runId)) {
-        throw new UsageError(
-          `Cannot use '--run-id' as it must be <YYYYMMDD-HHMMSS>-<16 hex>: current value is '${runId}'`,
-        );
-      }
-      const namespace = validateNamespace("--namespace", flags.namespace);
-      const kube = deps.connectKube({
-        ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
-        ...(flags.context ? { context: flags.context } : {}),
+      const globals = globalOptions(cmd);
+      const log = commandLogger(deps, globals);
+      const { runId, namespace, dryRun } = cleanupOptions(flags, globals);
+      const swept = await sweepRun({ kube: connect(deps, globals), log }, {
+        runId,
+        namespace,
+        dryRun,
       });
-      const swept = await sweepRun({ kube, log }, { runId, namespace, dryRun: flags.dryRun });
       for (const o of swept) {
         log.info(o.result === "found" ? "would delete" : o.result, {
           kind: o.kind,
@@ -77,7 +80,7 @@ export function cleanupCommand(deps: CliDeps): Command {
         runID: runId,
         namespace,
         deleted: swept.filter((o) => o.result === "deleted").length,
-        ...(flags.dryRun ? { dryRun: "true" } : {}),
+        ...(dryRun ? { dryRun: "true" } : {}),
       });
     });
 }

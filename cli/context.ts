@@ -33,11 +33,3 @@ export interface CliDeps {
   /** Builds the collectors' readers (host files, processes, systemd, the cluster). */
   collectorDeps: (options: { kube?: KubeClient; log: Logger; hostRoot?: string }) => CollectorDeps;
 }
-
-/** The global flags every command can read from its parent. */
-export interface GlobalFlags {
-  /** `--debug`. */
-  debug: boolean;
-  /** `--log-json`. */
-  logJson: boolean;
-}

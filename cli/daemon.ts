@@ -19,17 +19,19 @@ import {
   type RequestAuthorizer,
   type RunningServer,
   serve,
+  type SnapshotCacheOptions,
   type TokenAuthenticator,
   validateTls,
 } from "../daemon/mod.ts";
 import { UsageError } from "../errors.ts";
-import { NoKubeconfigError } from "../kube/mod.ts";
 import { parseDuration } from "../manifests/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { resolveNodeName } from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
-import { globalFlags, parseCount } from "./agent.ts";
+import { parseCount } from "./agent.ts";
+import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
+import type { GlobalOptions } from "./globals.ts";
 import type { CliDeps } from "./context.ts";
 
 /** Options the collect factory receives. */
@@ -99,8 +101,6 @@ export interface DaemonFlags {
   tlsReloadInterval: string;
   /** `--node-name`. */
   nodeName?: string;
-  /** `--kubeconfig`. */
-  kubeconfig?: string;
   /** `--token-audience` (repeatable). */
   tokenAudience?: string[];
   /** `--host-root`. */
@@ -131,15 +131,6 @@ async function readPem(flag: string, path: string, cwd: string): Promise<string>
       }`,
       { cause: error },
     );
-  }
-}
-
-function connect(deps: CliDeps, kubeconfig: string | undefined): KubeClient | undefined {
-  try {
-    return deps.connectKube(kubeconfig ? { kubeconfig } : {});
-  } catch (error) {
-    if (error instanceof NoKubeconfigError) return undefined;
-    throw error;
   }
 }
 
@@ -203,20 +194,49 @@ function watchTls(
   return { stop: () => clearInterval(timer) };
 }
 
+/** The daemon's options, parsed and checked from its flags (certificates read). */
+export interface DaemonOptions {
+  /** `--listen`. */
+  listen: string;
+  /** `--port`. */
+  port: number;
+  /** The cache's periods. */
+  cache: SnapshotCacheOptions;
+  /** `--drain-timeout`. */
+  drainTimeoutMs: number;
+  /** `--tls-reload-interval`. */
+  tlsReloadMs: number;
+  /** `--max-nodes-per-entry`. */
+  maxNodesPerEntry: number;
+  /** The certificate and key read from their files; absent with `--insecure-http`. */
+  tls?: { cert: string; key: string; certFile: string; keyFile: string };
+  /** `--insecure-http`. */
+  insecureHttp: boolean;
+  /** `--insecure-no-auth`. */
+  insecureNoAuth: boolean;
+  /** This node. */
+  nodeName: string;
+  /** `--token-audience`. */
+  tokenAudiences: string[];
+  /** `--host-root`. */
+  hostRoot?: string;
+  /** `--systemd-unit`. */
+  systemdUnits: string[];
+}
+
 /**
- * Runs the daemon until `deps.signal` aborts, then drains and returns.
+ * Completes and validates the daemon's flags: durations, port, certificate files and node
+ * name, before anything listens.
  *
- * @param deps CLI dependencies and factories
+ * @param deps CLI dependencies (environment, working directory)
  * @param flags the parsed flags
- * @param log the logger
- * @returns when the server has stopped and the last collection ended
- * @throws {UsageError} for bad flags, unreadable certificates, or auth without a cluster
+ * @returns the typed options
+ * @throws {UsageError} for bad flags or unreadable certificates
  */
-export async function runDaemon(
+export async function daemonOptions(
   deps: DaemonCommandDeps,
   flags: DaemonFlags,
-  log: Logger,
-): Promise<void> {
+): Promise<DaemonOptions> {
   const port = parsePort(flags.port);
   const cacheOptions = {
     maxAgeMs: parseDuration(flags.maxAge, "--max-age"),
@@ -263,9 +283,45 @@ export async function runDaemon(
       "Cannot run the daemon as the node name is unknown: set '--node-name' or NODE_NAME",
     );
   }
-  const kube = connect(deps, flags.kubeconfig);
+  return {
+    listen: flags.listen,
+    port,
+    cache: cacheOptions,
+    drainTimeoutMs,
+    tlsReloadMs,
+    maxNodesPerEntry,
+    ...(tls && flags.tlsCertFile && flags.tlsKeyFile
+      ? { tls: { ...tls, certFile: flags.tlsCertFile, keyFile: flags.tlsKeyFile } }
+      : {}),
+    insecureHttp: flags.insecureHttp,
+    insecureNoAuth: flags.insecureNoAuth,
+    nodeName,
+    tokenAudiences: flags.tokenAudience ?? [],
+    ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
+    systemdUnits: flags.systemdUnit ?? [],
+  };
+}
+
+/**
+ * Runs the daemon until `deps.signal` aborts, then drains and returns.
+ *
+ * @param deps CLI dependencies and factories
+ * @param context the root's flags (the cluster) and the logger
+ * @param options the checked options
+ * @returns when the server has stopped and the last collection ended
+ * @throws {UsageError} when callers are to be authenticated without a cluster
+ */
+export async function runDaemon(
+  deps: DaemonCommandDeps,
+  context: { globals: GlobalOptions; log: Logger },
+  options: DaemonOptions,
+): Promise<void> {
+  const { log } = context;
+  const { nodeName, maxNodesPerEntry, port, drainTimeoutMs, tlsReloadMs } = options;
+  const tls = options.tls ? { cert: options.tls.cert, key: options.tls.key } : undefined;
+  const kube = connectOptional(deps, context.globals, log);
   let auth: RequestAuthorizer | undefined;
-  if (flags.insecureNoAuth) {
+  if (options.insecureNoAuth) {
     log.warn(
       "authentication is OFF (--insecure-no-auth): anyone who reaches the port reads this node's snapshot",
     );
@@ -279,19 +335,19 @@ export async function runDaemon(
       ((options: MakeAuthOptions) =>
         createKubeAuth(options.kube, { audiences: options.audiences }));
     auth = createCachingAuthorizer(
-      makeAuth({ log, kube, audiences: flags.tokenAudience ?? [] }),
+      makeAuth({ log, kube, audiences: options.tokenAudiences }),
       { clock: () => deps.now().getTime() },
     );
   }
-  if (flags.insecureHttp) log.warn("serving plain HTTP (--insecure-http): for local tests only");
+  if (options.insecureHttp) log.warn("serving plain HTTP (--insecure-http): for local tests only");
   const makeCollect = deps.makeCollect ?? defaultMakeCollect(deps);
   const collect = makeCollect({
     log,
     nodeName,
     maxNodesPerEntry,
     ...(kube ? { kube } : {}),
-    ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
-    ...(flags.systemdUnit?.length ? { systemdUnits: flags.systemdUnit } : {}),
+    ...(options.hostRoot ? { hostRoot: options.hostRoot } : {}),
+    ...(options.systemdUnits.length ? { systemdUnits: options.systemdUnits } : {}),
   });
   const daemon = createDaemon({
     collect,
@@ -300,9 +356,9 @@ export async function runDaemon(
     log,
     build: buildInfo(),
     nodeName,
-  }, cacheOptions);
+  }, options.cache);
   const server = await serve(daemon.app.fetch, {
-    hostname: flags.listen,
+    hostname: options.listen,
     port,
     ...(tls ? { tls } : { insecureHttp: true }),
     signal: deps.signal,
@@ -310,8 +366,12 @@ export async function runDaemon(
     drainTimeoutMs,
   });
   daemon.start();
-  const reload = tls && tlsReloadMs > 0 && flags.tlsCertFile && flags.tlsKeyFile
-    ? watchTls(server, { certFile: flags.tlsCertFile, keyFile: flags.tlsKeyFile, cwd: deps.cwd }, {
+  const reload = tls && options.tls && tlsReloadMs > 0
+    ? watchTls(server, {
+      certFile: options.tls.certFile,
+      keyFile: options.tls.keyFile,
+      cwd: deps.cwd,
+    }, {
       current: tls,
       intervalMs: tlsReloadMs,
       log,
@@ -365,7 +425,6 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
       "1m",
     )
     .option("--node-name <name>", "this node (default: NODE_NAME, KUBERNETES_NODE_NAME, HOSTNAME)")
-    .option("-k, --kubeconfig <path>", "kubeconfig (default: in-cluster ServiceAccount)")
     .option(
       "--token-audience <audience...>",
       "require these token audiences (default: the API server's)",
@@ -382,8 +441,8 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
         .default("0").env("AICR_MAX_NODES_PER_ENTRY"),
     )
     .action(async (flags: DaemonFlags, cmd: Command) => {
-      const global = globalFlags(cmd);
-      const log = deps.makeLogger({ debug: global.debug, json: global.logJson, prefix: "daemon" });
-      await runDaemon(deps, flags, log);
+      const globals = globalOptions(cmd);
+      const log = commandLogger(deps, globals, { prefix: "daemon" });
+      await runDaemon(deps, { globals, log }, await daemonOptions(deps, flags));
     });
 }

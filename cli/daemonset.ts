@@ -28,7 +28,6 @@ import {
 } from "../controller/mod.ts";
 import type { DaemonSetOptions, FleetOutput, FleetTransport } from "../controller/mod.ts";
 import { TimeoutError, ToolError, UsageError } from "../errors.ts";
-import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
   DEFAULT_DAEMON_NAME,
@@ -41,18 +40,16 @@ import {
   parseResourceList,
   parseTolerations,
   validateDaemonName,
-  validateNamespace,
 } from "../manifests/mod.ts";
 import { buildInfo, defaultImage } from "../version.ts";
-import { globalFlags, parseCount } from "./agent.ts";
+import { parseCount } from "./agent.ts";
 import type { CliDeps } from "./context.ts";
+import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
+import type { GlobalOptions } from "./globals.ts";
 
-/** Flags every subcommand shares. */
+/** Flags every subcommand shares (namespace and cluster come from the root's flags). */
 interface CommonFlags {
-  namespace: string;
   name: string;
-  kubeconfig?: string;
-  context?: string;
 }
 
 /** Flags of install and render. */
@@ -89,14 +86,7 @@ interface UninstallFlags extends CommonFlags {
 
 function common(command: Command): Command {
   return command
-    .addOption(
-      new Option("-n, --namespace <ns>", "the daemon's namespace").default("default").env(
-        "AICR_NAMESPACE",
-      ),
-    )
-    .option("--name <name>", "the daemon's name (DaemonSet, ServiceAccount)", DEFAULT_DAEMON_NAME)
-    .option("-k, --kubeconfig <path>", "kubeconfig")
-    .option("--context <name>", "kubeconfig context");
+    .option("--name <name>", "the daemon's name (DaemonSet, ServiceAccount)", DEFAULT_DAEMON_NAME);
 }
 
 function placement(command: Command): Command {
@@ -128,15 +118,8 @@ function placement(command: Command): Command {
     .option("--no-wait", "do not wait for the pods");
 }
 
-function connect(deps: CliDeps, flags: CommonFlags): KubeClient {
-  return deps.connectKube({
-    ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
-    ...(flags.context ? { context: flags.context } : {}),
-  });
-}
-
-function daemonOptions(flags: InstallFlags): DaemonSetOptions {
-  const namespace = validateNamespace("--namespace", flags.namespace);
+function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOptions {
+  const namespace = checkedNamespace(globals);
   const name = validateDaemonName(flags.name);
   const port = parseCount("--port", flags.port);
   if (port < 1 || port > 65_535) {
@@ -192,12 +175,12 @@ function installCommand(deps: CliDeps): Command {
       "install the daemon: gate, ServiceAccounts and RBAC, TLS Secret and CA ConfigMap, DaemonSet; wait for its pods",
     )
     .action(async (flags: InstallFlags, cmd: Command) => {
-      const global = globalFlags(cmd);
-      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
-      const options = daemonOptions(flags);
+      const globals = globalOptions(cmd);
+      const log = commandLogger(deps, globals);
+      const options = daemonOptions(flags, globals);
       const timeoutMs = parseDuration(flags.timeout, "--timeout") || 120_000;
       const result = await installDaemonSet({
-        kube: connect(deps, flags),
+        kube: connect(deps, globals),
         log,
         now: deps.now,
         randomHex: () => randomBytes(8).toString("hex"),
@@ -231,9 +214,9 @@ function renderCommand(deps: CliDeps): Command {
       "print the install's manifests as one YAML stream (kubectl apply -f -); nothing is contacted",
     )
     .action((flags: InstallFlags, cmd: Command) => {
-      const global = globalFlags(cmd);
-      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
-      const options = daemonOptions(flags);
+      const globals = globalOptions(cmd);
+      const log = commandLogger(deps, globals);
+      const options = daemonOptions(flags, globals);
       const rendered = renderDaemonSet({
         ...options,
         tls: makeDaemonTls({
@@ -257,12 +240,13 @@ function uninstallCommand(deps: CliDeps): Command {
     .option("--timeout <duration>", "how long to wait for the pods to go", "1m")
     .option("--dry-run", "only list what would be deleted", false)
     .action(async (flags: UninstallFlags, cmd: Command) => {
-      const global = globalFlags(cmd);
-      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
-      const namespace = validateNamespace("--namespace", flags.namespace);
+      const globals = globalOptions(cmd);
+      const log = commandLogger(deps, globals);
+      const namespace = checkedNamespace(globals);
       const name = validateDaemonName(flags.name);
       const timeoutMs = parseDuration(flags.timeout, "--timeout") || 60_000;
-      const result = await uninstallDaemonSet({ kube: connect(deps, flags), log, now: deps.now }, {
+      const kube = connect(deps, globals);
+      const result = await uninstallDaemonSet({ kube, log, now: deps.now }, {
         namespace,
         name,
         timeoutMs,
@@ -309,9 +293,10 @@ function fetchCommand(deps: CliDeps): Command {
     .option("--timeout <duration>", "per-node deadline", "30s")
     .option("--node <name...>", "only these nodes (repeatable)")
     .action(async (flags: FetchFlags, cmd: Command) => {
-      const global = globalFlags(cmd);
-      const log = deps.makeLogger({ debug: global.debug, json: global.logJson });
-      await runFleetFetch(deps, flags, log);
+      const globals = globalOptions(cmd);
+      const log = commandLogger(deps, globals);
+      const options = await fleetFetchOptions(deps, globals, flags);
+      await runFleetFetch(deps, { globals, log }, options);
     });
 }
 
@@ -332,16 +317,10 @@ export function daemonsetCommand(deps: CliDeps): Command {
     .addCommand(renderCommand(deps));
 }
 
-/** The flags {@link runFleetFetch} reads (`aicr daemonset fetch`, `aicr snapshot --from-daemonset`). */
+/** The fetch flags (`aicr daemonset fetch`, `aicr snapshot --from-daemonset`). */
 export interface FleetFetchFlags {
-  /** `--namespace`. */
-  namespace: string;
   /** `--name`. @default "aicr-daemon" */
   name?: string;
-  /** `--kubeconfig`. */
-  kubeconfig?: string;
-  /** `--context`. */
-  context?: string;
   /** `--output`: a directory, a file or `-`. */
   output?: string;
   /** `--transport`. @default "auto" */
@@ -354,22 +333,38 @@ export interface FleetFetchFlags {
   node?: string[];
 }
 
+/** A fleet fetch's options, parsed and checked. */
+export interface FleetFetchOptions {
+  /** The daemon's namespace. */
+  namespace: string;
+  /** The daemon's name. */
+  name: string;
+  /** How to reach the daemons. */
+  transport: FleetTransport;
+  /** Nodes asked at once (at least 1). */
+  concurrency: number;
+  /** Per-node deadline. */
+  timeoutMs: number;
+  /** Only these nodes. */
+  nodes?: string[];
+  /** Where the snapshots go. */
+  output: FleetOutput;
+}
+
 /**
- * Fetches every node's snapshot from the installed daemons, writes them, prints the status table
- * on stderr, and throws the fleet's error when some node was not ok.
+ * Completes and validates the fetch flags, before any cluster contact.
  *
- * @param deps CLI dependencies
- * @param input the flags
- * @param log the logger
- * @returns when everything was written and every node was ok
- * @throws {UsageError} for bad flags (before any cluster contact)
- * @throws {ToolError} from {@link fleetError} when some node failed
+ * @param deps CLI dependencies (the working directory)
+ * @param globals the root's flags (the namespace)
+ * @param input the fetch flags
+ * @returns the typed options
+ * @throws {UsageError} for a bad flag value
  */
-export async function runFleetFetch(
+export async function fleetFetchOptions(
   deps: CliDeps,
+  globals: GlobalOptions,
   input: FleetFetchFlags,
-  log: Logger,
-): Promise<void> {
+): Promise<FleetFetchOptions> {
   const flags = {
     name: DEFAULT_DAEMON_NAME,
     transport: "auto",
@@ -377,7 +372,7 @@ export async function runFleetFetch(
     timeout: "30s",
     ...input,
   };
-  const namespace = validateNamespace("--namespace", flags.namespace);
+  const namespace = checkedNamespace(globals);
   const name = validateDaemonName(flags.name);
   if (!(FLEET_TRANSPORTS as readonly string[]).includes(flags.transport)) {
     throw new UsageError(
@@ -391,14 +386,36 @@ export async function runFleetFetch(
     );
   }
   const timeoutMs = parseDuration(flags.timeout, "--timeout") || 30_000;
-  const output = await fleetOutput(flags.output, deps.cwd);
-  const fleet = await fetchFleet({ kube: connect(deps, flags), log }, {
+  return {
     namespace,
     name,
     transport: flags.transport as FleetTransport,
     concurrency,
     timeoutMs,
     ...(flags.node?.length ? { nodes: flags.node } : {}),
+    output: await fleetOutput(flags.output, deps.cwd),
+  };
+}
+
+/**
+ * Fetches every node's snapshot from the installed daemons, writes them, prints the status table
+ * on stderr, and throws the fleet's error when some node was not ok.
+ *
+ * @param deps CLI dependencies
+ * @param context the root's flags and the logger
+ * @param options the checked fetch options
+ * @returns when everything was written and every node was ok
+ * @throws {ToolError} from {@link fleetError} when some node failed
+ */
+export async function runFleetFetch(
+  deps: CliDeps,
+  context: { globals: GlobalOptions; log: Logger },
+  options: FleetFetchOptions,
+): Promise<void> {
+  const { log } = context;
+  const { output, ...fetch } = options;
+  const fleet = await fetchFleet({ kube: connect(deps, context.globals), log }, {
+    ...fetch,
     signal: deps.signal,
   });
   const written = await writeFleet(fleet.results, output, deps.stdout);

@@ -3,7 +3,7 @@ import { UsageError } from "../errors.ts";
 import { createLogger } from "../log.ts";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
 import type { CliDeps } from "./context.ts";
-import { daemonsetCommand } from "./daemonset.ts";
+import { createProgram } from "./mod.ts";
 
 function harness(): { deps: CliDeps; stdout: () => string; connects: () => number } {
   let out = "";
@@ -29,8 +29,9 @@ function harness(): { deps: CliDeps; stdout: () => string; connects: () => numbe
   return { deps, stdout: () => out, connects: () => connects };
 }
 
+/** Runs `aicr daemonset ...` through the root program, which declares -n and the cluster flags. */
 async function run(deps: CliDeps, args: string[]): Promise<void> {
-  await daemonsetCommand(deps).exitOverride().parseAsync(args, { from: "user" });
+  await createProgram(deps).parseAsync(["daemonset", ...args], { from: "user" });
 }
 
 Deno.test("daemonset render: one YAML stream of the nine objects, without contacting a cluster", async () => {

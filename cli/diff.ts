@@ -39,6 +39,8 @@ import {
 } from "./_sources.ts";
 import type { SnapshotSourceLoader } from "./_sources.ts";
 import type { CliDeps } from "./context.ts";
+import { globalOptions, kubeConfigSource } from "./globals.ts";
+import type { KubeConfigSource } from "../kube/mod.ts";
 
 export type { SnapshotSourceLoader } from "./_sources.ts";
 export {
@@ -60,7 +62,7 @@ export interface DiffDeps
    * Makes the snapshot loader (files, stdin, ConfigMaps), replacing the default one
    * (node:fs, the process's stdin, ConfigMaps through {@link DiffDeps.connectKube}).
    */
-  snapshotSources?: (options: { kubeconfig?: string }) => SnapshotSourceLoader;
+  snapshotSources?: (options: KubeConfigSource) => SnapshotSourceLoader;
 }
 
 interface DiffFlags {
@@ -72,7 +74,6 @@ interface DiffFlags {
   output?: string;
   ignore: string[];
   defaultIgnores: boolean;
-  kubeconfig?: string;
   allReadings: boolean;
 }
 
@@ -130,14 +131,18 @@ export function diffCommand(deps: DiffDeps): Command {
     .option("--ignore <pattern>", "leave out readings whose path matches (repeatable)", collect, [])
     .option("--no-default-ignores", "also compare the volatile readings ignored by default")
     .option("--all-readings", "fleet html: show every reading, not only differing ones", false)
-    .option("-k, --kubeconfig <path>", "kubeconfig for cm:// sources")
     .addHelpText("after", HELP_AFTER)
-    .action(async (flags: DiffFlags) => {
-      await runDiff(deps, flags);
+    .action(async (flags: DiffFlags, cmd: Command) => {
+      // The root's --kubeconfig and --context name the cluster of cm:// sources.
+      await runDiff(deps, flags, kubeConfigSource(globalOptions(cmd)));
     });
 }
 
-async function runDiff(deps: DiffDeps, flags: DiffFlags): Promise<void> {
+async function runDiff(
+  deps: DiffDeps,
+  flags: DiffFlags,
+  kubeconfig: KubeConfigSource,
+): Promise<void> {
   const fleet = flags.fleet ?? [];
   const pair = flags.baseline !== undefined || flags.target !== undefined;
   if (fleet.length > 0 && pair) {
@@ -175,7 +180,6 @@ async function runDiff(deps: DiffDeps, flags: DiffFlags): Promise<void> {
   }
   for (const pattern of flags.ignore) validateIgnore(pattern);
   const ignore = [...(flags.defaultIgnores ? DEFAULT_IGNORE_PATTERNS : []), ...flags.ignore];
-  const kubeconfig = flags.kubeconfig === undefined ? {} : { kubeconfig: flags.kubeconfig };
   const loader = deps.snapshotSources ? deps.snapshotSources(kubeconfig) : createFsSourceLoader(
     deps.connectKube
       ? {

@@ -14,6 +14,7 @@ import { EXIT_CODE_HELP, EXIT_CODES, exitCodeOf, formatError, UsageError } from 
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { COMMAND_FACTORIES } from "./commands.ts";
+import { addGlobalOptions } from "./globals.ts";
 
 export type { CliDeps } from "./context.ts";
 
@@ -27,8 +28,6 @@ export function createProgram(deps: CliDeps): Command {
   const program = new Command("aicr")
     .description("Capture, serve and compare what every GPU node really runs")
     .version(buildInfo().version, "--version", "print the version (without a leading v)")
-    .option("--debug", "verbose logs on stderr", false)
-    .option("--log-json", "logs as JSON lines", false)
     .addHelpText("after", `\nExit codes:\n${EXIT_CODE_HELP.map((l) => `  ${l}`).join("\n")}\n`)
     .showHelpAfterError("(run with --help for usage)")
     .configureOutput({
@@ -37,6 +36,7 @@ export function createProgram(deps: CliDeps): Command {
       outputError: (text, write) => write(text),
     })
     .exitOverride();
+  addGlobalOptions(program);
   for (const factory of COMMAND_FACTORIES) {
     const command = factory(deps);
     applyDefaults(command, deps);
@@ -46,7 +46,7 @@ export function createProgram(deps: CliDeps): Command {
 }
 
 function applyDefaults(command: Command, deps: CliDeps): void {
-  command.exitOverride().configureOutput({
+  command.exitOverride().configureHelp({ showGlobalOptions: true }).configureOutput({
     writeOut: (text) => deps.stdout.write(text),
     writeErr: (text) => deps.stderr.write(text),
     outputError: (text, write) => write(text),

@@ -24,7 +24,6 @@ import {
   parseNodeSelectors,
   parseResourceList,
   parseTolerations,
-  validateNamespace,
 } from "../manifests/mod.ts";
 import type { AgentJobKnobs } from "../controller/mod.ts";
 import {
@@ -33,9 +32,9 @@ import {
   isSnapshotFormat,
   parseSnapshotTarget,
 } from "../snapshot/mod.ts";
-import type { Snapshot, SnapshotFormat } from "../snapshot/mod.ts";
+import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
 import { buildInfo, defaultImage } from "../version.ts";
-import { addLocalAgentFlags, globalFlags, parseCount, runLocalAgent } from "./agent.ts";
+import { addLocalAgentFlags, localAgentOptions, parseCount, runLocalAgent } from "./agent.ts";
 import type { LocalAgentFlags } from "./agent.ts";
 import {
   createProjectionFileReader,
@@ -44,11 +43,18 @@ import {
 } from "./_projections.ts";
 import { renderRolesForServiceAccount } from "./_render_roles.ts";
 import type { CliDeps } from "./context.ts";
-import { runFleetFetch } from "./daemonset.ts";
+import { fleetFetchOptions, runFleetFetch } from "./daemonset.ts";
+import {
+  checkedNamespace,
+  commandLogger,
+  connect,
+  globalOptions,
+  rejectRepeatedGlobal,
+} from "./globals.ts";
+import type { GlobalOptions } from "./globals.ts";
 
-/** Flags of `aicr snapshot`. */
+/** Flags of `aicr snapshot` (namespace and cluster come from the root's flags). */
 interface SnapshotFlags extends LocalAgentFlags {
-  namespace: string;
   image?: string;
   imagePullSecret?: string[];
   jobName: string;
@@ -66,13 +72,11 @@ interface SnapshotFlags extends LocalAgentFlags {
   clusterConfig?: string;
   discoverNetwork: boolean;
   runId?: string;
-  context?: string;
   fromDaemonset: boolean;
 }
 
 /** Single-value flags that may appear only once (upstream rejects duplicates). */
 const SINGLE_VALUE_FLAGS = [
-  "namespace",
   "image",
   "job-name",
   "service-account-name",
@@ -108,12 +112,6 @@ export function snapshotCommand(deps: CliDeps): Command {
   );
   addLocalAgentFlags(command);
   command
-    .addOption(
-      new Option("-n, --namespace <ns>", "deployment namespace").default("default").env(
-        "AICR_NAMESPACE",
-      ),
-    )
-    .option("--context <name>", "kubeconfig context")
     .addOption(
       new Option(
         "--image <ref>",
@@ -200,36 +198,33 @@ export function snapshotCommand(deps: CliDeps): Command {
     });
   }
   return command.action(async (flags: SnapshotFlags, cmd: Command) => {
-    const global = globalFlags(cmd);
-    const log = deps.makeLogger({
-      debug: global.debug,
-      json: global.logJson,
-      ...(deps.env("AICR_LOG_PREFIX") ? { prefix: deps.env("AICR_LOG_PREFIX") as string } : {}),
-    });
+    rejectRepeatedGlobal(cmd, "namespace");
+    const globals = globalOptions(cmd);
+    const log = commandLogger(deps, globals, { prefixFromEnv: true });
+    const context = { globals, log };
     if (flags.addRolesToServiceAccount !== undefined) {
       await renderRolesForServiceAccount(deps, {
         serviceAccount: flags.addRolesToServiceAccount,
-        namespace: validateNamespace("--namespace", flags.namespace),
+        namespace: checkedNamespace(globals),
         discoverNetwork: flags.discoverNetwork,
       });
       return;
     }
     rejectNetworkTopology(flags);
     if (flags.fromDaemonset) {
-      await runFleetFetch(deps, {
-        namespace: flags.namespace,
-        ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
-        ...(flags.context ? { context: flags.context } : {}),
+      const options = await fleetFetchOptions(deps, globals, {
         ...(flags.output !== undefined ? { output: flags.output } : {}),
-      }, log);
+      });
+      await runFleetFetch(deps, context, options);
       return;
     }
     if (deps.env("AICR_AGENT_MODE") === "true") {
       // Inside the agent pod: collect this node and write where the controller said.
-      await runLocalAgent(deps, flags, log);
+      await runLocalAgent(deps, context, await localAgentOptions(deps, flags));
       return;
     }
-    await runSnapshot(deps, flags, log);
+    const options = await snapshotOptions(deps, globals, flags);
+    await runSnapshot(deps, context, options);
   });
 }
 
@@ -303,14 +298,49 @@ function parseJobConfig(flags: SnapshotFlags, version: string): {
   };
 }
 
-async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Promise<void> {
-  // Validate every flag before the cluster is contacted.
+/** One `aicr snapshot` run's options, parsed and checked from its flags. */
+interface SnapshotOptions {
+  /** The namespace (checked). */
+  namespace: string;
+  /** `--output`, parsed (a `cm://` names {@link namespace}). */
+  target: SnapshotTarget;
+  /** `--output` as given (for messages). */
+  output: string | undefined;
+  /** `--format`. */
+  format: SnapshotFormat;
+  /** The agent Job's knobs. */
+  job: AgentJobKnobs;
+  /** Whether GPU auto-targeting may apply. */
+  autoTarget: boolean;
+  /** `--service-account-name`. */
+  serviceAccountName?: string;
+  /** `--discover-network`. */
+  discoverNetwork: boolean;
+  /** `--timeout`. */
+  timeoutMs: number;
+  /** `--no-cleanup`. */
+  noCleanup: boolean;
+  /** `--run-id`. */
+  runId?: string;
+  /** The controller-side projection files, read. */
+  projections: Subtype[];
+}
+
+/**
+ * Completes and validates every flag of a run before the cluster is contacted: projection files
+ * are input too, so a bad one fails here, before anything is created.
+ */
+async function snapshotOptions(
+  deps: CliDeps,
+  globals: GlobalOptions,
+  flags: SnapshotFlags,
+): Promise<SnapshotOptions> {
   if (!isSnapshotFormat(flags.format)) {
     throw new UsageError(
       `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
     );
   }
-  const namespace = validateNamespace("--namespace", flags.namespace);
+  const namespace = checkedNamespace(globals);
   const target = parseSnapshotTarget(flags.output);
   if (target.kind === "configmap" && target.ref.namespace !== namespace) {
     throw new UsageError(
@@ -323,14 +353,34 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
     );
   }
   const timeoutMs = parseDuration(flags.timeout, "--timeout") || 5 * 60_000;
-  const version = buildInfo().version;
-  const { job, autoTarget } = parseJobConfig(flags, version);
-  // Projection files are input too: a bad one fails here, before anything is created.
+  const { job, autoTarget } = parseJobConfig(flags, buildInfo().version);
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
-  const kube = deps.connectKube({
-    ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
-    ...(flags.context ? { context: flags.context } : {}),
-  });
+  return {
+    namespace,
+    target,
+    output: flags.output,
+    format: flags.format,
+    job,
+    autoTarget,
+    ...(flags.serviceAccountName !== undefined
+      ? { serviceAccountName: flags.serviceAccountName }
+      : {}),
+    discoverNetwork: flags.discoverNetwork,
+    timeoutMs,
+    noCleanup: !flags.cleanup,
+    ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
+    projections,
+  };
+}
+
+async function runSnapshot(
+  deps: CliDeps,
+  context: { globals: GlobalOptions; log: Logger },
+  options: SnapshotOptions,
+): Promise<void> {
+  const { log } = context;
+  const { target, projections, format } = options;
+  const kube = connect(deps, context.globals);
   const result = await deploySnapshot({
     kube,
     log,
@@ -338,20 +388,20 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
     now: deps.now,
     randomHex: () => randomBytes(8).toString("hex"),
   }, {
-    namespace,
-    job,
-    serviceAccountPrefix: flags.serviceAccountName ?? DEFAULT_SERVICE_ACCOUNT_PREFIX,
-    ...(flags.serviceAccountName !== undefined
-      ? { serviceAccountName: flags.serviceAccountName }
+    namespace: options.namespace,
+    job: options.job,
+    serviceAccountPrefix: options.serviceAccountName ?? DEFAULT_SERVICE_ACCOUNT_PREFIX,
+    ...(options.serviceAccountName !== undefined
+      ? { serviceAccountName: options.serviceAccountName }
       : {}),
-    ...(flags.output !== undefined ? { output: flags.output } : {}),
-    discoverNetwork: flags.discoverNetwork,
+    ...(target.kind === "configmap" ? { output: target.ref } : {}),
+    discoverNetwork: options.discoverNetwork,
     // Projections are merged into the user's ConfigMap by this process, not the agent.
     rewritesOutput: target.kind === "configmap" && projections.length > 0,
-    timeoutMs,
-    noCleanup: !flags.cleanup,
-    autoTarget,
-    ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
+    timeoutMs: options.timeoutMs,
+    noCleanup: options.noCleanup,
+    autoTarget: options.autoTarget,
+    ...(options.runId !== undefined ? { runId: options.runId } : {}),
     signal: deps.signal,
   });
   const snapshot = mergeProjections(result.snapshot, projections);
@@ -362,7 +412,7 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
     );
   }
   warnPlacementMismatch(snapshot, log);
-  const format = flags.format as SnapshotFormat;
+  const version = buildInfo().version;
   const encoded = encodeSnapshot(snapshot, format);
   if (target.kind === "configmap") {
     // The agent wrote its document (in --format) itself; only projections need a rewrite.
@@ -377,7 +427,7 @@ async function runSnapshot(deps: CliDeps, flags: SnapshotFlags, log: Logger): Pr
         signal: deps.signal,
       });
     }
-    log.info("snapshot saved to ConfigMap", { uri: flags.output });
+    log.info("snapshot saved to ConfigMap", { uri: options.output });
     return;
   }
   const where = await deliverSnapshot({ stdout: deps.stdout, now: deps.now }, {

@@ -137,3 +137,44 @@ Deno.test("aicr snapshot --help lists the documented flags and the exit codes", 
     ]
   ) assert.ok(help.includes(flag), `help lacks ${flag}`);
 });
+
+Deno.test("aicr snapshot refuses a cm:// in another namespace than --namespace, in these words", async () => {
+  // Was a manifests/job.ts test; the CLI now parses -o once and checks it against -n itself.
+  const { deps, err, connects } = fakeDeps();
+  const code = await runCli(["snapshot", "-o", "cm://gpu-operator/aicr-snapshot"], deps);
+  assert.equal(code, 2);
+  assert.match(
+    err.join(""),
+    /^error: Cannot write the snapshot to 'cm:\/\/gpu-operator\/aicr-snapshot' as its namespace must match '--namespace' \(the agent's Role grants ConfigMaps only there\): current value is 'default'\n/,
+  );
+  assert.equal(connects.length, 0);
+});
+
+Deno.test("aicr snapshot --add-roles-to-service-account refuses a namespace that is not a DNS label", async () => {
+  // Was a manifests/names.ts test (renderedClusterRoleName); the CLI checks -n once.
+  const { deps, err, connects } = fakeDeps();
+  const code = await runCli(
+    ["snapshot", "--add-roles-to-service-account", "sa", "-n", "a.b"],
+    deps,
+  );
+  assert.equal(code, 2);
+  assert.match(err.join(""), /'--namespace'/);
+  assert.equal(connects.length, 0);
+});
+
+Deno.test("global flags are declared once on the root and reach every verb, before or after it", async () => {
+  for (
+    const args of [
+      ["-n", "Not_Valid", "snapshot"],
+      ["snapshot", "--namespace", "Not_Valid"],
+      ["cleanup", "--run-id", "20260102-150405-0123456789abcdef", "-n", "Not_Valid"],
+      ["daemonset", "uninstall", "-n", "Not_Valid"],
+      ["daemonset", "fetch", "-n", "Not_Valid"],
+    ]
+  ) {
+    const { deps, err, connects } = fakeDeps();
+    assert.equal(await runCli(args, deps), 2, args.join(" "));
+    assert.match(err.join(""), /'--namespace' as it must be a DNS-1123 label/, args.join(" "));
+    assert.equal(connects.length, 0);
+  }
+});

@@ -19,7 +19,6 @@ import type { Logger, TextWriter } from "../log.ts";
 import {
   buildAgentJob,
   GPU_PRESENT_LABEL,
-  jobName as runJobName,
   LABEL_INVOCATION_ID,
   LABEL_NAME,
   LABEL_RUN_ID,
@@ -74,8 +73,12 @@ export interface DeployOptions {
   serviceAccountName?: string;
   /** The prefix when no existing ServiceAccount is used. */
   serviceAccountPrefix: string;
-  /** `--output`: only a `cm://` value matters here (the agent writes there directly). */
-  output?: string;
+  /**
+   * The user's `cm://` output, parsed and in {@link namespace} (the agent writes there
+   * directly); absent for stdout and files (the agent stages the snapshot in a run-scoped
+   * ConfigMap).
+   */
+  output?: ConfigMapRef;
   /** `--discover-network`. */
   discoverNetwork: boolean;
   /** The CLI will rewrite the user's `cm://` output (projections), so the gate asks `patch`. */
@@ -147,7 +150,7 @@ export async function deploySnapshot(
     serviceAccountName: mode === "prefix"
       ? serviceAccountRunName(options.serviceAccountPrefix, runId)
       : serviceAccount,
-    output: formatConfigMapUri(output),
+    ...(ownsOutput ? {} : { output }),
     autoTargetGpu: injectedSelector === true,
     timeoutMs: options.timeoutMs,
   });
@@ -177,7 +180,7 @@ export async function deploySnapshot(
     runIdLabel: LABEL_RUN_ID,
     invocationIdLabel: LABEL_INVOCATION_ID,
   });
-  const name = runJobName(options.job.jobNamePrefix ?? "aicr", runId);
+  const name = job.metadata.name;
   let jobUid: string | undefined;
   let failure: unknown;
   try {

@@ -24,7 +24,6 @@ import {
   TimeoutError,
   ToolError,
   UnavailableError,
-  UsageError,
 } from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
@@ -35,7 +34,6 @@ import {
   daemonReaderName,
   daemonServerName,
   DEFAULT_DAEMON_NAME,
-  validateNamespace,
 } from "../manifests/mod.ts";
 import { encodeSnapshot, parseSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
@@ -343,12 +341,7 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     connectTimeoutMs = 2000,
     signal,
   } = options;
-  const namespace = validateNamespace("--namespace", options.namespace);
-  if (!FLEET_TRANSPORTS.includes(transport)) {
-    throw new UsageError(
-      `Cannot use '--transport' as it must be auto, direct or proxy: current value is '${transport}'`,
-    );
-  }
+  const { namespace } = options;
   const clock = deps.clock ?? (() => performance.now());
   const directGet = deps.directGet ?? nodeDirectGet;
   const sleep = deps.sleep ??

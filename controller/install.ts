@@ -58,7 +58,6 @@ import {
   LABEL_RUN_ID,
   newInvocationId,
   newRunId,
-  validateNamespace,
 } from "../manifests/mod.ts";
 import type { Labels, PodOptions, Toleration } from "../manifests/mod.ts";
 import {
@@ -151,7 +150,7 @@ export function makeDaemonTls(
  */
 export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
   const { name = DEFAULT_DAEMON_NAME, tls, allNodes = false } = options;
-  const namespace = validateNamespace("--namespace", options.namespace);
+  const { namespace } = options;
   const identity = options.runId !== undefined && options.invocationId !== undefined
     ? { runId: options.runId, invocationId: options.invocationId }
     : {};
@@ -445,7 +444,7 @@ export async function installDaemonSet(
 ): Promise<InstallResult> {
   const { kube, log } = deps;
   const { name = DEFAULT_DAEMON_NAME, timeoutMs = 120_000, pollMs = 1000, signal } = options;
-  const namespace = validateNamespace("--namespace", options.namespace);
+  const { namespace } = options;
   const runId = newRunId(deps.now(), deps.randomHex);
   const invocationId = newInvocationId(deps.randomHex);
   const {
@@ -629,7 +628,7 @@ export async function uninstallDaemonSet(
 ): Promise<UninstallResult> {
   const { kube, log } = deps;
   const { name = DEFAULT_DAEMON_NAME, timeoutMs = 60_000, dryRun = false, pollMs = 500 } = options;
-  const namespace = validateNamespace("--namespace", options.namespace);
+  const { namespace } = options;
   const sleep = deps.sleep ?? defaultSleep;
   await runGate(createAccessReviewer(kube), {
     namespace,

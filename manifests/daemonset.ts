@@ -26,7 +26,6 @@ import {
   daemonSelectorLabels,
   DEFAULT_DAEMON_NAME,
   validateDaemonName,
-  validateNamespace,
 } from "./names.ts";
 import { agentPodParts } from "./_pod.ts";
 import type { PodOptions } from "./_pod.ts";
@@ -125,7 +124,6 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
     tls,
     listenOnPodIp = true,
   } = config;
-  validateNamespace("--namespace", namespace);
   validateDaemonName(name);
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
     throw new UsageError(

@@ -13,15 +13,9 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
-import {
-  DEFAULT_JOB_NAME_PREFIX,
-  jobName,
-  runLabels,
-  stagingConfigMapName,
-  validateNamespace,
-} from "./names.ts";
+import { DEFAULT_JOB_NAME_PREFIX, jobName, runLabels, stagingConfigMapName } from "./names.ts";
 import type { RunIdentity } from "./names.ts";
-import { CONFIGMAP_SCHEME, formatConfigMapUri, parseConfigMapUri } from "../snapshot/mod.ts";
+import { formatConfigMapUri } from "../snapshot/mod.ts";
 import type { ConfigMapRef } from "../snapshot/mod.ts";
 import { agentPodParts } from "./_pod.ts";
 import type { PodOptions } from "./_pod.ts";
@@ -57,27 +51,22 @@ export interface AgentOutput {
 }
 
 /**
- * Where the agent writes: the user's `cm://` as given, otherwise the run-scoped
- * staging ConfigMap `aicr-agent-snapshot-<runID>` in `--namespace`.
+ * Where the agent writes: the user's ConfigMap as given, otherwise the run-scoped
+ * staging ConfigMap `aicr-agent-snapshot-<runID>` in the run's namespace.
  *
- * @param output the `--output` value (file, `-`, empty or `cm://`)
- * @param namespace `--namespace`
+ * @param userConfigMap the user's `cm://` output, already parsed and checked to be in
+ *   `namespace` (the agent's Role grants ConfigMaps only there); undefined for any other output
+ * @param namespace the run's namespace
  * @param runId the run ID
  * @returns the target and whether aicr owns it
- * @throws {UsageError} when a `cm://` is malformed or names another namespace
  */
 export function resolveAgentOutput(
-  output: string | undefined,
+  userConfigMap: ConfigMapRef | undefined,
   namespace: string,
   runId: string,
 ): AgentOutput {
-  if (output !== undefined && output.startsWith(CONFIGMAP_SCHEME)) {
-    const ref = parseConfigMapUri(output);
-    if (ref.namespace !== namespace) {
-      throw new UsageError(
-        `Cannot write the snapshot to '${output}' as its namespace must match '--namespace' (the agent's Role grants ConfigMaps only there): current value is '${namespace}'`,
-      );
-    }
+  if (userConfigMap !== undefined) {
+    const ref = { namespace: userConfigMap.namespace, name: userConfigMap.name };
     return { ref, uri: formatConfigMapUri(ref), ownsOutput: false };
   }
   const ref = { namespace, name: stagingConfigMapName(runId) };
@@ -116,14 +105,14 @@ export function jobDeadlines(timeoutMs = 0): JobDeadlines {
 
 /** The agent Job's configuration, already parsed from flags. */
 export interface AgentJobConfig extends RunIdentity, PodOptions {
-  /** `--namespace`. */
+  /** The namespace (a checked DNS-1123 label). */
   namespace: string;
   /** `--job-name` prefix. @default "aicr" */
   jobNamePrefix?: string;
   /** The ServiceAccount the pod runs as (exact, or the run-scoped `<prefix>-<runID>`). */
   serviceAccountName: string;
-  /** `--output`; only a `cm://` is passed to the agent. */
-  output?: string;
+  /** The user's `cm://` output (parsed, in {@link namespace}); otherwise the staging ConfigMap. */
+  output?: ConfigMapRef;
   /** `--format`; `json` is passed to the agent, which then writes `snapshot.json`. */
   format?: "yaml" | "json";
   /** `--require-gpu`: a GPU limit in privileged mode, and the in-pod GPU check. */
@@ -182,7 +171,7 @@ export function agentArgs(config: AgentJobConfig, output: AgentOutput): string[]
  *
  * @param config the parsed configuration
  * @returns the Job manifest
- * @throws {UsageError} when a value cannot go into a Job (names, image, resources, output)
+ * @throws {UsageError} when a value cannot go into a Job (names, image, resources)
  */
 export function buildAgentJob(config: AgentJobConfig): JobManifest {
   const {
@@ -191,7 +180,6 @@ export function buildAgentJob(config: AgentJobConfig): JobManifest {
     privileged = true,
     requireGpu = false,
   } = config;
-  validateNamespace("--namespace", namespace);
   const labels = runLabels(config);
   const output = resolveAgentOutput(config.output, namespace, config.runId);
   const pod = agentPodParts(config, {

@@ -304,7 +304,6 @@ export function renderedRoleName(serviceAccount: string): string {
  * @throws {UsageError} when either value is not a valid Kubernetes name
  */
 export function renderedClusterRoleName(namespace: string, serviceAccount: string): string {
-  validateNamespace("--namespace", namespace);
   validateServiceAccountName("--add-roles-to-service-account", serviceAccount);
   return `aicr-agent-${namespace}.${serviceAccount}-rbac`;
 }
@@ -505,7 +504,6 @@ export const DEFAULT_DAEMON_NAME = "aicr-daemon";
  * @throws {UsageError} when either value is not a valid Kubernetes name
  */
 export function daemonClusterRoleName(namespace: string, name: string): string {
-  validateNamespace("--namespace", namespace);
   return `aicr-daemon-${namespace}.${validateDaemonName(name)}`;
 }
 
@@ -602,7 +600,6 @@ export function daemonReaderName(name: string): string {
  * @throws {UsageError} when either value is not a valid Kubernetes name
  */
 export function daemonReaderClusterRoleName(namespace: string, name: string): string {
-  validateNamespace("--namespace", namespace);
   return `aicr-snapshot-reader-${namespace}.${validateDaemonName(name)}`;
 }
 
@@ -635,7 +632,6 @@ export function daemonCaConfigMapName(name: string): string {
  * @returns the server name
  */
 export function daemonServerName(namespace: string, name: string): string {
-  validateNamespace("--namespace", namespace);
   return `${validateDaemonName(name)}.${namespace}.svc`;
 }
 

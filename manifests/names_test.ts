@@ -134,7 +134,6 @@ Deno.test("names: rendered names refuse invalid ServiceAccount and namespace nam
       error.message.startsWith("Cannot use '--add-roles-to-service-account' as it must be") &&
       error.message.endsWith(": current value is 'Bad SA'"),
   );
-  assert.throws(() => renderedClusterRoleName("a.b", "sa"), /'--namespace'/);
   assert.throws(() => validateNamespace("--namespace", "x".repeat(64)), UsageError);
   assert.equal(validateNamespace("--namespace", "gpu-operator"), "gpu-operator");
 });
@@ -255,5 +254,4 @@ Deno.test("names: the daemon's objects are named from its namespace and name", a
   assert.equal(m.daemonCaConfigMapName("aicr-daemon"), "aicr-daemon-ca");
   assert.equal(m.daemonServerName("aicr-system", "aicr-daemon"), "aicr-daemon.aicr-system.svc");
   assert.equal(m.daemonSweepLabels("x")["app.kubernetes.io/managed-by"], "aicr");
-  assert.throws(() => m.daemonServerName("Bad_NS", "x"));
 });

@@ -354,7 +354,7 @@ Deno.test({
           imagePullSecrets: ["regcred"],
           requests: parseResourceList("cpu=500m,memory=1.5Gi,ephemeral-storage=1e9", "--requests"),
           limits: parseResourceList("cpu=1500m,memory=2Gi,hugepages-2Mi=0", "--limits"),
-          output: `cm://${ns}/aicr-snapshot`,
+          output: { namespace: ns, name: "aicr-snapshot" },
           maxNodesPerEntry: 5,
         },
         ...(["ubuntu", "rhel", "cos", "amazonlinux", "ol", "talos"] as const).map((os) => ({

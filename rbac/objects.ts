@@ -13,7 +13,6 @@ import {
   renderedRoleName,
   runLabels,
   serviceAccountRunName,
-  validateNamespace,
   validateServiceAccountName,
 } from "../manifests/mod.ts";
 import type { Labels, ObjectMeta, RunIdentity } from "../manifests/mod.ts";
@@ -225,7 +224,6 @@ export function runRbacObjects(options: RunRbacOptions): RunRbac {
     serviceAccountPrefix = DEFAULT_SERVICE_ACCOUNT_PREFIX,
     discoverNetwork = false,
   } = options;
-  validateNamespace("--namespace", namespace);
   const labels = runLabels(options);
   const name = serviceAccountRunName(serviceAccountPrefix, options.runId);
   const grant = buildGrant({
@@ -317,7 +315,6 @@ export interface DaemonRbac {
  */
 export function daemonRbacObjects(options: DaemonRbacOptions): DaemonRbac {
   const { namespace, name, clusterRoleName, labels, rules } = options;
-  validateNamespace("--namespace", namespace);
   const grant = buildGrant({
     namespace,
     serviceAccount: name,

@@ -1,0 +1,190 @@
+/**
+ * The flags every verb shares, declared once on the root program and inherited (as kubectl's
+ * `--kubeconfig`, `--context` and `-n`): the cluster to talk to, the namespace, and logging. This
+ * module is also the one connect path and the one place a command's logger is made.
+ *
+ * ```ts ignore
+ * const globals = globalOptions(cmd);
+ * const log = commandLogger(deps, globals);
+ * const kube = connect(deps, globals);
+ * ```
+ *
+ * @module
+ */
+import { Option } from "commander";
+import type { Command } from "commander";
+import { UsageError } from "../errors.ts";
+import { NoKubeconfigError } from "../kube/mod.ts";
+import type { KubeClient, KubeConfigSource } from "../kube/mod.ts";
+import type { Logger } from "../log.ts";
+import { validateNamespace } from "../manifests/mod.ts";
+import type { CliDeps } from "./context.ts";
+
+/** The root's flags, as every command reads them. */
+export interface GlobalOptions {
+  /** `-k, --kubeconfig`. */
+  kubeconfig?: string;
+  /** `--context`. */
+  context?: string;
+  /** `-n, --namespace` (not yet checked; see {@link checkedNamespace}). @default "default" */
+  namespace: string;
+  /** `--debug`. */
+  debug: boolean;
+  /** `--log-json`. */
+  logJson: boolean;
+}
+
+/** How often each root flag was given on one command line (the root counts them). */
+const FLAG_COUNTS = new WeakMap<Command, Map<string, number>>();
+
+/**
+ * Declares the root's flags on the program, once; every subcommand inherits them.
+ *
+ * @param program the root command
+ * @returns the same command
+ */
+export function addGlobalOptions(program: Command): Command {
+  program
+    .option(
+      "-k, --kubeconfig <path>",
+      "kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    .option("--context <name>", "kubeconfig context")
+    .addOption(
+      new Option("-n, --namespace <ns>", "the namespace to work in").default("default").env(
+        "AICR_NAMESPACE",
+      ),
+    )
+    .option("--debug", "verbose logs on stderr", false)
+    .option("--log-json", "logs as JSON lines", false);
+  const counts = new Map<string, number>();
+  FLAG_COUNTS.set(program, counts);
+  for (const name of ["kubeconfig", "context", "namespace"]) {
+    program.on(`option:${name}`, () => counts.set(name, (counts.get(name) ?? 0) + 1));
+  }
+  return program;
+}
+
+function rootOf(command: Command): Command {
+  let root = command;
+  while (root.parent) root = root.parent;
+  return root;
+}
+
+/**
+ * Reads the root's flags from any command.
+ *
+ * @param command the running command
+ * @returns the global options
+ */
+export function globalOptions(command: Command): GlobalOptions {
+  const opts = command.optsWithGlobals() as Partial<Record<string, unknown>>;
+  const text = (value: unknown) => typeof value === "string" ? value : undefined;
+  const kubeconfig = text(opts.kubeconfig);
+  const context = text(opts.context);
+  return {
+    ...(kubeconfig !== undefined ? { kubeconfig } : {}),
+    ...(context !== undefined ? { context } : {}),
+    namespace: text(opts.namespace) ?? "default",
+    debug: opts.debug === true,
+    logJson: opts.logJson === true,
+  };
+}
+
+/**
+ * Refuses a root flag given more than once (upstream `aicr snapshot` rejects duplicates).
+ *
+ * @param command the running command
+ * @param name the flag's long name without dashes
+ * @throws {UsageError} when it was given twice or more
+ */
+export function rejectRepeatedGlobal(command: Command, name: string): void {
+  if ((FLAG_COUNTS.get(rootOf(command))?.get(name) ?? 0) > 1) {
+    throw new UsageError(`flag --${name} can only be specified once`);
+  }
+}
+
+/**
+ * The namespace, checked: a DNS-1123 label.
+ *
+ * @param globals the global options
+ * @returns the namespace
+ * @throws {UsageError} naming `--namespace` when it is not a DNS-1123 label
+ */
+export function checkedNamespace(globals: GlobalOptions): string {
+  return validateNamespace("--namespace", globals.namespace);
+}
+
+/**
+ * The kubeconfig source the global flags name.
+ *
+ * @param globals the global options
+ * @returns `--kubeconfig` and `--context`, when given
+ */
+export function kubeConfigSource(globals: GlobalOptions): KubeConfigSource {
+  return {
+    ...(globals.kubeconfig ? { kubeconfig: globals.kubeconfig } : {}),
+    ...(globals.context ? { context: globals.context } : {}),
+  };
+}
+
+/**
+ * Connects to the cluster the global flags name: the one connect path of the CLI.
+ *
+ * @param deps CLI dependencies
+ * @param globals the global options
+ * @returns the client
+ * @throws {NoKubeconfigError} when there is no kubeconfig
+ */
+export function connect(deps: CliDeps, globals: GlobalOptions): KubeClient {
+  return deps.connectKube(kubeConfigSource(globals));
+}
+
+/**
+ * Connects when a kubeconfig exists, for commands that can work without a cluster (`aicr agent`
+ * on a host, `aicr daemon --insecure-no-auth`).
+ *
+ * @param deps CLI dependencies
+ * @param globals the global options
+ * @param log where "no client" is noted (debug)
+ * @returns the client, or undefined when there is no kubeconfig
+ */
+export function connectOptional(
+  deps: CliDeps,
+  globals: GlobalOptions,
+  log: Logger,
+): KubeClient | undefined {
+  try {
+    return connect(deps, globals);
+  } catch (error) {
+    if (error instanceof NoKubeconfigError) {
+      log.debug("no Kubernetes client: K8s and NodeTopology readings will be empty", {
+        reason: error.message,
+      });
+      return undefined;
+    }
+    throw error;
+  }
+}
+
+/**
+ * Makes a command's logger from the global flags: the one place a logger is made.
+ *
+ * @param deps CLI dependencies
+ * @param globals the global options
+ * @param options a fixed prefix, or the `AICR_LOG_PREFIX` environment variable (agent pods)
+ * @returns the logger
+ */
+export function commandLogger(
+  deps: CliDeps,
+  globals: GlobalOptions,
+  options: { prefix?: string; prefixFromEnv?: boolean } = {},
+): Logger {
+  const prefix = options.prefix ??
+    (options.prefixFromEnv ? deps.env("AICR_LOG_PREFIX") || undefined : undefined);
+  return deps.makeLogger({
+    debug: globals.debug,
+    json: globals.logJson,
+    ...(prefix ? { prefix } : {}),
+  });
+}
