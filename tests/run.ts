@@ -1,134 +1,148 @@
 /**
- * The one test command (`npm test`, which CI runs): the gates (fmt, lint, type check),
- * the release binary build, the local control plane (built from Go modules, started
- * here with the kubelet stand-in), every test, and a last line
- * `tests: N passed, N failed`. The cluster is stopped whatever happens.
+ * The one test command (`npm test`, which CI runs): the gates (fmt, lint, type check, the
+ * release binary build, the control-plane build), the local cluster (started here with the
+ * kubelet stand-in, stopped whatever happens), then every test file, lane by lane, each file in
+ * its own `deno test` with a JUnit report and a per-file deadline. The last line is
+ * `tests: N passed, N failed, N skipped`; how tests and steps are counted is in
+ * `tests/runner/suite.ts`. The exit status is 0 only when every gate passed and no test failed.
  *
- * Environment: `AICR_CLUSTER_DIR` reuses a cluster already started by
- * `deno task cluster:up` (left running); `AICR_TEST_FILTER` passes `--filter`.
+ * Environment:
+ * - `AICR_CLUSTER_DIR` reuses a cluster already started by `deno task cluster:up` (left running).
+ * - `AICR_TEST_FILTER` passes `--filter` to every file; matching no test at all is an error.
+ * - `AICR_SKIP_LANES=e2e` skips lanes by name, each of their files named as skipped.
+ * - `AICR_TEST_JOBS` sets how many unit files run at once (default 2).
+ * - `CI=true` turns every skip (of a test, a step or a lane) into a failure, except the
+ *   {@link ALLOWED_SKIPS}: CI must install what the tests need (see `.ci/run`).
+ * - `UPDATE_GOLDEN` must not be set: the test command never rewrites golden files.
  *
  * @module
  */
+import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Lane } from "./runner/discover.ts";
+import { runSuite, stopAll } from "./runner/suite.ts";
+import type { AllowedSkip, Fixture, Gate } from "./runner/suite.ts";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
-const DENO = Deno.execPath();
 
-interface Step {
-  name: string;
-  ok: boolean;
-  seconds: number;
-}
+/** Files that need the local cluster or the built binary: the lane `e2e`. */
+const E2E_REGEXP = /^tests\/(cluster|kubelet|e2e|reliability)\/|(^|\/)cluster_test\.ts$/;
 
-const steps: Step[] = [];
+/**
+ * The lanes, run in this order. A new lane (e.g. one against a real kubelet) goes here with a
+ * `match` that takes its files before `unit` does, and `unavailable` saying why it cannot run
+ * on a machine (then it is skipped, named, and fails a CI run).
+ */
+export const LANES: Lane[] = [
+  {
+    name: "unit",
+    description: "no cluster",
+    match: (path) => !E2E_REGEXP.test(path),
+    jobs: Math.max(1, Number(Deno.env.get("AICR_TEST_JOBS") ?? 2) || 1),
+    deadlineMs: 5 * 60_000,
+    needsCluster: false,
+  },
+  {
+    name: "e2e",
+    description: "the local cluster, the kubelet stand-in and the built binary",
+    match: (path) => E2E_REGEXP.test(path),
+    jobs: 1,
+    deadlineMs: 10 * 60_000,
+    needsCluster: true,
+  },
+];
+
+/** Test files the command does not run, with the reason (none today). */
+export const NOT_RUN: Record<string, string> = {};
+
+/** Skips that do not fail a CI run: none, every test runs on a machine of CI's kind. */
+export const ALLOWED_SKIPS: AllowedSkip[] = [];
+
+const GATES: Gate[] = [
+  { name: "fmt", args: ["fmt", "--check"] },
+  { name: "lint", args: ["lint"] },
+  { name: "type check", args: ["check", "."] },
+  { name: "build dist/aicr", args: ["run", "-A", "scripts/build.ts"] },
+  {
+    name: "build the control plane (cached)",
+    args: ["run", "-A", "tests/cluster/cluster.ts", "build"],
+  },
+];
 
 function say(line: string): void {
   // deno-lint-ignore no-console
-  console.error(`== ${line}`);
+  console.error(line);
 }
 
-async function run(
-  name: string,
-  args: string[],
-  options: { env?: Record<string, string>; capture?: boolean } = {},
-): Promise<{ ok: boolean; output: string }> {
-  say(name);
-  const t0 = performance.now();
-  const child = new Deno.Command(DENO, {
-    args,
-    cwd: ROOT,
-    env: options.env ?? {},
-    stdout: options.capture ? "piped" : "inherit",
-    stderr: "inherit",
-  }).spawn();
-  let output = "";
-  if (options.capture && child.stdout) {
-    const decoder = new TextDecoder();
-    for await (const chunk of child.stdout) {
-      const text = decoder.decode(chunk, { stream: true });
-      output += text;
-      await Deno.stdout.write(chunk);
-    }
-  }
-  const status = await child.status;
-  const step = { name, ok: status.success, seconds: (performance.now() - t0) / 1000 };
-  steps.push(step);
-  say(`${name}: ${step.ok ? "ok" : "FAILED"} (${step.seconds.toFixed(1)} s)`);
-  return { ok: status.success, output };
-}
-
-/** Reads deno test's summary: `ok | 12 passed (3 steps) | 0 failed (4s)`. */
-function parseSummary(output: string): { passed: number; failed: number } | undefined {
-  // deno-lint-ignore no-control-regex
-  const plain = output.replace(/\x1b\[[0-9;]*m/g, "");
-  const match = /(?:ok|FAILED) \| (\d+) passed(?: \(\d+ steps?\))? \| (\d+) failed/.exec(plain);
-  return match ? { passed: Number(match[1]), failed: Number(match[2]) } : undefined;
+function result(line: string): void {
+  // deno-lint-ignore no-console
+  console.log(line);
 }
 
 async function main(): Promise<number> {
-  const gates = [
-    await run("fmt", ["fmt", "--check"]),
-    await run("lint", ["lint"]),
-    await run("type check", ["check", "."]),
-  ];
-  const build = await run("build dist/aicr", ["run", "-A", "scripts/build.ts"]);
-  const clusterBuild = await run("build the control plane (cached)", [
-    "run",
-    "-A",
-    "tests/cluster/cluster.ts",
-    "build",
-  ]);
-
+  if (Deno.env.get("UPDATE_GOLDEN") !== undefined) {
+    say(
+      "error: UPDATE_GOLDEN is set; the test command never rewrites golden files. Unset it " +
+        "(rewrite a golden file on purpose with `UPDATE_GOLDEN=1 deno test -A <its test file>`)",
+    );
+    return 2;
+  }
   const reuse = Deno.env.get("AICR_CLUSTER_DIR");
-  // Under the repository, not /tmp: the agent pod mounts an emptyDir over /tmp, which
-  // would hide the kubelet stand-in's per-node files from the processes it runs.
+  if (reuse !== undefined && !existsSync(reuse)) {
+    say(`error: AICR_CLUSTER_DIR=${reuse} does not exist: start it with deno task cluster:up`);
+    return 2;
+  }
+  // Under the repository, not /tmp: the agent pod mounts an emptyDir over /tmp, which would
+  // hide the kubelet stand-in's per-node files from the processes it runs.
   await mkdir(join(ROOT, ".cluster-runs"), { recursive: true });
-  const stateDir = reuse ?? await mkdtemp(join(ROOT, ".cluster-runs", "run-"));
-  const env = { AICR_CLUSTER_DIR: stateDir, AICR_BIN: join(ROOT, "dist", "aicr") };
-  let attempted = false;
-  let start: { ok: boolean } = { ok: true };
-  let tests: { passed: number; failed: number } | undefined;
+  const runDir = await mkdtemp(join(ROOT, ".cluster-runs", "run-"));
+  const clusterDir = reuse ?? join(runDir, "cluster");
+  const reportDir = join(runDir, "junit");
+  await mkdir(reportDir, { recursive: true });
+  const cluster: Fixture | undefined = reuse ? undefined : {
+    name: "local cluster",
+    up: { name: "start the local cluster", args: ["run", "-A", "tests/cluster/cluster.ts", "up"] },
+    down: {
+      name: "stop the local cluster",
+      args: ["run", "-A", "tests/cluster/cluster.ts", "down"],
+    },
+  };
+  const filter = Deno.env.get("AICR_TEST_FILTER");
+  const ci = ["true", "1"].includes(Deno.env.get("CI") ?? "");
+  const onSignal = () => stopAll();
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
   try {
-    if (!reuse && clusterBuild.ok) {
-      attempted = true;
-      start = await run(
-        "start the local cluster",
-        ["run", "-A", "tests/cluster/cluster.ts", "up"],
-        {
-          env,
-        },
-      );
-    }
-    const filter = Deno.env.get("AICR_TEST_FILTER");
-    const result = await run("deno test", [
-      "test",
-      "-A",
-      "--no-prompt",
-      ...(filter ? ["--filter", filter] : []),
-    ], { env, capture: true });
-    tests = parseSummary(result.output);
+    return await runSuite({
+      root: ROOT,
+      deno: Deno.execPath(),
+      gates: GATES,
+      ...(cluster ? { cluster } : {}),
+      lanes: LANES,
+      notRun: NOT_RUN,
+      allowedSkips: ALLOWED_SKIPS,
+      skipLanes: (Deno.env.get("AICR_SKIP_LANES") ?? "").split(",").map((s) => s.trim())
+        .filter((s) => s !== ""),
+      ...(filter ? { filter } : {}),
+      ci,
+      env: {
+        AICR_CLUSTER_DIR: clusterDir,
+        AICR_BIN: join(ROOT, "dist", "aicr"),
+        // A fresh report, so the reliability summary sums this run's cases only.
+        AICR_RELIABILITY_REPORT: join(runDir, "reliability.jsonl"),
+      },
+      reportDir,
+      stream: true,
+      say,
+      result,
+    });
   } finally {
-    // Also after a failed start: whatever it did start must stop.
-    if (attempted) {
-      await run("stop the local cluster", ["run", "-A", "tests/cluster/cluster.ts", "down"], {
-        env,
-      });
-    }
-    if (!reuse) await rm(stateDir, { recursive: true, force: true }).catch(() => {});
+    Deno.removeSignalListener("SIGINT", onSignal);
+    Deno.removeSignalListener("SIGTERM", onSignal);
+    await rm(runDir, { recursive: true, force: true }).catch(() => {});
   }
-
-  // A cluster that did not start is a failure even when each test then starts its own.
-  const setupFailures = [...gates, build, clusterBuild, start].filter((s) => !s.ok).length;
-  const passed = (tests?.passed ?? 0) + gates.filter((g) => g.ok).length;
-  const failed = (tests?.failed ?? (tests ? 0 : 1)) + setupFailures;
-  for (const step of steps) {
-    say(`${step.ok ? "ok    " : "FAILED"} ${step.name} (${step.seconds.toFixed(1)} s)`);
-  }
-  // deno-lint-ignore no-console
-  console.log(`tests: ${passed} passed, ${failed} failed`);
-  return failed === 0 ? 0 : 1;
 }
 
-Deno.exitCode = await main();
+if (import.meta.main) Deno.exitCode = await main();
