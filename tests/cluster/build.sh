@@ -2,6 +2,8 @@
 # Builds the test cluster's real control plane from Go modules, once per source hash:
 #   kcp   multi-call binary: kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes)
 #   etcd  go.etcd.io/etcd/server/v3 (3.6 line), its own module
+#   (kcp also holds `kcp kubelet`, the real kubelet of the real-kubelet lane, tests/realnode/)
+#   pause, nvidia-smi  the lane's sandbox image entrypoint and its GPU node's injected fake nvidia-smi
 # Binaries go to ${AICR_CLUSTER_BIN_CACHE:-$HOME/.cache/aicr/testcluster}/<hash>/ (outside the repo, so a
 # fresh clone on the same machine reuses them). tests/cluster/.bin is a git-ignored symlink to that folder.
 # Prints the bin dir as its last line. Idempotent: does nothing when the cached binaries exist.
@@ -10,13 +12,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 [ -x "$GO" ] || GO=/usr/local/go/bin/go
 cache_root="${AICR_CLUSTER_BIN_CACHE:-${HOME:-/root}/.cache/aicr/testcluster}"
-hash="$(cd "$here" && cat build.sh go.mod go.sum kcp/*.go etcd/go.mod etcd/go.sum etcd/*.go | sha256sum | cut -c1-16)"
+hash="$(cd "$here" && cat build.sh go.mod go.sum kcp/*.go pause/*.go fakesmi/*.go etcd/go.mod etcd/go.sum etcd/*.go | sha256sum | cut -c1-16)"
 bin="$cache_root/$hash"
 
 link() { ln -sfn "$bin" "$here/.bin"; echo "$bin"; }
 
 cached() {
-  if [ -x "$bin/kcp" ] && [ -x "$bin/etcd" ]; then
+  if [ -x "$bin/kcp" ] && [ -x "$bin/etcd" ] && [ -x "$bin/pause" ] && [ -x "$bin/nvidia-smi" ]; then
     echo "cluster:build: cached binaries in $bin" >&2
     link
     exit 0
@@ -70,6 +72,9 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags="$ldflags -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.buildDate=1970-01-01T00:00:00Z"
 done
 build_one "$here" ./kcp "$bin.tmp/kcp" "kcp $k8s"
+ldflags=""
+build_one "$here" ./pause "$bin.tmp/pause" pause
+build_one "$here" ./fakesmi "$bin.tmp/nvidia-smi" "fake nvidia-smi"
 rm -rf "$bin" && mv "$bin.tmp" "$bin"
 # Keep the three newest builds (~160 MB each); older ones belong to sources no longer checked out.
 ls -1dt "$cache_root"/*/ 2>/dev/null | tail -n +4 | while read -r old; do rm -rf "$old"; done

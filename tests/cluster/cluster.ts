@@ -96,6 +96,19 @@ export interface StartClusterOptions {
   log?: (line: string) => void;
   /** Give up waiting for readiness after this many ms (default 120 000). */
   readyTimeoutMs?: number;
+  /**
+   * Run every component inside this network namespace (`/run/netns/<name>`, entered with
+   * `nsenter --net`, so mounts stay shared): the real-kubelet lane's. The caller makes the
+   * apiserver reachable on 127.0.0.1:`apiserverPort` of this machine (a forwarder).
+   */
+  netns?: string;
+  /** The apiserver's port (default: a free one). */
+  apiserverPort?: number;
+  /**
+   * A non-loopback address of the netns the apiserver advertises (the `kubernetes` Service's
+   * endpoint; its serving certificate names it). Default: 127.0.0.1 and no endpoints.
+   */
+  advertiseAddress?: string;
 }
 
 const enc = new TextEncoder();
@@ -105,7 +118,7 @@ const enc = new TextEncoder();
  *
  * @param line text without newline
  */
-function stderrLog(line: string): void {
+export function stderrLog(line: string): void {
   Deno.stderr.writeSync(enc.encode(`${line}\n`));
 }
 
@@ -220,13 +233,14 @@ function kubeconfigYaml(server: string, ca: string, client: CertFiles, user: str
  * @param lingerSeconds delay before a watchdog stops an orphaned component
  * @returns the child and its record
  */
-function spawnComponent(
+export function spawnComponent(
   name: string,
   bin: string,
   args: string[],
   logDir: string,
   detach: boolean,
   lingerSeconds = 0,
+  prefix: readonly string[] = [],
 ): { child: Deno.ChildProcess; proc: ClusterProcess } {
   const log = join(logDir, `${name}.log`);
   // setsid does not fork (a child of ours is no group leader), so the pid is the shell's, and
@@ -253,6 +267,7 @@ function spawnComponent(
     log,
     String(Deno.pid),
     String(lingerSeconds),
+    ...prefix,
     bin,
     ...args,
   ];
@@ -267,13 +282,25 @@ function spawnComponent(
 }
 
 /**
+ * The command prefix that runs a program in a named network namespace and nothing else
+ * (`ip netns exec` would also give it a mount namespace of its own, which hides the kubelet's
+ * volume mounts from the container runtime).
+ *
+ * @param netns name under /run/netns
+ * @returns argv prefix
+ */
+export function netnsPrefix(netns: string): string[] {
+  return ["nsenter", `--net=/run/netns/${netns}`, "--"];
+}
+
+/**
  * Whether a pid is alive and still runs what we started (so a reused pid is never killed).
  *
  * @param pid process id
  * @param match text its command line contains
  * @returns true when it is ours and alive
  */
-function isOurs(pid: number, match: string): boolean {
+export function isOurs(pid: number, match: string): boolean {
   try {
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, "latin1");
     const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
@@ -289,7 +316,7 @@ function isOurs(pid: number, match: string): boolean {
  * @param procs processes to stop
  * @param graceMs grace period
  */
-async function stopProcesses(procs: ClusterProcess[], graceMs = 8000): Promise<void> {
+export async function stopProcesses(procs: ClusterProcess[], graceMs = 8000): Promise<void> {
   // One at a time, in the order given (clients before the apiserver, the apiserver before etcd): an
   // apiserver whose etcd is already gone spends its whole grace period retrying.
   for (const p of procs) {
@@ -352,6 +379,9 @@ async function waitFor200(
  */
 export async function startCluster(options: StartClusterOptions = {}): Promise<Cluster> {
   const { detach = false, log = stderrLog, readyTimeoutMs = 120_000 } = options;
+  // nsenter execs the component, so the recorded pid and /proc cmdline stay the component's.
+  const prefix = options.netns ? netnsPrefix(options.netns) : [];
+  const advertise = options.advertiseAddress;
   const stateDir = resolveStateDir(options.stateDir);
   const binDir = await buildCluster({ log });
   // Readiness is timed from here: a build (or a wait for another checkout's build) is not start-up.
@@ -371,13 +401,14 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   for (const d of [pki, logDir, join(stateDir, "etcd"), join(stateDir, "certs")]) {
     await mkdir(d, { recursive: true, mode: 0o700 });
   }
-  const [etcdClient, etcdPeer, apiserverPort, kcmPort, schedPort] = freePorts(5) as [
+  const [etcdClient, etcdPeer, freeApiserverPort, kcmPort, schedPort] = freePorts(5) as [
     number,
     number,
     number,
     number,
     number,
   ];
+  const apiserverPort = options.apiserverPort ?? freeApiserverPort;
   const ports: ClusterPorts = {
     etcdClient,
     etcdPeer,
@@ -398,7 +429,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
     createCert(pki, "apiserver", ca, {
       cn: "kube-apiserver",
       usage: "server",
-      ips: ["127.0.0.1", "10.96.0.1"],
+      ips: ["127.0.0.1", "10.96.0.1", ...(advertise ? [advertise] : [])],
       dns: [
         "localhost",
         "kubernetes",
@@ -447,6 +478,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       logDir,
       detach,
       name === "etcd" ? 4 : 0,
+      prefix,
     );
     children.push(child);
     procs.push(proc);
@@ -492,8 +524,10 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
     start("kube-apiserver", kcp, [
       "apiserver",
       `--etcd-servers=http://127.0.0.1:${etcdClient}`,
-      "--bind-address=127.0.0.1",
-      "--advertise-address=127.0.0.1",
+      // In the lane's netns: every address of the namespace (its loopback, where the forwarder
+      // arrives, and the advertised one, where the Service VIP's DNAT points).
+      `--bind-address=${advertise ? "0.0.0.0" : "127.0.0.1"}`,
+      `--advertise-address=${advertise ?? "127.0.0.1"}`,
       `--secure-port=${apiserverPort}`,
       `--cert-dir=${join(stateDir, "certs")}`,
       `--tls-cert-file=${apiCert.cert}`,
@@ -507,7 +541,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       "--service-cluster-ip-range=10.96.0.0/16",
       // Endpoints may not hold loopback addresses, and nothing routes to the Service IP here anyway:
       // pods reach the apiserver through KUBERNETES_SERVICE_HOST=127.0.0.1 set by the kubelet stand-in.
-      "--endpoint-reconciler-type=none",
+      `--endpoint-reconciler-type=${advertise ? "lease" : "none"}`,
       `--kubelet-client-certificate=${kubeletClient.cert}`,
       `--kubelet-client-key=${kubeletClient.key}`,
       `--kubelet-certificate-authority=${ca.cert}`,
@@ -559,8 +593,8 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
     start("kube-scheduler", kcp, ["scheduler", ...common(schedPort, schedKubeconfig, "scheduler")]);
     // Their serving certs are self-signed in --cert-dir; /healthz is always allowed: curl -k semantics.
     await Promise.all([
-      waitForHealthz(`https://127.0.0.1:${kcmPort}/healthz`, deadline, alive),
-      waitForHealthz(`https://127.0.0.1:${schedPort}/healthz`, deadline, alive),
+      waitForHealthz(`https://127.0.0.1:${kcmPort}/healthz`, deadline, alive, prefix),
+      waitForHealthz(`https://127.0.0.1:${schedPort}/healthz`, deadline, alive, prefix),
     ]);
     log(
       `cluster: controller-manager and scheduler healthy after ${
@@ -610,14 +644,32 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
  * @param url healthz URL
  * @param deadline epoch ms
  * @param alive throws when a component died
+ * @param prefix command prefix entering the components' network namespace, if any
  * @throws {Error} on timeout
  */
-async function waitForHealthz(url: string, deadline: number, alive: () => void): Promise<void> {
+async function waitForHealthz(
+  url: string,
+  deadline: number,
+  alive: () => void,
+  prefix: readonly string[] = [],
+): Promise<void> {
   let last = "";
   while (Date.now() < deadline) {
     alive();
-    const out = await new Deno.Command("curl", {
-      args: ["-ksS", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}", url],
+    const argv = [
+      ...prefix,
+      "curl",
+      "-ksS",
+      "-m",
+      "3",
+      "-o",
+      "/dev/null",
+      "-w",
+      "%{http_code}",
+      url,
+    ];
+    const out = await new Deno.Command(argv[0]!, {
+      args: argv.slice(1),
       stdout: "piped",
       stderr: "piped",
     }).output();
@@ -794,9 +846,40 @@ async function main(args: string[]): Promise<number> {
           kubelet: { type: "boolean", default: true },
           "no-kubelet": { type: "boolean", default: false },
           nodes: { type: "string" },
+          "real-kubelet": { type: "boolean", default: false },
         },
       });
       const foreground = values.foreground;
+      const lane = await import("../realnode/lane.ts");
+      await lane.stopLaneAt(resolveStateDir());
+      if (values["real-kubelet"]) {
+        // Real nodes (tests/realnode): containerd, runc and the real kubelet in a netns of their own.
+        const nodes = Number(values.nodes ?? "2");
+        if (![1, 2].includes(nodes)) {
+          stderrLog(`cluster: --real-kubelet takes --nodes 1 or 2, not "${values.nodes}"`);
+          return 2;
+        }
+        await stopClusterAt();
+        const started = await lane.startLane({
+          stateDir: resolveStateDir(),
+          nodes,
+          detach: !foreground,
+        }).catch((e) => {
+          if (e instanceof lane.LaneUnavailableError) stderrLog(e.message);
+          throw e;
+        });
+        out(`export KUBECONFIG=${started.adminKubeconfig}`);
+        stderrLog(
+          `cluster: the nodes' addresses live in netns ${started.netns}; run aicr there: ` +
+            `nsenter --net=/run/netns/${started.netns} -- aicr ... (the apiserver is also on ${started.server})`,
+        );
+        if (!foreground) return 0;
+        stderrLog("cluster: running; Ctrl-C stops it");
+        await waitForSignal();
+        await started.stop();
+        stderrLog("cluster: stopped");
+        return 0;
+      }
       await stopClusterAt();
       const cluster = await startCluster({ detach: !foreground });
       let stopKubelet = async () => {};
@@ -822,9 +905,16 @@ async function main(args: string[]): Promise<number> {
       stderrLog("cluster: stopped");
       return 0;
     }
-    case "down":
-      stderrLog(await stopClusterAt() ? "cluster: stopped" : "cluster: nothing recorded");
+    case "down": {
+      const lane = await import("../realnode/lane.ts");
+      const stoppedLane = await lane.stopLaneAt(resolveStateDir());
+      const stopped = await stopClusterAt();
+      for (const dir of await lane.sweepOrphanLanes()) {
+        stderrLog(`cluster: removed an orphaned real-kubelet lane in ${dir}`);
+      }
+      stderrLog(stoppedLane || stopped ? "cluster: stopped" : "cluster: nothing recorded");
       return 0;
+    }
     case "kubeconfig": {
       const [user, ...groups] = rest;
       const cluster = user ? await loadCluster() : undefined;
@@ -837,17 +927,17 @@ async function main(args: string[]): Promise<number> {
     }
     default:
       stderrLog(
-        "usage: cluster.ts build | up [--foreground] | down | kubeconfig <user> [group...]",
+        "usage: cluster.ts build | up [--foreground] [--real-kubelet [--nodes 1|2]] | down | kubeconfig <user> [group...]",
       );
       return 2;
   }
 }
 
 if (import.meta.main) {
-  try {
-    Deno.exitCode = await main(Deno.args);
-  } catch (e) {
+  // No top-level await: `up --real-kubelet` imports tests/realnode/lane.ts, which imports this
+  // module, and an import cycle never resolves while this module's evaluation awaits.
+  main(Deno.args).then((code) => (Deno.exitCode = code), (e) => {
     stderrLog(e instanceof Error ? e.message : String(e));
     Deno.exitCode = 1;
-  }
+  });
 }

@@ -4,9 +4,11 @@
 //	kcp apiserver [flags]           k8s.io/kubernetes/cmd/kube-apiserver
 //	kcp controller-manager [flags]  k8s.io/kubernetes/cmd/kube-controller-manager
 //	kcp scheduler [flags]           k8s.io/kubernetes/cmd/kube-scheduler
+//	kcp kubelet [flags]             k8s.io/kubernetes/cmd/kubelet (the real-kubelet lane's nodes)
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -18,11 +20,12 @@ import (
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kcp apiserver|controller-manager|scheduler [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kcp apiserver|controller-manager|scheduler|kubelet [flags]")
 		os.Exit(2)
 	}
 	var cmd *cobra.Command
@@ -33,6 +36,8 @@ func main() {
 		cmd = controllermanager.NewControllerManagerCommand()
 	case "scheduler", "kube-scheduler":
 		cmd = scheduler.NewSchedulerCommand()
+	case "kubelet":
+		cmd = kubelet.NewKubeletCommand(context.Background())
 	default:
 		fmt.Fprintf(os.Stderr, "kcp: unknown component %q\n", os.Args[1])
 		os.Exit(2)
