@@ -6,12 +6,13 @@
  *
  * @module
  */
-import { readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { open, readdir, stat, writeFile } from "node:fs/promises";
 import { basename, extname, resolve } from "node:path";
 import process from "node:process";
 import { parseDocument } from "yaml";
 import { NotFoundError, ToolError, UnavailableError, UsageError } from "../errors.ts";
 import {
+  guardNesting,
   MAX_DOCUMENT_BYTES,
   parseConfigMapUri,
   parseSnapshot,
@@ -21,6 +22,13 @@ import type { FleetMember, Snapshot } from "../snapshot/mod.ts";
 
 /** The largest fleet stream (one file, stdin or ConfigMap holding many snapshots). */
 export const MAX_FLEET_STREAM_BYTES = 256 * 1024 * 1024;
+
+/**
+ * The most `aicr diff --fleet` reads in all, over every source and every file of a
+ * directory (each file also stays under the per-document cap): 256 MiB, so a directory
+ * of many large files cannot exhaust memory before the first comparison.
+ */
+export const MAX_FLEET_TOTAL_BYTES = 256 * 1024 * 1024;
 
 /** What a path is, if it exists. */
 export interface PathInfo {
@@ -32,8 +40,8 @@ export interface PathInfo {
 
 /** The I/O `aicr diff` needs, injected so tests and the composition root choose it. */
 export interface SnapshotSourceLoader {
-  /** Reads a whole file as UTF-8. */
-  readFile(path: string): Promise<string>;
+  /** Reads a whole file as UTF-8, failing once it exceeds `maxBytes` (a device never ends). */
+  readFile(path: string, maxBytes: number): Promise<string>;
   /** Describes a path; `undefined` when it does not exist. */
   stat(path: string): Promise<PathInfo | undefined>;
   /** Names of the entries of a directory. */
@@ -102,7 +110,7 @@ export interface FsSourceLoaderOptions {
 export function createFsSourceLoader(options: FsSourceLoaderOptions = {}): SnapshotSourceLoader {
   const stdin = options.stdin ?? process.stdin;
   return {
-    readFile: (path) => readFile(path, "utf8"),
+    readFile: (path, maxBytes) => readBounded(path, maxBytes),
     async stat(path) {
       try {
         const info = await stat(path);
@@ -138,6 +146,26 @@ export function createFsSourceLoader(options: FsSourceLoaderOptions = {}): Snaps
   };
 }
 
+/** Reads a file, stopping one byte past `maxBytes` (`/dev/zero` reports size 0). */
+async function readBounded(path: string, maxBytes: number): Promise<string> {
+  const handle = await open(path, "r");
+  try {
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    for (;;) {
+      const buffer = new Uint8Array(Math.min(1 << 20, maxBytes + 1 - total));
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      total += bytesRead;
+      if (total > maxBytes) throw new Error(`it exceeds the ${maxBytes}-byte cap`);
+      chunks.push(buffer.subarray(0, bytesRead));
+    }
+    return new TextDecoder().decode(concat(chunks, total));
+  } finally {
+    await handle.close();
+  }
+}
+
 function concat(chunks: readonly Uint8Array[], total: number): Uint8Array {
   const out = new Uint8Array(total);
   let offset = 0;
@@ -154,6 +182,8 @@ export interface SourceOptions {
   cwd: string;
   /** The flag the source came from, for messages. @default "--baseline" */
   flag?: string;
+  /** The most a fleet reads in all. @default MAX_FLEET_TOTAL_BYTES */
+  maxFleetBytes?: number;
 }
 
 /** Text read from one source, with the name errors use. */
@@ -184,7 +214,7 @@ async function readSource(
     );
   }
   try {
-    return { source, text: await loader.readFile(path) };
+    return { source, text: await loader.readFile(path, maxBytes) };
   } catch (error) {
     throw new UsageError(
       `Cannot read snapshot '${source}': ${error instanceof Error ? error.message : error}`,
@@ -270,11 +300,24 @@ export async function loadFleet(
   options: SourceOptions,
 ): Promise<FleetMember[]> {
   const members: FleetMember[] = [];
+  const cap = options.maxFleetBytes ?? MAX_FLEET_TOTAL_BYTES;
+  let total = 0;
+  const count = (bytes: number, what: string) => {
+    total += bytes;
+    if (total > cap) {
+      throw new UsageError(
+        `Cannot read fleet: the inputs hold more than ${cap} bytes in all (over the total cap at ${what})`,
+        { details: ["compare fewer nodes at once, or split the fleet into several reports"] },
+      );
+    }
+  };
   for (const source of sources) {
+    let fileSize: number | undefined;
     if (source !== "-" && !source.startsWith("cm://")) {
-      const dir = resolve(options.cwd, source);
-      const info = await loader.stat(dir);
+      const info = await loader.stat(resolve(options.cwd, source));
+      fileSize = info?.size;
       if (info?.isDirectory) {
+        const dir = resolve(options.cwd, source);
         const files = (await loader.readDirectory(dir))
           .filter((f) => FLEET_EXTENSIONS.has(extname(f).toLowerCase()))
           .sort();
@@ -283,9 +326,16 @@ export async function loadFleet(
             `Cannot read fleet '${source}': directory holds no .yaml, .yml or .json files`,
           );
         }
-        for (const file of files) {
-          const name = source.endsWith("/") ? source + file : `${source}/${file}`;
+        const names = files.map((file) =>
+          source.endsWith("/") ? source + file : `${source}/${file}`
+        );
+        // Sizes first: an oversized fleet fails before anything is read.
+        for (const name of names) {
+          count((await loader.stat(resolve(options.cwd, name)))?.size ?? 0, `'${name}'`);
+        }
+        for (const [i, name] of names.entries()) {
           const snapshot = await loadSnapshot(name, loader, options);
+          const file = files[i] as string;
           members.push({
             node: snapshot.metadata["source-node"] || basename(file, extname(file)),
             snapshot,
@@ -294,7 +344,10 @@ export async function loadFleet(
         continue;
       }
     }
+    // A file's size counts before it is read; a stream's once it is.
+    if (fileSize !== undefined) count(fileSize, `'${source}'`);
     const { text } = await readSource(source, loader, MAX_FLEET_STREAM_BYTES, options);
+    if (fileSize === undefined) count(new TextEncoder().encode(text).length, `'${source}'`);
     const snapshots = parseFleetText(text, source);
     if (snapshots.length === 0) {
       throw new UsageError(`Cannot read fleet '${source}': it holds no snapshot documents`);
@@ -321,7 +374,7 @@ export function parseFleetText(text: string, source: string): Snapshot[] {
   const start = text.trimStart();
   if (start.startsWith("[")) {
     // A JSON array: split it with the YAML parser (bigints stay exact), then validate each.
-    const doc = parseDocument(text, { intAsBigInt: true });
+    const doc = guardNesting(source, () => parseDocument(text, { intAsBigInt: true }));
     const first = doc.errors[0];
     if (first) throw new UsageError(`Cannot parse fleet '${source}': ${first.message}`);
     const items = (doc.contents as { items?: unknown[] } | null)?.items ?? [];

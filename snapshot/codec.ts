@@ -5,22 +5,24 @@
  * @module
  */
 import {
+  Document,
   isMap,
   isScalar,
   isSeq,
   LineCounter,
   parseAllDocuments,
   parseDocument,
+  Scalar,
   stringify,
   visit,
 } from "yaml";
-import type { Document } from "yaml";
 import { UsageError } from "../errors.ts";
 import {
   ACCEPTED_API_VERSIONS,
   isMeasurementType,
   MEASUREMENT_TYPES,
   normalizeSnapshot,
+  setOwn,
   SNAPSHOT_KIND,
 } from "./model.ts";
 import type {
@@ -75,13 +77,18 @@ export function encodeSnapshot(snapshot: Snapshot, format: SnapshotFormat = "yam
   const doc = toPlainDocument(normalizeSnapshot(snapshot));
   if (format === "json") return encodeJson(doc) + "\n";
   // YAML 1.1 quoting keeps `"yes"`, `"on"` and timestamps strings for YAML 1.1 readers too.
-  return stringify(doc, {
-    version: "1.1",
-    indent: 2,
-    lineWidth: 0,
-    minContentWidth: 0,
-    indentSeq: true,
+  const yaml = new Document(doc, { version: "1.1" });
+  // A tab inside a plain scalar is legal YAML 1.2 but PyYAML and ruamel.yaml (YAML 1.1)
+  // refuse it (`/proc/sys/fs/dentry-state` holds tabs): such strings are double-quoted,
+  // as upstream's encoder writes them.
+  visit(yaml, {
+    Scalar(_key, node) {
+      if (typeof node.value === "string" && node.value.includes("\t")) {
+        node.type = Scalar.QUOTE_DOUBLE;
+      }
+    },
   });
+  return yaml.toString({ indent: 2, lineWidth: 0, minContentWidth: 0, indentSeq: true });
 }
 
 /**
@@ -138,10 +145,40 @@ export interface ParseSnapshotOptions {
 export function parseSnapshot(text: string, options: ParseSnapshotOptions = {}): Snapshot {
   const source = options.source ?? "input";
   checkDocumentSize(text, source);
-  if (JSON_START_REGEXP.test(text)) return parseJsonSnapshot(text, source);
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, YAML_PARSE_OPTIONS(lineCounter));
-  return decodeDocument(doc, lineCounter, source);
+  return guardNesting(source, () => {
+    if (JSON_START_REGEXP.test(text)) return parseJsonSnapshot(text, source);
+    const lineCounter = new LineCounter();
+    const doc = parseDocument(text, YAML_PARSE_OPTIONS(lineCounter));
+    return decodeDocument(doc, lineCounter, source);
+  });
+}
+
+/**
+ * Runs a parse step and turns a stack overflow (a document nested thousands of levels
+ * deep: the YAML and JSON parsers recurse per level) into a usage error naming the
+ * input. A snapshot is five levels deep, so no valid document comes near the limit.
+ *
+ * @param source the input's name for the message
+ * @param parse the parse step
+ * @returns what the step returns
+ * @throws {UsageError} naming the input when the document nests too deeply
+ */
+export function guardNesting<T>(source: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    if (isStackOverflow(error) || (error instanceof UsageError && isStackOverflow(error.cause))) {
+      throw new UsageError(
+        `Cannot parse snapshot '${source}': it nests too deeply (a snapshot document is five levels deep: measurements, subtypes, data, readings)`,
+      );
+    }
+    throw error;
+  }
+}
+
+function isStackOverflow(error: unknown): boolean {
+  // V8 reports it as a RangeError, or as a SyntaxError when a regular expression overflowed.
+  return error instanceof Error && /Maximum call stack size exceeded/.test(error.message);
 }
 
 const JSON_START_REGEXP = /^\s*[{[]/;
@@ -230,12 +267,14 @@ export function parseSnapshotStream(text: string, options: ParseSnapshotOptions 
   if (new TextEncoder().encode(text).length > MAX_DOCUMENT_BYTES * 64) {
     throw new UsageError(`Cannot read snapshots from '${source}': stream exceeds 1 GiB`);
   }
-  const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(text, YAML_PARSE_OPTIONS(lineCounter));
-  if (!Array.isArray(docs)) return [];
-  return docs
-    .filter((doc) => doc.contents !== null)
-    .map((doc) => decodeDocument(doc, lineCounter, source));
+  return guardNesting(source, () => {
+    const lineCounter = new LineCounter();
+    const docs = parseAllDocuments(text, YAML_PARSE_OPTIONS(lineCounter));
+    if (!Array.isArray(docs)) return [];
+    return docs
+      .filter((doc) => doc.contents !== null)
+      .map((doc) => decodeDocument(doc, lineCounter, source));
+  });
 }
 
 function checkDocumentSize(text: string, source: string): void {
@@ -292,7 +331,7 @@ function validateSnapshot(value: unknown, fail: Fail): Snapshot {
     if (!isRecord(value.metadata)) fail(["metadata"], "must be a mapping of strings");
     for (const [key, v] of Object.entries(value.metadata as Record<string, unknown>)) {
       if (typeof v === "object" && v !== null) fail(["metadata", key], "must be a scalar");
-      metadata[key] = v === null || v === undefined ? "" : String(v);
+      setOwn(metadata, key, v === null || v === undefined ? "" : String(v));
     }
   }
   metadata.timestamp ??= "";
@@ -335,7 +374,7 @@ function validateSubtype(value: unknown, path: (string | number)[], fail: Fail):
   if (!isRecord(rawData)) fail([...path, "data"], "must be a mapping of scalar readings");
   const data: ReadingMap = {};
   for (const [key, v] of Object.entries(rawData as Record<string, unknown>)) {
-    data[key] = toReading(v, [...path, "data", key], fail);
+    setOwn(data, key, toReading(v, [...path, "data", key], fail));
   }
   const out: Subtype = { subtype: name as string, data };
   if (value.context !== undefined && value.context !== null) {
@@ -343,7 +382,7 @@ function validateSubtype(value: unknown, path: (string | number)[], fail: Fail):
     const context: Record<string, string> = {};
     for (const [key, v] of Object.entries(value.context as Record<string, unknown>)) {
       if (typeof v === "object" && v !== null) fail([...path, "context", key], "must be a scalar");
-      context[key] = String(v);
+      setOwn(context, key, String(v));
     }
     if (Object.keys(context).length > 0) out.context = context;
   }

@@ -202,3 +202,60 @@ Deno.test("assertFitsConfigMap() names the largest readings when a snapshot is t
     assertFitsConfigMap(snapshot(), encodeSnapshot(snapshot()), "cm://ns/x")
   );
 });
+
+Deno.test("parseSnapshot() refuses a document nested thousands of levels deep, naming it", async (t) => {
+  const head =
+    "kind: Snapshot\napiVersion: aicr.run/v1\nmeasurements:\n- type: OS\n  subtypes:\n  - subtype: s\n    data:\n";
+  let block = "";
+  for (let i = 0; i < 5000; i++) block += " ".repeat(6 + i) + "k:\n";
+  const cases = {
+    "YAML flow": head + "      x: " + "[".repeat(50_000) + "]".repeat(50_000) + "\n",
+    "YAML block": head + block,
+    "JSON":
+      `{"kind":"Snapshot","apiVersion":"aicr.run/v1","measurements":[{"type":"OS","subtypes":[{"subtype":"s","data":{"x":${
+        "[".repeat(100_000)
+      }${"]".repeat(100_000)}}}]}]}`,
+  };
+  for (const [name, text] of Object.entries(cases)) {
+    await t.step(name, () => {
+      for (const parse of [parseSnapshot, parseSnapshotStream]) {
+        assert.throws(
+          () => parse(text, { source: "deep.yaml" }),
+          (e) =>
+            e instanceof UsageError &&
+            /^Cannot parse snapshot 'deep.yaml': it nests too deeply/.test(e.message),
+        );
+      }
+    });
+  }
+});
+
+Deno.test("encodeSnapshot() double-quotes strings holding a tab, so YAML 1.1 readers accept them", () => {
+  const text = encodeSnapshot(snapshot());
+  assert.match(text, /\/proc\/sys\/kernel\/printk: "4\\t4\\t1\\t7"$/m);
+  assert.doesNotMatch(text, /\t/, "no raw tab anywhere");
+  const back = parseSnapshot(text);
+  const sysctl = back.measurements.find((m) => m.type === "OS")?.subtypes[0]?.data;
+  assert.equal(sysctl?.["/proc/sys/kernel/printk"], "4\t4\t1\t7");
+});
+
+Deno.test("a reading keyed __proto__ survives parsing and is compared, under Node's __proto__ setter too", async () => {
+  // Deno has no `Object.prototype.__proto__` setter, Node (the binary's backend) has: the
+  // probe runs with the setter enabled, as the built binary does.
+  const probe = new URL("./testdata/proto_probe.ts", import.meta.url);
+  const run = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--unstable-unsafe-proto", "-A", probe.pathname],
+    cwd: new URL("..", import.meta.url).pathname,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const stderr = new TextDecoder().decode(run.stderr);
+  assert.equal(run.code, 0, stderr);
+  const result = JSON.parse(new TextDecoder().decode(run.stdout));
+  assert.equal(result.setterPresent, true, "the probe ran with Node's __proto__ setter");
+  for (const format of ["yaml", "json"]) {
+    assert.deepEqual(result[format].keys, ["__proto__", "a"], format);
+    assert.deepEqual(result[format].changes, ["modified OS.sysctl.__proto__"], format);
+  }
+  assert.deepEqual(result.roundTrip, ["__proto__", "a"], "encode then parse keeps it");
+});

@@ -198,8 +198,31 @@ export function compareKeys(a: string, b: string): number {
 
 function sortKeys<T>(record: Record<string, T>): Record<string, T> {
   const out: Record<string, T> = {};
-  for (const key of Object.keys(record).sort(compareKeys)) out[key] = record[key] as T;
+  for (const key of Object.keys(record).sort(compareKeys)) setOwn(out, key, record[key] as T);
   return out;
+}
+
+/**
+ * Sets a key as an own, enumerable property, whatever its name. A plain assignment of
+ * `__proto__` calls Node's prototype setter instead (the key silently vanishes, so a
+ * reading named `__proto__` would never be compared); Deno has no such setter, so both
+ * runtimes give the same record.
+ *
+ * @param record the record to write
+ * @param key any key, `__proto__` included
+ * @param value the value
+ */
+export function setOwn<T>(record: Record<string, T>, key: string, value: T): void {
+  if (key === "__proto__") {
+    Object.defineProperty(record, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else {
+    record[key] = value;
+  }
 }
 
 /**
