@@ -12,7 +12,8 @@
 import type { Measurement, ReadingMap, SourceStatus, Subtype } from "../snapshot/mod.ts";
 import { messageOf, statusOf, subtype, throwIfAborted } from "./status.ts";
 import type { CollectorDeps } from "./types.ts";
-import { child, children, parseXml, textAt, type XmlElement } from "./xml.ts";
+import { child, children, parseXml, textAt, XmlError } from "./xml.ts";
+import type { XmlElement, XmlSelection } from "./xml.ts";
 
 /** The command the collector runs. */
 export const NVIDIA_SMI = "nvidia-smi";
@@ -99,15 +100,71 @@ const MIG_DEVICE_KEYS: readonly (readonly [string, string])[] = [
 ];
 
 /**
+ * The most GPUs one node's output may list (the largest systems have 16 per node; a
+ * document listing more is not a real node's and degrades like a malformed one).
+ */
+export const MAX_SMI_GPUS = 256;
+
+/** Adds a slash-separated element path to a selection tree. */
+function addPath(tree: Record<string, Record<string, unknown>>, path: string): void {
+  let node = tree;
+  for (const step of path.split("/")) {
+    node[step] ??= {};
+    node = node[step] as Record<string, Record<string, unknown>>;
+  }
+}
+
+/**
+ * The elements the GPU subtypes read, and only those: the parser builds nothing else, so
+ * memory follows what is kept (a valid output's per-process lists, ECC counters, clock
+ * samples and the like are checked for well-formedness and dropped).
+ */
+export const SMI_SELECTION: XmlSelection = (() => {
+  const gpu: Record<string, Record<string, unknown>> = {};
+  for (const [, element] of SMI_GPU_KEYS) addPath(gpu, element);
+  for (const [, ...paths] of GPU_DETAIL_KEYS) for (const path of paths) addPath(gpu, path);
+  addPath(gpu, "pci/pci_bus_id");
+  addPath(gpu, "mig_devices/mig_device/index");
+  for (const [, path] of MIG_DEVICE_KEYS) addPath(gpu, `mig_devices/mig_device/${path}`);
+  return { driver_version: {}, cuda_version: {}, gpu } as XmlSelection;
+})();
+
+function countSelected(selection: XmlSelection): number {
+  let n = 0;
+  for (const name in selection) n += 1 + countSelected(selection[name] as XmlSelection);
+  return n;
+}
+
+/**
+ * Elements kept at most: the root, its two version elements and, per GPU, its selected
+ * elements with room for 8 MIG devices (the largest GPUs split into 7).
+ */
+const MAX_SMI_KEPT = (() => {
+  const gpu = SMI_SELECTION.gpu as XmlSelection;
+  const mig = (gpu.mig_devices as XmlSelection).mig_device as XmlSelection;
+  return 3 + MAX_SMI_GPUS * (countSelected(gpu) + 8 * (1 + countSelected(mig)));
+})();
+
+/**
  * Parses `nvidia-smi -q -x` output into the GPU subtypes (status `ok`).
  *
  * @param xml the document
  * @returns `smi`, `models` and one `gpu-<i>` per GPU
- * @throws {XmlError} when the document is malformed or truncated
+ * @throws {XmlError} when the document is malformed, truncated or lists more than
+ *   {@link MAX_SMI_GPUS} GPUs
  */
 export function parseNvidiaSmi(xml: string): Subtype[] {
-  const root = parseXml(xml, { maxChars: MAX_SMI_BYTES });
+  const root = parseXml(xml, {
+    maxChars: MAX_SMI_BYTES,
+    select: SMI_SELECTION,
+    maxKept: MAX_SMI_KEPT,
+  });
   const gpus = children(root, "gpu");
+  if (gpus.length > MAX_SMI_GPUS) {
+    throw new XmlError(
+      `Cannot read nvidia-smi output: it lists ${gpus.length} GPUs, over the ${MAX_SMI_GPUS} one node can hold`,
+    );
+  }
   const smi: ReadingMap = {
     driver: textAt(root, "driver_version"),
     "cuda-version": textAt(root, "cuda_version"),

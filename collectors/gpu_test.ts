@@ -189,3 +189,26 @@ Deno.test("collectGpu() says timeout when nvidia-smi hangs", async () => {
   assert.equal(m.subtypes[0]?.context?.status, "timeout");
   assert.deepEqual(m.subtypes[0]?.data, { "gpu-count": 0 });
 });
+
+Deno.test("parseNvidiaSmi() reads a huge valid document (long process lists) as it reads the plain one", async () => {
+  const xml = await readFile(
+    new URL("../tests/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url),
+    "utf8",
+  );
+  const proc = "<process_info><pid>1</pid><process_name>python3</process_name></process_info>\n";
+  const big = xml.replace(
+    /<processes>[\s\S]*?<\/processes>|<processes\/>/g,
+    `<processes>${proc.repeat(20_000)}</processes>`,
+  );
+  assert.ok(big.length > 10 << 20, "over 10 MiB");
+  assert.deepEqual(parseNvidiaSmi(big), parseNvidiaSmi(xml));
+});
+
+Deno.test("parseNvidiaSmi() refuses a document listing more GPUs than a node holds", () => {
+  const gpu = "<gpu><product_name>NVIDIA H100</product_name></gpu>";
+  const doc = (n: number) =>
+    `<nvidia_smi_log><driver_version>1</driver_version>${gpu.repeat(n)}</nvidia_smi_log>`;
+  assert.equal(parseNvidiaSmi(doc(256))[0]?.data["gpu-count"], 256);
+  assert.throws(() => parseNvidiaSmi(doc(257)), /lists 257 GPUs, over the 256/);
+  assert.throws(() => parseNvidiaSmi(doc(200_000)), /too many elements to keep/);
+});

@@ -6,6 +6,7 @@
  * @module
  */
 import type { Measurement, ReadingMap, SourceStatus, Subtype } from "../snapshot/mod.ts";
+import { setOwn } from "../snapshot/mod.ts";
 import { ToolError } from "../errors.ts";
 import { decodeUtf8, messageOf, statusOf, subtype, throwIfAborted } from "./status.ts";
 import type { CollectorDeps, HostReader } from "./types.ts";
@@ -49,7 +50,7 @@ export function parseCmdline(text: string): ReadingMap {
     const eq = token.indexOf("=");
     const key = eq < 0 ? token : token.slice(0, eq);
     if (key === "") continue;
-    data[key] = eq < 0 ? "" : token.slice(eq + 1);
+    setOwn(data, key, eq < 0 ? "" : token.slice(eq + 1));
   }
   for (const key of GRUB_REMOVED_KEYS) delete data[key];
   return data;
@@ -65,7 +66,7 @@ export function parseModules(text: string): ReadingMap {
   const data: ReadingMap = {};
   for (const line of splitPieces(text)) {
     const name = line.split(/\s+/)[0];
-    if (name) data[name] = true;
+    if (name) setOwn(data, name, true);
   }
   return data;
 }
@@ -84,7 +85,7 @@ export function parseOsRelease(text: string): ReadingMap {
     if (eq <= 0) continue;
     const key = line.slice(0, eq).trim();
     const value = line.slice(eq + 1).trim().replace(/^["']+|["']+$/g, "");
-    if (key !== "" && value !== "") data[key] = value;
+    if (key !== "" && value !== "") setOwn(data, key, value);
   }
   return data;
 }

@@ -33,6 +33,21 @@ export interface XmlLimits {
   maxDepth?: number;
   /** Maximum number of elements. @default 2,000,000 */
   maxElements?: number;
+  /**
+   * Which elements to build, below the root: each key names a child element to keep and
+   * maps to the selection of its own children (`{}` keeps the element's text only). An
+   * element outside the selection is still checked for well-formedness but never built
+   * and its text never kept, so memory follows what the caller reads, not the input.
+   * @default everything
+   */
+  select?: XmlSelection;
+  /** Maximum number of elements built (with a selection, fewer than read). @default maxElements */
+  maxKept?: number;
+}
+
+/** A selection of elements to build: child name to the selection of its children. */
+export interface XmlSelection {
+  readonly [name: string]: XmlSelection;
 }
 
 /** The document is not well-formed, too large or too deep. */
@@ -96,7 +111,12 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
       `Cannot parse XML: it is too large: current length is ${input.length}, limit ${maxChars}`,
     );
   }
+  const select = limits.select;
+  const maxKept = limits.maxKept ?? maxElements;
+  let kept = 0;
   const stack: XmlElement[] = [];
+  // Per open element: its selection (undefined = keep everything), or SKIP when not built.
+  const selections: (XmlSelection | typeof SKIP | undefined)[] = [];
   let root: XmlElement | undefined;
   let elements = 0;
   let pos = 0;
@@ -107,8 +127,13 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
   }
   function appendText(text: string): void {
     const top = stack[stack.length - 1];
-    if (top) top.text += text;
-    else if (text.trim() !== "") fail("text outside the root element");
+    if (!top) {
+      if (text.trim() !== "") fail("text outside the root element");
+      return;
+    }
+    const selection = selections[selections.length - 1];
+    // Text is kept for whole-tree parses and for the selection's leaves only.
+    if (selection === undefined || (selection !== SKIP && isLeaf(selection))) top.text += text;
   }
   function indexOrFail(needle: string, from: number, what: string): number {
     const index = input.indexOf(needle, from);
@@ -145,6 +170,7 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
       const close = indexOrFail(">", pos + 2 + name.length, "end tag");
       if (input.slice(pos + 2 + name.length, close).trim() !== "") fail(`bad end tag '${name}'`);
       const top = stack.pop();
+      selections.pop();
       if (!top || top.name !== name) fail(`end tag '${name}' does not match '${top?.name ?? ""}'`);
       if (stack.length === 0) root = top;
       pos = close + 1;
@@ -175,13 +201,28 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
       }
       if (++elements > maxElements) fail(`too many elements: limit is ${maxElements}`);
       const parent = stack[stack.length - 1];
-      if (parent) parent.children.push(element);
-      else if (root !== undefined) fail("a second root element");
+      const parentSelection = selections[selections.length - 1];
+      // The root is always built; below it, what the selection names.
+      const selection = !parent
+        ? select
+        : parentSelection === SKIP
+        ? SKIP
+        : parentSelection === undefined
+        ? undefined
+        : Object.hasOwn(parentSelection, element.name)
+        ? parentSelection[element.name]
+        : SKIP;
+      if (selection === SKIP) element.attributes = {};
+      else if (++kept > maxKept) fail(`too many elements to keep: limit is ${maxKept}`);
+      if (parent) {
+        if (selection !== SKIP) parent.children.push(element);
+      } else if (root !== undefined) fail("a second root element");
       if (selfClosing) {
         if (!parent) root = element;
       } else {
         if (stack.length >= maxDepth) fail(`elements nest too deep: limit is ${maxDepth}`);
         stack.push(element);
+        selections.push(selection);
       }
     }
   }
@@ -194,6 +235,13 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
   }
   if (root === undefined) throw new XmlError("Cannot parse XML: there is no root element");
   return root;
+}
+
+const SKIP = Symbol("skip");
+
+function isLeaf(selection: XmlSelection): boolean {
+  for (const _ in selection) return false;
+  return true;
 }
 
 function skipDoctype(input: string, from: number, fail: (reason: string) => never): number {

@@ -51,3 +51,27 @@ Deno.test("parseXml() enforces its size and depth bounds", () => {
   assert.equal(parseXml("<a>".repeat(10) + "</a>".repeat(10), { maxDepth: 10 }).name, "a");
   assert.throws(() => parseXml("<a><b/><b/><b/></a>", { maxElements: 3 }), /too many elements/);
 });
+
+Deno.test("parseXml() with a selection builds only the selected elements and their leaves' text", () => {
+  const doc = `<log><v>1.0</v><skip a="b">${"<p><q>x</q></p>\n".repeat(1000)}</skip>` +
+    `<gpu id="g0"><name>H100</name><big>${
+      "<s>y</s>".repeat(1000)
+    }</big>\n<pci><bus>04</bus><other/></pci></gpu></log>`;
+  const root = parseXml(doc, { select: { v: {}, gpu: { name: {}, pci: { bus: {} } } } });
+  assert.deepEqual(root.children.map((c) => c.name), ["v", "gpu"]);
+  const gpu = child(root, "gpu");
+  assert.equal(gpu?.attributes.id, "g0");
+  assert.deepEqual(gpu?.children.map((c) => c.name), ["name", "pci"]);
+  assert.equal(gpu?.text, "", "a non-leaf keeps no text");
+  assert.equal(textAt(root, "gpu/pci/bus"), "04");
+  assert.deepEqual(child(gpu, "pci")?.children.map((c) => c.name), ["bus"]);
+  // What is skipped is still checked: a broken element anywhere fails the document.
+  assert.throws(
+    () => parseXml("<log><skip><p></q></skip></log>", { select: { v: {} } }),
+    /does not match/,
+  );
+  assert.throws(
+    () => parseXml("<log><v/><v/><v/></log>", { select: { v: {} }, maxKept: 3 }),
+    /too many elements to keep: limit is 3/,
+  );
+});

@@ -212,7 +212,7 @@ function sortKeys<T>(record: Record<string, T>): Record<string, T> {
  * @param key any key, `__proto__` included
  * @param value the value
  */
-export function setOwn<T>(record: Record<string, T>, key: string, value: T): void {
+export function setOwn<T>(record: Record<string, T>, key: string, value: NoInfer<T>): void {
   if (key === "__proto__") {
     Object.defineProperty(record, key, {
       value,
