@@ -20,12 +20,17 @@ export const EXIT_CODES = {
   unauthorized: 4,
   /** A deadline passed. */
   timeout: 5,
-  /** The Kubernetes API (or another service) could not be reached. */
+  /** The Kubernetes API server (or a service aicr depends on) could not be reached. */
   unavailable: 6,
   /** The API asked us to slow down and retries ran out. */
   rateLimited: 7,
   /** A bug or an unexpected failure. */
   internal: 8,
+  /**
+   * The API answered, but some targeted nodes gave no result: their daemon pod is not Ready or
+   * could not be reached (`aicr daemonset fetch`; the other nodes' snapshots are written).
+   */
+  incomplete: 9,
   /** A conflicting object or directory already exists (upstream maps CONFLICT to 2). */
   conflict: 2,
   /** Interrupted by SIGINT or SIGTERM (after cleanup ran). */
@@ -41,11 +46,12 @@ export const EXIT_CODE_HELP: readonly string[] = [
   "1  drift found (aicr diff --fail-on-drift)",
   "2  invalid input (flags, files, documents), or a conflict (CONFLICT)",
   "3  not found",
-  "4  permission denied (pre-flight gate, RBAC)",
+  "4  permission denied (pre-flight gate, RBAC), or credentials rejected (401)",
   "5  timeout",
-  "6  Kubernetes API unavailable",
+  "6  the Kubernetes API server cannot be reached",
   "7  rate limited",
-  "8  internal error (also: the agent Job failed)",
+  "8  internal error (also: the agent Job failed, an image could not be pulled)",
+  "9  incomplete: some nodes gave no snapshot (daemon pod not Ready or unreachable)",
   "130  interrupted (cleanup ran)",
 ];
 
@@ -142,6 +148,18 @@ export class ConflictError extends ToolError {
   constructor(message: string, options: ToolErrorOptions = {}) {
     super(message, "conflict", 409, options);
     this.name = "ConflictError";
+  }
+}
+
+/**
+ * Some targeted nodes gave no result although the API answered: not Ready or unreachable
+ * daemons (exit 9, HTTP 502).
+ */
+export class IncompleteError extends ToolError {
+  /** @param message which nodes and why */
+  constructor(message: string, options: ToolErrorOptions = {}) {
+    super(message, "incomplete", 502, options);
+    this.name = "IncompleteError";
   }
 }
 

@@ -6,7 +6,7 @@
  * both), with a per-node status table on stderr. See `daemon/README.md`.
  *
  * Exit codes of `fetch`: 0 when every node is ok; 4 when every failed node was denied, 5 when
- * every failed node timed out, 6 otherwise (some unreachable or not ready); 3 when no daemon pod
+ * every failed node timed out, 9 otherwise (some not Ready or unreachable: incomplete); 3 when no daemon pod
  * runs on a targeted node. The ok nodes' snapshots are written either way.
  *
  * @module

@@ -19,11 +19,11 @@ import type { PeerCertificate } from "node:tls";
 import { join } from "node:path";
 import { mapConcurrent, writeFileAtomic } from "../io.ts";
 import {
+  IncompleteError,
   NotFoundError,
   PermissionError,
   TimeoutError,
   ToolError,
-  UnavailableError,
 } from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
@@ -615,8 +615,9 @@ export function formatFleetTable(results: readonly NodeResult[]): string {
 
 /**
  * The error a fetch ends with when some node was not ok: a permission error (exit 4) when
- * every failure is a denial, a timeout (exit 5) when every one timed out, otherwise unavailable
- * (exit 6). Undefined when every node is ok (and at least one was asked).
+ * every failure is a denial, a timeout (exit 5) when every one timed out, otherwise incomplete
+ * (exit 9: not Ready or unreachable daemons; the API itself answered, so never 6). Undefined
+ * when every node is ok (and at least one was asked).
  *
  * @param fleet the fetch result
  * @returns the error, or undefined
@@ -633,5 +634,12 @@ export function fleetError(fleet: FleetResult): ToolError | undefined {
     })`;
   if (failed.every((r) => r.status === "denied")) return new PermissionError(message);
   if (failed.every((r) => r.status === "timed-out")) return new TimeoutError(message);
-  return new UnavailableError(message);
+  const notReady = failed.filter((r) => r.status === "not-ready").length;
+  return new IncompleteError(message, {
+    details: notReady > 0
+      ? [
+        `  ${notReady} node(s) have no Ready daemon pod: wait and fetch again, or see why with 'kubectl describe pod' on the pods named above`,
+      ]
+      : [],
+  });
 }

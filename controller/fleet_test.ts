@@ -119,7 +119,7 @@ Deno.test("fleet: each node gets its own status, and the one token is the reader
     expirationSeconds: 600,
   });
   const error = fleetError(fleet);
-  assert.equal(exitCodeOf(error), 6);
+  assert.equal(exitCodeOf(error), 9);
   assert.match(String(error?.message), /5 of 7 nodes failed/);
   const table = formatFleetTable(fleet.results);
   assert.match(table, /^NODE\s+STATUS\s+TRANSPORT\s+TIME\s+DETAIL\n/);
@@ -203,7 +203,7 @@ Deno.test("fleet: the exit code says what kind of failure it was", () => {
   assert.equal(fleetError(result(["ok", "ok"])), undefined);
   assert.equal(exitCodeOf(fleetError(result(["ok", "denied"]))), 4);
   assert.equal(exitCodeOf(fleetError(result(["timed-out", "ok"]))), 5);
-  assert.equal(exitCodeOf(fleetError(result(["denied", "unreachable"]))), 6);
+  assert.equal(exitCodeOf(fleetError(result(["denied", "unreachable"]))), 9);
   assert.equal(exitCodeOf(fleetError(result([]))), 3);
 });
 
@@ -297,7 +297,7 @@ Deno.test("fleet: targeted nodes without a daemon pod are listed as not ready, u
     ["gpu-2", "not-ready", "no daemon pod on this node yet"],
   ]);
   assert.equal(fleet.missingPods, 1);
-  assert.equal(exitCodeOf(fleetError(fleet)), 6);
+  assert.equal(exitCodeOf(fleetError(fleet)), 9);
   const asked = await fetchFleet({
     kube: fake.client,
     log: quiet(),
