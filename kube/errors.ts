@@ -14,6 +14,31 @@ export const UNREACHABLE_HINTS: readonly string[] = [
   "Are firewall rules allowing egress to the API server?",
 ];
 
+/** Which kubeconfig identity a request went out as, for messages. */
+export interface CallerIdentity {
+  /** The kubeconfig context. */
+  context: string;
+  /** The kubeconfig user of that context. */
+  user: string;
+  /** The API server URL. */
+  server: string;
+}
+
+/**
+ * What a 401 means and how to fix it: the API server did not accept the credentials at all
+ * (as opposed to a 403, where it knows who asks and says no).
+ *
+ * @param identity the context, user and server the request used
+ * @returns the detail lines under the error
+ */
+export function credentialsRejectedHints(identity: CallerIdentity): string[] {
+  return [
+    `  the API server '${identity.server}' rejected the credentials of kubeconfig user '${identity.user}' (context '${identity.context}'): they are invalid or expired`,
+    "  refresh them with the command that wrote them (aws eks update-kubeconfig, gcloud container clusters get-credentials, az aks get-credentials, oc login, ...), or renew the token or client certificate",
+    `  check who you are with: kubectl --context ${identity.context} auth whoami`,
+  ];
+}
+
 /** A failed Kubernetes API call. */
 export class KubeApiError extends ToolError {
   /** HTTP status, or 0 when no response arrived. */

@@ -15,7 +15,8 @@ import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { NotFoundError, UsageError } from "../errors.ts";
-import { KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
+import { credentialsRejectedHints, KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
+import type { CallerIdentity } from "./errors.ts";
 
 /** Query parameters; undefined values are left out. */
 export type Query = Record<string, string | number | boolean | undefined>;
@@ -240,6 +241,11 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
   const base = new URL(server);
   const contextName = kc.getCurrentContext();
   const defaultNamespace = kc.getContextObject(contextName)?.namespace;
+  const identity: CallerIdentity = {
+    context: contextName,
+    user: kc.getCurrentUser()?.name ?? "",
+    server,
+  };
 
   async function send(request: RestRequest, stream: boolean): Promise<http.IncomingMessage> {
     const opts: https.RequestOptions = {};
@@ -290,7 +296,7 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
     });
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) return text;
-    throw statusError(request, status, text, res.headers["retry-after"]);
+    throw statusError(request, status, text, { retryAfter: res.headers["retry-after"], identity });
   }
 
   async function withRetries(request: RestRequest): Promise<string> {
@@ -325,7 +331,10 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
       const res = await send(full, true);
       const status = res.statusCode ?? 0;
       if (status < 200 || status >= 300) {
-        throw statusError(full, status, await readAll(res), res.headers["retry-after"]);
+        throw statusError(full, status, await readAll(res), {
+          retryAfter: res.headers["retry-after"],
+          identity,
+        });
       }
       return lineStream(res);
     },
@@ -375,8 +384,9 @@ function statusError(
   request: RestRequest,
   status: number,
   text: string,
-  retryAfter: string | string[] | undefined,
+  context: { retryAfter: string | string[] | undefined; identity: CallerIdentity },
 ): KubeApiError {
+  const { retryAfter, identity } = context;
   let reason = "";
   let message = text.trim().slice(0, 500);
   try {
@@ -388,6 +398,17 @@ function statusError(
   }
   const header = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
   const seconds = header !== undefined && /^\d+$/.test(header) ? Number(header) : undefined;
+  if (status === 401) {
+    // The server does not know who asks: no RBAC fix helps, new credentials do.
+    return new KubeApiError(
+      `Cannot ${
+        describeRequest(request)
+      }: 401 Unauthorized: the API server rejected the credentials (invalid or expired)`,
+      status,
+      reason || "Unauthorized",
+      { details: credentialsRejectedHints(identity) },
+    );
+  }
   return new KubeApiError(
     `Cannot ${describeRequest(request)}: ${status}${reason ? ` ${reason}` : ""}: ${message}`,
     status,
