@@ -71,6 +71,8 @@ export interface WaitOptions {
   signal?: AbortSignal;
   /** Re-read interval when no watch event arrives. @default 1000 */
   pollMs?: number;
+  /** A progress line at least this often, changed or not. @default 10000 */
+  heartbeatMs?: number;
 }
 
 /** The agent Job failed: the one-screen explanation is the message and details. */
@@ -115,7 +117,43 @@ const IMAGE_FAILURES = new Set(["ImagePullBackOff", "InvalidImageName", "ErrImag
 /** How long the log stream may take to drain after the Job finished. */
 const LOG_SETTLE_MS = 500;
 /** How long `ErrImagePull` may persist before the wait ends. */
-const IMAGE_PULL_GRACE_MS = 15_000;
+export const IMAGE_PULL_GRACE_MS = 15_000;
+/** The longest a wait stays silent: a progress line at least this often. */
+export const HEARTBEAT_MS = 10_000;
+
+/**
+ * Tells, pod by pod, when an image pull has failed for good: at once for `ImagePullBackOff`,
+ * `InvalidImageName` and `ErrImageNeverPull`, after {@link IMAGE_PULL_GRACE_MS} of
+ * `ErrImagePull` (one failed pull may be a registry hiccup the kubelet's retry fixes). Shared by
+ * the agent Job's wait and the DaemonSet install's.
+ *
+ * @param graceMs how long `ErrImagePull` may last
+ * @returns a check: the pod, its first container's waiting reason and the clock; true when failed
+ */
+export function createImagePullCheck(
+  graceMs: number = IMAGE_PULL_GRACE_MS,
+): (pod: string, reason: string | undefined, now: number) => boolean {
+  const since = new Map<string, number>();
+  return function imagePullFailed(pod, reason, now) {
+    if (reason !== "ErrImagePull") since.delete(pod);
+    else if (!since.has(pod)) since.set(pod, now);
+    if (reason !== undefined && IMAGE_FAILURES.has(reason)) return true;
+    const first = since.get(pod);
+    return first !== undefined && now - first > graceMs;
+  };
+}
+
+/**
+ * The scheduler's verdict on a pod it could not place, as soon as it gives one.
+ *
+ * @param pod the pod
+ * @returns the PodScheduled=False message (or reason), or undefined while schedulable
+ */
+export function unschedulableReason(pod: PodObject | undefined): string | undefined {
+  const scheduled = pod?.status?.conditions?.find((c) => c.type === "PodScheduled");
+  if (scheduled?.status !== "False") return undefined;
+  return scheduled.message ?? scheduled.reason ?? "no reason given";
+}
 
 /**
  * Waits until the agent Job completes.
@@ -133,6 +171,8 @@ export async function waitForAgentJob(
   const { kube, log } = deps;
   const clock = deps.clock ?? (() => Date.now());
   const { namespace, jobName, jobUid, runId, timeoutMs, pollMs = 1000 } = options;
+  const heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
+  const imagePullFailed = createImagePullCheck();
   const started = clock();
   const deadline = AbortSignal.timeout(timeoutMs);
   const stop = new AbortController();
@@ -148,8 +188,10 @@ export async function waitForAgentJob(
   });
   let logStream: LineStream | undefined;
   let logPump: Promise<void> | undefined;
+  const logOutput = { open: true };
   let lastProgress = "";
-  let pullSince: number | undefined;
+  let lastProgressAt = started;
+  let lastUnschedulable: string | undefined;
   let pod: PodObject | undefined;
   try {
     while (true) {
@@ -174,21 +216,35 @@ export async function waitForAgentJob(
         }).catch(() => undefined);
         if (pods) pod = selectAgentPod(pods.items, jobUid);
         const progress = describePod(pod);
-        if (progress !== lastProgress) {
+        // A line on every change, and a heartbeat while nothing changes: a wait never looks hung.
+        if (progress !== lastProgress || clock() - lastProgressAt >= heartbeatMs) {
           log.info("waiting for the agent", {
             job: jobName,
             ...Object.fromEntries(
               progress.split(" ").map((kv) => kv.split("=") as [string, string]),
             ),
             elapsed: `${Math.round((clock() - started) / 1000)}s`,
+            timeout: `${Math.round(timeoutMs / 1000)}s`,
           });
           lastProgress = progress;
+          lastProgressAt = clock();
         }
+        const unschedulable = unschedulableReason(pod);
+        if (unschedulable !== undefined && unschedulable !== lastUnschedulable) {
+          // Said at once, not at the timeout: the scheduler knows now, and a new node (the
+          // autoscaler) may still come, so the wait goes on.
+          log.warn("the agent pod cannot be scheduled", {
+            pod: pod?.metadata?.name ?? "",
+            reason: unschedulable,
+            remedy: placementRemedy(options.injectedSelector),
+          });
+        }
+        lastUnschedulable = unschedulable;
         if (pod && !logStream && isStarted(pod)) {
           const opened = await openLog(kube, namespace, pod, any);
           if (opened) {
             logStream = opened;
-            logPump = pumpLog(opened, deps.stderr);
+            logPump = pumpLog(opened, deps.stderr, logOutput);
           }
         }
         // With backoffLimit 0 the Job's fate is its one pod's: a Succeeded pod (found by
@@ -211,18 +267,12 @@ export async function waitForAgentJob(
           });
         }
         const waiting = pod?.status?.containerStatuses?.[0]?.state?.waiting;
-        if (waiting?.reason === "ErrImagePull") pullSince ??= clock();
-        else pullSince = undefined;
-        if (
-          waiting?.reason && (IMAGE_FAILURES.has(waiting.reason) ||
-            (pullSince !== undefined && clock() - pullSince > IMAGE_PULL_GRACE_MS))
-        ) {
+        if (pod && imagePullFailed(pod.metadata?.name ?? "", waiting?.reason, clock())) {
           throw new AgentJobError(
-            `Cannot get a snapshot: the agent image could not be pulled (${waiting.reason})`,
+            `Cannot get a snapshot: the agent image could not be pulled (${waiting?.reason})`,
             [
-              ...(waiting.message ? [`  ${waiting.message}`] : []),
+              ...(waiting?.message ? [`  ${waiting.message}`] : []),
               "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
-              ...selectorHint(options.injectedSelector),
             ],
           );
         }
@@ -248,6 +298,8 @@ export async function waitForAgentJob(
     }
   } finally {
     stop.abort();
+    // No agent log line lands after the wait is over (after the run's error or summary line).
+    logOutput.open = false;
     logStream?.close();
     for (const w of await watches) w.close();
   }
@@ -275,9 +327,16 @@ async function openLog(
   }
 }
 
-async function pumpLog(stream: LineStream, stderr: TextWriter): Promise<void> {
+async function pumpLog(
+  stream: LineStream,
+  stderr: TextWriter,
+  output: { open: boolean },
+): Promise<void> {
   try {
-    for await (const line of stream) stderr.write(line + "\n");
+    for await (const line of stream) {
+      if (!output.open) return;
+      stderr.write(line + "\n");
+    }
   } catch {
     // The stream ends when the pod does or the wait stops.
   }
@@ -294,6 +353,10 @@ async function settleLog(
   stream?.close();
 }
 
+/**
+ * The auto-targeting hint, only for placement failures (unschedulable, never scheduled): on a
+ * failed pull, a denied permission or a crash the selector is not the cause.
+ */
 function selectorHint(injected: string | undefined): string[] {
   return injected
     ? [
@@ -302,26 +365,29 @@ function selectorHint(injected: string | undefined): string[] {
     : [];
 }
 
+function placementRemedy(injected: string | undefined): string {
+  return injected
+    ? `the run auto-targeted GPU nodes (${injected}); pass --node-selector to choose nodes yourself`
+    : "check --node-selector and --toleration against the nodes' labels and taints";
+}
+
 function timeoutError(
   pod: PodObject | undefined,
   timeoutMs: number,
   injected: string | undefined,
 ): TimeoutError {
   const details: string[] = [`  last state: ${describePod(pod)}`];
-  const scheduled = pod?.status?.conditions?.find((c) => c.type === "PodScheduled");
+  const unschedulable = unschedulableReason(pod);
   if (!pod) details.push("  no agent pod was created (check the Job's events and quotas)");
-  else if (scheduled?.status === "False") {
-    details.push(
-      `  the pod could not be scheduled: ${
-        scheduled.message ?? scheduled.reason ?? "no reason given"
-      }`,
-    );
+  else if (unschedulable !== undefined) {
+    details.push(`  the pod could not be scheduled: ${unschedulable}`);
     details.push("  check --node-selector and --toleration against the nodes' labels and taints");
   }
-  details.push(...selectorHint(injected));
+  // Placement is the suspect only when the pod never reached a node.
+  if (!pod?.spec?.nodeName) details.push(...selectorHint(injected));
   return new TimeoutError(
     `Cannot get a snapshot: the agent did not finish within ${Math.round(timeoutMs / 1000)}s${
-      scheduled?.status === "False" ? " (unschedulable)" : ""
+      unschedulable !== undefined ? " (unschedulable)" : ""
     }`,
     { details },
   );
@@ -353,7 +419,8 @@ async function explainFailure(
       details.push("--- agent logs ---", ...tail.trimEnd().split("\n"), "--- end logs ---");
     }
   }
-  details.push(...selectorHint(failure.injectedSelector));
+  // A pod that ran failed for its own reasons (exit code, permissions, pull), not placement.
+  if (!pod?.spec?.nodeName) details.push(...selectorHint(failure.injectedSelector));
   const what = failure.reason === "DeadlineExceeded"
     ? "the agent Job passed its activeDeadlineSeconds"
     : terminated

@@ -1,0 +1,178 @@
+import assert from "node:assert/strict";
+import { exitCodeOf, formatError } from "../errors.ts";
+import type { KubeObject, NewObject } from "../kube/mod.ts";
+import { createLogger } from "../log.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import { createImagePullCheck, unschedulableReason, waitForAgentJob } from "./wait.ts";
+import type { PodObject } from "./wait.ts";
+
+const NS = "snap";
+const JOB = "aicr-20260102-150405-0123456789abcdef";
+const RUN = "20260102-150405-0123456789abcdef";
+
+/** A fake cluster holding the run's Job and, when given, its one pod with this status. */
+function scene(podStatus?: PodObject["status"], nodeName?: string) {
+  const fake = createFakeKube();
+  const job = fake.put("Job", { metadata: { name: JOB, namespace: NS } });
+  const jobUid = job.metadata?.uid ?? "";
+  const setPod = (status: PodObject["status"], node?: string) =>
+    fake.put(
+      "Pod",
+      {
+        metadata: {
+          name: `${JOB}-abcde`,
+          namespace: NS,
+          labels: { "aicr.run/run-id": RUN },
+          ownerReferences: [{ kind: "Job", name: JOB, uid: jobUid, controller: true }],
+          creationTimestamp: "2026-01-02T15:04:06Z",
+        },
+        ...(node ? { spec: { nodeName: node } } : {}),
+        status,
+      } as unknown as NewObject & { metadata: { name: string } },
+    );
+  if (podStatus) setPod(podStatus, nodeName);
+  fake.client.podLog = () => Promise.resolve("agent: reading /proc\nagent: denied\n");
+  const lines: string[] = [];
+  const log = createLogger({ write: (t) => void lines.push(t) });
+  const stderr = { write: (t: string) => void lines.push(`stderr: ${t}`) };
+  return { fake, jobUid, setPod, lines, log, stderr };
+}
+
+const UNSCHEDULABLE: PodObject["status"] = {
+  phase: "Pending",
+  conditions: [{
+    type: "PodScheduled",
+    status: "False",
+    reason: "Unschedulable",
+    message: "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector.",
+  }],
+};
+
+Deno.test("waitForAgentJob() says why the pod cannot be scheduled at once, then keeps a heartbeat", async () => {
+  const { fake, jobUid, lines, log, stderr } = scene(UNSCHEDULABLE);
+  let now = 0;
+  const error = await waitForAgentJob({
+    kube: fake.client,
+    log,
+    stderr,
+    // Each reading of the clock is 250 ms of fake time: the heartbeat is measured on it.
+    clock: () => (now += 250),
+  }, {
+    namespace: NS,
+    jobName: JOB,
+    jobUid,
+    runId: RUN,
+    timeoutMs: 400,
+    pollMs: 5,
+    injectedSelector: "nvidia.com/gpu.present=true",
+  }).then(() => undefined, (e: unknown) => e);
+  const warnings = lines.filter((l) => l.includes("the agent pod cannot be scheduled"));
+  assert.equal(warnings.length, 1, "said once, as soon as the scheduler gave the reason");
+  assert.match(warnings[0] ?? "", /^WARN /);
+  assert.match(warnings[0] ?? "", /didn't match Pod's node affinity\/selector/);
+  assert.match(warnings[0] ?? "", /auto-targeted GPU nodes \(nvidia\.com\/gpu\.present=true\)/);
+  const progress = lines.filter((l) => l.startsWith("waiting for the agent"));
+  assert.ok(progress.length >= 2, `a heartbeat repeats the unchanged state:\n${lines.join("")}`);
+  const elapsed = progress.map((l) => Number(/elapsed=(\d+)s/.exec(l)?.[1]));
+  for (let i = 1; i < elapsed.length; i++) {
+    assert.ok(
+      (elapsed[i] ?? 0) - (elapsed[i - 1] ?? 0) <= 11,
+      `no silence over 10 s: ${elapsed.join(",")}`,
+    );
+  }
+  assert.equal(exitCodeOf(error), 5);
+  const text = formatError(error);
+  assert.match(text, /did not finish within 0s \(unschedulable\)/);
+  assert.match(text, /the pod could not be scheduled: 0\/4 nodes are available/);
+  assert.match(text, /auto-targeted GPU nodes with node selector nvidia\.com\/gpu\.present=true/);
+});
+
+Deno.test("waitForAgentJob() ends on a failed image pull with no auto-targeting hint", async () => {
+  const { fake, jobUid, log, stderr } = scene({
+    phase: "Pending",
+    conditions: [{ type: "PodScheduled", status: "True" }],
+    containerStatuses: [{
+      name: "aicr",
+      state: {
+        waiting: {
+          reason: "ImagePullBackOff",
+          message: 'Back-off pulling image "ghcr.io/nvidia/aicr:nope"',
+        },
+      },
+    }],
+  }, "gpu-1");
+  const error = await waitForAgentJob({ kube: fake.client, log, stderr }, {
+    namespace: NS,
+    jobName: JOB,
+    jobUid,
+    runId: RUN,
+    timeoutMs: 30_000,
+    pollMs: 5,
+    injectedSelector: "nvidia.com/gpu.present=true",
+  }).then(() => undefined, (e: unknown) => e);
+  assert.equal(exitCodeOf(error), 8);
+  const text = formatError(error);
+  assert.match(text, /the agent image could not be pulled \(ImagePullBackOff\)/);
+  assert.match(text, /check --image and --image-pull-secret/);
+  assert.doesNotMatch(text, /auto-targeted/);
+});
+
+Deno.test("waitForAgentJob() explains an agent that ran and failed without a placement hint", async () => {
+  const { fake, jobUid, log, stderr } = scene({
+    phase: "Failed",
+    containerStatuses: [{
+      name: "aicr",
+      state: { terminated: { exitCode: 4, reason: "Error" } },
+    }],
+  }, "gpu-1");
+  const error = await waitForAgentJob({ kube: fake.client, log, stderr }, {
+    namespace: NS,
+    jobName: JOB,
+    jobUid,
+    runId: RUN,
+    timeoutMs: 30_000,
+    pollMs: 5,
+    injectedSelector: "nvidia.com/gpu.present=true",
+  }).then(() => undefined, (e: unknown) => e);
+  const text = formatError(error);
+  assert.match(text, /the agent exited with code 4/);
+  assert.match(text, /--- agent logs ---\nagent: reading \/proc\nagent: denied\n--- end logs ---/);
+  assert.doesNotMatch(text, /auto-targeted/);
+});
+
+Deno.test("waitForAgentJob() returns the node once the pod succeeded", async () => {
+  const { fake, jobUid, log, stderr } = scene({ phase: "Succeeded" }, "gpu-2");
+  const result = await waitForAgentJob({ kube: fake.client, log, stderr }, {
+    namespace: NS,
+    jobName: JOB,
+    jobUid,
+    runId: RUN,
+    timeoutMs: 30_000,
+    pollMs: 5,
+  });
+  assert.deepEqual(result, { nodeName: "gpu-2" });
+});
+
+Deno.test("createImagePullCheck() fails backoffs at once and ErrImagePull after its grace", () => {
+  const failed = createImagePullCheck(15_000);
+  assert.equal(failed("a", "ContainerCreating", 0), false);
+  assert.equal(failed("a", "ErrImagePull", 1_000), false);
+  assert.equal(failed("a", "ErrImagePull", 16_000), false, "15 s of grace, not yet over");
+  assert.equal(failed("a", "ErrImagePull", 16_001), true);
+  assert.equal(failed("b", "ErrImagePull", 16_001), false, "per pod");
+  assert.equal(failed("b", undefined, 17_000), false, "a pull that recovered resets");
+  assert.equal(failed("b", "ErrImagePull", 40_000), false);
+  assert.equal(failed("c", "ImagePullBackOff", 0), true);
+  assert.equal(failed("d", "InvalidImageName", 0), true);
+});
+
+Deno.test("unschedulableReason() reads the scheduler's message, and nothing for a scheduled pod", () => {
+  const pod = { status: UNSCHEDULABLE } as PodObject;
+  assert.match(unschedulableReason(pod) ?? "", /^0\/4 nodes are available/);
+  assert.equal(
+    unschedulableReason({ status: { conditions: [{ type: "PodScheduled", status: "True" }] } }),
+    undefined,
+  );
+  assert.equal(unschedulableReason(undefined), undefined);
+  const _typed: KubeObject = pod;
+});
