@@ -6,54 +6,70 @@
  * @module
  */
 
-/** Exit codes, one table for the whole tool (documented in `--help` and the README). */
-export const EXIT_CODES = {
+/**
+ * The one table of exit codes: each row's code and the line `--help` prints for it. Rows that
+ * share a code (usage and conflict) print as one line.
+ */
+export const EXIT_CODE_TABLE = {
   /** Success. */
-  ok: 0,
+  ok: { code: 0, help: "success" },
   /** `aicr diff --fail-on-drift` found drift (like `kubectl diff`). */
-  drift: 1,
+  drift: { code: 1, help: "drift found (aicr diff --fail-on-drift)" },
   /** Invalid input: flags, files, documents. */
-  usage: 2,
+  usage: { code: 2, help: "invalid input (flags, files, documents)" },
+  /** A conflicting object or directory already exists (upstream maps CONFLICT to 2). */
+  conflict: { code: 2, help: "a conflict (CONFLICT)" },
   /** Something asked for does not exist. */
-  notFound: 3,
+  notFound: { code: 3, help: "not found" },
   /** The caller or the agent lacks a permission. */
-  unauthorized: 4,
+  unauthorized: {
+    code: 4,
+    help: "permission denied (pre-flight gate, RBAC), or credentials rejected (401)",
+  },
   /** A deadline passed. */
-  timeout: 5,
+  timeout: { code: 5, help: "timeout" },
   /** The Kubernetes API server (or a service aicr depends on) could not be reached. */
-  unavailable: 6,
+  unavailable: { code: 6, help: "the Kubernetes API server cannot be reached" },
   /** The API asked us to slow down and retries ran out. */
-  rateLimited: 7,
+  rateLimited: { code: 7, help: "rate limited" },
   /** A bug or an unexpected failure. */
-  internal: 8,
+  internal: {
+    code: 8,
+    help: "internal error (also: the agent Job failed, an image could not be pulled)",
+  },
   /**
    * The API answered, but some targeted nodes gave no result: their daemon pod is not Ready or
    * could not be reached (`aicr daemonset fetch`; the other nodes' snapshots are written).
    */
-  incomplete: 9,
-  /** A conflicting object or directory already exists (upstream maps CONFLICT to 2). */
-  conflict: 2,
+  incomplete: {
+    code: 9,
+    help: "incomplete: some nodes gave no snapshot (daemon pod not Ready or unreachable)",
+  },
   /** Interrupted by SIGINT or SIGTERM (after cleanup ran). */
-  interrupted: 130,
+  interrupted: { code: 130, help: "interrupted (cleanup ran)" },
 } as const;
 
-/** Name of one exit code in {@link EXIT_CODES}. */
-export type ExitCodeName = keyof typeof EXIT_CODES;
+/** Name of one exit code in {@link EXIT_CODE_TABLE}. */
+export type ExitCodeName = keyof typeof EXIT_CODE_TABLE;
 
-/** One line per exit code, for `--help` and the README. */
-export const EXIT_CODE_HELP: readonly string[] = [
-  "0  success",
-  "1  drift found (aicr diff --fail-on-drift)",
-  "2  invalid input (flags, files, documents), or a conflict (CONFLICT)",
-  "3  not found",
-  "4  permission denied (pre-flight gate, RBAC), or credentials rejected (401)",
-  "5  timeout",
-  "6  the Kubernetes API server cannot be reached",
-  "7  rate limited",
-  "8  internal error (also: the agent Job failed, an image could not be pulled)",
-  "9  incomplete: some nodes gave no snapshot (daemon pod not Ready or unreachable)",
-  "130  interrupted (cleanup ran)",
-];
+/** Exit codes by name, from {@link EXIT_CODE_TABLE}. */
+export const EXIT_CODES: { readonly [K in ExitCodeName]: (typeof EXIT_CODE_TABLE)[K]["code"] } =
+  Object.fromEntries(
+    Object.entries(EXIT_CODE_TABLE).map(([name, row]) => [name, row.code]),
+  ) as { readonly [K in ExitCodeName]: (typeof EXIT_CODE_TABLE)[K]["code"] };
+
+/** One line per exit code, for `--help` and the README, derived from {@link EXIT_CODE_TABLE}. */
+export const EXIT_CODE_HELP: readonly string[] = exitCodeHelp();
+
+function exitCodeHelp(): string[] {
+  const byCode = new Map<number, string[]>();
+  for (const row of Object.values(EXIT_CODE_TABLE)) {
+    byCode.set(row.code, [...(byCode.get(row.code) ?? []), row.help]);
+  }
+  return [...byCode.entries()].sort(([a], [b]) => a - b).map(([code, helps]) =>
+    `${code}  ${helps.join(", or ")}`
+  );
+}
 
 /** Options for {@link ToolError}. */
 export interface ToolErrorOptions {

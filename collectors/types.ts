@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { ObjectMeta } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import type { Measurement, MeasurementType, SourceStatus } from "../snapshot/mod.ts";
 
@@ -131,15 +132,8 @@ export interface SystemdBus {
   close(): Promise<void>;
 }
 
-/** Object metadata, as much as the collectors read. */
-export interface KubeObjectMeta {
-  /** Name. */
-  name?: string;
-  /** Namespace, for namespaced objects. */
-  namespace?: string;
-  /** Labels. */
-  labels?: Record<string, string>;
-}
+/** Object metadata, as much as the collectors read: the one object-metadata type of `kube/`. */
+export type KubeObjectMeta = Pick<ObjectMeta, "name" | "namespace" | "labels">;
 
 /** A container or init/ephemeral container: only its image is read. */
 export interface KubeContainer {

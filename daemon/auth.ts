@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { AccessAttributes } from "../kube/mod.ts";
 import { createHash } from "node:crypto";
 import { ToolError } from "../errors.ts";
 
@@ -43,19 +44,8 @@ export interface TokenAuthenticator {
   review(token: string, signal?: AbortSignal): Promise<TokenReviewResult>;
 }
 
-/** Resource attributes of a `SubjectAccessReview` (`spec.resourceAttributes`). */
-export interface AccessAttributes {
-  /** Verb, e.g. `get`. */
-  verb: string;
-  /** Resource, e.g. `snapshots` or `nodes`. */
-  resource: string;
-  /** Subresource, e.g. `metrics`. */
-  subresource?: string;
-  /** Object name, here the node name. */
-  name?: string;
-  /** API group, `""` for the core group. */
-  group?: string;
-}
+/** Resource attributes of a `SubjectAccessReview`: the one access-review type, from `kube/`. */
+export type { AccessAttributes } from "../kube/mod.ts";
 
 /** Authorizes users (implemented by `kube/` with `SubjectAccessReview`). */
 export interface AccessAuthorizer {

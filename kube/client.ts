@@ -111,8 +111,11 @@ export interface WatchOptions extends ListOptions {
   timeoutSeconds?: number;
 }
 
-/** Attributes of an access review (one `kubectl auth can-i` question). */
-export interface ResourceAttributes {
+/**
+ * One access question (`kubectl auth can-i`, the `resourceAttributes` of a (Self)SubjectAccessReview):
+ * the one type the gate, the rule set, the daemon's authorizer and the client share.
+ */
+export interface AccessAttributes {
   /** Verb, e.g. `create`. */
   verb: string;
   /** API group, `""` for core. */
@@ -211,11 +214,11 @@ export interface KubeClient {
     options?: CallOptions & { container?: string; sinceTime?: string },
   ): Promise<LineStream>;
   /** Asks whether the caller may do something (SelfSubjectAccessReview). */
-  selfAccessReview(attributes: ResourceAttributes, options?: CallOptions): Promise<AccessDecision>;
+  selfAccessReview(attributes: AccessAttributes, options?: CallOptions): Promise<AccessDecision>;
   /** Asks whether a user may do something (SubjectAccessReview). */
   subjectAccessReview(
     user: { username: string; groups?: string[]; uid?: string; extra?: Record<string, string[]> },
-    attributes: ResourceAttributes,
+    attributes: AccessAttributes,
     options?: CallOptions,
   ): Promise<AccessDecision>;
   /** Authenticates a bearer token (TokenReview). */

@@ -109,14 +109,3 @@ function classify(status: number): [ExitCodeName, number] {
   if (status >= 500) return ["unavailable", 503];
   return ["internal", 500];
 }
-
-/**
- * Whether a thrown value is a {@link KubeApiError} with the given status.
- *
- * @param error anything thrown
- * @param status the HTTP status
- * @returns true when it matches
- */
-export function hasStatus(error: unknown, status: number): boolean {
-  return error instanceof KubeApiError && error.status === status;
-}

@@ -5,19 +5,17 @@
  *
  * @module
  */
+import type { ObjectMeta as KubeObjectMeta } from "../kube/mod.ts";
 import type { Labels } from "./names.ts";
 
-/** `metadata` of an object aicr creates. */
-export interface ObjectMeta {
+/**
+ * `metadata` of an object aicr creates: the one object-metadata type of `kube/`, the fields aicr
+ * sets, with the name required.
+ */
+export type ObjectMeta = Pick<KubeObjectMeta, "namespace" | "labels" | "annotations"> & {
   /** Object name. */
   name: string;
-  /** Namespace; absent on cluster-scoped objects. */
-  namespace?: string;
-  /** Labels. */
-  labels?: Labels;
-  /** Annotations. */
-  annotations?: Record<string, string>;
-}
+};
 
 /** Pod template `metadata`. */
 export interface TemplateMeta {

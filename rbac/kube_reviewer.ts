@@ -6,14 +6,14 @@
  */
 import { PermissionError } from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
-import type { KubeClient, ResourceAttributes } from "../kube/mod.ts";
+import type { KubeClient } from "../kube/mod.ts";
 import type { AccessReviewer } from "./gate.ts";
 import type { AccessAttributes } from "./rules.ts";
 
-function toResourceAttributes(attributes: AccessAttributes): ResourceAttributes {
+function toResourceAttributes(attributes: AccessAttributes): AccessAttributes {
   return {
     verb: attributes.verb,
-    group: attributes.group,
+    group: attributes.group ?? "",
     resource: attributes.resource,
     ...(attributes.subresource ? { subresource: attributes.subresource } : {}),
     ...(attributes.namespace !== undefined ? { namespace: attributes.namespace } : {}),

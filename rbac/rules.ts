@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { AccessAttributes } from "../kube/mod.ts";
 
 /** One RBAC rule of one API group, with the reason the agent needs it. */
 export interface Rule {
@@ -27,19 +28,8 @@ export interface RuleSet {
   readonly cluster: readonly Rule[];
 }
 
-/** One authorization question: can this identity do `verb` on this resource here? */
-export interface AccessAttributes {
-  /** The verb, e.g. `list`. */
-  verb: string;
-  /** API group; `""` is the core group. */
-  group: string;
-  /** The resource, e.g. `pods`. */
-  resource: string;
-  /** The subresource, e.g. `exec` of `pods/exec`. */
-  subresource?: string;
-  /** The namespace; absent for cluster-scoped (or all-namespace) questions. */
-  namespace?: string;
-}
+/** One authorization question: the one access-review type, from `kube/`. */
+export type { AccessAttributes } from "../kube/mod.ts";
 
 /** Verbs that change nothing. */
 export const READ_ONLY_VERBS: readonly string[] = ["get", "list", "watch"];
@@ -333,7 +323,7 @@ export function accessQuestions(rules: RuleSet, namespace: string): AccessAttrib
 export function qualifiedResource(
   attributes: Pick<AccessAttributes, "group" | "resource" | "subresource">,
 ): string {
-  const base = attributes.group === ""
+  const base = (attributes.group ?? "") === ""
     ? attributes.resource
     : `${attributes.resource}.${attributes.group}`;
   return attributes.subresource === undefined ? base : `${base}/${attributes.subresource}`;

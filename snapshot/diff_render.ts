@@ -19,9 +19,6 @@ export type DiffFormat = typeof DIFF_FORMATS[number];
 /** Formats `aicr diff --fleet` renders (html in `fleet_html.ts`). */
 export const FLEET_FORMATS = ["table", "yaml", "json", "html"] as const;
 
-/** One fleet format. */
-export type FleetFormat = typeof FLEET_FORMATS[number];
-
 /** Options for the table renderers. */
 export interface TableOptions {
   /** Colour with ANSI escapes (only when stdout is a terminal). @default false */

@@ -37,16 +37,6 @@ export const SOURCE_STATUSES = ["ok", "absent", "denied", "failed", "timeout"] a
 /** One source status. */
 export type SourceStatus = typeof SOURCE_STATUSES[number];
 
-/** Context keys aicr sets on every subtype it writes. */
-export const CONTEXT_KEYS = {
-  /** One of {@link SOURCE_STATUSES}. */
-  status: "status",
-  /** Where the data came from (a path, a command, an API call). */
-  source: "source",
-  /** Why the status is not `ok`, in one line. */
-  message: "message",
-} as const;
-
 /** One subtype: readings plus context (string map). */
 export interface Subtype {
   /** Subtype name, e.g. `smi`, `sysctl`, `containerd.service`. */

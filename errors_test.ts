@@ -1,0 +1,17 @@
+import assert from "node:assert/strict";
+import { EXIT_CODE_HELP, EXIT_CODE_TABLE, EXIT_CODES, exitCodeOf, UsageError } from "./errors.ts";
+
+Deno.test("EXIT_CODE_HELP lists every code of the one table once, in order, shared codes on one line", () => {
+  const codes = EXIT_CODE_HELP.map((line) => Number(line.split(" ")[0]));
+  assert.deepEqual(
+    codes,
+    [...new Set(Object.values(EXIT_CODE_TABLE).map((r) => r.code))].sort(
+      (a, b) => a - b,
+    ),
+  );
+  assert.ok(
+    EXIT_CODE_HELP.includes("2  invalid input (flags, files, documents), or a conflict (CONFLICT)"),
+  );
+  assert.equal(EXIT_CODES.interrupted, 130);
+  assert.equal(exitCodeOf(new UsageError("x")), EXIT_CODE_TABLE.usage.code);
+});
