@@ -9,48 +9,8 @@ import { writeFileAtomic } from "../io.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { TextWriter } from "../log.ts";
 import { snapshotConfigMapLabels } from "../manifests/mod.ts";
-import { assertFitsConfigMap, formatConfigMapUri, formatTimestamp } from "../snapshot/mod.ts";
+import { assertFitsConfigMap, formatConfigMapUri, snapshotConfigMapData } from "../snapshot/mod.ts";
 import type { ConfigMapRef, Snapshot, SnapshotFormat, SnapshotTarget } from "../snapshot/mod.ts";
-
-/** The ConfigMap data key holding a snapshot in a format. */
-export function snapshotDataKey(format: SnapshotFormat): string {
-  return `snapshot.${format}`;
-}
-
-/**
- * Builds the ConfigMap content for a snapshot: `snapshot.<format>`, `format`, `timestamp`.
- *
- * @param encoded the encoded snapshot
- * @param format its format
- * @param writtenAt write time
- * @returns the data map
- */
-export function snapshotConfigMapData(
-  encoded: string,
-  format: SnapshotFormat,
-  writtenAt: Date,
-): Record<string, string> {
-  return {
-    [snapshotDataKey(format)]: encoded,
-    format,
-    timestamp: formatTimestamp(writtenAt),
-  };
-}
-
-/**
- * Picks the snapshot text out of a ConfigMap's data: `data.format` (default yaml), then
- * `snapshot.<format>`, then `snapshot.yaml` or `snapshot.json`.
- *
- * @param data the ConfigMap data
- * @returns the text, or undefined when there is none
- */
-export function snapshotFromConfigMapData(
-  data: Record<string, string> | undefined,
-): string | undefined {
-  if (!data) return undefined;
-  const format = data.format ?? "yaml";
-  return data[`snapshot.${format}`] ?? data["snapshot.yaml"] ?? data["snapshot.json"];
-}
 
 /** What delivery needs. */
 export interface SinkDeps {

@@ -29,12 +29,11 @@ import {
   runSelector,
   serviceAccountRunName,
 } from "../manifests/mod.ts";
-import type { AgentJobConfig } from "../manifests/mod.ts";
+import type { AgentJobConfig, JobManifest } from "../manifests/mod.ts";
 import { createAccessReviewer, runGate, runRbacObjects } from "../rbac/mod.ts";
-import type { ServiceAccountMode } from "../rbac/mod.ts";
-import { formatConfigMapUri, parseSnapshot } from "../snapshot/mod.ts";
+import type { RunRbac, ServiceAccountMode } from "../rbac/mod.ts";
+import { formatConfigMapUri, parseSnapshot, snapshotFromConfigMapData } from "../snapshot/mod.ts";
 import type { ConfigMapRef, Snapshot } from "../snapshot/mod.ts";
-import { snapshotFromConfigMapData } from "../agent/sinks.ts";
 import { waitForAgentJob } from "./wait.ts";
 
 /** What a deployment needs. */
@@ -126,22 +125,53 @@ export async function deploySnapshot(
   deps: DeployDeps,
   options: DeployOptions,
 ): Promise<DeployResult> {
-  const { kube, log } = deps;
-  const { namespace } = options;
   const runId = options.runId ?? newRunId(deps.now(), deps.randomHex);
   const invocationId = newInvocationId(deps.randomHex);
-  log.info(`snapshot agent run: runID=${runId}`);
-  const labels = runLabels({ runId, invocationId });
-  const { ref: output, ownsOutput } = resolveAgentOutput(options.output, namespace, runId);
+  deps.log.info(`snapshot agent run: runID=${runId}`);
+  // Nothing is created before the plan is complete, so an interrupt here has nothing to clean.
+  const plan = await planRun(deps, options, { runId, invocationId }).catch((error) => {
+    throw interrupted(error, options.signal);
+  });
+  return await executeRun(deps, options, plan);
+}
 
-  // Every pre-flight read runs at once; all of them finish before the first write.
+/** Everything a run decided and built before its first write. */
+interface RunPlan {
+  /** The run ID. */
+  runId: string;
+  /** The labels every object of the run carries. */
+  labels: Record<string, string>;
+  /** Where the agent writes. */
+  output: ConfigMapRef;
+  /** Whether cleanup owns (deletes) the output ConfigMap. */
+  ownsOutput: boolean;
+  /** The Job, built. */
+  job: JobManifest;
+  /** The run-scoped RBAC, in prefix mode. */
+  rbac: RunRbac | undefined;
+  /** Whether auto-targeting injected the GPU selector. */
+  injectedSelector: boolean;
+}
+
+/**
+ * The pre-flight half of a run: every read at once, every name and manifest built (and so
+ * validated), then the permission gate. Nothing is written.
+ */
+async function planRun(
+  deps: DeployDeps,
+  options: DeployOptions,
+  identity: { runId: string; invocationId: string },
+): Promise<RunPlan> {
+  const { kube, log } = deps;
+  const { namespace } = options;
+  const { runId, invocationId } = identity;
+  const { ref: output, ownsOutput } = resolveAgentOutput(options.output, namespace, runId);
   const [{ mode, serviceAccount }, injectedSelector] = await Promise.all([
     resolveServiceAccount(kube, options),
     options.autoTarget ? autoTarget(kube, log) : Promise.resolve(false),
     checkNamespace(kube, namespace, options.signal),
     options.job.runtimeClass ? checkRuntimeClass(kube, options.job.runtimeClass) : undefined,
   ]);
-  // Every name and manifest is built (and so validated) before the first write.
   const job = buildAgentJob({
     ...options.job,
     runId,
@@ -174,15 +204,37 @@ export async function deploySnapshot(
     // Reviews persist nothing and are cheap: ask them all at once.
     concurrency: 64,
   });
+  return {
+    runId,
+    labels: runLabels(identity),
+    output,
+    ownsOutput,
+    job,
+    rbac,
+    injectedSelector: injectedSelector === true,
+  };
+}
 
+/**
+ * The writing half of a run: RBAC and Job through the ledger, wait, read; cleanup on every path
+ * out unless `noCleanup`.
+ */
+async function executeRun(
+  deps: DeployDeps,
+  options: DeployOptions,
+  plan: RunPlan,
+): Promise<DeployResult> {
+  const { kube, log } = deps;
+  const { namespace } = options;
+  const { runId, output, rbac } = plan;
+  const selector = plan.injectedSelector ? { injectedSelector: `${GPU_PRESENT_LABEL}=true` } : {};
   const ledger = new Ledger(kube, {
-    labels,
+    labels: plan.labels,
     runIdLabel: LABEL_RUN_ID,
     invocationIdLabel: LABEL_INVOCATION_ID,
   });
-  const name = job.metadata.name;
+  const name = plan.job.metadata.name;
   let jobUid: string | undefined;
-  let failure: unknown;
   try {
     throwIfInterrupted(options.signal);
     if (rbac) {
@@ -201,7 +253,7 @@ export async function deploySnapshot(
         throwIfInterrupted(options.signal);
       }
     }
-    const created = await ledger.create("Job", job);
+    const created = await ledger.create("Job", plan.job);
     jobUid = created.metadata?.uid;
     if (!jobUid) throw new ToolError(`Cannot follow Job '${namespace}/${name}': no UID returned`);
     const { nodeName } = await waitForAgentJob({ kube, log, stderr: deps.stderr }, {
@@ -210,28 +262,18 @@ export async function deploySnapshot(
       jobUid,
       runId,
       timeoutMs: options.timeoutMs,
-      ...(injectedSelector ? { injectedSelector: `${GPU_PRESENT_LABEL}=true` } : {}),
+      ...selector,
       ...(options.signal ? { signal: options.signal } : {}),
     });
     log.debug("agent finished; reading its snapshot", { node: nodeName });
     const snapshot = await readSnapshot(kube, output, options.signal);
     throwIfInterrupted(options.signal);
-    return {
-      runId,
-      snapshot,
-      configMap: output,
-      nodeName,
-      ...(injectedSelector ? { injectedSelector: `${GPU_PRESENT_LABEL}=true` } : {}),
-    };
+    return { runId, snapshot, configMap: output, nodeName, ...selector };
   } catch (error) {
-    failure = options.signal?.aborted && !(error instanceof ToolError)
-      ? new InterruptedError(
-        `Cannot finish the snapshot run: interrupted (${String(options.signal.reason)})`,
-      )
-      : error instanceof KubeApiError && error.isAlreadyExists
-      ? alreadyExists(error, namespace, runId)
-      : error;
-    throw failure;
+    const failure = interrupted(error, options.signal);
+    throw failure instanceof KubeApiError && failure.isAlreadyExists
+      ? alreadyExists(failure, namespace, runId)
+      : failure;
   } finally {
     if (options.noCleanup) {
       log.warn("--no-cleanup: leaving the run's objects in the cluster", {
@@ -245,10 +287,19 @@ export async function deploySnapshot(
         runId,
         jobName: name,
         ...(jobUid ? { jobUid } : {}),
-        ...(ownsOutput ? { stagingConfigMap: output.name } : {}),
+        ...(plan.ownsOutput ? { stagingConfigMap: output.name } : {}),
       });
     }
   }
+}
+
+/** An error thrown while a signal aborted the run, as the interrupt it is (exit 130). */
+function interrupted(error: unknown, signal: AbortSignal | undefined): unknown {
+  return signal?.aborted && !(error instanceof ToolError)
+    ? new InterruptedError(
+      `Cannot finish the snapshot run: interrupted (${String(signal.reason)})`,
+    )
+    : error;
 }
 
 /** A create met an object of the run's name: another invocation holds this run ID. */

@@ -5,7 +5,7 @@ import type { RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { encodeSnapshot, parseSnapshotStream } from "../snapshot/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
-import { sampleSnapshot } from "../daemon/_testing.ts";
+import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
 import { fetchFleet, fleetError, fleetStream, formatFleetTable } from "./fleet.ts";
 import type { DirectGet, DirectRequest, FleetResult, HttpAnswer } from "./fleet.ts";
 
@@ -205,63 +205,6 @@ Deno.test("fleet: the exit code says what kind of failure it was", () => {
   assert.equal(exitCodeOf(fleetError(result(["timed-out", "ok"]))), 5);
   assert.equal(exitCodeOf(fleetError(result(["denied", "unreachable"]))), 9);
   assert.equal(exitCodeOf(fleetError(result([]))), 3);
-});
-
-Deno.test("fleet: the real direct transport verifies the published CA and name, and bounds only connecting", async () => {
-  const { generateDaemonTls } = await import("./_x509.ts");
-  const { serve } = await import("../daemon/serve.ts");
-  const { nodeDirectGet } = await import("./fleet.ts");
-  const tls = generateDaemonTls({ dnsNames: ["aicr-daemon.ns.svc"], now: new Date() });
-  const server = await serve(async (request) => {
-    await new Promise((resolve) => setTimeout(resolve, 600));
-    return new Response(request.headers.get("authorization") ?? "none");
-  }, { hostname: "127.0.0.1", port: 0, tls: { cert: tls.cert, key: tls.key } });
-  try {
-    const base = {
-      url: `https://127.0.0.1:${server.port}/v1/snapshot`,
-      token: "t0ken",
-      connectTimeoutMs: 300,
-    };
-    // Slower to answer than the connect timeout: still answered.
-    const answer = await nodeDirectGet({
-      ...base,
-      ca: tls.caCert,
-      servername: "aicr-daemon.ns.svc",
-      signal: AbortSignal.timeout(5000),
-    });
-    assert.equal(answer.status, 200);
-    assert.equal(answer.body, "Bearer t0ken");
-    await assert.rejects(
-      nodeDirectGet({
-        ...base,
-        ca: tls.caCert,
-        servername: "aicr-daemon.other.svc",
-        signal: AbortSignal.timeout(5000),
-      }),
-      "another name is refused",
-    );
-    const stranger = generateDaemonTls({ dnsNames: ["aicr-daemon.ns.svc"], now: new Date() });
-    await assert.rejects(
-      nodeDirectGet({
-        ...base,
-        ca: stranger.caCert,
-        servername: "aicr-daemon.ns.svc",
-        signal: AbortSignal.timeout(5000),
-      }),
-      "another CA is refused",
-    );
-    await assert.rejects(
-      nodeDirectGet({
-        ...base,
-        ca: tls.caCert,
-        servername: "aicr-daemon.ns.svc",
-        signal: AbortSignal.timeout(200),
-      }),
-      "the deadline aborts a slow answer",
-    );
-  } finally {
-    await server.shutdown();
-  }
 });
 
 Deno.test("fleet: targeted nodes without a daemon pod are listed as not ready, untolerated ones are not targeted", async () => {

@@ -5,6 +5,8 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
+import { formatTimestamp } from "./model.ts";
+import type { SnapshotFormat } from "./codec.ts";
 
 /** The URI scheme of ConfigMap targets. */
 export const CONFIGMAP_SCHEME = "cm://";
@@ -96,4 +98,44 @@ export function parseSnapshotTarget(value: string | undefined, flag = "--output"
  */
 export function formatConfigMapUri(ref: ConfigMapRef): string {
   return `${CONFIGMAP_SCHEME}${ref.namespace}/${ref.name}`;
+}
+
+/** The ConfigMap data key holding a snapshot in a format. */
+export function snapshotDataKey(format: SnapshotFormat): string {
+  return `snapshot.${format}`;
+}
+
+/**
+ * Builds the ConfigMap content for a snapshot: `snapshot.<format>`, `format`, `timestamp`.
+ *
+ * @param encoded the encoded snapshot
+ * @param format its format
+ * @param writtenAt write time
+ * @returns the data map
+ */
+export function snapshotConfigMapData(
+  encoded: string,
+  format: SnapshotFormat,
+  writtenAt: Date,
+): Record<string, string> {
+  return {
+    [snapshotDataKey(format)]: encoded,
+    format,
+    timestamp: formatTimestamp(writtenAt),
+  };
+}
+
+/**
+ * Picks the snapshot text out of a ConfigMap's data: `data.format` (default yaml), then
+ * `snapshot.<format>`, then `snapshot.yaml` or `snapshot.json`.
+ *
+ * @param data the ConfigMap data
+ * @returns the text, or undefined when there is none
+ */
+export function snapshotFromConfigMapData(
+  data: Record<string, string> | undefined,
+): string | undefined {
+  if (!data) return undefined;
+  const format = data.format ?? "yaml";
+  return data[`snapshot.${format}`] ?? data["snapshot.yaml"] ?? data["snapshot.json"];
 }

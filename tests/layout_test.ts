@@ -1,0 +1,201 @@
+/**
+ * The README's "Layout" rules, checked from the imports themselves: every relative import (static,
+ * `export … from`, and dynamic `import("…")`) of every TypeScript file in the house is read and
+ * each rule is asserted over that graph, so a new import that breaks the layout fails here.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const SKIP_DIRS = new Set(["node_modules", "dist", "coverage", ".git", ".out", ".bin"]);
+/** Outside the house: the harnesses, benchmarks and build scripts may import any floor. */
+const OUTSIDE = new Set(["tests", "bench", "scripts"]);
+
+/** The floors of the README, lowest first; a production import never goes up one. */
+const FLOORS: Record<string, number> = {
+  "errors.ts": 0,
+  "log.ts": 0,
+  "runtime.ts": 0,
+  "version.ts": 0,
+  "io.ts": 0,
+  "package.json": 0,
+  "deno.json": 0,
+  kube: 1,
+  snapshot: 1,
+  manifests: 1,
+  collectors: 2,
+  rbac: 2,
+  controller: 3,
+  agent: 3,
+  daemon: 3,
+  cli: 4,
+  "mod.ts": 5,
+};
+
+/**
+ * The only imports between two parts of one floor above floor 0, each going one way (the
+ * floor-0 modules may use each other; the cycle test keeps that one-way too).
+ */
+const SIDEWAYS = new Set(["manifests->snapshot", "manifests->kube"]);
+
+interface Edge {
+  from: string;
+  to: string;
+  test: boolean;
+}
+
+function walk(dir: string, out: string[]): string[] {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.name.startsWith(".cluster") || SKIP_DIRS.has(entry.name)) continue;
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) walk(path, out);
+    else if (entry.name.endsWith(".ts")) out.push(relative(ROOT, path));
+  }
+  return out;
+}
+
+const IMPORT_REGEXP =
+  /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s*"([^"]+)"|import\(\s*"([^"]+)"\s*\)|(?:^|\n)\s*import\s*"([^"]+)"/g;
+
+function importsOf(file: string): string[] {
+  const text = readFileSync(join(ROOT, file), "utf8");
+  const specs: string[] = [];
+  for (const match of text.matchAll(IMPORT_REGEXP)) {
+    const spec = match[1] ?? match[2] ?? match[3];
+    if (spec) specs.push(spec);
+  }
+  return specs;
+}
+
+function isTestFile(file: string): boolean {
+  return /_test\.ts$/.test(file) || file.includes("/testdata/") || file.endsWith("/_testing.ts");
+}
+
+/** The part of the house a file belongs to: its top folder, or the root file (its test: it). */
+function partOf(file: string): string {
+  const top = file.split("/")[0] ?? file;
+  return top === file ? file.replace(/_test\.ts$/, ".ts") : top;
+}
+
+function buildGraph(): { files: string[]; edges: Edge[]; packages: Map<string, string[]> } {
+  const files = walk(ROOT, []).filter((f) => !OUTSIDE.has(partOf(f)));
+  const edges: Edge[] = [];
+  const packages = new Map<string, string[]>();
+  for (const file of files) {
+    for (const spec of importsOf(file)) {
+      if (!spec.startsWith(".")) {
+        packages.set(spec, [...(packages.get(spec) ?? []), file]);
+        continue;
+      }
+      const to = relative(ROOT, resolve(ROOT, dirname(file), spec));
+      edges.push({ from: file, to, test: isTestFile(file) });
+    }
+  }
+  return { files, edges, packages };
+}
+
+const GRAPH = buildGraph();
+
+function crossing(predicate: (from: string, to: string) => boolean, withTests: boolean): string[] {
+  return GRAPH.edges.filter((e) =>
+    (withTests || !e.test) && predicate(partOf(e.from), partOf(e.to))
+  )
+    .map((e) => `${e.from} -> ${e.to}`);
+}
+
+Deno.test("layout: the import graph was read (a broken reader would pass every rule)", () => {
+  assert.ok(GRAPH.files.length > 100, `only ${GRAPH.files.length} files`);
+  assert.ok(GRAPH.edges.some((e) => e.from === "cli/mod.ts" && e.to === "errors.ts"));
+  assert.ok(GRAPH.edges.some((e) => e.from === "cli/snapshot.ts" && e.to === "controller/mod.ts"));
+  for (const file of GRAPH.files) {
+    assert.ok(partOf(file) in FLOORS, `${file} is in no floor of the README's layout`);
+  }
+});
+
+Deno.test("layout: no import between daemon/ and controller/, tests included", () => {
+  const both = new Set(["daemon", "controller"]);
+  assert.deepEqual(crossing((a, b) => a !== b && both.has(a) && both.has(b), true), []);
+});
+
+Deno.test("layout: the node sides (agent/, daemon/) import neither the controller nor each other", () => {
+  const node = new Set(["agent", "daemon"]);
+  assert.deepEqual(
+    crossing((a, b) => node.has(a) && (b === "controller" || (node.has(b) && a !== b)), true),
+    [],
+  );
+});
+
+Deno.test("layout: nothing below cli/ imports cli/", () => {
+  assert.deepEqual(crossing((a, b) => b === "cli" && a !== "cli" && a !== "mod.ts", true), []);
+});
+
+Deno.test("layout: controller/ is imported only by cli/ (the layer under mod.ts)", () => {
+  assert.deepEqual(
+    crossing((a, b) => b === "controller" && a !== "controller" && a !== "cli", true),
+    [],
+  );
+});
+
+Deno.test("layout: no production import goes up a floor, and sideways only as the README draws", () => {
+  const wrong = crossing((a, b) => {
+    if (a === b) return false;
+    const from = FLOORS[a] ?? -1;
+    const to = FLOORS[b] ?? -1;
+    return to > from || (to === from && from > 0 && !SIDEWAYS.has(`${a}->${b}`));
+  }, false);
+  assert.deepEqual(wrong, []);
+});
+
+Deno.test("layout: only kube/ imports @kubernetes/client-node", () => {
+  const importers = [...GRAPH.packages.entries()].filter(([spec]) =>
+    spec.startsWith("@kubernetes/client-node")
+  ).flatMap(([, files]) => files).filter((f) => partOf(f) !== "kube");
+  assert.deepEqual(importers, []);
+});
+
+Deno.test("layout: the production modules have no import cycle", () => {
+  const next = new Map<string, string[]>();
+  for (const e of GRAPH.edges) {
+    if (e.test) continue;
+    next.set(e.from, [...(next.get(e.from) ?? []), e.to]);
+  }
+  // Tarjan's strongly connected components; any component of two or more files is a cycle.
+  let index = 0;
+  const order = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const cycles: string[][] = [];
+  function visit(node: string): void {
+    order.set(node, index);
+    low.set(node, index);
+    index++;
+    stack.push(node);
+    onStack.add(node);
+    for (const to of next.get(node) ?? []) {
+      if (!order.has(to)) {
+        visit(to);
+        low.set(node, Math.min(low.get(node) ?? 0, low.get(to) ?? 0));
+      } else if (onStack.has(to)) {
+        low.set(node, Math.min(low.get(node) ?? 0, order.get(to) ?? 0));
+      }
+    }
+    if (low.get(node) === order.get(node)) {
+      const component: string[] = [];
+      let member: string | undefined;
+      do {
+        member = stack.pop();
+        if (member === undefined) break;
+        onStack.delete(member);
+        component.push(member);
+      } while (member !== node);
+      if (component.length > 1) cycles.push(component.sort());
+    }
+  }
+  for (const node of next.keys()) if (!order.has(node)) visit(node);
+  assert.deepEqual(cycles, []);
+});
