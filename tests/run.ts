@@ -22,10 +22,14 @@ import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Lane } from "./runner/discover.ts";
+import { laneUnavailable } from "./realnode/harness.ts";
 import { runSuite, stopAll } from "./runner/suite.ts";
 import type { AllowedSkip, Fixture, Gate } from "./runner/suite.ts";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+
+/** Files that run on real kubelets, containerd and runc: the lane `realnode`. */
+const REALNODE_REGEXP = /^tests\/realnode\/realnode_test\.ts$/;
 
 /** Files that need the local cluster or the built binary: the lane `e2e`. */
 const E2E_REGEXP = /^tests\/(cluster|kubelet|e2e|reliability)\/|(^|\/)cluster_test\.ts$/;
@@ -39,7 +43,7 @@ export const LANES: Lane[] = [
   {
     name: "unit",
     description: "no cluster",
-    match: (path) => !E2E_REGEXP.test(path),
+    match: (path) => !E2E_REGEXP.test(path) && !REALNODE_REGEXP.test(path),
     jobs: Math.max(1, Number(Deno.env.get("AICR_TEST_JOBS") ?? 2) || 1),
     deadlineMs: 5 * 60_000,
     needsCluster: false,
@@ -51,6 +55,16 @@ export const LANES: Lane[] = [
     jobs: 1,
     deadlineMs: 10 * 60_000,
     needsCluster: true,
+  },
+  {
+    name: "realnode",
+    description: "real kubelets, containerd and runc in a network namespace of their own " +
+      "(the lane starts its own control plane; tests/realnode)",
+    match: (path) => REALNODE_REGEXP.test(path),
+    jobs: 1,
+    deadlineMs: 10 * 60_000,
+    needsCluster: false,
+    unavailable: () => Promise.resolve(laneUnavailable()),
   },
 ];
 

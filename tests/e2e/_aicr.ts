@@ -38,10 +38,15 @@ export async function aicr(
     env?: Record<string, string>;
     cwd?: string;
     signalAfterMs?: { signal: Deno.Signal; ms: number };
+    /** A command that runs the binary, e.g. `nsenter --net=... --` (it must exec, keeping the pid). */
+    prefix?: readonly string[];
+    /** Called with each chunk of stderr as it arrives, and a way to signal the process. */
+    onStderr?: (text: string, kill: (signal: Deno.Signal) => void) => void;
   } = {},
 ): Promise<AicrResult> {
-  const child = new Deno.Command(AICR_BIN, {
-    args,
+  const argv = [...(options.prefix ?? []), AICR_BIN, ...args];
+  const child = new Deno.Command(argv[0]!, {
+    args: argv.slice(1),
     env: { ...options.env },
     clearEnv: true,
     ...(options.cwd ? { cwd: options.cwd } : {}),
@@ -53,12 +58,22 @@ export async function aicr(
     const { signal, ms } = options.signalAfterMs;
     timer = setTimeout(() => child.kill(signal), ms);
   }
-  const out = await child.output();
+  let stderr = "";
+  const onStderr = options.onStderr;
+  const [status, stdout] = await Promise.all([
+    child.status,
+    new Response(child.stdout).text(),
+    (async () => {
+      for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
+        stderr += chunk;
+        onStderr?.(stderr, (signal) => child.kill(signal));
+      }
+    })(),
+  ]);
   if (timer !== undefined) clearTimeout(timer);
-  const stderr = new TextDecoder().decode(out.stderr);
   return {
-    code: out.code,
-    stdout: new TextDecoder().decode(out.stdout),
+    code: status.code,
+    stdout,
     stderr,
     runId: /snapshot agent run: runID=(\S+)/.exec(stderr)?.[1],
   };
@@ -71,6 +86,12 @@ const NAMESPACED = [
   ["ServiceAccount", "/api/v1/namespaces/NS/serviceaccounts"],
   ["Role", "/apis/rbac.authorization.k8s.io/v1/namespaces/NS/roles"],
   ["RoleBinding", "/apis/rbac.authorization.k8s.io/v1/namespaces/NS/rolebindings"],
+] as const;
+/** Kinds only DaemonSet mode creates, with their list paths. */
+const DAEMONSET_KINDS = [
+  ["DaemonSet", "/apis/apps/v1/namespaces/NS/daemonsets"],
+  ["Secret", "/api/v1/namespaces/NS/secrets"],
+  ["Service", "/api/v1/namespaces/NS/services"],
 ] as const;
 const CLUSTER = [
   ["ClusterRole", "/apis/rbac.authorization.k8s.io/v1/clusterroles"],
@@ -107,18 +128,19 @@ export async function runObjects(admin: Api, namespace: string, runId: string): 
  *
  * @param admin an admin client
  * @param namespace the namespace
- * @param options whether to include cluster-scoped kinds
+ * @param options whether to include cluster-scoped kinds, and DaemonSet mode's kinds
  * @returns `Kind/name` of each
  */
 export async function aicrObjects(
   admin: Api,
   namespace: string,
-  options: { clusterScoped?: boolean } = {},
+  options: { clusterScoped?: boolean; daemonset?: boolean } = {},
 ): Promise<string[]> {
   const selector = `?labelSelector=${encodeURIComponent("app.kubernetes.io/name=aicr")}`;
   const found: string[] = [];
   const kinds = [
     ...NAMESPACED,
+    ...(options.daemonset ? DAEMONSET_KINDS : []),
     ...(options.clusterScoped === false ? [] : CLUSTER),
     ["ConfigMap", "/api/v1/namespaces/NS/configmaps"] as const,
   ];

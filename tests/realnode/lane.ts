@@ -705,6 +705,21 @@ async function makeCgroup(path: string): Promise<void> {
 }
 
 /**
+ * Every cgroup mount (v1 controllers and any cgroup2, the hybrid `unified` one included, where
+ * runc also makes the containers' cgroups): where a lane's cgroups can be.
+ *
+ * @returns absolute mount points
+ */
+function allCgroupMounts(): string[] {
+  const mounts = readText("/proc/self/mountinfo").split("\n").map((l) => l.split(" "));
+  return mounts.filter((f) => {
+    const dash = f.indexOf("-");
+    return dash > 0 && ["cgroup", "cgroup2"].includes(f[dash + 1]!) &&
+      !!f[4]?.startsWith("/sys/fs/cgroup");
+  }).map((f) => f[4]!);
+}
+
+/**
  * Kills every process in a cgroup subtree (every hierarchy) and removes its folders, deepest
  * first.
  *
@@ -713,7 +728,7 @@ async function makeCgroup(path: string): Promise<void> {
 async function removeCgroup(name: string): Promise<void> {
   for (let round = 0; round < 20; round++) {
     let left = 0;
-    for (const root of cgroupHierarchies()) {
+    for (const root of allCgroupMounts()) {
       const top = join(root, name);
       if (!existsSync(top)) continue;
       const dirs: string[] = [];
