@@ -236,9 +236,10 @@ export function mountSetupScript(node: NodeLayout): string {
  * `/usr/bin`.
  *
  * @param smiDir folder holding `nvidia-smi` and `nvidia-smi-q-x.xml`
+ * @param runc the runtime it execs (default {@link RUNC})
  * @returns script text
  */
-export function nvidiaRuntimeScript(smiDir: string): string {
+export function nvidiaRuntimeScript(smiDir: string, runc: string = RUNC): string {
   return `#!/bin/sh
 # aicr real-kubelet lane: NVIDIA-container-runtime stand-in (runc wrapper). Written by tests/realnode.
 bundle=""; create=0; prev=""
@@ -260,6 +261,6 @@ if [ "$create" = 1 ] && [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
     ;; esac
   ;; esac
 fi
-exec ${RUNC} "$@"
+exec ${runc} "$@"
 `;
 }

@@ -10,14 +10,17 @@
  * with `CI=true` that is a failure instead.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { parseNvidiaSmi } from "../../collectors/mod.ts";
 import { parseSnapshot, type Snapshot } from "../../snapshot/mod.ts";
+import { isOurs, REPO_ROOT } from "../cluster/cluster.ts";
 import { createNamespace, waitFor } from "../cluster/harness.ts";
 import { aicrObjects, runObjects } from "../e2e/_aicr.ts";
 import { FIXTURES_DIR } from "../kubelet/profiles.ts";
 import { laneUnavailable, type RealNodeEnv, useRealNodeLane } from "./harness.ts";
+import { cgroupHierarchies, readLane } from "./lane.ts";
 
 const LANE = "real-kubelet lane: aicr in real containers under real kubelets";
 
@@ -200,6 +203,71 @@ if (unavailable) {
       } finally {
         for (const name of namespaces) await admin.request("DELETE", `/api/v1/namespaces/${name}`);
         await env.stop();
+      }
+    },
+  });
+
+  Deno.test({
+    name: "real-kubelet lane: cluster:down removes a lane whose starter was killed midway",
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn() {
+      await mkdir(join(REPO_ROOT, ".cluster-runs"), { recursive: true });
+      const stateDir = await mkdtemp(join(REPO_ROOT, ".cluster-runs", "lane-crash-"));
+      const task = (verb: string[]) =>
+        new Deno.Command(Deno.execPath(), {
+          args: ["run", "-A", join(REPO_ROOT, "tests", "cluster", "cluster.ts"), ...verb],
+          env: { AICR_CLUSTER_DIR: stateDir },
+          stdin: "null",
+          stdout: "piped",
+          stderr: "piped",
+        });
+      try {
+        // `cluster:up --real-kubelet`, SIGKILLed once its node's containerd and kubelet started.
+        const up = task(["up", "--real-kubelet", "--nodes", "1"]).spawn();
+        let log = "";
+        let killed = false;
+        const stdout = new Response(up.stdout).text();
+        for await (const chunk of up.stderr.pipeThrough(new TextDecoderStream())) {
+          log += chunk;
+          if (!killed && /lane: node \S+ \(.*\) starting/.test(log)) {
+            killed = true;
+            up.kill("SIGKILL");
+          }
+        }
+        await stdout;
+        await up.status;
+        assert.ok(killed, `the start reached its node: ${log}`);
+        const lane = readLane(stateDir)!;
+        assert.ok(existsSync(`/run/netns/${lane.netns}`), "the crash left the netns behind");
+        assert.ok(lane.processes.some((p) => isOurs(p.pid, p.match)), "and running processes");
+
+        const down = await task(["down"]).output();
+        assert.equal(down.code, 0, new TextDecoder().decode(down.stderr));
+        // By pid: no recorded process runs.
+        for (const p of lane.processes) assert.ok(!isOurs(p.pid, p.match), `${p.name} stopped`);
+        // By path: no netns, no cgroup, no mount, no process that names the state folder.
+        assert.ok(!existsSync(`/run/netns/${lane.netns}`), "the netns is gone");
+        const roots = [...cgroupHierarchies(), "/sys/fs/cgroup/unified"];
+        for (const root of roots) {
+          assert.ok(!existsSync(join(root, lane.cgroupParent)), `no cgroup left in ${root}`);
+        }
+        assert.ok(
+          !readFileSync("/proc/self/mountinfo", "utf8").includes(stateDir),
+          "nothing mounted under the state folder",
+        );
+        const naming = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).filter((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(stateDir);
+          } catch {
+            return false;
+          }
+        });
+        assert.deepEqual(naming, [], "no process runs from the state folder");
+        assert.ok(!existsSync(join(stateDir, "nodes")), "the nodes' folders are removed");
+      } finally {
+        await task(["down"]).output();
+        await rm(stateDir, { recursive: true, force: true });
       }
     },
   });
