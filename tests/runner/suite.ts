@@ -176,19 +176,18 @@ function spawnDeno(
   return spawned;
 }
 
-async function runGate(config: SuiteConfig, gate: Gate): Promise<boolean> {
+async function runGate(config: SuiteConfig, gate: Gate): Promise<{ ok: boolean; line: string }> {
   config.say(`== ${gate.name}`);
   const started = performance.now();
   const child = spawnDeno(config, gate.args, { capture: !config.stream });
   const { code, output } = await child.done;
   if (!config.stream && output) config.say(output.trimEnd());
   const ok = code === 0;
-  config.result(
-    `gate ${gate.name}: ${ok ? "ok" : `FAILED (exit ${code})`} (${
-      seconds(performance.now() - started)
-    })`,
-  );
-  return ok;
+  const line = `gate ${gate.name}: ${ok ? "ok" : `FAILED (exit ${code})`} (${
+    seconds(performance.now() - started)
+  })`;
+  config.say(line);
+  return { ok, line };
 }
 
 /**
@@ -330,7 +329,8 @@ export function tally(results: readonly FileResult[], skippedFiles: number): Tal
  */
 export async function runSuite(config: SuiteConfig): Promise<number> {
   const problems: string[] = [];
-  const gatesOk: boolean[] = [];
+  const gates: { ok: boolean; line: string }[] = [];
+  const laneLines: string[] = [];
   const files = await listRepositoryFiles(config.root);
   const found = discoverTests(config.root, files, { lanes: config.lanes, notRun: config.notRun });
   problems.push(...found.problems);
@@ -344,7 +344,7 @@ export async function runSuite(config: SuiteConfig): Promise<number> {
     }
   }
 
-  for (const gate of config.gates) gatesOk.push(await runGate(config, gate));
+  for (const gate of config.gates) gates.push(await runGate(config, gate));
 
   const skips: { lane: string; reason: string; files: string[] }[] = [];
   const active: Lane[] = [];
@@ -360,21 +360,27 @@ export async function runSuite(config: SuiteConfig): Promise<number> {
   const results: FileResult[] = [];
   const needsCluster = config.cluster !== undefined && active.some((l) => l.needsCluster);
   try {
-    if (needsCluster) gatesOk.push(await runGate(config, config.cluster!.up));
+    if (needsCluster) gates.push(await runGate(config, config.cluster!.up));
     let index = 0;
     for (const lane of active) {
       const laneFiles = found.lanes.get(lane.name) ?? [];
+      const started = performance.now();
       results.push(...await runLane(config, lane, laneFiles, index));
       index += laneFiles.length;
+      laneLines.push(
+        `lane ${lane.name}: ${laneFiles.length} files (${seconds(performance.now() - started)})`,
+      );
     }
   } finally {
     // Also after a failed start: whatever it did start must stop.
-    if (needsCluster) gatesOk.push(await runGate(config, config.cluster!.down));
+    if (needsCluster) gates.push(await runGate(config, config.cluster!.down));
   }
 
   const t = tally(results, skips.reduce((n, s) => n + s.files.length, 0));
   const say = config.result;
   say("== result");
+  for (const g of gates) say(g.line);
+  for (const l of laneLines) say(l);
   for (const { path, reason } of found.notRun) say(`not run: ${path}: ${reason}`);
   for (const p of problems) say(`PROBLEM ${p}`);
   let ciSkips = 0;
@@ -424,7 +430,7 @@ export async function runSuite(config: SuiteConfig): Promise<number> {
     problems.push("no test ran");
     say(`PROBLEM ${problems.at(-1)}`);
   }
-  const failedGates = gatesOk.filter((ok) => !ok).length;
+  const failedGates = gates.filter((g) => !g.ok).length;
   if (failedGates > 0) say(`FAILED: ${failedGates} gate(s), named above`);
   say(
     `test steps: ${t.steps.passed} passed, ${t.steps.failed} failed, ${t.steps.skipped} skipped ` +
