@@ -419,12 +419,7 @@ Deno.test({
   },
 });
 
-Deno.test({
-  name: "cluster: stop the test cluster this file started",
-  ignore: !ENABLED,
-  sanitizeResources: false,
-  sanitizeOps: false,
-  async fn() {
-    await env?.stop();
-  },
+// A fixture, not a test: stops what cluster() started (nothing when a running cluster was reused).
+Deno.test.afterAll(async () => {
+  await env?.stop();
 });

@@ -29,8 +29,10 @@ export interface AicrResult {
  * Runs the built binary.
  *
  * @param args its arguments
- * @param options extra environment, working directory, a signal to send after a delay
+ * @param options extra environment, working directory, a signal to send after a delay, and a
+ *   deadline (a hang guard, not a speed claim) after which the run is killed and this throws
  * @returns exit code, output and the logged run ID
+ * @throws {Error} when the run outlives `deadlineMs`, naming its arguments
  */
 export async function aicr(
   args: string[],
@@ -42,6 +44,8 @@ export async function aicr(
     prefix?: readonly string[];
     /** Called with each chunk of stderr as it arrives, and a way to signal the process. */
     onStderr?: (text: string, kill: (signal: Deno.Signal) => void) => void;
+    /** Past it the run is killed and this throws, naming it (a hang guard, not a speed claim). */
+    deadlineMs?: number;
   } = {},
 ): Promise<AicrResult> {
   const argv = [...(options.prefix ?? []), AICR_BIN, ...args];
@@ -58,6 +62,11 @@ export async function aicr(
     const { signal, ms } = options.signalAfterMs;
     timer = setTimeout(() => child.kill(signal), ms);
   }
+  let overdue = false;
+  const deadline = options.deadlineMs === undefined ? undefined : setTimeout(() => {
+    overdue = true;
+    child.kill("SIGKILL");
+  }, options.deadlineMs);
   let stderr = "";
   const onStderr = options.onStderr;
   const [status, stdout] = await Promise.all([
@@ -71,6 +80,14 @@ export async function aicr(
     })(),
   ]);
   if (timer !== undefined) clearTimeout(timer);
+  clearTimeout(deadline);
+  if (overdue) {
+    throw new Error(
+      `aicr ${
+        args.join(" ")
+      } did not exit within ${options.deadlineMs} ms; killed. stderr:\n${stderr}`,
+    );
+  }
   return {
     code: status.code,
     stdout,

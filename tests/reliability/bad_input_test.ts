@@ -454,12 +454,13 @@ Deno.test({
             );
             await chmod(join(bin, "nvidia-smi"), 0o755);
           }
-          const started = Date.now();
+          // A hostile input must not hang the agent: past the deadline it is killed and the
+          // row fails saying so.
           const run = await aicr(["agent", "--host-root", root, "-o", "-"], {
             env: { HOME: dir, PATH: `${bin}:/usr/bin:/bin` },
+            deadlineMs: 120_000,
           });
           assert.equal(run.code, 0, run.stderr);
-          assert.ok(Date.now() - started < 30_000, "bounded in time");
           row.check(parseSnapshot(run.stdout), run.stdout, run.stderr);
           refused++;
           await rm(root, { recursive: true, force: true });
