@@ -25,7 +25,7 @@ import {
   parseResourceList,
   parseTolerations,
 } from "../manifests/mod.ts";
-import type { AgentJobKnobs } from "../controller/mod.ts";
+import type { AgentJobKnobs, DeployResult } from "../controller/mod.ts";
 import {
   encodeSnapshot,
   findMeasurement,
@@ -380,6 +380,7 @@ async function runSnapshot(
 ): Promise<void> {
   const { log } = context;
   const { target, projections, format } = options;
+  const started = deps.now().getTime();
   const kube = connect(deps, context.globals);
   const result = await deploySnapshot({
     kube,
@@ -428,6 +429,7 @@ async function runSnapshot(
       });
     }
     log.info("snapshot saved to ConfigMap", { uri: options.output });
+    logSummary(log, { result, encoded, started, now: deps.now });
     return;
   }
   const where = await deliverSnapshot({ stdout: deps.stdout, now: deps.now }, {
@@ -438,6 +440,21 @@ async function runSnapshot(
     version,
   });
   if (target.kind === "file") log.info("snapshot saved to file", { path: where });
+  logSummary(log, { result, encoded, started, now: deps.now });
+}
+
+/** The run's closing line: where it ran, what it delivered, what it cleaned, how long it took. */
+function logSummary(
+  log: Logger,
+  run: { result: DeployResult; encoded: string; started: number; now: () => Date },
+): void {
+  log.info("snapshot complete", {
+    node: run.result.nodeName ?? "",
+    bytes: new TextEncoder().encode(run.encoded).length,
+    cleaned: run.result.cleaned,
+    seconds: ((run.now().getTime() - run.started) / 1000).toFixed(1),
+    runID: run.result.runId,
+  });
 }
 
 /**

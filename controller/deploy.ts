@@ -106,6 +106,8 @@ export interface DeployResult {
   nodeName: string | undefined;
   /** The selector auto-targeting injected, if any. */
   injectedSelector?: string;
+  /** How many of the run's objects cleanup removed (0 with `noCleanup`). */
+  cleaned: number;
 }
 
 const CLEANUP_TIMEOUT_MS = 30_000;
@@ -127,7 +129,6 @@ export async function deploySnapshot(
 ): Promise<DeployResult> {
   const runId = options.runId ?? newRunId(deps.now(), deps.randomHex);
   const invocationId = newInvocationId(deps.randomHex);
-  deps.log.info(`snapshot agent run: runID=${runId}`);
   // Nothing is created before the plan is complete, so an interrupt here has nothing to clean.
   const plan = await planRun(deps, options, { runId, invocationId }).catch((error) => {
     throw interrupted(error, options.signal);
@@ -235,6 +236,10 @@ async function executeRun(
   });
   const name = plan.job.metadata.name;
   let jobUid: string | undefined;
+  let done: DeployResult | undefined;
+  // Logged once the inputs are proved (pre-flight reads, manifests, gate) and the run is about
+  // to write: the ID is what `aicr cleanup --run-id` needs, and a configuration error has none.
+  log.info(`snapshot agent run: runID=${runId}`);
   try {
     throwIfInterrupted(options.signal);
     if (rbac) {
@@ -268,7 +273,8 @@ async function executeRun(
     log.debug("agent finished; reading its snapshot", { node: nodeName });
     const snapshot = await readSnapshot(kube, output, options.signal);
     throwIfInterrupted(options.signal);
-    return { runId, snapshot, configMap: output, nodeName, ...selector };
+    done = { runId, snapshot, configMap: output, nodeName, ...selector, cleaned: 0 };
+    return done;
   } catch (error) {
     const failure = interrupted(error, options.signal);
     throw failure instanceof KubeApiError && failure.isAlreadyExists
@@ -281,7 +287,7 @@ async function executeRun(
         selector: runSelector(runId),
       });
     } else {
-      await cleanupRun({ kube, log }, {
+      const cleanup = await cleanupRun({ kube, log }, {
         ledger,
         namespace,
         runId,
@@ -289,6 +295,8 @@ async function executeRun(
         ...(jobUid ? { jobUid } : {}),
         ...(plan.ownsOutput ? { stagingConfigMap: output.name } : {}),
       });
+      // The returned object is the one `done` holds: its count is filled in here, after cleanup.
+      if (done) done.cleaned = cleanup.cleaned;
     }
   }
 }
@@ -448,12 +456,12 @@ export interface CleanupRunOptions {
  *
  * @param deps client and logger
  * @param options the ledger and the run's names
- * @returns the names of objects that remain (empty when clean)
+ * @returns the names of objects that remain (empty when clean) and how many were removed
  */
 export async function cleanupRun(
   deps: { kube: KubeClient; log: Logger },
   options: CleanupRunOptions,
-): Promise<string[]> {
+): Promise<{ remaining: string[]; cleaned: number }> {
   const { kube, log } = deps;
   const { namespace, ledger } = options;
   const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
@@ -520,8 +528,9 @@ export async function cleanupRun(
       await new Promise((r) => setTimeout(r, 250));
     }
   }
+  let cleaned = outcomes.filter((o) => o.result === "deleted" || o.result === "gone").length;
   if (options.stagingConfigMap && liveJobUid !== undefined) {
-    const kept = await sweepStagingConfigMap(kube, log, {
+    const swept = await sweepStagingConfigMap(kube, log, {
       namespace,
       name: options.stagingConfigMap,
       jobName: options.jobName,
@@ -532,9 +541,10 @@ export async function cleanupRun(
         name: options.stagingConfigMap,
         error: error instanceof Error ? error.message : String(error),
       });
-      return true;
+      return "kept" as const;
     });
-    if (kept) remaining.push(`ConfigMap/${options.stagingConfigMap}`);
+    if (swept === "kept") remaining.push(`ConfigMap/${options.stagingConfigMap}`);
+    if (swept === "deleted") cleaned++;
   }
   if (outcomes.some((o) => o.result === "failed")) {
     // The objects still carry the run's labels: the sweep can finish the job later.
@@ -547,7 +557,7 @@ export async function cleanupRun(
     );
   }
   log.debug("cleanup: done", { remaining: remaining.length });
-  return remaining;
+  return { remaining, cleaned };
 }
 
 async function sweepStagingConfigMap(
@@ -560,11 +570,11 @@ async function sweepStagingConfigMap(
     jobUid?: string;
     liveJobUid: string;
   },
-): Promise<boolean> {
+): Promise<"kept" | "deleted" | "absent"> {
   const cm = await kube.get("ConfigMap", options.namespace, options.name, {
     timeoutMs: CLEANUP_TIMEOUT_MS,
   });
-  if (!cm?.metadata?.uid) return false;
+  if (!cm?.metadata?.uid) return "absent";
   const isArtifact = cm.metadata.labels?.[LABEL_NAME] === "aicr";
   if (!options.jobUid || options.liveJobUid !== options.jobUid || !isArtifact) {
     log.warn(STAGING_CONFIGMAP_WARNING, {
@@ -573,10 +583,14 @@ async function sweepStagingConfigMap(
       jobUID: options.jobUid ?? "",
       liveJobUID: options.liveJobUid,
     });
-    return true;
+    return "kept";
   }
-  await kube.deleteIfUid("ConfigMap", options.namespace, options.name, cm.metadata.uid, {
-    timeoutMs: CLEANUP_TIMEOUT_MS,
-  });
-  return false;
+  const result = await kube.deleteIfUid(
+    "ConfigMap",
+    options.namespace,
+    options.name,
+    cm.metadata.uid,
+    { timeoutMs: CLEANUP_TIMEOUT_MS },
+  );
+  return result === "deleted" ? "deleted" : "absent";
 }

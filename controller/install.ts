@@ -21,7 +21,7 @@
  * @module
  */
 import { Buffer } from "node:buffer";
-import { ConflictError, InterruptedError } from "../errors.ts";
+import { ConflictError, InterruptedError, ToolError } from "../errors.ts";
 import {
   checkNamespace,
   DELETE_ORDER,
@@ -70,6 +70,8 @@ import {
 } from "../rbac/mod.ts";
 import type { AccessAttributes, RuleSet } from "../rbac/mod.ts";
 import { generateDaemonTls } from "./_x509.ts";
+import { createImagePullCheck, HEARTBEAT_MS, unschedulableReason } from "./wait.ts";
+import type { PodObject } from "./wait.ts";
 import type { DaemonTlsBundle } from "./_x509.ts";
 
 /** The knobs of one daemon install (the same placement and pod flags as `aicr snapshot`). */
@@ -311,6 +313,10 @@ export interface DaemonPodState {
   ready: boolean;
   /** Why not, when it is not (phase, container waiting reason). */
   detail?: string;
+  /** The container's waiting message (e.g. the image pull error), when it has one. */
+  waitingMessage?: string;
+  /** The scheduler's reason, while the pod cannot be scheduled. */
+  unschedulable?: string;
   /** The pod's IP, once it has one. */
   ip?: string;
   /** The daemon's container port. */
@@ -354,8 +360,8 @@ function podState(pod: KubeObject): DaemonPodState {
   const status = pod.status as {
     podIP?: string;
     phase?: string;
-    conditions?: { type: string; status: string }[];
-    containerStatuses?: { state?: { waiting?: { reason?: string } } }[];
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+    containerStatuses?: { state?: { waiting?: { reason?: string; message?: string } } }[];
   } | undefined;
   const spec = pod.spec as
     | { nodeName?: string; containers?: { ports?: { containerPort?: number }[] }[] }
@@ -363,13 +369,17 @@ function podState(pod: KubeObject): DaemonPodState {
   const port = spec?.containers?.[0]?.ports?.[0]?.containerPort;
   const ready = status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ??
     false;
-  const waiting = status?.containerStatuses?.find((c) => c.state?.waiting?.reason)?.state?.waiting
-    ?.reason;
+  const waitingState = status?.containerStatuses?.find((c) => c.state?.waiting?.reason)?.state
+    ?.waiting;
+  const waiting = waitingState?.reason;
+  const unschedulable = unschedulableReason(pod as PodObject);
   return {
     node: spec?.nodeName ?? "",
     pod: pod.metadata?.name ?? "",
     ready,
     ...(ready ? {} : { detail: waiting ?? status?.phase ?? "Pending" }),
+    ...(waitingState?.message ? { waitingMessage: waitingState.message } : {}),
+    ...(unschedulable !== undefined ? { unschedulable } : {}),
     ...(status?.podIP ? { ip: status.podIP } : {}),
     ...(port !== undefined ? { port } : {}),
   };
@@ -514,7 +524,40 @@ export async function installDaemonSet(
     return { runId, created: ledger.entries, desired: 0, pods: [], ready: true };
   }
   const wait = await waitForPods(deps, { namespace, name, timeoutMs, pollMs, signal });
+  if (wait.pullFailed) {
+    // The image will not come without a human: waiting out --timeout helps nobody, and a
+    // failed install cleans up after itself like any other failure path.
+    const failed = wait.pullFailed;
+    log.warn("the daemon's image cannot be pulled; removing what the install created", {
+      node: failed.node,
+      reason: failed.detail ?? "",
+    });
+    const outcomes = await ledger.cleanup({ log });
+    const left = outcomes.filter((o) => o.result === "kept" || o.result === "failed");
+    throw new DaemonImagePullError(
+      `Cannot install the daemon '${namespace}/${name}': its image could not be pulled on node '${failed.node}' (${failed.detail})`,
+      [
+        ...(failed.waitingMessage ? [`  ${failed.waitingMessage}`] : []),
+        "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
+        left.length === 0
+          ? `  the install was rolled back: ${outcomes.length} object(s) removed`
+          : `  the rollback left ${left.length} object(s); remove them with: aicr daemonset uninstall -n ${namespace}`,
+      ],
+    );
+  }
   return { runId, created: ledger.entries, ...wait };
+}
+
+/** The daemon's image cannot be pulled: the install ended early and was rolled back (exit 8). */
+export class DaemonImagePullError extends ToolError {
+  /**
+   * @param message which node and why
+   * @param details the pull error, the fix, what the rollback did
+   */
+  constructor(message: string, details: readonly string[]) {
+    super(message, "internal", 500, { details });
+    this.name = "DaemonImagePullError";
+  }
 }
 
 function alreadyInstalled(namespace: string, name: string, cause?: unknown): ConflictError {
@@ -536,11 +579,17 @@ async function waitForPods(
     pollMs: number;
     signal: AbortSignal | undefined;
   },
-): Promise<{ desired: number; pods: DaemonPodState[]; ready: boolean }> {
+): Promise<
+  { desired: number; pods: DaemonPodState[]; ready: boolean; pullFailed?: DaemonPodState }
+> {
   const { kube, log, now } = deps;
   const sleep = deps.sleep ?? defaultSleep;
-  const deadline = now().getTime() + options.timeoutMs;
+  const started = now().getTime();
+  const deadline = started + options.timeoutMs;
+  const imagePullFailed = createImagePullCheck();
   let last = "";
+  let lastAt = started;
+  const unschedulableSaid = new Map<string, string>();
   let seen: { desired: number; pods: DaemonPodState[] } = { desired: 0, pods: [] };
   for (;;) {
     interruptedWait(options.signal);
@@ -556,10 +605,32 @@ async function waitForPods(
       seen = { desired, pods };
       const ready = pods.filter((p) => p.ready).length;
       const line = `${ready}/${desired}`;
-      if (line !== last) {
-        log.info("waiting for the daemon's pods", { ready, desired });
+      const at = now().getTime();
+      // A line on every change, and a heartbeat while nothing changes.
+      if (line !== last || at - lastAt >= HEARTBEAT_MS) {
+        log.info("waiting for the daemon's pods", {
+          ready,
+          desired,
+          elapsed: `${Math.round((at - started) / 1000)}s`,
+          timeout: `${Math.round(options.timeoutMs / 1000)}s`,
+        });
         last = line;
+        lastAt = at;
       }
+      for (const pod of pods) {
+        if (
+          pod.unschedulable !== undefined && unschedulableSaid.get(pod.pod) !== pod.unschedulable
+        ) {
+          log.warn("a daemon pod cannot be scheduled", {
+            pod: pod.pod,
+            reason: pod.unschedulable,
+            remedy: "check --node-selector, --all-nodes and --toleration against the nodes",
+          });
+          unschedulableSaid.set(pod.pod, pod.unschedulable);
+        }
+      }
+      const pullFailed = pods.find((p) => imagePullFailed(p.pod, p.detail, at));
+      if (pullFailed) return { ...seen, ready: false, pullFailed };
       if (desired === 0) {
         log.warn("no node matches the daemon's node selector and tolerations", {
           remedy: "pass --all-nodes or --node-selector",

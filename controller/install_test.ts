@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { X509Certificate } from "node:crypto";
-import { InterruptedError, PermissionError } from "../errors.ts";
+import { exitCodeOf, formatError, InterruptedError, PermissionError } from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { KubeObject } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
@@ -221,6 +221,80 @@ Deno.test("install: the wait reports the pods that are not Ready when time runs 
     ["gpu-1", true, ""],
     ["gpu-2", false, "CrashLoopBackOff"],
   ]);
+});
+
+Deno.test("install: a pull that fails ends the wait early and rolls the install back", async () => {
+  const fake = fakeCluster();
+  let clock = NOW.getTime();
+  const lines: string[] = [];
+  const labels = {
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "aicr-daemon",
+  };
+  const error = await installDaemonSet({
+    ...deps(fake),
+    log: createLogger({ write: (t) => void lines.push(t) }),
+    now: () => new Date(clock),
+    sleep: (ms) => {
+      clock += ms;
+      const ds = [...fake.objects.entries()].find(([k]) => k.startsWith("DaemonSet/"))?.[1];
+      if (ds) {
+        ds.metadata = { ...ds.metadata, generation: 1 } as NonNullable<KubeObject["metadata"]>;
+        ds.status = { observedGeneration: 1, desiredNumberScheduled: 2 };
+      }
+      if (!fake.objects.has("Pod/aicr-system/a")) {
+        fake.put("Pod", {
+          metadata: { name: "a", namespace: "aicr-system", labels },
+          spec: { nodeName: "gpu-1" },
+          status: {
+            phase: "Pending",
+            containerStatuses: [{
+              state: {
+                waiting: {
+                  reason: "ImagePullBackOff",
+                  message: 'Back-off pulling image "aicr:nope"',
+                },
+              },
+            }],
+          },
+        } as never);
+        fake.put("Pod", {
+          metadata: { name: "b", namespace: "aicr-system", labels },
+          status: {
+            phase: "Pending",
+            conditions: [{
+              type: "PodScheduled",
+              status: "False",
+              reason: "Unschedulable",
+              message: "0/3 nodes are available: 1 Too many pods.",
+            }],
+          },
+        } as never);
+      }
+      return Promise.resolve();
+    },
+  }, { namespace: "aicr-system", image: "aicr:nope", timeoutMs: 120_000, pollMs: 1000 }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.equal(exitCodeOf(error), 8);
+  const text = formatError(error);
+  assert.match(text, /its image could not be pulled on node 'gpu-1' \(ImagePullBackOff\)/);
+  assert.match(text, /Back-off pulling image "aicr:nope"/);
+  assert.match(text, /the install was rolled back: 9 object\(s\) removed/);
+  assert.ok(clock - NOW.getTime() < 120_000, "ended before its timeout");
+  assert.deepEqual(
+    [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/") && !k.startsWith("Pod/")),
+    [],
+    "every created object is gone",
+  );
+  const unschedulable = lines.filter((l) => l.includes("a daemon pod cannot be scheduled"));
+  assert.equal(unschedulable.length, 1);
+  assert.match(
+    unschedulable[0] ?? "",
+    /pod=b reason="0\/3 nodes are available: 1 Too many pods\."/,
+  );
 });
 
 Deno.test("install: uninstall deletes this namespace's objects only, then finds nothing left", async () => {
