@@ -6,17 +6,19 @@
  * @module
  */
 import { Command } from "commander";
-import { sweepRun } from "../controller/mod.ts";
+import { cleanupReportContent, sweepRun } from "../controller/mod.ts";
 import { ToolError, UsageError } from "../errors.ts";
 import { isRunId } from "../manifests/mod.ts";
 import type { CliDeps } from "./context.ts";
 import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
+import { addReportOptions, reportTargets, runReported } from "./_report.ts";
 
 /** Flags of `aicr cleanup`. */
 interface CleanupFlags {
   runId?: string;
   dryRun: boolean;
+  report?: string;
 }
 
 /** `aicr cleanup`'s options, checked. */
@@ -43,7 +45,7 @@ function cleanupOptions(flags: CleanupFlags, globals: GlobalOptions): CleanupOpt
  * @returns the command
  */
 export function cleanupCommand(deps: CliDeps): Command {
-  return new Command("cleanup")
+  const command = new Command("cleanup")
     .description(
       "remove the objects a killed 'aicr snapshot' run left behind, found by its run ID labels and deleted by UID",
     )
@@ -51,36 +53,45 @@ export function cleanupCommand(deps: CliDeps): Command {
       "--run-id <id>",
       "the run ID the killed run logged (snapshot agent run: runID=...)",
     )
-    .option("--dry-run", "only list what would be deleted", false)
+    .option("--dry-run", "only list what would be deleted", false);
+  return addReportOptions(command)
     .action(async (flags: CleanupFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const { runId, namespace, dryRun } = cleanupOptions(flags, globals);
-      const swept = await sweepRun({ kube: connect(deps, globals), log }, {
-        runId,
-        namespace,
-        dryRun,
-      });
-      for (const o of swept) {
-        log.info(o.result === "found" ? "would delete" : o.result, {
-          kind: o.kind,
-          name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
-          uid: o.uid,
-          ...(o.detail ? { detail: o.detail } : {}),
+      const targets = await reportTargets(deps, flags);
+      await runReported(deps, targets, { kind: "CleanupReport", namespace }, async () => {
+        const swept = await sweepRun({ kube: connect(deps, globals), log }, {
+          runId,
+          namespace,
+          dryRun,
         });
-      }
-      const left = swept.filter((o) => o.result === "kept" || o.result === "failed");
-      if (left.length > 0) {
-        throw new ToolError(
-          `Cannot finish the cleanup of run ${runId}: ${left.length} object(s) left behind (see the WARN lines above)`,
-          "internal",
-        );
-      }
-      log.info(swept.length === 0 ? "cleanup: nothing of the run was found" : "cleanup: done", {
-        runID: runId,
-        namespace,
-        deleted: swept.filter((o) => o.result === "deleted").length,
-        ...(dryRun ? { dryRun: "true" } : {}),
+        for (const o of swept) {
+          log.info(o.result === "found" ? "would delete" : o.result, {
+            kind: o.kind,
+            name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
+            uid: o.uid,
+            ...(o.detail ? { detail: o.detail } : {}),
+          });
+        }
+        const content = cleanupReportContent(swept, runId);
+        const left = swept.filter((o) => o.result === "kept" || o.result === "failed");
+        if (left.length > 0) {
+          return {
+            content,
+            failure: new ToolError(
+              `Cannot finish the cleanup of run ${runId}: ${left.length} object(s) left behind (see the WARN lines above)`,
+              "internal",
+            ),
+          };
+        }
+        log.info(swept.length === 0 ? "cleanup: nothing of the run was found" : "cleanup: done", {
+          runID: runId,
+          namespace,
+          deleted: swept.filter((o) => o.result === "deleted").length,
+          ...(dryRun ? { dryRun: "true" } : {}),
+        });
+        return { content };
       });
     });
 }

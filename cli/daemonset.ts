@@ -19,11 +19,14 @@ import {
   fetchFleet,
   FLEET_TRANSPORTS,
   fleetError,
+  fleetReportContent,
   formatFleetTable,
   installDaemonSet,
+  installReportContent,
   makeDaemonTls,
   renderDaemonSet,
   uninstallDaemonSet,
+  uninstallReportContent,
   writeFleet,
 } from "../controller/mod.ts";
 import type { DaemonSetOptions, FleetOutput, FleetTransport } from "../controller/mod.ts";
@@ -43,6 +46,8 @@ import {
 } from "../manifests/mod.ts";
 import { buildInfo, defaultImage } from "../version.ts";
 import { parseCount } from "./agent.ts";
+import { addReportOptions, reportTargets, runReported } from "./_report.ts";
+import type { ReportTargets } from "./_report.ts";
 import type { CliDeps } from "./context.ts";
 import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
@@ -67,6 +72,7 @@ interface InstallFlags extends CommonFlags {
   limits?: string;
   timeout: string;
   wait: boolean;
+  report?: string;
 }
 
 /** Flags of fetch. */
@@ -76,12 +82,15 @@ interface FetchFlags extends CommonFlags {
   concurrency: string;
   timeout: string;
   node?: string[];
+  report?: string;
+  junit?: string;
 }
 
 /** Flags of uninstall. */
 interface UninstallFlags extends CommonFlags {
   timeout: string;
   dryRun: boolean;
+  report?: string;
 }
 
 function common(command: Command): Command {
@@ -170,40 +179,56 @@ async function fleetOutput(value: string | undefined, cwd: string): Promise<Flee
 }
 
 function installCommand(deps: CliDeps): Command {
-  return placement(common(new Command("install")))
+  const command = placement(common(new Command("install")))
     .description(
       "install the daemon: gate, ServiceAccounts and RBAC, TLS Secret and CA ConfigMap, DaemonSet; wait for its pods",
-    )
+    );
+  return addReportOptions(command)
     .action(async (flags: InstallFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const options = daemonOptions(flags, globals);
       const timeoutMs = parseDuration(flags.timeout, "--timeout") || 120_000;
-      const result = await installDaemonSet({
-        kube: connect(deps, globals),
-        log,
-        now: deps.now,
-        randomHex: () => randomBytes(8).toString("hex"),
-      }, { ...options, timeoutMs, noWait: !flags.wait, signal: deps.signal });
-      if (!result.ready) {
-        throw new TimeoutError(
-          `Cannot confirm the daemon is serving: ${
-            result.pods.filter((p) => !p.ready).length
-          } of ${result.desired} pods are not Ready after ${flags.timeout}`,
-          {
-            details: [
-              ...result.pods.filter((p) => !p.ready).map((p) =>
-                `  ${p.node}: ${p.pod} ${p.detail ?? ""}`
-              ),
-              `  it stays installed; remove it with: aicr daemonset uninstall -n ${options.namespace}`,
-            ],
-          },
-        );
-      }
-      log.info("daemon ready", {
+      const targets = await reportTargets(deps, flags);
+      const started = deps.now().getTime();
+      await runReported(deps, targets, {
+        kind: "DaemonSetInstallReport",
         namespace: options.namespace,
-        pods: result.pods.length,
-        runID: result.runId,
+        ...(options.name ? { name: options.name } : {}),
+      }, async () => {
+        const result = await installDaemonSet({
+          kube: connect(deps, globals),
+          log,
+          now: deps.now,
+          randomHex: () => randomBytes(8).toString("hex"),
+        }, { ...options, timeoutMs, noWait: !flags.wait, signal: deps.signal });
+        const content = installReportContent(result);
+        if (!result.ready) {
+          return {
+            content,
+            failure: new TimeoutError(
+              `Cannot confirm the daemon is serving: ${
+                result.pods.filter((p) => !p.ready).length
+              } of ${result.desired} pods are not Ready after ${flags.timeout}`,
+              {
+                details: [
+                  ...result.pods.filter((p) => !p.ready).map((p) =>
+                    `  ${p.node}: ${p.pod} ${p.unschedulable ?? p.detail ?? ""}`
+                  ),
+                  `  it stays installed; remove it with: aicr daemonset uninstall -n ${options.namespace}`,
+                ],
+              },
+            ),
+          };
+        }
+        log.info("daemon ready", {
+          namespace: options.namespace,
+          nodes: result.pods.length,
+          objects: result.created.length,
+          seconds: ((deps.now().getTime() - started) / 1000).toFixed(1),
+          runID: result.runId,
+        });
+        return { content };
       });
     });
 }
@@ -233,50 +258,66 @@ function renderCommand(deps: CliDeps): Command {
 }
 
 function uninstallCommand(deps: CliDeps): Command {
-  return common(new Command("uninstall"))
+  const command = common(new Command("uninstall"))
     .description(
       "remove the daemon: every object with its labels, deleted by UID, then checks none is left",
     )
     .option("--timeout <duration>", "how long to wait for the pods to go", "1m")
-    .option("--dry-run", "only list what would be deleted", false)
+    .option("--dry-run", "only list what would be deleted", false);
+  return addReportOptions(command)
     .action(async (flags: UninstallFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const namespace = checkedNamespace(globals);
       const name = validateDaemonName(flags.name);
       const timeoutMs = parseDuration(flags.timeout, "--timeout") || 60_000;
-      const kube = connect(deps, globals);
-      const result = await uninstallDaemonSet({ kube, log, now: deps.now }, {
-        namespace,
-        name,
-        timeoutMs,
-        dryRun: flags.dryRun,
-      });
-      for (const o of result.swept) {
-        log.info(o.result === "found" ? "would delete" : o.result, {
-          kind: o.kind,
-          name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
-          uid: o.uid,
-        });
-      }
-      if (result.remaining.length > 0) {
-        throw new ToolError(
-          `Cannot finish the uninstall of '${namespace}/${name}': ${result.remaining.length} object(s) remain (${
-            result.remaining.join(", ")
-          })`,
-          "internal",
-        );
-      }
-      log.info(result.swept.length === 0 ? "uninstall: nothing was installed" : "uninstalled", {
-        namespace,
-        name,
-        deleted: result.swept.filter((o) => o.result === "deleted").length,
-      });
+      const targets = await reportTargets(deps, flags);
+      const started = deps.now().getTime();
+      await runReported(
+        deps,
+        targets,
+        { kind: "DaemonSetUninstallReport", namespace, name },
+        async () => {
+          const kube = connect(deps, globals);
+          const result = await uninstallDaemonSet({ kube, log, now: deps.now }, {
+            namespace,
+            name,
+            timeoutMs,
+            dryRun: flags.dryRun,
+          });
+          for (const o of result.swept) {
+            log.info(o.result === "found" ? "would delete" : o.result, {
+              kind: o.kind,
+              name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
+              uid: o.uid,
+            });
+          }
+          const content = uninstallReportContent(result);
+          if (result.remaining.length > 0) {
+            return {
+              content,
+              failure: new ToolError(
+                `Cannot finish the uninstall of '${namespace}/${name}': ${result.remaining.length} object(s) remain (${
+                  result.remaining.join(", ")
+                })`,
+                "internal",
+              ),
+            };
+          }
+          log.info(result.swept.length === 0 ? "uninstall: nothing was installed" : "uninstalled", {
+            namespace,
+            name,
+            deleted: result.swept.filter((o) => o.result === "deleted").length,
+            seconds: ((deps.now().getTime() - started) / 1000).toFixed(1),
+          });
+          return { content };
+        },
+      );
     });
 }
 
 function fetchCommand(deps: CliDeps): Command {
-  return common(new Command("fetch"))
+  const command = common(new Command("fetch"))
     .description(
       "fetch every node's snapshot from its daemon, concurrently, with a status per node",
     )
@@ -291,7 +332,8 @@ function fetchCommand(deps: CliDeps): Command {
     )
     .option("--concurrency <n>", "nodes asked at once", "16")
     .option("--timeout <duration>", "per-node deadline", "30s")
-    .option("--node <name...>", "only these nodes (repeatable)")
+    .option("--node <name...>", "only these nodes (repeatable)");
+  return addReportOptions(command, { junit: true })
     .action(async (flags: FetchFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
@@ -331,6 +373,10 @@ export interface FleetFetchFlags {
   timeout?: string;
   /** `--node` filter. */
   node?: string[];
+  /** `--report`: the JSON report's file, or `-`. */
+  report?: string;
+  /** `--junit`: the JUnit XML report's file, or `-`. */
+  junit?: string;
 }
 
 /** A fleet fetch's options, parsed and checked. */
@@ -349,6 +395,8 @@ export interface FleetFetchOptions {
   nodes?: string[];
   /** Where the snapshots go. */
   output: FleetOutput;
+  /** Where the reports go. */
+  reports: ReportTargets;
 }
 
 /**
@@ -386,6 +434,10 @@ export async function fleetFetchOptions(
     );
   }
   const timeoutMs = parseDuration(flags.timeout, "--timeout") || 30_000;
+  const output = await fleetOutput(flags.output, deps.cwd);
+  const reports = await reportTargets(deps, flags, {
+    ...(output.kind === "stream" && output.path === undefined ? { stdoutTaken: "-o -" } : {}),
+  });
   return {
     namespace,
     name,
@@ -393,7 +445,8 @@ export async function fleetFetchOptions(
     concurrency,
     timeoutMs,
     ...(flags.node?.length ? { nodes: flags.node } : {}),
-    output: await fleetOutput(flags.output, deps.cwd),
+    output,
+    reports,
   };
 }
 
@@ -413,20 +466,28 @@ export async function runFleetFetch(
   options: FleetFetchOptions,
 ): Promise<void> {
   const { log } = context;
-  const { output, ...fetch } = options;
-  const fleet = await fetchFleet({ kube: connect(deps, context.globals), log }, {
-    ...fetch,
-    signal: deps.signal,
+  const { output, reports, ...fetch } = options;
+  const started = deps.now().getTime();
+  await runReported(deps, reports, {
+    kind: "DaemonSetFetchReport",
+    namespace: options.namespace,
+    name: options.name,
+  }, async () => {
+    const fleet = await fetchFleet({ kube: connect(deps, context.globals), log }, {
+      ...fetch,
+      signal: deps.signal,
+    });
+    const written = await writeFleet(fleet.results, output, deps.stdout);
+    deps.stderr.write(formatFleetTable(fleet.results));
+    log.info("fleet fetched", {
+      nodes: fleet.results.length,
+      ok: fleet.results.filter((r) => r.status === "ok").length,
+      transport: fleet.transport,
+      seconds: ((deps.now().getTime() - started) / 1000).toFixed(1),
+      ...(written.length > 0 && output.kind === "directory" ? { directory: output.path } : {}),
+      ...(output.kind === "stream" && output.path ? { file: output.path } : {}),
+    });
+    const failure = fleetError(fleet);
+    return { content: fleetReportContent(fleet), ...(failure ? { failure } : {}) };
   });
-  const written = await writeFleet(fleet.results, output, deps.stdout);
-  deps.stderr.write(formatFleetTable(fleet.results));
-  log.info("fleet fetched", {
-    nodes: fleet.results.length,
-    ok: fleet.results.filter((r) => r.status === "ok").length,
-    transport: fleet.transport,
-    ...(written.length > 0 && output.kind === "directory" ? { directory: output.path } : {}),
-    ...(output.kind === "stream" && output.path ? { file: output.path } : {}),
-  });
-  const error = fleetError(fleet);
-  if (error) throw error;
 }

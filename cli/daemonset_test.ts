@@ -79,6 +79,13 @@ Deno.test("daemonset: bad flags are usage errors before any cluster contact", as
       ],
       [["fetch", "--concurrency", "0"], /'--concurrency' as it must be at least 1/],
       [["uninstall", "--name", "UPPER"], /Cannot name the daemon/],
+      [
+        ["fetch", "-o", "-", "--report", "-"],
+        /Cannot write -o - and --report - to stdout together/,
+      ],
+      [["fetch", "--report", "-", "--junit", "-"], /--report - and --junit - to stdout together/],
+      [["install", "--report", "/nonexistent-dir/r.json"], /its directory does not exist/],
+      [["uninstall", "--report", "/"], /Cannot write the report to '\/' as it is a directory/],
     ] as const
   ) {
     const h = harness();

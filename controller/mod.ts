@@ -60,3 +60,5 @@ export type {
   NodeResult,
   NodeStatus,
 } from "./fleet.ts";
+export * from "./report.ts";
+export { DaemonImagePullError } from "./install.ts";
