@@ -1,0 +1,291 @@
+import assert from "node:assert/strict";
+import { exitCodeOf, InterruptedError, PermissionError } from "../errors.ts";
+import { KubeApiError } from "../kube/mod.ts";
+import type { AccessAttributes, KindName, KubeObject, NewObject } from "../kube/mod.ts";
+import { createLogger } from "../log.ts";
+import { snapshotConfigMapLabels, stagingConfigMapName } from "../manifests/mod.ts";
+import { encodeSnapshot, formatConfigMapUri } from "../snapshot/mod.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
+import { deploySnapshot } from "./deploy.ts";
+import type { DeployOptions } from "./deploy.ts";
+
+const NS = "gpu-operator";
+const RUN = "20260102-150405-0123456789abcdef";
+const RBAC_ORDER: KindName[] = [
+  "ServiceAccount",
+  "Role",
+  "RoleBinding",
+  "ClusterRole",
+  "ClusterRoleBinding",
+];
+
+/** What the fake agent does once its Job is created. */
+type Agent = "succeeds" | "exits-3" | "nothing";
+
+interface SceneOptions {
+  agent?: Agent;
+  /** The caller may not do this verb on this resource (the gate's SelfSubjectAccessReviews). */
+  denied?: { verb: string; resource: string };
+  /** Creates of this kind are refused with 403 (a definite answer: nothing was created). */
+  refuseCreate?: KindName;
+  /** Creates of this kind land, but their response is lost. */
+  loseCreate?: KindName;
+  /** Once the Job exists, another party replaces this object (same name, another UID). */
+  replaceOnJob?: KindName;
+  /** Aborts this controller when the pre-flight namespace read starts, as SIGINT would. */
+  interruptPreflight?: AbortController;
+}
+
+function agentOutput(job: KubeObject): { namespace: string; name: string } {
+  const spec = job.spec as { template: { spec: { containers: { args: string[] }[] } } };
+  const args = spec.template.spec.containers[0]?.args ?? [];
+  const uri = args[args.indexOf("-o") + 1] ?? "";
+  const [namespace = "", name = ""] = uri.replace("cm://", "").split("/");
+  return { namespace, name };
+}
+
+function templateLabels(job: KubeObject): Record<string, string> {
+  const spec = job.spec as { template?: { metadata?: { labels?: Record<string, string> } } };
+  return spec.template?.metadata?.labels ?? {};
+}
+
+/** A fake cluster with the namespace, an allowing authorizer and a fake agent. */
+function scene(options: SceneOptions = {}) {
+  const fake = createFakeKube();
+  fake.put("Namespace", { metadata: { name: NS } });
+  const reviews: AccessAttributes[] = [];
+  const deletes: { kind: KindName; name: string; uid: string }[] = [];
+  const allowed = (a: AccessAttributes) =>
+    !(options.denied && a.verb === options.denied.verb && a.resource === options.denied.resource);
+  fake.client.selfAccessReview = (attributes) => {
+    reviews.push(attributes);
+    return Promise.resolve({ allowed: allowed(attributes) });
+  };
+  fake.client.subjectAccessReview = () => Promise.resolve({ allowed: true });
+  fake.client.podLog = () => Promise.resolve("agent: no GPU found\n");
+  if (options.loseCreate) fake.loseNextCreateResponse(options.loseCreate);
+  const get = fake.client.get.bind(fake.client);
+  fake.client.get = ((kind, namespace, name, callOptions) => {
+    if (kind === "Namespace" && options.interruptPreflight) {
+      // A real client's read rejects with the signal's reason when the signal aborts it.
+      options.interruptPreflight.abort(new Error("received SIGINT"));
+      return Promise.reject(callOptions?.signal?.reason ?? new Error("not aborted"));
+    }
+    return get(kind, namespace, name, callOptions);
+  }) as typeof fake.client.get;
+  const create = fake.client.create.bind(fake.client);
+  fake.client.create = async (kind, object, callOptions) => {
+    if (kind === options.refuseCreate) {
+      fake.calls.push({ method: "create", kind, name: object.metadata?.name ?? "" });
+      throw new KubeApiError(`Cannot create ${kind}: forbidden by a quota`, 403, "Forbidden");
+    }
+    try {
+      return await create(kind, object, callOptions);
+    } finally {
+      if (kind === "Job") onJob(object);
+    }
+  };
+  const deleteIfUid = fake.client.deleteIfUid.bind(fake.client);
+  fake.client.deleteIfUid = (kind, namespace, name, uid, callOptions) => {
+    deletes.push({ kind, name, uid });
+    return deleteIfUid(kind, namespace, name, uid, callOptions);
+  };
+
+  function onJob(object: NewObject): void {
+    const name = object.metadata?.name ?? "";
+    const job = fake.objects.get(`Job/${NS}/${name}`);
+    if (!job) return;
+    if (options.replaceOnJob) {
+      const [key, found] = [...fake.objects.entries()].find(([k]) =>
+        k.startsWith(`${options.replaceOnJob}/`)
+      ) ?? [];
+      if (key && found) {
+        fake.objects.set(key, { ...found, metadata: { ...found.metadata, uid: "someone-else" } });
+      }
+    }
+    const agent = options.agent ?? "succeeds";
+    if (agent === "nothing") return;
+    fake.put(
+      "Pod",
+      {
+        metadata: {
+          name: `${name}-abcde`,
+          namespace: NS,
+          // The pod carries the Job template's labels, as the Job controller copies them.
+          labels: templateLabels(job),
+          ownerReferences: [{
+            apiVersion: "batch/v1",
+            kind: "Job",
+            name,
+            uid: job.metadata?.uid ?? "",
+            controller: true,
+          }],
+        },
+        spec: { nodeName: "gpu-1" },
+        status: agent === "succeeds" ? { phase: "Succeeded" } : {
+          phase: "Failed",
+          containerStatuses: [{ name: "aicr", state: { terminated: { exitCode: 3 } } }],
+        },
+      } as unknown as NewObject & { metadata: { name: string } },
+    );
+    if (agent === "succeeds") {
+      // The agent writes where its Job's `-o` says, as the real one does.
+      const target = agentOutput(job);
+      fake.put(
+        "ConfigMap",
+        {
+          metadata: {
+            name: target.name,
+            namespace: target.namespace,
+            labels: snapshotConfigMapLabels("1.0.0"),
+          },
+          data: {
+            "snapshot.yaml": encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml"),
+            format: "yaml",
+          },
+        } as unknown as NewObject & { metadata: { name: string } },
+      );
+    }
+  }
+
+  const lines: string[] = [];
+  const deps = {
+    kube: fake.client,
+    log: createLogger({ write: (t) => void lines.push(t) }),
+    stderr: { write: (t: string) => void lines.push(`stderr: ${t}`) },
+    now: () => new Date("2026-01-02T15:04:05Z"),
+    randomHex: () => "0123456789abcdef",
+  };
+  /** What is left of the run: every object but the namespace. */
+  const left = () => [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/")).sort();
+  const created = () => fake.calls.filter((c) => c.method === "create").map((c) => c.kind);
+  return { fake, deps, reviews, deletes, lines, left, created };
+}
+
+function options(overrides: Partial<DeployOptions> = {}): DeployOptions {
+  return {
+    namespace: NS,
+    job: {
+      image: "ghcr.io/nvidia/aicr:v1.0.0",
+      nodeSelector: { "kubernetes.io/hostname": "gpu-1" },
+    },
+    serviceAccountPrefix: "aicr",
+    discoverNetwork: false,
+    timeoutMs: 10_000,
+    noCleanup: false,
+    autoTarget: false,
+    runId: RUN,
+    ...overrides,
+  };
+}
+
+Deno.test("deploySnapshot() creates RBAC then the Job, reads the snapshot, and cleans up by UID", async () => {
+  const s = scene();
+  const result = await deploySnapshot(s.deps, options());
+  assert.equal(result.runId, RUN);
+  assert.equal(result.nodeName, "gpu-1");
+  assert.equal(result.snapshot.metadata["source-node"], "gpu-1");
+  assert.equal(formatConfigMapUri(result.configMap), `cm://${NS}/${stagingConfigMapName(RUN)}`);
+  assert.deepEqual(s.created(), [...RBAC_ORDER, "Job"]);
+  // Every delete names the UID its create returned; the Job goes first.
+  assert.equal(s.deletes[0]?.kind, "Job");
+  for (const d of s.deletes) {
+    assert.match(d.uid, /^uid-\d+$/, `${d.kind}/${d.name} deleted without its UID`);
+  }
+  assert.deepEqual(s.left(), [], "the run, its pod and its staging ConfigMap are gone");
+});
+
+Deno.test("deploySnapshot() asks the gate before any create, and a denial creates nothing", async () => {
+  const s = scene({ denied: { verb: "create", resource: "jobs" } });
+  const error = await deploySnapshot(s.deps, options()).catch((e) => e);
+  assert.ok(error instanceof PermissionError, String(error));
+  assert.equal(exitCodeOf(error), 4);
+  assert.ok(s.reviews.some((r) => r.verb === "create" && r.resource === "jobs"));
+  assert.deepEqual(s.created(), []);
+  assert.deepEqual(s.left(), []);
+});
+
+for (const failAt of [...RBAC_ORDER, "Job"] as KindName[]) {
+  Deno.test(`deploySnapshot() cleans up what it made when the ${failAt} create fails`, async () => {
+    const s = scene({ refuseCreate: failAt });
+    const error = await deploySnapshot(s.deps, options()).catch((e) => e);
+    assert.ok(error instanceof KubeApiError, String(error));
+    assert.match(error.message, new RegExp(`Cannot create ${failAt}`));
+    const before = [...RBAC_ORDER, "Job"].slice(0, [...RBAC_ORDER, "Job"].indexOf(failAt));
+    assert.deepEqual(s.created(), [...before, failAt], "nothing is created after the failure");
+    assert.deepEqual(s.deletes.map((d) => d.kind).sort(), [...before].sort());
+    assert.deepEqual(s.left(), []);
+  });
+}
+
+Deno.test("deploySnapshot() cleans up after the agent fails, and says how it exited", async () => {
+  const s = scene({ agent: "exits-3" });
+  const error = await deploySnapshot(s.deps, options()).catch((e) => e);
+  assert.equal(exitCodeOf(error), 8);
+  assert.match(String(error.message), /the agent exited with code 3/);
+  assert.ok(error.details.some((d: string) => d.includes("agent: no GPU found")), "log tail");
+  assert.deepEqual(s.left(), []);
+});
+
+Deno.test("deploySnapshot() cleans up after the wait's deadline passes", async () => {
+  const s = scene({ agent: "nothing" });
+  const error = await deploySnapshot(s.deps, options({ timeoutMs: 50 })).catch((e) => e);
+  assert.equal(exitCodeOf(error), 5, String(error));
+  assert.match(String(error.message), /did not finish within/);
+  assert.deepEqual(s.left(), []);
+});
+
+for (const lost of ["RoleBinding", "Job"] as KindName[]) {
+  Deno.test(`deploySnapshot() adopts a ${lost} whose create response was lost, and deletes it by UID`, async () => {
+    const s = scene({ loseCreate: lost });
+    const result = await deploySnapshot(s.deps, options());
+    assert.equal(result.nodeName, "gpu-1");
+    const deleted = s.deletes.find((d) => d.kind === lost);
+    assert.ok(deleted, `${lost} was not deleted`);
+    assert.match(deleted.uid, /^uid-\d+$/);
+    assert.deepEqual(s.left(), []);
+  });
+}
+
+Deno.test("deploySnapshot() never deletes an object that replaced one of its own (UID precondition)", async () => {
+  const s = scene({ replaceOnJob: "Role" });
+  await deploySnapshot(s.deps, options());
+  const role = [...s.fake.objects.entries()].find(([k]) => k.startsWith("Role/"));
+  assert.ok(role, "the replacement Role is still there");
+  assert.equal(role[1].metadata?.uid, "someone-else");
+  assert.deepEqual(s.left().filter((k) => !k.startsWith("Role/")), []);
+});
+
+Deno.test("deploySnapshot() ends a SIGINT during the pre-flight as an interrupt (130), creating nothing", async () => {
+  const signal = new AbortController();
+  const s = scene({ interruptPreflight: signal });
+  const error = await deploySnapshot(s.deps, options({ signal: signal.signal })).catch((e) => e);
+  assert.ok(error instanceof InterruptedError, String(error));
+  assert.equal(exitCodeOf(error), 130);
+  assert.deepEqual(s.created(), []);
+});
+
+Deno.test("deploySnapshot() with a user cm:// leaves that ConfigMap alone and writes no staging one", async () => {
+  const s = scene();
+  const result = await deploySnapshot(
+    s.deps,
+    options({ output: { namespace: NS, name: "aicr-snapshot" } }),
+  );
+  assert.equal(formatConfigMapUri(result.configMap), `cm://${NS}/aicr-snapshot`);
+  const job = s.fake.calls.find((c) => c.kind === "Job");
+  assert.ok(job);
+  assert.ok(s.fake.objects.has(`ConfigMap/${NS}/aicr-snapshot`), "the user's ConfigMap stays");
+  // Only the user's ConfigMap remains (the fake agent's staging copy is swept as aicr's).
+  assert.deepEqual(s.left(), [`ConfigMap/${NS}/aicr-snapshot`]);
+});
+
+Deno.test("deploySnapshot() with noCleanup leaves every object and says so", async () => {
+  const s = scene();
+  await deploySnapshot(s.deps, options({ noCleanup: true }));
+  assert.deepEqual(s.deletes, []);
+  assert.ok(s.left().some((k) => k.startsWith("Job/")));
+  assert.ok(s.lines.some((l) => l.includes("leaving the run's objects")));
+  const kinds = new Set(s.left().map((k) => k.split("/")[0]));
+  for (const kind of [...RBAC_ORDER, "Job", "Pod"]) assert.ok(kinds.has(kind), kind);
+});
