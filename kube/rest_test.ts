@@ -1,20 +1,13 @@
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
 import { exitCodeOf, formatError } from "../errors.ts";
-import { KubeConfig } from "./_client_node.ts";
 import { KubeApiError } from "./errors.ts";
 import { createRestClient } from "./rest.ts";
-
-/** A kubeconfig for a loopback API server, with a named context and user. */
-function loopbackConfig(port: number): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "lab", server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-    users: [{ name: "alice", token: "expired-token" }],
-    contexts: [{ name: "lab-admin", cluster: "lab", user: "alice", namespace: "team-a" }],
-    currentContext: "lab-admin",
-  });
-  return kc;
-}
+import {
+  apiStatus as status,
+  loopbackKubeConfig as loopbackConfig,
+  scriptedApiServer as scriptedServer,
+} from "../tests/fakes/api_server.ts";
 
 Deno.test("rest: a 401 says the credentials were rejected, whose, and how to refresh them", async () => {
   const seen: string[] = [];
@@ -79,4 +72,140 @@ Deno.test("rest: a 403 keeps the server's own message and no credential hint", a
   const text = formatError(error);
   assert.match(text, /403 Forbidden: pods is forbidden: User "alice" cannot list/);
   assert.doesNotMatch(text, /credentials/);
+});
+
+/** A rest client on the loopback server whose sleeps are recorded, not slept. */
+function restOn(port: number, retries = 4) {
+  const sleeps: number[] = [];
+  const rest = createRestClient(loopbackConfig(port), {
+    retries,
+    backoffMs: 100,
+    sleep: (ms) => {
+      sleeps.push(ms);
+      return Promise.resolve();
+    },
+  });
+  return { rest, sleeps };
+}
+
+Deno.test("rest: a GET carries the token and query, and parses the JSON answer", async () => {
+  await using server = await scriptedServer([{ status: 200, body: { kind: "Pod" } }]);
+  const { rest } = restOn(server.port);
+  const pod = await rest.json<{ kind: string }>({
+    method: "GET",
+    path: "/api/v1/namespaces/team-a/pods",
+    query: { labelSelector: "a=b", limit: 5, continue: undefined },
+  });
+  assert.equal(pod.kind, "Pod");
+  assert.deepEqual(server.seen.map((r) => `${r.method} ${r.path}${r.query}`), [
+    "GET /api/v1/namespaces/team-a/pods?labelSelector=a%3Db&limit=5",
+  ]);
+  assert.equal(server.seen[0]?.auth, "Bearer expired-token");
+});
+
+Deno.test("rest: a GET is retried after 5xx and 429 with backoff, Retry-After honoured", async () => {
+  await using server = await scriptedServer([
+    status(503, "ServiceUnavailable"),
+    { ...status(429, "TooManyRequests"), headers: { "Retry-After": "3" } },
+    status(500, "InternalError"),
+    { status: 200, body: { ok: true } },
+  ]);
+  const { rest, sleeps } = restOn(server.port);
+  assert.deepEqual(await rest.json({ method: "GET", path: "/version" }), { ok: true });
+  assert.equal(server.seen.length, 4);
+  assert.equal(sleeps.length, 3);
+  // First backoff: 100 ms with ±25 % jitter; then Retry-After's 3 s; then 400 ms ±25 %.
+  assert.ok(sleeps[0]! >= 75 && sleeps[0]! <= 125, String(sleeps[0]));
+  assert.equal(sleeps[1], 3000);
+  assert.ok(sleeps[2]! >= 300 && sleeps[2]! <= 500, String(sleeps[2]));
+});
+
+Deno.test("rest: retries stop after their number, with the last answer's error", async () => {
+  await using server = await scriptedServer([status(503, "ServiceUnavailable", "etcd is down")]);
+  const { rest } = restOn(server.port, 2);
+  const error = await rest.json({ method: "GET", path: "/api/v1/nodes" }).catch((e) => e);
+  assert.ok(error instanceof KubeApiError);
+  assert.equal(error.status, 503);
+  assert.match(error.message, /^Cannot GET \/api\/v1\/nodes: 503 ServiceUnavailable: etcd is down/);
+  assert.equal(server.seen.length, 3, "the first attempt and two retries");
+});
+
+Deno.test("rest: a create is never resent, a lost answer included (it may have landed)", async () => {
+  await using server = await scriptedServer([{ cut: "before-answer" }, { status: 201, body: {} }]);
+  const { rest, sleeps } = restOn(server.port);
+  const error = await rest.json({
+    method: "POST",
+    path: "/api/v1/namespaces/team-a/configmaps",
+    body: { metadata: { name: "x" } },
+  }).catch((e) => e);
+  assert.ok(error instanceof KubeApiError);
+  assert.equal(error.status, 0);
+  assert.equal(error.reason, "ConnectionFailure");
+  assert.match(
+    error.message,
+    /^Cannot reach Kubernetes API server 'http:\/\/127\.0\.0\.1:\d+' for POST/,
+  );
+  assert.equal(server.seen.length, 1);
+  assert.deepEqual(sleeps, []);
+  // 5xx on a create is not resent either.
+  await using second = await scriptedServer([status(500, "InternalError")]);
+  const again = restOn(second.port);
+  await assert.rejects(again.rest.json({ method: "POST", path: "/api/v1/x", body: {} }));
+  assert.equal(second.seen.length, 1);
+});
+
+Deno.test("rest: an idempotent request is resent after a lost answer or a cut body", async () => {
+  await using server = await scriptedServer([
+    { cut: "before-answer" },
+    { cut: "mid-body" },
+    { status: 200, body: { kind: "Status", status: "Success" } },
+  ]);
+  const { rest, sleeps } = restOn(server.port);
+  const answer = await rest.json<{ status: string }>({
+    method: "DELETE",
+    path: "/api/v1/namespaces/team-a/pods/p",
+    body: { kind: "DeleteOptions", preconditions: { uid: "u-1" } },
+    idempotent: true,
+  });
+  assert.equal(answer.status, "Success");
+  assert.equal(server.seen.length, 3);
+  assert.equal(sleeps.length, 2);
+  // The same UID-pinned body every time.
+  for (const r of server.seen) assert.equal(JSON.parse(r.body).preconditions.uid, "u-1");
+});
+
+Deno.test("rest: a 4xx answer is not retried, and an aborted request rejects with its reason", async () => {
+  await using server = await scriptedServer([status(404, "NotFound", 'pods "p" not found')]);
+  const { rest, sleeps } = restOn(server.port);
+  const error = await rest.json({ method: "GET", path: "/api/v1/namespaces/a/pods/p" }).catch((
+    e,
+  ) => e);
+  assert.ok(error instanceof KubeApiError && error.isNotFound);
+  assert.equal(server.seen.length, 1);
+  assert.deepEqual(sleeps, []);
+  const reason = new Error("received SIGINT");
+  const aborted = AbortSignal.abort(reason);
+  await assert.rejects(
+    rest.json({ method: "GET", path: "/version", signal: aborted }),
+    (e) => e === reason,
+  );
+});
+
+Deno.test("rest: lines() yields a watch's lines, the last one without a newline too", async () => {
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { "Content-Type": "application/json" });
+    res.write('{"type":"ADDED"}\n{"type":"MOD');
+    res.end('IFIED"}\n{"type":"DELETED"}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const { rest } = restOn((server.address() as { port: number }).port);
+    const stream = await rest.lines({ path: "/api/v1/pods", query: { watch: true } });
+    const lines: string[] = [];
+    for await (const line of stream) lines.push(line);
+    assert.deepEqual(lines, ['{"type":"ADDED"}', '{"type":"MODIFIED"}', '{"type":"DELETED"}']);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });
