@@ -252,3 +252,29 @@ export function pauseImageSpec(pauseBin: string, ref: string): ImageSpec {
     config: { User: "65535:65535", Entrypoint: ["/pause"], WorkingDir: "/" },
   };
 }
+
+/**
+ * A minimal image whose `/bin/true` is this machine's (with the libraries it links): what the
+ * benchmarks' floor Job runs, like the stand-in's `busybox true`.
+ *
+ * @param ref its reference
+ * @returns the image spec
+ */
+export async function trueImageSpec(ref: string): Promise<ImageSpec> {
+  const bin = ["/usr/bin/true", "/bin/true"].find((p) => {
+    try {
+      return Deno.statSync(p).isFile;
+    } catch {
+      return false;
+    }
+  }) ?? "/bin/true";
+  const libs = await sharedLibraries(bin);
+  return {
+    ref,
+    files: [
+      { src: bin, dest: "/bin/true", mode: 0o755 },
+      ...libs.map((lib) => ({ src: lib, dest: lib, mode: 0o755 })),
+    ],
+    config: { User: "65534:65534", Entrypoint: ["/bin/true"], WorkingDir: "/" },
+  };
+}

@@ -49,7 +49,7 @@ import {
   type NodeLayout,
   nvidiaRuntimeScript,
 } from "./config.ts";
-import { aicrImageSpec, buildOciImage, pauseImageSpec } from "./images.ts";
+import { aicrImageSpec, buildOciImage, pauseImageSpec, trueImageSpec } from "./images.ts";
 
 /** Debian packages the lane needs (`.ci/run` installs them). */
 export const LANE_PACKAGES = [
@@ -67,6 +67,8 @@ export const SERVICE_VIP = "10.96.0.1";
 export const APISERVER_IP = "10.231.0.10";
 /** The sandbox image reference every node's containerd uses (imported, never pulled). */
 export const SANDBOX_IMAGE = "aicr.local/pause:lane";
+/** A minimal image with `/bin/true` (the benchmarks' floor Job), on every node. */
+export const TRUE_IMAGE = "aicr.local/true:lane";
 
 /** One node of the lane, as recorded. */
 export interface LaneNode extends NodeLayout {
@@ -443,9 +445,11 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
     await mkdir(images, { recursive: true });
     const pauseTar = join(images, "pause.tar");
     const aicrTar = join(images, "aicr.tar");
+    const trueTar = join(images, "true.tar");
     await buildOciImage(pauseImageSpec(join(cluster.binDir, "pause"), SANDBOX_IMAGE), pauseTar);
     await buildOciImage(await aicrImageSpec(aicrBin, image, version), aicrTar);
-    log(`lane: images ${SANDBOX_IMAGE} and ${image} built offline`);
+    await buildOciImage(await trueImageSpec(TRUE_IMAGE), trueTar);
+    log(`lane: images ${SANDBOX_IMAGE}, ${image} and ${TRUE_IMAGE} built offline`);
     // 5. The cgroup parent in every hierarchy.
     for (const node of info.nodes) await makeCgroup(node.cgroupRoot);
     // 6. The nodes.
@@ -457,7 +461,7 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
         info,
         caFiles,
         profile: profiles.get(node.profile)!,
-        images: [pauseTar, aicrTar],
+        images: [pauseTar, aicrTar, trueTar],
         start,
         inNetns,
         log,
