@@ -205,6 +205,7 @@ async function planRun(
     // Reviews persist nothing and are cheap: ask them all at once.
     concurrency: 64,
   });
+  log.debug("gate passed", { mode });
   return {
     runId,
     labels: runLabels(identity),
@@ -257,10 +258,12 @@ async function executeRun(
         await ledger.create(kind, object);
         throwIfInterrupted(options.signal);
       }
+      log.debug("run RBAC created", { serviceAccount: rbac.serviceAccount.metadata.name });
     }
     const created = await ledger.create("Job", plan.job);
     jobUid = created.metadata?.uid;
     if (!jobUid) throw new ToolError(`Cannot follow Job '${namespace}/${name}': no UID returned`);
+    log.debug("agent Job created", { job: name, uid: jobUid });
     const { nodeName } = await waitForAgentJob({ kube, log, stderr: deps.stderr }, {
       namespace,
       jobName: name,
@@ -273,6 +276,7 @@ async function executeRun(
     log.debug("agent finished; reading its snapshot", { node: nodeName });
     const snapshot = await readSnapshot(kube, output, options.signal);
     throwIfInterrupted(options.signal);
+    log.debug("snapshot read", { configMap: formatConfigMapUri(output) });
     done = { runId, snapshot, configMap: output, nodeName, ...selector, cleaned: 0 };
     return done;
   } catch (error) {
