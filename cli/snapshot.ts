@@ -100,18 +100,9 @@ function parseBoolFlag(flag: string): (value: string | undefined) => string {
   };
 }
 
-/**
- * The `snapshot` command.
- *
- * @param deps CLI dependencies
- * @returns the command
- */
-export function snapshotCommand(deps: CliDeps): Command {
-  const command = new Command("snapshot").description(
-    "deploy the aicr agent Job on a node, wait, and write its snapshot to stdout, a file or cm://<namespace>/<name>",
-  );
-  addLocalAgentFlags(command);
-  command
+/** Adds the flags of a run (the Job's knobs, RBAC, waiting, outputs) to the command. */
+function addSnapshotFlags(command: Command): Command {
+  return command
     .addOption(
       new Option(
         "--image <ref>",
@@ -188,6 +179,19 @@ export function snapshotCommand(deps: CliDeps): Command {
       "read every node's snapshot from the installed DaemonSet instead (as 'aicr daemonset fetch': -o dir/, file or -)",
       false,
     );
+}
+
+/**
+ * The `snapshot` command.
+ *
+ * @param deps CLI dependencies
+ * @returns the command
+ */
+export function snapshotCommand(deps: CliDeps): Command {
+  const command = new Command("snapshot").description(
+    "deploy the aicr agent Job on a node, wait, and write its snapshot to stdout, a file or cm://<namespace>/<name>",
+  );
+  addSnapshotFlags(addLocalAgentFlags(command));
   const seen = new Map<string, number>();
   for (const flag of SINGLE_VALUE_FLAGS) {
     command.on(`option:${flag}`, () => {

@@ -432,6 +432,58 @@ export async function readSnapshot(
   return parseSnapshot(text, { source: uri });
 }
 
+/**
+ * Waits (bounded) until no pod of the run's Job (by the Job's UID) is left, deleting each pinned
+ * to its UID instead of waiting for the garbage collector's next pass.
+ *
+ * @returns the pods still terminating at the deadline
+ */
+async function awaitJobPodsGone(
+  deps: { kube: KubeClient; log: Logger },
+  options: { namespace: string; runId: string; jobUid: string },
+): Promise<string[]> {
+  const { kube, log } = deps;
+  const { namespace } = options;
+  const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
+  const remaining: string[] = [];
+  const deadline = Date.now() + CLEANUP_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const pods = await kube.list<KubeObject>("Pod", namespace, {
+      labelSelector: runSelector(options.runId),
+      ...timeout(),
+    }).catch(() => undefined);
+    const ours = pods?.items.filter((p) =>
+      p.metadata?.ownerReferences?.some((o) =>
+        o.uid === options.jobUid
+      )
+    ) ?? [];
+    if (pods && ours.length === 0) break;
+    // The pods are the Job's (proved by its UID): delete them now instead of waiting
+    // for the garbage collector's next pass.
+    await Promise.all(
+      ours.filter((p) => !p.metadata?.deletionTimestamp && p.metadata?.uid).map((p) =>
+        kube.deleteIfUid(
+          "Pod",
+          namespace,
+          p.metadata?.name ?? "",
+          p.metadata?.uid ?? "",
+          timeout(),
+        )
+          .catch(() => undefined)
+      ),
+    );
+    if (Date.now() + 500 >= deadline) {
+      for (const p of ours) remaining.push(`Pod/${p.metadata?.name}`);
+      log.warn("cleanup: the agent's pods are still terminating", {
+        pods: ours.map((p) => p.metadata?.name).join(","),
+      });
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return remaining;
+}
+
 /** The WARN for a staging ConfigMap cleanup cannot sweep (upstream wording). */
 export const STAGING_CONFIGMAP_WARNING =
   "cleanup left behind the ConfigMap at this run's staging name: this run no longer holds the Job whose agent would have written it";
@@ -488,49 +540,15 @@ export async function cleanupRun(
   log.debug("cleanup: staging evidence taken", { liveJobUID: liveJobUid ?? "" });
   const outcomes = await ledger.cleanup({ log });
   log.debug("cleanup: run objects deleted", { count: outcomes.length });
-  // Pods go with their Job through the garbage collector; wait (bounded) for them.
   const remaining: string[] = [];
-  const deadline = Date.now() + CLEANUP_TIMEOUT_MS;
   for (const outcome of outcomes) {
     if (outcome.result === "kept" || outcome.result === "failed") {
       remaining.push(`${outcome.entry.kind}/${outcome.entry.name}`);
     }
   }
   if (options.jobUid) {
-    while (Date.now() < deadline) {
-      const pods = await kube.list<KubeObject>("Pod", namespace, {
-        labelSelector: runSelector(options.runId),
-        ...timeout(),
-      }).catch(() => undefined);
-      const ours = pods?.items.filter((p) =>
-        p.metadata?.ownerReferences?.some((o) =>
-          o.uid === options.jobUid
-        )
-      ) ?? [];
-      if (pods && ours.length === 0) break;
-      // The pods are the Job's (proved by its UID): delete them now instead of waiting
-      // for the garbage collector's next pass.
-      await Promise.all(
-        ours.filter((p) => !p.metadata?.deletionTimestamp && p.metadata?.uid).map((p) =>
-          kube.deleteIfUid(
-            "Pod",
-            namespace,
-            p.metadata?.name ?? "",
-            p.metadata?.uid ?? "",
-            timeout(),
-          )
-            .catch(() => undefined)
-        ),
-      );
-      if (Date.now() + 500 >= deadline) {
-        for (const p of ours) remaining.push(`Pod/${p.metadata?.name}`);
-        log.warn("cleanup: the agent's pods are still terminating", {
-          pods: ours.map((p) => p.metadata?.name).join(","),
-        });
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    // Pods go with their Job through the garbage collector; wait (bounded) for them.
+    remaining.push(...await awaitJobPodsGone(deps, { ...options, jobUid: options.jobUid }));
   }
   let cleaned = outcomes.filter((o) => o.result === "deleted" || o.result === "gone").length;
   if (options.stagingConfigMap && liveJobUid !== undefined) {
