@@ -23,15 +23,9 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { REPO_ROOT } from "../tests/cluster/cluster.ts";
-import {
-  create,
-  createNamespace,
-  type TestCluster,
-  useTestCluster,
-  waitFor,
-} from "../tests/cluster/harness.ts";
+import { createNamespace, type TestCluster, useTestCluster } from "../tests/cluster/harness.ts";
 import { aicr } from "../tests/e2e/_aicr.ts";
-import type { Api } from "../tests/kubelet/api.ts";
+import { jobTrue } from "./_job_true.ts";
 import { laneUnavailable, type RealNodeEnv, useRealNodeLane } from "../tests/realnode/harness.ts";
 import { TRUE_IMAGE } from "../tests/realnode/lane.ts";
 
@@ -63,33 +57,6 @@ function line(name: string, standIn: number[], lane: number[]): void {
       (median(lane) / median(standIn)).toFixed(2)
     }`,
   );
-}
-
-/** A Job running `true`, create → Complete. */
-async function jobTrue(admin: Api, ns: string, name: string, image: string, command: string[]) {
-  const t0 = performance.now();
-  await create(admin, `/apis/batch/v1/namespaces/${ns}/jobs`, {
-    metadata: { name },
-    spec: {
-      backoffLimit: 0,
-      template: {
-        spec: {
-          restartPolicy: "Never",
-          tolerations: [{ operator: "Exists" }],
-          containers: [{ name: "main", image, command }],
-        },
-      },
-    },
-  });
-  await waitFor(`job ${name} complete`, async () => {
-    const res = await admin.request("GET", `/apis/batch/v1/namespaces/${ns}/jobs/${name}`);
-    const conds = (res.body.status?.conditions ?? []) as { type: string; status: string }[];
-    if (conds.some((c) => c.type === "Failed" && c.status === "True")) {
-      throw new Error(`job ${name} failed`);
-    }
-    return conds.some((c) => c.type === "Complete" && c.status === "True") ? true : undefined;
-  }, 120_000);
-  return performance.now() - t0;
 }
 
 const unavailable = laneUnavailable();

@@ -16,8 +16,9 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { create, createNamespace, useTestCluster, waitFor } from "../tests/cluster/harness.ts";
+import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
 import { aicr } from "../tests/e2e/_aicr.ts";
+import { jobTrue } from "./_job_true.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -41,30 +42,9 @@ try {
   const floor: number[] = [];
   const full: number[] = [];
   for (let i = 0; i < runs; i++) {
-    let t0 = performance.now();
-    const name = `true-${i}`;
-    await create(env.admin, `/apis/batch/v1/namespaces/${ns}/jobs`, {
-      metadata: { name },
-      spec: {
-        backoffLimit: 0,
-        template: {
-          spec: {
-            restartPolicy: "Never",
-            containers: [{ name: "main", image: "busybox:1.36", command: ["true"] }],
-          },
-        },
-      },
-    });
-    await waitFor(`job ${name} complete`, async () => {
-      const res = await env.admin.request("GET", `/apis/batch/v1/namespaces/${ns}/jobs/${name}`);
-      const done = (res.body.status?.conditions ?? []).some((c: { type: string; status: string }) =>
-        c.type === "Complete" && c.status === "True"
-      );
-      return done ? true : undefined;
-    }, 120_000);
-    floor.push(performance.now() - t0);
+    floor.push(await jobTrue(env.admin, ns, `true-${i}`));
 
-    t0 = performance.now();
+    const t0 = performance.now();
     const run = await aicr(["snapshot", "--kubeconfig", env.cluster.adminKubeconfig, "-n", ns]);
     full.push(performance.now() - t0);
     if (run.code !== 0) throw new Error(`aicr snapshot failed (exit ${run.code}):\n${run.stderr}`);

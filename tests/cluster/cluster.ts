@@ -864,9 +864,6 @@ async function main(args: string[]): Promise<number> {
           stateDir: resolveStateDir(),
           nodes,
           detach: !foreground,
-        }).catch((e) => {
-          if (e instanceof lane.LaneUnavailableError) stderrLog(e.message);
-          throw e;
         });
         out(`export KUBECONFIG=${started.adminKubeconfig}`);
         stderrLog(

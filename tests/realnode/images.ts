@@ -94,6 +94,21 @@ export async function sharedLibraries(exe: string): Promise<string[]> {
 }
 
 /**
+ * An executable and the shared libraries it links (each at the path `ldd` names), as image files.
+ *
+ * @param bin the executable on this machine
+ * @param dest its path in the image
+ * @returns the files
+ */
+export async function withLibraries(bin: string, dest: string): Promise<ImageFile[]> {
+  const libs = await sharedLibraries(bin);
+  return [
+    { src: bin, dest, mode: 0o755 },
+    ...libs.map((lib) => ({ src: lib, dest: lib, mode: 0o755 })),
+  ];
+}
+
+/**
  * Writes an OCI image layout tarball (`oci-layout`, `index.json`, `blobs/sha256/...`) holding one
  * image with one uncompressed layer. The layer is tarred with fixed owners and mtimes.
  *
@@ -206,13 +221,9 @@ export async function aicrImageSpec(
   ref: string,
   version: string,
 ): Promise<ImageSpec> {
-  const libs = await sharedLibraries(aicrBin);
   return {
     ref,
-    files: [
-      { src: aicrBin, dest: "/usr/local/bin/aicr", mode: 0o755 },
-      ...libs.map((lib) => ({ src: lib, dest: lib, mode: 0o755 })),
-    ],
+    files: await withLibraries(aicrBin, "/usr/local/bin/aicr"),
     text: {
       "/etc/passwd": "root:x:0:0:root:/root:/sbin/nologin\n" +
         "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n",
@@ -268,13 +279,9 @@ export async function trueImageSpec(ref: string): Promise<ImageSpec> {
       return false;
     }
   }) ?? "/bin/true";
-  const libs = await sharedLibraries(bin);
   return {
     ref,
-    files: [
-      { src: bin, dest: "/bin/true", mode: 0o755 },
-      ...libs.map((lib) => ({ src: lib, dest: lib, mode: 0o755 })),
-    ],
+    files: await withLibraries(bin, "/bin/true"),
     config: { User: "65534:65534", Entrypoint: ["/bin/true"], WorkingDir: "/" },
   };
 }

@@ -112,44 +112,79 @@ export class LaneUnavailableError extends Error {
   override name = "LaneUnavailableError";
 }
 
+/** What {@link laneRequirementsMissing} looks at, so a test can describe another machine. */
+export interface LaneMachine {
+  uid: number;
+  /** `/proc/filesystems`. */
+  filesystems: string;
+  /** From {@link cgroupHierarchies}. */
+  cgroupHierarchies: string[];
+  /** Whether `/proc/self/ns/net` exists. */
+  netns: boolean;
+  /** Whether a command is on PATH. */
+  hasCommand(cmd: string): boolean;
+  /** Whether a file exists. */
+  exists(path: string): boolean;
+}
+
 /**
- * What this machine lacks for the lane: root, overlayfs, cgroups, network namespaces, and the
- * commands it runs. Empty when it can run.
+ * This machine, for {@link laneRequirementsMissing}.
  *
+ * @returns its probe
+ */
+export function thisMachine(): LaneMachine {
+  return {
+    uid: Deno.uid() ?? -1,
+    filesystems: readText("/proc/filesystems"),
+    cgroupHierarchies: cgroupHierarchies(),
+    netns: existsSync("/proc/self/ns/net"),
+    hasCommand: onPath,
+    exists: existsSync,
+  };
+}
+
+/** Each command the lane runs, with the Debian package it comes from. */
+const LANE_COMMANDS: Readonly<Record<string, string>> = {
+  containerd: "containerd",
+  ctr: "containerd",
+  runc: "runc",
+  iptables: "iptables",
+  socat: "socat",
+  jq: "jq",
+  ip: "iproute2",
+  nsenter: "util-linux",
+  unshare: "util-linux",
+  tar: "tar",
+  ldd: "libc-bin",
+};
+
+/**
+ * What a machine lacks for the lane: root, overlayfs, cgroups, network namespaces, and the
+ * commands it runs (with the Debian packages to install). Empty when it can run.
+ *
+ * @param machine the machine (default this one)
  * @returns one short phrase per missing thing
  */
-export function laneRequirementsMissing(): string[] {
+export function laneRequirementsMissing(machine: LaneMachine = thisMachine()): string[] {
   const missing: string[] = [];
-  if (Deno.uid() !== 0) missing.push("root (the lane mounts, creates cgroups and a netns)");
-  const filesystems = readText("/proc/filesystems");
-  if (!/\boverlay\b/.test(filesystems)) {
+  if (machine.uid !== 0) missing.push("root (the lane mounts, creates cgroups and a netns)");
+  if (!/\boverlay\b/.test(machine.filesystems)) {
     missing.push("overlayfs (no 'overlay' in /proc/filesystems)");
   }
-  if (!/\bcgroup2?\b/.test(filesystems) || cgroupHierarchies().length === 0) {
+  if (!/\bcgroup2?\b/.test(machine.filesystems) || machine.cgroupHierarchies.length === 0) {
     missing.push("cgroups (no cgroup hierarchy mounted under /sys/fs/cgroup)");
   }
-  if (!existsSync("/proc/self/ns/net")) missing.push("network namespaces (/proc/self/ns/net)");
-  const commands: Record<string, string> = {
-    containerd: "containerd",
-    ctr: "containerd",
-    runc: "runc",
-    iptables: "iptables",
-    socat: "socat",
-    jq: "jq",
-    ip: "iproute2",
-    nsenter: "util-linux",
-    unshare: "util-linux",
-    tar: "tar",
-    ldd: "libc-bin",
-  };
-  const absent = Object.keys(commands).filter((c) => !onPath(c));
+  if (!machine.netns) missing.push("network namespaces (no /proc/self/ns/net)");
+  const absent = Object.keys(LANE_COMMANDS).filter((c) => !machine.hasCommand(c));
+  const packages = new Set(absent.map((c) => LANE_COMMANDS[c]!));
   for (const plugin of ["bridge", "host-local", "loopback"]) {
-    if (!existsSync(`/usr/lib/cni/${plugin}`)) absent.push(`/usr/lib/cni/${plugin}`);
+    if (!machine.exists(`/usr/lib/cni/${plugin}`)) {
+      absent.push(`/usr/lib/cni/${plugin}`);
+      packages.add("containernetworking-plugins");
+    }
   }
   if (absent.length) {
-    missing.push(
-      `commands ${absent.join(", ")} (apt-get install ${LANE_PACKAGES.join(" ")})`,
-    );
+    missing.push(`${absent.join(", ")} (apt-get install ${[...packages].join(" ")})`);
   }
   return missing;
 }

@@ -55,6 +55,22 @@ if (unavailable) {
       const { admin, kubeconfig } = env;
       const gpuNode = env.nodes.find((n) => n.gpu)!.name;
       const namespaces: string[] = [];
+      /** `aicr snapshot` as the admin in a namespace, inside the lane's netns. */
+      const runSnapshot = (
+        namespace: string,
+        extra: string[] = [],
+        options?: Parameters<RealNodeEnv["aicr"]>[1],
+      ) =>
+        env.aicr(
+          ["snapshot", "--kubeconfig", kubeconfig, "-n", namespace, "--timeout", "120s", ...extra],
+          options,
+        );
+      /** Nothing of the run is left: no object with its run ID, none labelled aicr in the namespace. */
+      const assertNothingLeft = async (namespace: string, runId: string | undefined) => {
+        assert.ok(runId, "the run logged its run ID");
+        assert.deepEqual(await runObjects(admin, namespace, runId), []);
+        assert.deepEqual(await aicrObjects(admin, namespace, { clusterScoped: false }), []);
+      };
       const ns = async (prefix: string, labels: Record<string, string> = {}) => {
         const name = await createNamespace(admin, prefix);
         namespaces.push(name);
@@ -74,15 +90,7 @@ if (unavailable) {
           "a default aicr snapshot lands on the GPU node, in a containerd container, with the capture's GPU data",
           async () => {
             const namespace = await ns("rn-default");
-            const run = await env.aicr([
-              "snapshot",
-              "--kubeconfig",
-              kubeconfig,
-              "-n",
-              namespace,
-              "--timeout",
-              "120s",
-            ]);
+            const run = await runSnapshot(namespace);
             assert.equal(run.code, 0, run.stderr);
             assert.match(run.stderr, /auto-targeting GPU nodes/);
             const snapshot = parseSnapshot(run.stdout);
@@ -93,8 +101,7 @@ if (unavailable) {
             )?.data;
             assert.equal(node?.["container-runtime-name"], "containerd");
             assert.equal(node?.["kubelet-version"], env.cluster.version);
-            assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
-            assert.deepEqual(await aicrObjects(admin, namespace, { clusterScoped: false }), []);
+            await assertNothingLeft(namespace, run.runId);
           },
         );
 
@@ -104,24 +111,14 @@ if (unavailable) {
             const namespace = await ns("rn-restricted", {
               "pod-security.kubernetes.io/enforce": "restricted",
             });
-            const run = await env.aicr([
-              "snapshot",
-              "--kubeconfig",
-              kubeconfig,
-              "-n",
-              namespace,
-              "--privileged=false",
-              "--timeout",
-              "120s",
-            ]);
+            const run = await runSnapshot(namespace, ["--privileged=false"]);
             assert.equal(run.code, 0, run.stderr);
             const snapshot = parseSnapshot(run.stdout);
             assert.equal(snapshot.metadata["source-node"], gpuNode);
             // The NVIDIA runtime injects nvidia-smi from the image's NVIDIA_VISIBLE_DEVICES, not
             // from privilege: restricted mode still reads the GPUs.
             assert.deepEqual(gpuData(snapshot), await captureGpuData());
-            assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
-            assert.deepEqual(await aicrObjects(admin, namespace, { clusterScoped: false }), []);
+            await assertNothingLeft(namespace, run.runId);
           },
         );
 
@@ -130,8 +127,9 @@ if (unavailable) {
           async () => {
             const namespace = await ns("rn-sigint");
             let sent = false;
-            const run = await env.aicr(
-              ["snapshot", "--kubeconfig", kubeconfig, "-n", namespace, "--timeout", "120s"],
+            const run = await runSnapshot(
+              namespace,
+              [],
               {
                 onStderr: (text, kill) => {
                   // Midway: the Job exists and its pod was placed on the GPU node.
@@ -144,9 +142,7 @@ if (unavailable) {
             );
             assert.ok(sent, `the run reached the wait: ${run.stderr}`);
             assert.equal(run.code, 130, run.stderr);
-            assert.ok(run.runId, run.stderr);
-            assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
-            assert.deepEqual(await aicrObjects(admin, namespace, { clusterScoped: false }), []);
+            await assertNothingLeft(namespace, run.runId);
           },
         );
 
