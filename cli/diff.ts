@@ -2,8 +2,8 @@
  * `aicr diff`: drift between two snapshots, or across a fleet.
  *
  * ```text
- * aicr diff --baseline A --target B [--fail-on-drift] [-t table|yaml|json] [-o FILE]
- * aicr diff --fleet SRC... [--fail-on-drift] [-t table|yaml|json|html] [-o FILE]
+ * aicr diff --baseline A --target B [--fail-on-drift] [-t table|yaml|json|html] [-o FILE]
+ * aicr diff --fleet SRC... [--group-by KEY]... [--fail-on-drift] [-t table|yaml|json|html] [-o FILE]
  * ```
  *
  * A source is a file, `-` (stdin) or `cm://namespace/name`; a fleet source may also be a
@@ -25,9 +25,14 @@ import {
   FLEET_FORMATS,
   FLEET_IDENTITY_IGNORE_PATTERNS,
   fleetDocument,
+  GPU_MODEL_PATH,
+  GROUP_BY_NONE,
+  INSTANCE_TYPE_LABELS,
   isMeasurementType,
   MEASUREMENT_TYPES,
+  NODE_POOL_LABELS,
   renderDiff,
+  renderDiffHtml,
   renderFleetHtml,
   renderFleetTable,
 } from "../snapshot/mod.ts";
@@ -75,6 +80,7 @@ interface DiffFlags {
   ignore: string[];
   defaultIgnores: boolean;
   allReadings: boolean;
+  groupBy: string[];
 }
 
 const HELP_AFTER = `
@@ -90,9 +96,17 @@ reading, and status changes are listed apart. Readings the schema types as strin
 "5128"; ints (gpu-count, topology counts) and bools (kmod) by meaning; everything else
 (SystemD's D-Bus typed values) by type and value. NodeTopology node lists compare as sets.
 
-Fleet: nodes are grouped by identical configuration per measurement type; the largest
-group is the reference (ties: the group of the first node by name) and every other node
-is an outlier, listed with the readings where it differs. Identity readings are always
+Fleet: nodes are first split into cohorts of nodes that should be alike, and each node
+is compared with the majority of its cohort only. The default cohort is the GPU model and
+count (${GPU_MODEL_PATH}, GPU.smi.gpu-count), plus, when the NodeTopology readings carry
+them, the instance type (${INSTANCE_TYPE_LABELS.join(", ")}) and node pool
+(${NODE_POOL_LABELS.join(", ")}). --group-by KEY (repeatable) replaces it: a reading path
+('${GPU_MODEL_PATH}') or a node label ('node.kubernetes.io/instance-type'); a key no snapshot
+has is an error. --group-by ${GROUP_BY_NONE} compares the whole fleet as one cohort. A cohort of
+one node has nothing to compare with and is reported as such, not as drift.
+Within a cohort, nodes are grouped by identical configuration per measurement type; the
+largest group is the reference (ties: the group of the first node by name) and every other
+node is an outlier, listed with the readings where it differs. Identity readings are always
 left out in a fleet: ${FLEET_IDENTITY_IGNORE_PATTERNS.join(", ")}.
 
 --ignore PATTERN (repeatable) leaves out paths; '*' matches any characters, '?' one.
@@ -131,6 +145,12 @@ export function diffCommand(deps: DiffDeps): Command {
     .option("--ignore <pattern>", "leave out readings whose path matches (repeatable)", collect, [])
     .option("--no-default-ignores", "also compare the volatile readings ignored by default")
     .option("--all-readings", "fleet html: show every reading, not only differing ones", false)
+    .option(
+      "--group-by <key>",
+      `fleet cohort key, repeatable: a reading path or node label; '${GROUP_BY_NONE}' for one cohort`,
+      collect,
+      [],
+    )
     .addHelpText("after", HELP_AFTER)
     .action(async (flags: DiffFlags, cmd: Command) => {
       // The root's --kubeconfig and --context name the cluster of cm:// sources.
@@ -167,9 +187,9 @@ async function runDiff(
         "Cannot use '--all-readings' without '--fleet': it is a fleet html option",
       );
     }
-    if (flags.format === "html") {
+    if (flags.groupBy.length > 0) {
       throw new UsageError(
-        "Cannot render '--format html' for two snapshots: html is a fleet report (use '--fleet')",
+        "Cannot use '--group-by' without '--fleet': cohorts are a fleet option",
       );
     }
   }
@@ -207,7 +227,11 @@ async function runDiff(
 
   if (fleet.length > 0) {
     const members = await loadFleet(fleet, loader, { cwd: deps.cwd, flag: "--fleet" });
-    const report = buildFleetReport(members, { ignore, allReadings: flags.allReadings });
+    const report = buildFleetReport(members, {
+      ignore,
+      allReadings: flags.allReadings,
+      groupBy: flags.groupBy,
+    });
     const format = flags.format as typeof FLEET_FORMATS[number];
     await write(
       format === "html"
@@ -238,7 +262,14 @@ async function runDiff(
     targetSource: flags.target as string,
     ignore,
   });
-  await write(renderDiff(result, flags.format as typeof DIFF_FORMATS[number], { color }));
+  const format = flags.format as typeof DIFF_FORMATS[number];
+  await write(
+    format === "html"
+      ? renderDiffHtml(result, {
+        subtitle: deps.now().toISOString().replace(/\.\d+Z$/, "Z"),
+      })
+      : renderDiff(result, format, { color }),
+  );
   if (flags.failOnDrift && result.summary.total > 0) {
     throw new ToolError(`drift detected: ${result.summary.total} change(s) found`, "drift");
   }

@@ -10,6 +10,7 @@ import { createFakeKube } from "../tests/fakes/kube.ts";
 import { encodeSnapshot, MAX_DOCUMENT_BYTES } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import { makeNodeSnapshot, setReading } from "../snapshot/testdata/generate.ts";
+import { makeMixedFleet } from "../snapshot/testdata/mixed_fleet.ts";
 import { createFsSourceLoader, diffCommand, splitYamlStream } from "./diff.ts";
 import type { DiffDeps } from "./diff.ts";
 
@@ -249,7 +250,7 @@ Deno.test("aicr diff rejects bad flags with exit 2", async () => {
   const cases: [string[], RegExp][] = [
     [["--target", FIXTURE], /'--baseline' is required/],
     [["-b", FIXTURE], /'--target' is required/],
-    [["-b", FIXTURE, "--target", FIXTURE, "-t", "html"], /html is a fleet report/],
+    [["-b", FIXTURE, "--target", FIXTURE, "--group-by", "none"], /'--group-by' without '--fleet'/],
     [["-b", FIXTURE, "--fleet", FIXTURE], /either '--baseline' with '--target', or '--fleet'/],
     [
       ["-b", FIXTURE, "--target", FIXTURE, "--ignore", "os.sysctl.*"],
@@ -316,10 +317,10 @@ Deno.test("aicr diff --fleet over a directory names the outlier and exits 1 with
     writeFileSync(join(dir, "README.txt"), "not a snapshot");
     const r = await run(["--fleet", ".", "--fail-on-drift"], { cwd: dir });
     assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stdout, /^FLEET \(9 nodes, 1 outliers, 1 differences\)/);
+    assert.match(r.stdout, /^FLEET \(9 nodes in 1 cohort, 1 outliers, 1 differences\)/);
     assert.match(
       r.stdout,
-      /\n {2}gpu-node-7: GPU\.smi\.driver 570\.124\.06 \(fleet: 570\.86\.15 on 8 nodes\)\n/,
+      /\n {2}gpu-node-7: GPU\.smi\.driver 570\.124\.06 \(cohort: 570\.86\.15 on 8 nodes\)\n/,
     );
     assert.equal(r.stderr, "error: drift detected: 1 outlier node(s) found\n");
   });
@@ -341,9 +342,16 @@ Deno.test("aicr diff --fleet reads a YAML stream from stdin, a JSON array and JS
   assert.equal(docs[0], docs[1]);
   assert.equal(docs[0], docs[2]);
   const doc = JSON.parse(docs[0] as string);
-  assert.deepEqual(doc.summary, { nodes: 9, outliers: 1, differences: 1 });
+  assert.deepEqual(doc.summary, {
+    nodes: 9,
+    cohorts: 1,
+    singletons: 0,
+    outliers: 1,
+    differences: 1,
+  });
   assert.deepEqual(doc.outliers, [{
     node: "gpu-node-7",
+    cohort: "NVIDIA H100 80GB HBM3 ×8 · p5.48xlarge",
     differences: [{
       path: "GPU.smi.driver",
       kind: "modified",
@@ -367,6 +375,61 @@ Deno.test("aicr diff --fleet -t html -o writes one self-contained page", async (
     assert.match(html, /^<!DOCTYPE html>/);
     assert.equal(html.match(/<td class="outlier"/g)?.length, 1);
     assert.ok(!/<script|<link|https?:\/\//i.test(html));
+  });
+});
+
+Deno.test("aicr diff --fleet --group-by: cohorts from a label, one cohort with none, an unknown key is exit 2", async () => {
+  await withTemp(async (dir) => {
+    writeFileSync(
+      join(dir, "fleet.yaml"),
+      fleetSnapshots().map((s) => encodeSnapshot(s)).join("---\n"),
+    );
+    const json = async (args: string[]) => {
+      const r = await run(["--fleet", "fleet.yaml", "-t", "json", ...args], { cwd: dir });
+      assert.equal(r.code, 0, r.stderr);
+      return JSON.parse(r.stdout);
+    };
+    const byLabel = await json(["--group-by", "node.kubernetes.io/instance-type"]);
+    assert.deepEqual(byLabel.groupBy, ["node.kubernetes.io/instance-type"]);
+    assert.deepEqual(byLabel.cohorts.map((c: { name: string }) => c.name), [
+      "node.kubernetes.io/instance-type=p5.48xlarge",
+    ]);
+    const none = await json(["--group-by", "none"]);
+    assert.deepEqual(none.groupBy, []);
+    assert.equal(none.cohorts[0].name, "fleet");
+    const bad = await run(["--fleet", "fleet.yaml", "--group-by", "example.com/rack"], {
+      cwd: dir,
+    });
+    assert.equal(bad.code, 2);
+    assert.match(
+      bad.stderr,
+      /^error: Cannot group by 'example\.com\/rack': no snapshot has a reading or node label 'example\.com\/rack'/,
+    );
+  });
+});
+
+Deno.test("aicr diff -b A --target B -t html writes one self-contained page of the changes", async () => {
+  await withTemp(async (dir) => {
+    // A real H100 node (the nvidia-smi capture), then the same node with eight GPUs capped.
+    const before = makeMixedFleet({ "p5-h100": 1 })[0] as Snapshot;
+    const after = structuredClone(before);
+    for (let i = 0; i < 8; i++) setReading(after, `GPU.gpu-${i}.power.limit.current`, "500.00 W");
+    setReading(after, "GPU.smi.driver", "570.124.06");
+    writeFileSync(join(dir, "before.yaml"), encodeSnapshot(before));
+    writeFileSync(join(dir, "after.yaml"), encodeSnapshot(after));
+    const r = await run(["-b", "before.yaml", "--target", "after.yaml", "-t", "html"], {
+      cwd: dir,
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^<!DOCTYPE html>/);
+    assert.ok(!/<script|<link|https?:\/\//i.test(r.stdout));
+    assert.match(r.stdout, /<span class="badge drift">DRIFT DETECTED<\/span>/);
+    assert.deepEqual(
+      [...r.stdout.matchAll(/<tr class="(\w+)" data-path="([^"]+)"/g)].map((m) =>
+        `${m[1]} ${m[2]}`
+      ),
+      ["modified GPU.gpu-0..7.power.limit.current", "modified GPU.smi.driver"],
+    );
   });
 });
 

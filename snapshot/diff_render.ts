@@ -7,11 +7,12 @@
 import { stringify } from "yaml";
 import { encodeJson } from "./codec.ts";
 import type { Change, DiffResult } from "./diff.ts";
-import type { FleetReport } from "./fleet.ts";
+import type { FleetDifference, FleetReport } from "./fleet.ts";
 import type { Reading } from "./model.ts";
+import { collapsePerGpu } from "./per_gpu.ts";
 
-/** Formats `aicr diff` renders for two snapshots. */
-export const DIFF_FORMATS = ["table", "yaml", "json"] as const;
+/** Formats `aicr diff` renders for two snapshots (html in `fleet_html.ts`). */
+export const DIFF_FORMATS = ["table", "yaml", "json", "html"] as const;
 
 /** One diff format. */
 export type DiffFormat = typeof DIFF_FORMATS[number];
@@ -91,12 +92,12 @@ export function renderDiffTable(result: DiffResult, options: TableOptions = {}):
     lines.push(
       `CHANGES (${summary.added} added, ${summary.removed} removed, ${summary.modified} modified)`,
     );
-    const rows = result.changes.map((c) => ({
-      change: c,
-      kind: c.kind.toUpperCase(),
-      path: c.path,
-      baseline: formatReading(c.baseline, maxValueWidth),
-      target: formatReading(c.target, maxValueWidth),
+    const rows = collapseChanges(result.changes).map(({ path, items: [c] }) => ({
+      change: c as Change,
+      kind: (c as Change).kind.toUpperCase(),
+      path,
+      baseline: formatReading((c as Change).baseline, maxValueWidth),
+      target: formatReading((c as Change).target, maxValueWidth),
     }));
     const header = { kind: "KIND", path: "PATH", baseline: "BASELINE", target: "TARGET" };
     const width = {
@@ -153,6 +154,42 @@ export function renderDiffTable(result: DiffResult, options: TableOptions = {}):
 }
 
 /**
+ * Changes for display: the same change on several GPUs of the node is one entry with a GPU
+ * range path (`GPU.gpu-0..7.power.limit.current`).
+ *
+ * @param changes changes sorted by path
+ * @returns the entries, each with its changes
+ */
+export function collapseChanges(
+  changes: readonly Change[],
+): { path: string; items: Change[]; gpus?: number[] }[] {
+  return collapsePerGpu(changes, {
+    path: (c) => c.path,
+    same: (a, b) =>
+      a.kind === b.kind && formatReading(a.baseline, 1e4) === formatReading(b.baseline, 1e4) &&
+      formatReading(a.target, 1e4) === formatReading(b.target, 1e4),
+  });
+}
+
+/**
+ * An outlier's differences for display: the same difference on several GPUs is one entry
+ * with a GPU range path.
+ *
+ * @param differences differences sorted by path
+ * @returns the entries, each with its differences
+ */
+export function collapseDifferences(
+  differences: readonly FleetDifference[],
+): { path: string; items: FleetDifference[]; gpus?: number[] }[] {
+  return collapsePerGpu(differences, {
+    path: (d) => d.path,
+    same: (a, b) =>
+      a.kind === b.kind && formatReading(a.value, 1e4) === formatReading(b.value, 1e4) &&
+      formatReading(a.fleet, 1e4) === formatReading(b.fleet, 1e4),
+  });
+}
+
+/**
  * The machine document of a diff: `baselineSource`, `targetSource`, `changes` (kind,
  * severity, path, baseline, target, and `nodes` for NodeTopology moves), `summary`,
  * `statusChanges`. Key order is fixed; values keep their types.
@@ -198,7 +235,7 @@ export function encodeDocument(doc: unknown, format: "yaml" | "json"): string {
  */
 export function renderDiff(
   result: DiffResult,
-  format: DiffFormat,
+  format: Exclude<DiffFormat, "html">,
   options: TableOptions = {},
 ): string {
   return format === "table"
@@ -207,28 +244,30 @@ export function renderDiff(
 }
 
 /**
- * Formats one outlier line: `node: path value (fleet: reference on N nodes)`.
+ * Formats one outlier line: `node: path value (cohort: reference on N nodes)`.
  *
  * @param node the node
  * @param d the difference
  * @param maxWidth longest value shown
+ * @param path the path shown (a GPU range for a collapsed entry) @default d.path
  * @returns the line
  */
 export function formatFleetDifference(
   node: string,
-  d: FleetReport["outliers"][number]["differences"][number],
+  d: FleetDifference,
   maxWidth = 60,
+  path: string = d.path,
 ): string {
   const value = d.kind === "removed" ? "(absent)" : formatReading(d.value, maxWidth);
   const fleet = d.kind === "added" ? "(absent)" : formatReading(d.fleet, maxWidth);
-  return `${node}: ${d.path} ${value} (fleet: ${fleet} on ${d.fleetNodes} node${
+  return `${node}: ${path} ${value} (cohort: ${fleet} on ${d.fleetNodes} node${
     d.fleetNodes === 1 ? "" : "s"
   })`;
 }
 
 /**
  * Formats one line for a subtype an outlier lacks entirely:
- * `node: OS.sysctl.* (absent: 1045 readings) (fleet: present on 199 nodes)`.
+ * `node: OS.sysctl.* (absent: 1045 readings) (cohort: present on 199 nodes)`.
  *
  * @param node the node
  * @param absent the absent subtype
@@ -240,12 +279,27 @@ export function formatAbsentSubtype(
 ): string {
   return `${node}: ${absent.subtype}.* (absent: ${absent.readings} reading${
     absent.readings === 1 ? "" : "s"
-  }) (fleet: present on ${absent.fleetNodes} node${absent.fleetNodes === 1 ? "" : "s"})`;
+  }) (cohort: present on ${absent.fleetNodes} node${absent.fleetNodes === 1 ? "" : "s"})`;
 }
 
 /**
- * Renders a fleet report as text: one line per measurement type with its groups, one
- * line per outlier reading, and the final `DRIFT DETECTED`/`NO DRIFT`.
+ * One line per cohort: its name, its nodes, its outliers; a cohort of one node says so.
+ *
+ * @param report the fleet report
+ * @returns `[name, nodes, outliers]` rows, largest cohort first
+ */
+export function cohortRows(report: FleetReport): [string, string, string][] {
+  return report.cohorts.map((c) => [
+    c.name,
+    String(c.nodes.length),
+    c.nodes.length === 1 ? "- (one node: nothing to compare with)" : String(c.outliers),
+  ]);
+}
+
+/**
+ * Renders a fleet report as text: the cohorts (name, nodes, outliers), then per cohort
+ * with outliers one line per outlier reading (the same difference on several GPUs once,
+ * as `GPU.gpu-0..7.<key>`), and the final `DRIFT DETECTED`/`NO DRIFT`.
  *
  * @param report the fleet report
  * @param options colour and cell width
@@ -253,32 +307,50 @@ export function formatAbsentSubtype(
  */
 export function renderFleetTable(report: FleetReport, options: TableOptions = {}): string {
   const { color = false, maxValueWidth = 60 } = options;
+  const { summary } = report;
   const lines: string[] = [];
   lines.push(
-    `FLEET (${report.summary.nodes} nodes, ${report.summary.outliers} outliers, ${report.summary.differences} differences)`,
+    `FLEET (${summary.nodes} nodes in ${summary.cohorts} cohort${
+      summary.cohorts === 1 ? "" : "s"
+    }, ${summary.outliers} outliers, ${summary.differences} differences)`,
+  );
+  lines.push(
+    report.groupBy.length > 0
+      ? `COHORTS BY ${report.groupBy.join(", ")}`
+      : "ONE COHORT (--group-by none)",
   );
   lines.push("");
-  const typeWidth = Math.max(4, ...report.measurements.map((m) => m.type.length));
-  lines.push(paint(`${"TYPE".padEnd(typeWidth)}  GROUPS  MAJORITY  OUTLIERS`, ANSI.dim, color));
-  for (const m of report.measurements) {
-    const majority = m.groups.find((g) => g.majority)?.nodes.length ?? 0;
-    const total = m.groups.reduce((s, g) => s + g.nodes.length, 0);
-    lines.push(
-      `${m.type.padEnd(typeWidth)}  ${String(m.groups.length).padEnd(6)}  ${
-        String(majority).padEnd(8)
-      }  ${total - majority}`,
-    );
+  const rows = cohortRows(report);
+  const nameWidth = Math.max(6, ...rows.map((r) => r[0].length));
+  lines.push(paint(`${"COHORT".padEnd(nameWidth)}  NODES  OUTLIERS`, ANSI.dim, color));
+  for (const [name, nodes, outliers] of rows) {
+    lines.push(`${name.padEnd(nameWidth)}  ${nodes.padStart(5)}  ${outliers}`);
   }
-  if (report.outliers.length > 0) {
+  for (const cohort of report.cohorts) {
+    const outliers = report.outliers.filter((o) => o.cohort === cohort.name);
+    if (outliers.length === 0) continue;
     lines.push("");
-    lines.push(paint("OUTLIERS", ANSI.bold, color));
-    for (const o of report.outliers) {
+    lines.push(
+      paint(`OUTLIERS in ${cohort.name} (${cohort.nodes.length} nodes)`, ANSI.bold, color),
+    );
+    for (const o of outliers) {
       const node = paint(o.node, ANSI.yellow, color);
       const absent = o.absentSubtypes ?? [];
       for (const a of absent) lines.push(`  ${formatAbsentSubtype(node, a)}`);
-      for (const d of o.differences) {
-        if (absent.some((a) => d.path.startsWith(a.subtype + "."))) continue;
-        lines.push(`  ${formatFleetDifference(node, d, maxValueWidth)}`);
+      const shown = o.differences.filter((d) =>
+        !absent.some((a) => d.path.startsWith(a.subtype + "."))
+      );
+      for (const entry of collapseDifferences(shown)) {
+        lines.push(
+          `  ${
+            formatFleetDifference(
+              node,
+              entry.items[0] as FleetDifference,
+              maxValueWidth,
+              entry.path,
+            )
+          }`,
+        );
       }
     }
   }
@@ -292,9 +364,10 @@ export function renderFleetTable(report: FleetReport, options: TableOptions = {}
 }
 
 /**
- * The machine document of a fleet report: `summary`, `measurements` (groups with their
- * nodes, majority first) and `outliers` (node, differences, and the subtypes it lacks
- * entirely as `absentSubtypes`).
+ * The machine document of a fleet report: `summary`, `groupBy`, `cohorts` (name, key
+ * values, size, outliers, `single` for a cohort of one, and per measurement the groups with
+ * their nodes, majority first) and `outliers` (node, cohort, differences, and the subtypes it
+ * lacks entirely as `absentSubtypes`).
  *
  * @param report the fleet report
  * @returns a plain object ready to encode
@@ -302,13 +375,26 @@ export function renderFleetTable(report: FleetReport, options: TableOptions = {}
 export function fleetDocument(report: FleetReport): Record<string, unknown> {
   return {
     summary: { ...report.summary },
-    measurements: report.measurements.map((m) => ({
-      type: m.type,
-      groups: m.groups.map((g) => ({ majority: g.majority, size: g.nodes.length, nodes: g.nodes })),
+    groupBy: [...report.groupBy],
+    cohorts: report.cohorts.map((c) => ({
+      name: c.name,
+      key: { ...c.key },
+      size: c.nodes.length,
+      outliers: c.outliers,
+      ...(c.nodes.length === 1 ? { single: true } : {}),
+      measurements: c.measurements.map((m) => ({
+        type: m.type,
+        groups: m.groups.map((g) => ({
+          majority: g.majority,
+          size: g.nodes.length,
+          nodes: g.nodes,
+        })),
+      })),
     })),
     outliers: report.outliers.map((o) => {
       const outlier: Record<string, unknown> = {
         node: o.node,
+        cohort: o.cohort,
         differences: o.differences.map((d) => {
           const out: Record<string, unknown> = { path: d.path, kind: d.kind };
           if (d.value !== undefined) out.value = d.value;

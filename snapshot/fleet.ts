@@ -1,9 +1,12 @@
 /**
- * Fleet comparison: many node snapshots grouped by identical configuration per
- * measurement type. The largest group of each type is the fleet's reference (ties go to
- * the group holding the first node by name); every node outside it is an outlier, listed
- * with the readings where it differs from the reference and how many nodes share the
- * reference value, e.g. `gpu-node-17: GPU.smi.driver 570.86.15 (fleet: 570.124.06 on 41 nodes)`.
+ * Fleet comparison: many node snapshots, first split into cohorts of nodes that should be
+ * alike (GPU model and count, instance type, node pool: see `cohort.ts`), then grouped by
+ * identical configuration per measurement type within each cohort. The largest group of
+ * each type is the cohort's reference (ties go to the group holding the first node by
+ * name); every node outside it is an outlier, listed with the readings where it differs
+ * from the reference and how many nodes of its cohort share the reference value, e.g.
+ * `gpu-node-17: GPU.smi.driver 570.86.15 (cohort: 570.124.06 on 41 nodes)`. A cohort of one
+ * node has nothing to be compared with and is reported as such, never as drift.
  *
  * Readings compare as in {@link diffSnapshots} (schema types, NodeTopology node sets,
  * ignore patterns); per-node identity readings ({@link FLEET_IDENTITY_IGNORE_PATTERNS})
@@ -11,16 +14,22 @@
  *
  * @module
  */
+import { assignCohorts } from "./cohort.ts";
 import { canonicalReading, compileIgnore, readingSchema } from "./diff.ts";
 import type { ChangeKind, ReadingSchema } from "./diff.ts";
 import { compareKeys, MEASUREMENT_TYPES } from "./model.ts";
 import type { MeasurementType, Reading, Snapshot } from "./model.ts";
 
-/** Readings that name the node itself, so they differ across any fleet by design. */
+/**
+ * Readings that name the node itself (or one of its GPUs), so they differ across any fleet
+ * by design.
+ */
 export const FLEET_IDENTITY_IGNORE_PATTERNS: readonly string[] = [
   "K8s.node.source-node",
   "K8s.node.provider-id",
   "OS.sysctl./proc/sys/kernel/hostname",
+  "GPU.gpu-*.uuid",
+  "GPU.gpu-*.serial",
 ];
 
 /** One node of a fleet. */
@@ -71,10 +80,12 @@ export interface FleetAbsentSubtype {
   fleetNodes: number;
 }
 
-/** A node outside the reference group of at least one measurement type. */
+/** A node outside the reference group of at least one measurement type of its cohort. */
 export interface FleetOutlier {
   /** Node name. */
   node: string;
+  /** Its cohort's name. */
+  cohort: string;
   /** Its differences, sorted by path. */
   differences: FleetDifference[];
   /**
@@ -90,27 +101,47 @@ export interface FleetColumn {
   path: string;
   /** The measurement type. */
   type: MeasurementType;
-  /** The reference reading; absent when the reference lacks the path. */
+  /** The cohort's reference reading; absent when the reference lacks the path. */
   fleet?: Reading;
-  /** How many nodes agree with the reference here. */
+  /** How many nodes of the cohort agree with the reference here. */
   fleetNodes: number;
 }
 
-/** The fleet report: groups per measurement, outliers and the differing readings. */
+/** Nodes that should be alike, compared with each other only. */
+export interface FleetCohort {
+  /** Its name, e.g. `NVIDIA H100 80GB HBM3 ×8 · p5.48xlarge`, or `fleet` for one cohort. */
+  name: string;
+  /** The values of the cohort keys ({@link FleetReport.groupBy}) its nodes share. */
+  key: Record<string, string | null>;
+  /** Node names, naturally sorted. */
+  nodes: string[];
+  /** How the cohort splits per measurement type present in it. */
+  measurements: FleetMeasurement[];
+  /** Readings where some node of the cohort differs (every reading with `allReadings`). */
+  columns: FleetColumn[];
+  /** Outlier nodes in the cohort. */
+  outliers: number;
+}
+
+/** The fleet report: cohorts, their groups per measurement, outliers and differing readings. */
 export interface FleetReport {
   /** Every node name, naturally sorted. */
   nodes: string[];
-  /** How the fleet splits per measurement type present anywhere. */
-  measurements: FleetMeasurement[];
+  /** The keys that define the cohorts (empty: the whole fleet is one cohort). */
+  groupBy: string[];
+  /** Cohorts, largest first (ties by name). */
+  cohorts: FleetCohort[];
   /** Outlier nodes, naturally sorted. */
   outliers: FleetOutlier[];
-  /** Readings where at least one node differs (every reading with `allReadings`), by path. */
-  columns: FleetColumn[];
   /** Totals. */
   summary: {
     /** Nodes compared. */
     nodes: number;
-    /** Nodes outside some reference group. */
+    /** Cohorts. */
+    cohorts: number;
+    /** Cohorts of one node (nothing to compare it with). */
+    singletons: number;
+    /** Nodes outside some reference group of their cohort. */
     outliers: number;
     /** Differences over all outliers. */
     differences: number;
@@ -121,8 +152,13 @@ export interface FleetReport {
 export interface FleetOptions {
   /** Glob patterns of paths to leave out, on top of {@link FLEET_IDENTITY_IGNORE_PATTERNS}. */
   ignore?: readonly string[];
-  /** Put every reading in {@link FleetReport.columns}, not only differing ones. @default false */
+  /** Put every reading in {@link FleetCohort.columns}, not only differing ones. @default false */
   allReadings?: boolean;
+  /**
+   * Cohort keys: reading paths or node labels; `["none"]` for one cohort.
+   * @default [] (the default cohort: GPU model and count, instance type, node pool)
+   */
+  groupBy?: readonly string[];
 }
 
 const NAME_CHUNK_REGEXP = /\d+|\D+/g;
@@ -176,11 +212,12 @@ interface PathTable {
 }
 
 /**
- * Groups a fleet by configuration and finds its outliers.
+ * Splits a fleet into cohorts, groups each cohort by configuration and finds its outliers.
  *
  * @param members the nodes and their snapshots, in any order
- * @param options ignore patterns
+ * @param options ignore patterns, cohort keys, all readings
  * @returns the fleet report
+ * @throws {UsageError} when a `groupBy` key is on no snapshot
  */
 export function buildFleetReport(
   members: readonly FleetMember[],
@@ -203,11 +240,9 @@ export function buildFleetReport(
   const subtypeNodes: number[] = [];
   // Per node, per type: flat [pathId, valueId, pathId, valueId, ...] sorted by path id.
   const configs: Map<MeasurementType, Int32Array>[] = [];
-  const typesSeen = new Set<MeasurementType>();
   members.forEach((member, nodeIndex) => {
     const perType = new Map<MeasurementType, number[]>();
     for (const m of member.snapshot.measurements) {
-      typesSeen.add(m.type);
       let pairs = perType.get(m.type);
       if (!pairs) perType.set(m.type, pairs = []);
       for (const s of m.subtypes) {
@@ -294,95 +329,139 @@ export function buildFleetReport(
     }
     return pid;
   }
-  // Count each distinct (path, value) once per node, after duplicates were merged, and
-  // the nodes carrying each subtype.
-  const subtypeLast = subtypeNodes.map(() => -1);
-  configs.forEach((config, nodeIndex) => {
-    for (const pairs of config.values()) {
-      for (let i = 0; i < pairs.length; i += 2) {
-        const table = paths[pairs[i] as number] as PathTable;
-        table.counts[pairs[i + 1] as number]!++;
-        table.present++;
-        if (subtypeLast[table.sid] !== nodeIndex) {
-          subtypeLast[table.sid] = nodeIndex;
-          subtypeNodes[table.sid]!++;
-        }
-      }
-    }
-  });
+  const assignment = assignCohorts(
+    members.map((m, i) => ({ node: names[i] as string, snapshot: m.snapshot })),
+    options.groupBy ?? [],
+  );
+  const cohortMembers = new Map<string, number[]>();
+  for (const i of order) {
+    const name = assignment.cohortOf[i] as string;
+    let list = cohortMembers.get(name);
+    if (!list) cohortMembers.set(name, list = []);
+    list.push(i);
+  }
+  const cohortNames = [...cohortMembers.keys()].sort((a, b) =>
+    (cohortMembers.get(b) as number[]).length - (cohortMembers.get(a) as number[]).length ||
+    compareKeys(a, b)
+  );
 
-  const n = members.length;
-  const measurements: FleetMeasurement[] = [];
   const differences = new Map<number, FleetDifference[]>();
   const absences = new Map<number, FleetAbsentSubtype[]>();
-  const columns = new Map<number, FleetColumn>();
-  for (const type of MEASUREMENT_TYPES) {
-    if (!typesSeen.has(type)) continue;
-    // Group by a hash of the configuration, confirmed by comparing with the group's first.
-    const groups: number[][] = [];
-    const byHash = new Map<string, number[][]>();
-    for (const i of order) {
-      const pairs = configs[i]?.get(type);
-      const hash = pairs ? hashPairs(pairs) : "absent";
-      let candidates = byHash.get(hash);
-      if (!candidates) byHash.set(hash, candidates = []);
-      let group = candidates.find((g) => samePairs(configs[g[0] as number]?.get(type), pairs));
-      if (!group) {
-        group = [];
-        candidates.push(group);
-        groups.push(group);
+  const cohorts: FleetCohort[] = [];
+  const subtypeLast: number[] = subtypeNodes.map(() => -1);
+  for (const cohortName of cohortNames) {
+    const indices = cohortMembers.get(cohortName) as number[];
+    // Count each distinct (path, value) once per node of the cohort, after duplicates were
+    // merged, and the nodes carrying each subtype; reset once the cohort is done.
+    subtypeNodes.fill(0);
+    const cohortTypes = new Set<MeasurementType>();
+    for (const nodeIndex of indices) {
+      for (const [type, pairs] of configs[nodeIndex] as Map<MeasurementType, Int32Array>) {
+        cohortTypes.add(type);
+        for (let i = 0; i < pairs.length; i += 2) {
+          const table = paths[pairs[i] as number] as PathTable;
+          table.counts[pairs[i + 1] as number]!++;
+          table.present++;
+          if (subtypeLast[table.sid] !== nodeIndex) {
+            subtypeLast[table.sid] = nodeIndex;
+            subtypeNodes[table.sid]!++;
+          }
+        }
       }
-      group.push(i);
     }
-    // groups follow first appearance in name order and sort is stable: ties go to the first node.
-    const sorted = [...groups].sort((a, b) => b.length - a.length);
-    const reference = sorted[0] as number[];
-    measurements.push({
-      type,
-      groups: sorted.map((g) => ({
-        nodes: g.map((i) => names[i] as string),
-        majority: g === reference,
-      })),
+    const compared = compareCohort(indices, cohortTypes);
+    for (const nodeIndex of indices) {
+      for (const pairs of (configs[nodeIndex] as Map<MeasurementType, Int32Array>).values()) {
+        for (let i = 0; i < pairs.length; i += 2) {
+          const table = paths[pairs[i] as number] as PathTable;
+          table.counts[pairs[i + 1] as number] = 0;
+          table.present = 0;
+        }
+      }
+    }
+    cohorts.push({
+      name: cohortName,
+      key: assignment.values.get(cohortName) ?? {},
+      nodes: indices.map((i) => names[i] as string),
+      measurements: compared.measurements,
+      columns: [...compared.columns.values()].sort((a, b) => compareKeys(a.path, b.path)),
+      outliers: indices.filter((i) => differences.has(i)).length,
     });
-    const refPairs = configs[reference[0] as number]?.get(type) ?? new Int32Array();
-    const refMap = new Map<number, number>();
-    for (let i = 0; i < refPairs.length; i += 2) {
-      refMap.set(refPairs[i] as number, refPairs[i + 1] as number);
-    }
-    if (options.allReadings) {
-      for (const [pid, vid] of refMap) {
-        const table = paths[pid] as PathTable;
-        columns.set(pid, {
-          path: table.path,
-          type,
-          fleet: table.samples[vid] as Reading,
-          fleetNodes: table.counts[vid] as number,
-        });
+  }
+
+  function compareCohort(indices: readonly number[], typesSeen: Set<MeasurementType>) {
+    const n = indices.length;
+    const measurements: FleetMeasurement[] = [];
+    const columns = new Map<number, FleetColumn>();
+    for (const type of MEASUREMENT_TYPES) {
+      if (!typesSeen.has(type)) continue;
+      // Group by a hash of the configuration, confirmed by comparing with the group's first.
+      const groups: number[][] = [];
+      const byHash = new Map<string, number[][]>();
+      for (const i of indices) {
+        const pairs = configs[i]?.get(type);
+        const hash = pairs ? hashPairs(pairs) : "absent";
+        let candidates = byHash.get(hash);
+        if (!candidates) byHash.set(hash, candidates = []);
+        let group = candidates.find((g) => samePairs(configs[g[0] as number]?.get(type), pairs));
+        if (!group) {
+          group = [];
+          candidates.push(group);
+          groups.push(group);
+        }
+        group.push(i);
       }
-    }
-    for (const group of sorted.slice(1)) {
-      const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();
-      const found = compareToReference(pairs, refMap, paths, n);
-      const gaps = absentSubtypes(found, refMap, paths, pathIds, subtypeNodes);
-      for (const d of found) {
-        const pid = pathIds.get(d.path) as number;
-        if (!columns.has(pid)) {
-          const column: FleetColumn = { path: d.path, type, fleetNodes: d.fleetNodes };
-          if (d.fleet !== undefined) column.fleet = d.fleet;
-          columns.set(pid, column);
+      // groups follow first appearance in name order and sort is stable: ties go to the first node.
+      const sorted = [...groups].sort((a, b) => b.length - a.length);
+      const reference = sorted[0] as number[];
+      measurements.push({
+        type,
+        groups: sorted.map((g) => ({
+          nodes: g.map((i) => names[i] as string),
+          majority: g === reference,
+        })),
+      });
+      const refPairs = configs[reference[0] as number]?.get(type) ?? new Int32Array();
+      const refMap = new Map<number, number>();
+      for (let i = 0; i < refPairs.length; i += 2) {
+        refMap.set(refPairs[i] as number, refPairs[i + 1] as number);
+      }
+      if (options.allReadings) {
+        for (const [pid, vid] of refMap) {
+          const table = paths[pid] as PathTable;
+          columns.set(pid, {
+            path: table.path,
+            type,
+            fleet: table.samples[vid] as Reading,
+            fleetNodes: table.counts[vid] as number,
+          });
         }
       }
-      for (const i of group) {
-        let list = differences.get(i);
-        if (!list) differences.set(i, list = []);
-        list.push(...found);
-        if (gaps.length > 0) {
-          let absent = absences.get(i);
-          if (!absent) absences.set(i, absent = []);
-          absent.push(...gaps);
+      for (const group of sorted.slice(1)) {
+        const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();
+        const found = compareToReference(pairs, refMap, paths, n);
+        const gaps = absentSubtypes(found, refMap, paths, pathIds, subtypeNodes);
+        for (const d of found) {
+          const pid = pathIds.get(d.path) as number;
+          if (!columns.has(pid)) {
+            const column: FleetColumn = { path: d.path, type, fleetNodes: d.fleetNodes };
+            if (d.fleet !== undefined) column.fleet = d.fleet;
+            columns.set(pid, column);
+          }
+        }
+        for (const i of group) {
+          let list = differences.get(i);
+          if (!list) differences.set(i, list = []);
+          list.push(...found);
+          if (gaps.length > 0) {
+            let absent = absences.get(i);
+            if (!absent) absences.set(i, absent = []);
+            absent.push(...gaps);
+          }
         }
       }
     }
+    return { measurements, columns };
   }
 
   const outliers: FleetOutlier[] = order
@@ -390,6 +469,7 @@ export function buildFleetReport(
     .map((i) => {
       const outlier: FleetOutlier = {
         node: names[i] as string,
+        cohort: assignment.cohortOf[i] as string,
         differences: (differences.get(i) as FleetDifference[]).sort((a, b) =>
           compareKeys(a.path, b.path)
         ),
@@ -400,11 +480,13 @@ export function buildFleetReport(
     });
   return {
     nodes: order.map((i) => names[i] as string),
-    measurements,
+    groupBy: assignment.keys,
+    cohorts,
     outliers,
-    columns: [...columns.values()].sort((a, b) => compareKeys(a.path, b.path)),
     summary: {
-      nodes: n,
+      nodes: members.length,
+      cohorts: cohorts.length,
+      singletons: cohorts.filter((c) => c.nodes.length === 1).length,
       outliers: outliers.length,
       differences: outliers.reduce((sum, o) => sum + o.differences.length, 0),
     },

@@ -1,14 +1,37 @@
 /**
  * The fleet report as one self-contained HTML page: inline CSS, no scripts, no network.
- * A node × reading matrix of the readings where some node differs, the reference value
- * and its node count in each sticky column header, node names in a sticky first column,
- * and every outlier cell marked with the class `outlier` (readable at 200+ nodes). A subtype
- * a node lacks entirely gets one column, not one per reading.
+ *
+ * Built to stay readable from 8 to thousands of nodes: the cohorts first (name, nodes,
+ * outliers; a cohort of one node says so), then one section per cohort with outliers: its
+ * outlier lines, and a node × reading matrix of the readings where some node of the cohort
+ * differs. Outlier rows come first; the nodes that match their cohort are folded into one
+ * line while "only outliers" is on (a CSS-only switch, on by default), and listed below
+ * when it is off. Column headers carry the measurement type, the path broken only at `.`,
+ * `/`, `_` or `-`, the cohort's value and its node count; a reading that is the same on
+ * several GPUs of the cohort is one column (`gpu-0..7`). Every outlier cell is marked with
+ * the class `outlier` (`outlier missing` for an absent reading, `outlier extra` for one only
+ * that node has). A subtype a node lacks entirely gets one column, not one per reading.
  *
  * @module
  */
-import { formatAbsentSubtype, formatFleetDifference, formatReading } from "./diff_render.ts";
-import type { FleetAbsentSubtype, FleetColumn, FleetDifference, FleetReport } from "./fleet.ts";
+import { breakablePath, escapeHtml, htmlPage } from "./_html.ts";
+import {
+  collapseDifferences,
+  formatAbsentSubtype,
+  formatFleetDifference,
+  formatReading,
+} from "./diff_render.ts";
+import type {
+  FleetAbsentSubtype,
+  FleetCohort,
+  FleetColumn,
+  FleetDifference,
+  FleetOutlier,
+  FleetReport,
+} from "./fleet.ts";
+import { collapsePerGpu, formatGpuRange } from "./per_gpu.ts";
+
+export { escapeHtml } from "./_html.ts";
 
 /** Options for {@link renderFleetHtml}. */
 export interface FleetHtmlOptions {
@@ -23,28 +46,8 @@ export interface FleetHtmlOptions {
    * some node differs. @default false
    */
   allReadings?: boolean;
-}
-
-/**
- * Escapes text for HTML content and attribute values.
- *
- * @param text any text
- * @returns the escaped text
- */
-export function escapeHtml(text: string): string {
-  return text.replace(
-    /[&<>"']/g,
-    (c) =>
-      c === "&"
-        ? "&amp;"
-        : c === "<"
-        ? "&lt;"
-        : c === ">"
-        ? "&gt;"
-        : c === '"'
-        ? "&quot;"
-        : "&#39;",
-  );
+  /** Start with only the outlier rows shown (the switch on the page turns it off). @default true */
+  outliersOnly?: boolean;
 }
 
 function rowId(node: string): string {
@@ -52,199 +55,333 @@ function rowId(node: string): string {
 }
 
 const STYLE = `
-*{box-sizing:border-box}
-body{margin:0;font:13px/1.35 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d232a;background:#fff}
-header{padding:12px 16px;border-bottom:1px solid #d0d7de;background:#f6f8fa}
-h1{margin:0 0 4px;font-size:18px}
-h2{font-size:14px;margin:14px 16px 6px}
-.sub{color:#57606a;margin:0}
-.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600}
-.badge.drift{background:#ffebe9;color:#a40e26;border:1px solid #ff818266}
-.badge.clean{background:#dafbe1;color:#116329;border:1px solid #4ac26b66}
-table.groups{border-collapse:collapse;margin:0 16px}
-table.groups th,table.groups td{border:1px solid #d0d7de;padding:3px 8px;text-align:left}
+#only-outliers{position:absolute;opacity:0;pointer-events:none}
+label.switch{display:inline-block;margin-top:6px;padding:2px 10px;border:1px solid #8c959f;border-radius:12px;cursor:pointer;background:#fff;user-select:none}
+label.switch .on,label.switch .off{display:none}
+#only-outliers:checked ~ header label.switch .on{display:inline}
+#only-outliers:not(:checked) ~ header label.switch .off{display:inline}
+#only-outliers:checked ~ main tr.same-row{display:none}
+#only-outliers:not(:checked) ~ main tr.match-summary{display:none}
+#only-outliers:focus-visible ~ header label.switch{outline:2px solid #0969da}
+section.cohort{border-top:1px solid #d0d7de;margin-top:14px}
 details{margin:0 16px}
+ul.outliers{margin:6px 0;padding-left:18px;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;max-height:220px;overflow:auto}
 ul.outliers a{color:inherit;text-decoration:none}
 ul.outliers a:hover{text-decoration:underline}
-table.matrix tbody tr{scroll-margin-top:7em}
-table.matrix tbody tr:target th{outline:2px solid #0969da}
-ul.outliers{margin:6px 0;padding-left:18px;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;max-height:220px;overflow:auto}
 .wrap{margin:8px 16px 16px;overflow:auto;max-height:calc(100vh - 40px);border:1px solid #d0d7de}
 table.matrix{border-collapse:separate;border-spacing:0;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
 table.matrix th,table.matrix td{border-right:1px solid #eaeef2;border-bottom:1px solid #eaeef2;padding:2px 6px;white-space:nowrap}
-table.matrix thead th{position:sticky;top:0;z-index:2;background:#f6f8fa;vertical-align:bottom;text-align:left;max-width:15em;white-space:normal;word-break:break-all;border-bottom:2px solid #8c959f}
-table.matrix thead th.corner{left:0;z-index:3}
+table.matrix thead th{position:sticky;top:0;z-index:2;background:#f6f8fa;vertical-align:bottom;text-align:left;min-width:7em;max-width:17em;white-space:normal;word-break:normal;overflow-wrap:normal;hyphens:none;border-bottom:2px solid #8c959f}
+table.matrix thead th.type-start{border-left:2px solid #8c959f}
+table.matrix thead th.corner{left:0;z-index:3;min-width:0}
 table.matrix tbody th{position:sticky;left:0;z-index:1;background:#fff;text-align:left;font-weight:500}
-table.matrix tbody tr:nth-child(even) td.same{background:#fafbfc}
+table.matrix tbody tr{scroll-margin-top:7em}
+table.matrix tbody tr:target th{outline:2px solid #0969da}
 table.matrix tbody tr.outlier-row th{background:#fff8c5;font-weight:700}
+table.matrix tbody tr.match-summary th{font-weight:400;color:#57606a;font-style:italic;background:#f6f8fa}
 .h-type{font-size:10px;text-transform:uppercase;letter-spacing:.04em;color:#57606a}
-.h-path{font-weight:600}
+.h-sub{color:#57606a}
+.h-key{font-weight:600}
 .h-fleet{color:#116329;margin-top:2px}
 .h-count{color:#57606a;font-size:11px}
 td.same{color:#afb8c1;text-align:center}
 td.outlier{background:#ffd8b5;color:#6e1d00;font-weight:700;outline:1px solid #e16f24;outline-offset:-1px}
 td.outlier.missing{background:#ffcecb;color:#82071e;font-style:italic}
 td.outlier.extra{background:#ddf4ff;color:#0a3069;outline-color:#218bff}
+.legend{margin:0 16px}
 .legend span{display:inline-block;padding:0 6px;margin-right:8px}
 `;
+
+/** One matrix column: a reading, a GPU range of one reading, or a whole absent subtype. */
+interface Column {
+  key: string;
+  type: string;
+  /** Reading paths behind it (one per GPU of a range). */
+  paths: string[];
+  gpus?: number[];
+  reading?: FleetColumn;
+  fleetNodes: number;
+  absent?: FleetAbsentSubtype;
+}
 
 /**
  * Renders a fleet report as a self-contained HTML page.
  *
  * @param report the fleet report
- * @param options title, subtitle and cell width
+ * @param options title, subtitle, cell width, all readings, outliers-only start
  * @returns the HTML document
  */
 export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions = {}): string {
-  const { title = "aicr fleet drift", subtitle, maxCellWidth = 24, allReadings = false } = options;
+  const {
+    title = "aicr fleet drift",
+    subtitle,
+    maxCellWidth = 24,
+    allReadings = false,
+    outliersOnly = true,
+  } = options;
   const { summary } = report;
   const out: string[] = [];
-  out.push(
-    `<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">`,
-    `<meta name="viewport" content="width=device-width, initial-scale=1">`,
-    `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">`,
-    `<title>${escapeHtml(title)}</title>\n<style>${STYLE}</style>\n</head>\n<body>`,
-  );
-  // Columns: one per subtype some node lacks entirely (its collector failed, say), then one
-  // per reading where some node differs otherwise, all in path order.
-  const absentOf = new Map<string, FleetAbsentSubtype[]>();
-  const subtypeColumns = new Map<string, FleetAbsentSubtype>();
-  const byNode = new Map<string, Map<string, FleetDifference>>();
-  for (const o of report.outliers) {
-    const absent = o.absentSubtypes ?? [];
-    absentOf.set(o.node, absent);
-    for (const a of absent) if (!subtypeColumns.has(a.subtype)) subtypeColumns.set(a.subtype, a);
-    const covered = (path: string) => absent.some((a) => path.startsWith(a.subtype + "."));
-    byNode.set(
-      o.node,
-      new Map(o.differences.filter((d) => !covered(d.path)).map((d) => [d.path, d])),
-    );
-  }
-  const shown = new Set<string>();
-  for (const diffs of byNode.values()) for (const path of diffs.keys()) shown.add(path);
-  type Column = { key: string; reading?: FleetColumn; absent?: FleetAbsentSubtype };
-  const columns: Column[] = [
-    ...[...subtypeColumns.values()].map((a) => ({ key: a.subtype, absent: a })),
-    ...report.columns
-      .filter((c) => allReadings || shown.has(c.path))
-      .map((c) => ({ key: c.path, reading: c })),
-  ].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-
   const badge = summary.outliers > 0
     ? `<span class="badge drift">DRIFT DETECTED</span>`
     : `<span class="badge clean">NO DRIFT</span>`;
   out.push(
+    `<input type="checkbox" id="only-outliers"${outliersOnly ? " checked" : ""}>`,
     `<header><h1>${escapeHtml(title)} ${badge}</h1>`,
-    `<p class="sub">${summary.nodes} nodes · ${summary.outliers} outlier nodes · ${summary.differences} differing readings on outliers · ${columns.length} columns shown (${
-      allReadings ? "every reading" : "only readings where some node differs"
-    })${subtitle ? ` · ${escapeHtml(subtitle)}` : ""}</p></header>`,
+    `<p class="sub">${summary.nodes} nodes in ${summary.cohorts} cohort${
+      summary.cohorts === 1 ? "" : "s"
+    } (${
+      report.groupBy.length > 0
+        ? `by ${escapeHtml(report.groupBy.join(", "))}`
+        : "the whole fleet as one"
+    }) · ${summary.outliers} outlier nodes · ${summary.differences} differing readings on outliers · columns: ${
+      allReadings ? "every reading" : "readings where some node of the cohort differs"
+    }${subtitle ? ` · ${escapeHtml(subtitle)}` : ""}</p>`,
+    `<label class="switch" for="only-outliers"><span class="on">showing only outliers: click to list every node</span><span class="off">showing every node: click to show only outliers</span></label></header>`,
+    `<main>`,
   );
 
   out.push(
-    `<h2>Configuration groups per measurement</h2>`,
-    `<table class="groups"><thead><tr><th>type</th><th>groups</th><th>majority nodes</th><th>outlier nodes</th></tr></thead><tbody>`,
+    `<h2>Cohorts</h2>`,
+    `<p class="sub" style="margin:0 16px 6px">Each node is compared with the majority of its cohort only.</p>`,
+    `<table class="list cohorts"><thead><tr><th>cohort</th><th>nodes</th><th>outliers</th></tr></thead><tbody>`,
   );
-  for (const m of report.measurements) {
-    const majority = m.groups.find((g) => g.majority)?.nodes.length ?? 0;
-    const total = m.groups.reduce((s, g) => s + g.nodes.length, 0);
+  report.cohorts.forEach((c, i) => {
+    const name = c.outliers > 0
+      ? `<a href="#cohort-${i + 1}">${escapeHtml(c.name)}</a>`
+      : escapeHtml(c.name);
+    const outliers = c.nodes.length === 1
+      ? `<span class="sub">one node: nothing to compare with</span>`
+      : String(c.outliers);
     out.push(
-      `<tr><td>${m.type}</td><td>${m.groups.length}</td><td>${majority}</td><td>${
-        total - majority
-      }</td></tr>`,
+      `<tr data-cohort="${
+        escapeHtml(c.name)
+      }"><td>${name}</td><td class="num">${c.nodes.length}</td><td class="num">${outliers}</td></tr>`,
     );
-  }
+  });
   out.push(`</tbody></table>`);
 
-  if (report.outliers.length > 0) {
+  const byCohort = new Map<string, FleetOutlier[]>();
+  for (const o of report.outliers) {
+    let list = byCohort.get(o.cohort);
+    if (!list) byCohort.set(o.cohort, list = []);
+    list.push(o);
+  }
+  report.cohorts.forEach((cohort, i) => {
+    const outliers = byCohort.get(cohort.name) ?? [];
+    if (outliers.length === 0 && !allReadings) return;
+    out.push(renderCohort(cohort, i + 1, outliers, { maxCellWidth, allReadings }));
+  });
+  if (summary.outliers === 0) {
     out.push(
-      `<h2>Outliers</h2><details open><summary>${report.outliers.length} nodes differ from the fleet</summary><ul class="outliers">`,
+      `<p class="sub" style="margin:12px 16px">Every node has the configuration of its cohort.</p>`,
     );
-    for (const o of report.outliers) {
+  }
+  out.push(`</main>`);
+  return htmlPage(title, STYLE, out.join("\n"));
+}
+
+function renderCohort(
+  cohort: FleetCohort,
+  index: number,
+  outliers: readonly FleetOutlier[],
+  options: { maxCellWidth: number; allReadings: boolean },
+): string {
+  const { maxCellWidth, allReadings } = options;
+  const n = cohort.nodes.length;
+  const out: string[] = [];
+  out.push(
+    `<section class="cohort" id="cohort-${index}" data-cohort="${escapeHtml(cohort.name)}">`,
+    `<h2>${escapeHtml(cohort.name)} <span class="sub">${n} node${
+      n === 1 ? "" : "s"
+    } · ${outliers.length} outlier${outliers.length === 1 ? "" : "s"}</span></h2>`,
+  );
+  // Per outlier: subtypes it lacks entirely, and its other differences by path.
+  const absentOf = new Map<string, FleetAbsentSubtype[]>();
+  const subtypeColumns = new Map<string, FleetAbsentSubtype>();
+  const byNode = new Map<string, Map<string, FleetDifference>>();
+  const shownOf = new Map<string, FleetDifference[]>();
+  for (const o of outliers) {
+    const absent = o.absentSubtypes ?? [];
+    absentOf.set(o.node, absent);
+    for (const a of absent) if (!subtypeColumns.has(a.subtype)) subtypeColumns.set(a.subtype, a);
+    const covered = (path: string) => absent.some((a) => path.startsWith(a.subtype + "."));
+    const shown = o.differences.filter((d) => !covered(d.path));
+    shownOf.set(o.node, shown);
+    byNode.set(o.node, new Map(shown.map((d) => [d.path, d])));
+  }
+  if (outliers.length > 0) {
+    out.push(
+      `<details open><summary>${outliers.length} node${
+        outliers.length === 1 ? "" : "s"
+      } differ from the cohort</summary><ul class="outliers">`,
+    );
+    for (const o of outliers) {
       const link = (text: string) => `<li><a href="#${rowId(o.node)}">${escapeHtml(text)}</a></li>`;
       for (const a of absentOf.get(o.node) ?? []) out.push(link(formatAbsentSubtype(o.node, a)));
-      for (const d of byNode.get(o.node)?.values() ?? []) {
-        out.push(link(formatFleetDifference(o.node, d, 80)));
+      for (const entry of collapseDifferences(shownOf.get(o.node) ?? [])) {
+        out.push(
+          link(formatFleetDifference(o.node, entry.items[0] as FleetDifference, 80, entry.path)),
+        );
       }
     }
     out.push(`</ul></details>`);
   }
 
-  if (columns.length > 0) {
-    out.push(
-      `<h2>Node × reading matrix</h2>`,
-      `<p class="sub legend" style="margin:0 16px"><span class="outlier" style="background:#ffd8b5;font-weight:700">value</span>differs from the fleet <span style="background:#ffcecb;font-style:italic">(absent)</span>reading or whole subtype missing <span style="background:#ddf4ff">value</span>reading only on this node <span style="color:#afb8c1">·</span>same as the fleet (header)</p>`,
-      `<div class="wrap"><table class="matrix"><thead><tr><th class="corner">node</th>`,
-    );
-    for (const { reading: c, absent: a } of columns) {
-      if (a) {
-        const type = a.subtype.slice(0, a.subtype.indexOf("."));
-        out.push(
-          `<th scope="col" data-path="${escapeHtml(a.subtype)}.*" title="${
-            escapeHtml(`${a.subtype}.* (whole subtype)`)
-          }"><div class="h-type">${escapeHtml(type)}</div><div class="h-path">${
-            escapeHtml(a.subtype.slice(type.length + 1))
-          }.*</div><div class="h-fleet">${a.readings} readings</div><div class="h-count">on ${a.fleetNodes}/${summary.nodes} nodes</div></th>`,
-        );
-        continue;
-      }
-      if (!c) continue;
-      const rest = c.path.slice(c.type.length + 1);
-      const fleet = c.fleet === undefined ? "(absent)" : formatReading(c.fleet, 80);
-      out.push(
-        `<th scope="col" data-path="${escapeHtml(c.path)}" title="${
-          escapeHtml(`${c.path}\nfleet: ${fleet}`)
-        }"><div class="h-type">${c.type}</div><div class="h-path">${
-          escapeHtml(rest)
-        }</div><div class="h-fleet">${escapeHtml(formatReading(c.fleet, maxCellWidth))}${
-          c.fleet === undefined ? " (absent)" : ""
-        }</div><div class="h-count">on ${c.fleetNodes}/${summary.nodes} nodes</div></th>`,
-      );
-    }
-    out.push(`</tr></thead><tbody>`);
-    for (const node of report.nodes) {
-      const diffs = byNode.get(node);
-      const absent = absentOf.get(node) ?? [];
-      const cells: string[] = [];
-      for (const { reading: c, absent: a } of columns) {
-        if (a) {
-          const lacking = absent.some((x) => x.subtype === a.subtype);
-          cells.push(
-            lacking
-              ? `<td class="outlier missing" data-path="${escapeHtml(a.subtype)}.*" title="${
-                escapeHtml(`${node}\n${a.subtype}.*\n(absent: ${a.readings} readings)`)
-              }">(absent)</td>`
-              : `<td class="same">·</td>`,
-          );
-          continue;
-        }
-        const d = c ? diffs?.get(c.path) : undefined;
-        if (!c || !d) {
-          cells.push(`<td class="same">·</td>`);
-          continue;
-        }
-        const cls = d.kind === "removed"
-          ? "outlier missing"
-          : d.kind === "added"
-          ? "outlier extra"
-          : "outlier";
-        const text = d.kind === "removed" ? "(absent)" : formatReading(d.value, maxCellWidth);
-        const full = d.kind === "removed" ? "(absent)" : formatReading(d.value, 400);
-        cells.push(
-          `<td class="${cls}" data-path="${escapeHtml(c.path)}" title="${
-            escapeHtml(`${node}\n${c.path}\n${full}`)
-          }">${escapeHtml(text)}</td>`,
-        );
-      }
-      out.push(
-        `<tr${diffs ? ` class="outlier-row"` : ""} data-node="${escapeHtml(node)}" id="${
-          rowId(node)
-        }"><th scope="row">${escapeHtml(node)}</th>${cells.join("")}</tr>`,
-      );
-    }
-    out.push(`</tbody></table></div>`);
-  } else {
-    out.push(`<p class="sub" style="margin:8px 16px">Every node has the same configuration.</p>`);
+  const used = new Set<string>();
+  for (const diffs of byNode.values()) for (const path of diffs.keys()) used.add(path);
+  const readingColumns = cohort.columns.filter((c) => allReadings || used.has(c.path));
+  const columns: Column[] = [
+    ...[...subtypeColumns.values()].map((a) => ({
+      key: a.subtype,
+      type: a.subtype.slice(0, a.subtype.indexOf(".")),
+      paths: [],
+      fleetNodes: a.fleetNodes,
+      absent: a,
+    })),
+    ...collapsePerGpu(readingColumns, {
+      path: (c) => c.path,
+      same: (a, b) => formatReading(a.fleet, 1e4) === formatReading(b.fleet, 1e4),
+    }).map((entry) => {
+      const first = entry.items[0] as FleetColumn;
+      const column: Column = {
+        key: entry.path,
+        type: first.type,
+        paths: entry.items.map((c) => c.path),
+        reading: first,
+        fleetNodes: Math.min(...entry.items.map((c) => c.fleetNodes)),
+      };
+      if (entry.gpus) column.gpus = entry.gpus;
+      return column;
+    }),
+  ].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  if (columns.length === 0) {
+    out.push(`</section>`);
+    return out.join("\n");
   }
-  out.push(`</body>\n</html>\n`);
+
+  out.push(
+    `<p class="sub legend"><span style="background:#ffd8b5;font-weight:700">value</span>differs from the cohort <span style="background:#ffcecb;font-style:italic">(absent)</span>reading or whole subtype missing <span style="background:#ddf4ff">value</span>reading only on this node <span style="color:#afb8c1">·</span>same as the cohort (header)</p>`,
+    `<div class="wrap"><table class="matrix"><thead><tr><th class="corner">node</th>`,
+  );
+  let lastType = "";
+  for (const c of columns) {
+    const start = c.type !== lastType ? ` class="type-start"` : "";
+    lastType = c.type;
+    const rest = c.key.slice(c.type.length + 1);
+    const cut = c.absent ? rest.length : subtypeEnd(c, rest);
+    const sub = rest.slice(0, cut);
+    const key = c.absent ? ".*" : rest.slice(cut);
+    const fleetText = c.absent
+      ? `${c.absent.readings} readings`
+      : `${escapeHtml(formatReading(c.reading?.fleet, maxCellWidth))}${
+        c.reading?.fleet === undefined ? " (absent)" : ""
+      }`;
+    const tip = c.absent
+      ? `${c.key}.* (whole subtype)`
+      : `${c.key}\ncohort: ${
+        c.reading?.fleet === undefined ? "(absent)" : formatReading(c.reading.fleet, 80)
+      }`;
+    out.push(
+      `<th scope="col"${start} data-path="${escapeHtml(c.absent ? `${c.key}.*` : c.key)}" title="${
+        escapeHtml(tip)
+      }"><div class="h-type">${escapeHtml(c.type)}</div><div class="h-sub">${
+        breakablePath(sub)
+      }</div><div class="h-key">${
+        breakablePath(key)
+      }</div><div class="h-fleet">${fleetText}</div><div class="h-count">on ${c.fleetNodes}/${n} nodes</div></th>`,
+    );
+  }
+  out.push(`</tr></thead><tbody>`);
+  const outlierNodes = new Set(outliers.map((o) => o.node));
+  const row = (node: string, cls: string) => {
+    const diffs = byNode.get(node);
+    const absent = absentOf.get(node) ?? [];
+    const cells = columns.map((c) => cell(node, c, diffs, absent, maxCellWidth));
+    return `<tr class="${cls}" data-node="${escapeHtml(node)}" id="${
+      rowId(node)
+    }"><th scope="row">${escapeHtml(node)}</th>${cells.join("")}</tr>`;
+  };
+  for (const node of cohort.nodes) if (outlierNodes.has(node)) out.push(row(node, "outlier-row"));
+  const matching = n - outlierNodes.size;
+  if (matching > 0) {
+    out.push(
+      `<tr class="match-summary"><th scope="row" colspan="${
+        columns.length + 1
+      }">${matching} more node${
+        matching === 1 ? "" : "s"
+      } match the cohort on every column (switch off "only outliers" to list them)</th></tr>`,
+    );
+  }
+  for (const node of cohort.nodes) if (!outlierNodes.has(node)) out.push(row(node, "same-row"));
+  out.push(`</tbody></table></div></section>`);
   return out.join("\n");
+}
+
+const GPU_RANGE_SUBTYPE_REGEXP = /^gpu-\d+(?:\.\.\d+)?(?:,\d+(?:\.\.\d+)?)*\./;
+const UNIT_SUBTYPE_REGEXP =
+  /^[^.]+\.(?:service|socket|timer|mount|target|slice|scope|path|device|swap|automount)\./;
+
+/**
+ * Where the subtype ends in a column's path after its type, for the two-line header:
+ * `gpu-0..7.`, a systemd unit (`containerd.service.`), else the first dot (every other
+ * subtype the collectors write is one word).
+ */
+function subtypeEnd(c: Column, rest: string): number {
+  const special = (c.gpus ? GPU_RANGE_SUBTYPE_REGEXP : UNIT_SUBTYPE_REGEXP).exec(rest);
+  if (special && (c.gpus || c.type === "SystemD")) return special[0].length;
+  const dot = rest.indexOf(".");
+  return dot < 0 ? 0 : dot + 1;
+}
+
+function cell(
+  node: string,
+  c: Column,
+  diffs: Map<string, FleetDifference> | undefined,
+  absent: readonly FleetAbsentSubtype[],
+  maxCellWidth: number,
+): string {
+  if (c.absent) {
+    const lacking = absent.some((x) => x.subtype === c.absent?.subtype);
+    return lacking
+      ? `<td class="outlier missing" data-path="${escapeHtml(c.key)}.*" title="${
+        escapeHtml(`${node}\n${c.key}.*\n(absent: ${c.absent.readings} readings)`)
+      }">(absent)</td>`
+      : `<td class="same">·</td>`;
+  }
+  const found = c.paths.map((p) => diffs?.get(p));
+  const present = found.filter((d): d is FleetDifference => d !== undefined);
+  if (present.length === 0) return `<td class="same">·</td>`;
+  const show = (d: FleetDifference, width: number) =>
+    d.kind === "removed" ? "(absent)" : formatReading(d.value, width);
+  const kinds = new Set(present.map((d) => d.kind));
+  const cls = kinds.size > 1
+    ? "outlier"
+    : present[0]?.kind === "removed"
+    ? "outlier missing"
+    : present[0]?.kind === "added"
+    ? "outlier extra"
+    : "outlier";
+  let text: string;
+  let full: string;
+  const values = new Set(present.map((d) => show(d, 1e4)));
+  if (!c.gpus || (present.length === c.paths.length && values.size === 1)) {
+    text = show(present[0] as FleetDifference, maxCellWidth);
+    full = show(present[0] as FleetDifference, 400);
+  } else {
+    // Some GPUs of the range differ, or differ in different ways: name them.
+    const byValue = new Map<string, number[]>();
+    found.forEach((d, k) => {
+      if (!d) return;
+      const v = show(d, 1e4);
+      let gpus = byValue.get(v);
+      if (!gpus) byValue.set(v, gpus = []);
+      gpus.push((c.gpus as number[])[k] as number);
+    });
+    const parts = [...byValue].map(([v, gpus]) => `gpu-${formatGpuRange(gpus)}: ${v}`);
+    full = parts.join("; ");
+    text = formatReading(full, maxCellWidth + 12);
+  }
+  return `<td class="${cls}" data-path="${escapeHtml(c.key)}" title="${
+    escapeHtml(`${node}\n${c.key}\n${full}`)
+  }">${escapeHtml(text)}</td>`;
 }

@@ -40,13 +40,22 @@ Deno.test("renderFleetHtml() marks exactly the differing cells and puts the flee
   ]);
   assert.match(
     html,
-    /<th scope="col" data-path="GPU\.smi\.driver"[^>]*><div class="h-type">GPU<\/div><div class="h-path">smi\.driver<\/div><div class="h-fleet">570\.86\.15<\/div><div class="h-count">on 29\/30 nodes<\/div><\/th>/,
+    /<th scope="col"[^>]* data-path="GPU\.smi\.driver"[^>]*><div class="h-type">GPU<\/div><div class="h-sub">smi\.<\/div><div class="h-key">driver<\/div><div class="h-fleet">570\.86\.15<\/div><div class="h-count">on 29\/30 nodes<\/div><\/th>/,
   );
   assert.equal(html.match(/<tr[^>]* data-node=/g)?.length, 30);
   assert.equal(html.match(/<tr class="outlier-row"/g)?.length, 2);
+  // Outliers first, then one line for the rest, then the rest (hidden while "only outliers").
+  assert.deepEqual(
+    [...html.matchAll(/<tr class="([a-z-]+)"(?: data-node="([^"]+)")?/g)].slice(0, 4).map((m) =>
+      m[2] ?? m[1]
+    ),
+    ["gpu-node-3", "gpu-node-12", "match-summary", "gpu-node-1"],
+  );
+  assert.match(html, /<input type="checkbox" id="only-outliers" checked>/);
+  assert.match(html, /28 more nodes match the cohort on every column/);
   assert.match(
     html,
-    /<a href="#node-gpu-node-3">gpu-node-3: GPU\.smi\.driver 570\.124\.06 \(fleet: 570\.86\.15 on 29 nodes\)<\/a>/,
+    /<a href="#node-gpu-node-3">gpu-node-3: GPU\.smi\.driver 570\.124\.06 \(cohort: 570\.86\.15 on 29 nodes\)<\/a>/,
   );
 });
 
@@ -77,14 +86,14 @@ Deno.test("renderFleetHtml() gives a subtype a node lacks one column, not one pe
   assert.equal(html.match(/<th scope="col"/g)?.length, 2);
   assert.match(
     html,
-    /gpu-node-7: OS\.sysctl\.\* \(absent: 22 readings\) \(fleet: present on 29 nodes\)/,
+    /gpu-node-7: OS\.sysctl\.\* \(absent: 22 readings\) \(cohort: present on 29 nodes\)/,
   );
 });
 
 Deno.test("renderFleetHtml() says so when every node is the same", () => {
   const html = renderFleetHtml(report(() => {}));
   assert.match(html, /NO DRIFT/);
-  assert.match(html, /Every node has the same configuration/);
+  assert.match(html, /Every node has the configuration of its cohort/);
   assert.ok(!html.includes('<table class="matrix"'));
 });
 
@@ -101,7 +110,7 @@ Deno.test("renderFleetHtml() with allReadings shows every reading with its fleet
   };
   const all = report(plant, true);
   const html = renderFleetHtml(all, { allReadings: true });
-  const readings = all.columns.length;
+  const readings = all.cohorts[0]!.columns.length;
   // Every reading the reference has (identity and volatile ones left out).
   assert.ok(readings > 100, String(readings));
   assert.equal(html.match(/<th scope="col"/g)?.length, readings);
@@ -110,7 +119,7 @@ Deno.test("renderFleetHtml() with allReadings shows every reading with its fleet
     html,
     /data-path="OS\.kmod\.nvidia"[^>]*>.*?<div class="h-fleet">true<\/div><div class="h-count">on 30\/30 nodes/s,
   );
-  assert.match(html, /columns shown \(every reading\)/);
+  assert.match(html, /columns: every reading/);
   // Without the option the same report still shows only the differing one.
   assert.equal(renderFleetHtml(all).match(/<th scope="col"/g)?.length, 1);
 });

@@ -5,6 +5,7 @@ import { buildFleetReport, compareNodeNames } from "./fleet.ts";
 import type { FleetMember } from "./fleet.ts";
 import { makeNodeSnapshot, setReading } from "./testdata/generate.ts";
 
+const H100_COHORT = "NVIDIA H100 80GB HBM3 ×8 · p5.48xlarge";
 const NODES = Array.from({ length: 42 }, (_, i) => `gpu-node-${i + 1}`);
 
 /** 42 H100 nodes on driver 570.124.06, each booted differently, with four planted outliers. */
@@ -28,7 +29,8 @@ function plantedFleet(): FleetMember[] {
 
 Deno.test("buildFleetReport() finds exactly the planted outliers and their readings", () => {
   const report = buildFleetReport(plantedFleet(), { ignore: DEFAULT_IGNORE_PATTERNS });
-  assert.deepEqual(report.outliers, [
+  assert.ok(report.outliers.every((o) => o.cohort === H100_COHORT));
+  assert.deepEqual(report.outliers.map(({ cohort: _, ...o }) => o), [
     {
       node: "gpu-node-5",
       differences: [{
@@ -76,11 +78,17 @@ Deno.test("buildFleetReport() finds exactly the planted outliers and their readi
       ],
     },
   ]);
-  assert.deepEqual(report.summary, { nodes: 42, outliers: 4, differences: 6 });
-  const gpu = report.measurements.find((m) => m.type === "GPU");
+  assert.deepEqual(report.summary, {
+    nodes: 42,
+    cohorts: 1,
+    singletons: 0,
+    outliers: 4,
+    differences: 6,
+  });
+  const gpu = report.cohorts[0]!.measurements.find((m) => m.type === "GPU");
   assert.deepEqual(gpu?.groups.map((g) => [g.majority, g.nodes.length]), [[true, 41], [false, 1]]);
   assert.deepEqual(gpu?.groups[1]?.nodes, ["gpu-node-17"]);
-  assert.deepEqual(report.columns.map((c) => c.path), [
+  assert.deepEqual(report.cohorts[0]!.columns.map((c) => c.path), [
     "GPU.smi.driver",
     "K8s.node.container-runtime-version",
     "OS.kmod.nouveau",
@@ -94,18 +102,18 @@ Deno.test("renderFleetTable() names each outlier reading against the fleet value
   const text = renderFleetTable(
     buildFleetReport(plantedFleet(), { ignore: DEFAULT_IGNORE_PATTERNS }),
   );
-  assert.match(text, /^FLEET \(42 nodes, 4 outliers, 6 differences\)$/m);
+  assert.match(text, /^FLEET \(42 nodes in 1 cohort, 4 outliers, 6 differences\)$/m);
   assert.match(
     text,
-    /^ {2}gpu-node-17: GPU\.smi\.driver 570\.86\.15 \(fleet: 570\.124\.06 on 41 nodes\)$/m,
+    /^ {2}gpu-node-17: GPU\.smi\.driver 570\.86\.15 \(cohort: 570\.124\.06 on 41 nodes\)$/m,
   );
   assert.match(
     text,
-    /^ {2}gpu-node-23: OS\.kmod\.nvidia_peermem \(absent\) \(fleet: true on 41 nodes\)$/m,
+    /^ {2}gpu-node-23: OS\.kmod\.nvidia_peermem \(absent\) \(cohort: true on 41 nodes\)$/m,
   );
   assert.match(
     text,
-    /^ {2}gpu-node-23: OS\.kmod\.nouveau true \(fleet: \(absent\) on 41 nodes\)$/m,
+    /^ {2}gpu-node-23: OS\.kmod\.nouveau true \(cohort: \(absent\) on 41 nodes\)$/m,
   );
   assert.match(text, /DRIFT DETECTED\n$/);
 });
@@ -117,7 +125,7 @@ Deno.test("buildFleetReport() sees no outlier in a fleet that differs only in vo
   }));
   const report = buildFleetReport(members, { ignore: DEFAULT_IGNORE_PATTERNS });
   assert.deepEqual(report.outliers, []);
-  assert.ok(report.measurements.every((m) => m.groups.length === 1));
+  assert.ok(report.cohorts[0]!.measurements.every((m) => m.groups.length === 1));
   assert.match(renderFleetTable(report), /NO DRIFT\n$/);
   // Without the volatile ignores every node is different.
   assert.equal(buildFleetReport(members).outliers.length, 11);
@@ -141,16 +149,23 @@ Deno.test("buildFleetReport() names a subtype a node lacks entirely, and the tab
   const text = renderFleetTable(report);
   assert.match(
     text,
-    /^ {2}gpu-node-30: OS\.sysctl\.\* \(absent: 22 readings\) \(fleet: present on 41 nodes\)$/m,
+    /^ {2}gpu-node-30: OS\.sysctl\.\* \(absent: 22 readings\) \(cohort: present on 41 nodes\)$/m,
   );
   assert.ok(!/gpu-node-30: OS\.sysctl\.\/proc/.test(text));
 });
 
-Deno.test("buildFleetReport() lists every reading of a measurement a node lacks", () => {
+Deno.test("buildFleetReport() with one cohort lists every reading of a measurement a node lacks", () => {
   const members = NODES.slice(0, 5).map((node) => ({ node, snapshot: makeNodeSnapshot(node) }));
   const lacking = members[2]!.snapshot;
   lacking.measurements = lacking.measurements.filter((m) => m.type !== "GPU");
-  const report = buildFleetReport(members, { ignore: DEFAULT_IGNORE_PATTERNS });
+  // By default a node without GPU readings is a cohort of its own: nothing to compare with.
+  const byDefault = buildFleetReport(members, { ignore: DEFAULT_IGNORE_PATTERNS });
+  assert.deepEqual(
+    byDefault.cohorts.map((c) => [c.name, c.nodes.length]),
+    [["NVIDIA H100 80GB HBM3 ×8 · p5.48xlarge", 4], ["no GPU · p5.48xlarge", 1]],
+  );
+  assert.equal(byDefault.summary.singletons, 1);
+  const report = buildFleetReport(members, { ignore: DEFAULT_IGNORE_PATTERNS, groupBy: ["none"] });
   // NodeTopology differs per node here (each saw only itself), so look at GPU only.
   const gpu = report.outliers.find((o) => o.node === "gpu-node-3")?.differences
     .filter((d) => d.path.startsWith("GPU."));

@@ -16,3 +16,6 @@ export * from "./diff.ts";
 export * from "./fleet.ts";
 export * from "./diff_render.ts";
 export * from "./fleet_html.ts";
+export * from "./diff_html.ts";
+export * from "./cohort.ts";
+export * from "./per_gpu.ts";

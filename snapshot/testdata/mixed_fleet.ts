@@ -1,0 +1,94 @@
+/**
+ * Test and bench support: a heterogeneous fleet (H100, GB200 and CPU system nodes) built from
+ * the real captures: the `nvidia-smi -q -x` H100 capture (`tests/fixtures`), turned into the
+ * GB200 one as the kubelet stand-in does (`nvidiaSmiXml`), parsed by the real GPU collector
+ * parser; the node profiles (`tests/fixtures/node-profiles`) as Node objects, folded into
+ * NodeTopology by the real topology collector. Not part of the library surface.
+ *
+ * @module
+ */
+import { foldTopology, gpuUnavailable, parseNvidiaSmi } from "../../collectors/mod.ts";
+import type { KubeNode } from "../../collectors/mod.ts";
+import { loadProfiles, nodeObject, nvidiaSmiXml } from "../../tests/kubelet/profiles.ts";
+import type { NodeProfile } from "../../tests/kubelet/profiles.ts";
+import type { Measurement, Snapshot } from "../model.ts";
+import { makeNodeSnapshot, setReading } from "./generate.ts";
+
+/** Profile names in `tests/fixtures/node-profiles`. */
+export type ProfileName = "p5-h100" | "p6-gb200" | "system-m7i";
+
+/** Options for {@link makeMixedFleet}. */
+export interface MixedFleetOptions {
+  /** Extra node labels per node (e.g. a node pool), on top of the profile's. */
+  labels?: (node: string, profile: ProfileName) => Record<string, string>;
+  /** Boot seed per node (volatile readings). @default index + 1 */
+  boot?: (node: string, index: number) => number;
+}
+
+/**
+ * Builds one snapshot per node of a mixed fleet. Node names are `<profile>-<n>`, e.g.
+ * `p5-h100-3`.
+ *
+ * @param counts nodes per profile
+ * @param options extra labels, boot seeds
+ * @returns snapshots in node order (H100, then GB200, then CPU nodes)
+ */
+export function makeMixedFleet(
+  counts: Partial<Record<ProfileName, number>>,
+  options: MixedFleetOptions = {},
+): Snapshot[] {
+  const profiles = loadProfiles();
+  const plan: { node: string; profile: NodeProfile; name: ProfileName }[] = [];
+  for (const name of ["p5-h100", "p6-gb200", "system-m7i"] as const) {
+    const profile = profiles.get(name);
+    if (!profile) throw new RangeError(`node profile ${name} missing from the fixtures`);
+    for (let i = 1; i <= (counts[name] ?? 0); i++) {
+      plan.push({ node: `${name}-${i}`, profile, name });
+    }
+  }
+  const nodes = plan.map(({ node, profile, name }) => {
+    const obj = nodeObject(profile, node, "127.0.0.1", 10250, "v1.33.5") as unknown as KubeNode;
+    const labels = (obj.metadata ??= {}).labels ??= {};
+    Object.assign(labels, options.labels?.(node, name) ?? {});
+    return obj;
+  });
+  const topology = foldTopology(nodes);
+  const gpuOf = new Map<string, Measurement>();
+  for (const { profile } of plan) {
+    if (gpuOf.has(profile.name)) continue;
+    gpuOf.set(
+      profile.name,
+      profile.gpu
+        ? { type: "GPU", subtypes: parseNvidiaSmi(nvidiaSmiXml(profile.gpu)) }
+        : gpuUnavailable("absent", "nvidia-smi not found"),
+    );
+  }
+  const names = plan.map((p) => p.node);
+  return plan.map(({ node, profile }, index) => {
+    const snapshot = makeNodeSnapshot(node, {
+      clusterNodes: names,
+      boot: options.boot?.(node, index) ?? index + 1,
+    });
+    const gpu = structuredClone(gpuOf.get(profile.name) as Measurement);
+    snapshot.measurements = snapshot.measurements.map((m) => {
+      if (m.type === "GPU") return gpu;
+      if (m.type !== "NodeTopology") return m;
+      return {
+        type: "NodeTopology",
+        subtypes: m.subtypes.map((s) => ({
+          ...s,
+          data: { ...topology[s.subtype as "summary" | "taint" | "label"] },
+        })),
+      };
+    });
+    // A CPU node has no GPU stack loaded and no huge pages reserved for it.
+    if (!profile.gpu) {
+      for (const m of ["nvidia", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia_uvm"]) {
+        setReading(snapshot, `OS.kmod.${m}`, undefined);
+      }
+      setReading(snapshot, "OS.grub.hugepages", undefined);
+      setReading(snapshot, "OS.sysctl./proc/sys/vm/nr_hugepages", "0");
+    }
+    return snapshot;
+  });
+}
