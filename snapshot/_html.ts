@@ -35,7 +35,7 @@ export function escapeHtml(text: string): string {
  * @returns HTML
  */
 export function breakablePath(path: string): string {
-  return escapeHtml(path).replace(/([./_=-])(?=[^./_=-])/g, "$1<wbr>");
+  return escapeHtml(path).replace(/([./_=-])(?=[^./_=\d-])/g, "$1<wbr>");
 }
 
 /** CSS every page shares. */

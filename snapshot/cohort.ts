@@ -78,6 +78,31 @@ export function assignCohorts(
   members: readonly { node: string; snapshot: Snapshot }[],
   groupBy: readonly string[] = [],
 ): CohortAssignment {
+  const reader = createCohortReader(groupBy);
+  for (const m of members) reader.observe(m.snapshot);
+  return reader.assign(members.map((m) => m.node));
+}
+
+/** Reads cohort keys from snapshots one at a time, so a fleet need not be held whole. */
+export interface CohortReader {
+  /** Reads what the cohort keys need from the next member's snapshot. */
+  observe(snapshot: Snapshot): void;
+  /**
+   * Assigns the members observed so far, in order, to cohorts.
+   *
+   * @param nodes the members' unique node names, in the order observed
+   */
+  assign(nodes: readonly string[]): CohortAssignment;
+}
+
+/**
+ * Makes a {@link CohortReader}.
+ *
+ * @param groupBy explicit keys (`[]`: the default cohort; `["none"]`: one cohort)
+ * @returns the reader
+ * @throws {UsageError} when `none` is combined with other keys
+ */
+export function createCohortReader(groupBy: readonly string[] = []): CohortReader {
   if (groupBy.includes(GROUP_BY_NONE)) {
     if (groupBy.length > 1) {
       throw new UsageError(
@@ -85,9 +110,12 @@ export function assignCohorts(
       );
     }
     return {
-      keys: [],
-      cohortOf: members.map(() => WHOLE_FLEET_COHORT),
-      values: new Map([[WHOLE_FLEET_COHORT, {}]]),
+      observe() {},
+      assign: (nodes) => ({
+        keys: [],
+        cohortOf: nodes.map(() => WHOLE_FLEET_COHORT),
+        values: new Map([[WHOLE_FLEET_COHORT, {}]]),
+      }),
     };
   }
   const explicit = groupBy.length > 0;
@@ -104,19 +132,46 @@ export function assignCohorts(
       { name: "instance-type", labels: INSTANCE_TYPE_LABELS },
       { name: "node-pool", labels: NODE_POOL_LABELS },
     ];
-  const labels = labelIndex(members, specs.flatMap((s) => s.labels ?? []));
-  const columns = specs.map((spec) =>
-    members.map((m) => {
-      if (spec.path !== undefined) return readingText(readPath(m.snapshot, spec.path));
-      for (const label of spec.labels ?? []) {
-        const value = labels.get(label)?.get(m.node);
-        if (value !== undefined) return value;
-      }
-      return null;
-    })
-  );
+  const labels = createLabelIndex(specs.flatMap((s) => s.labels ?? []));
+  const pathValues = specs.map(() => [] as (string | null)[]);
+  return {
+    observe(snapshot) {
+      specs.forEach((spec, i) => {
+        if (spec.path !== undefined) {
+          (pathValues[i] as (string | null)[]).push(readingText(readPath(snapshot, spec.path)));
+        }
+      });
+      labels.add(snapshot);
+    },
+    assign(nodes) {
+      const columns = specs.map((spec, i) => {
+        if (spec.path !== undefined) return pathValues[i] as (string | null)[];
+        // A default label whose lists were cut to '(+K more)' cannot name every node: rather
+        // than split a pool into "known" and "unknown" halves, the default leaves it out.
+        if (!explicit && (spec.labels ?? []).some((l) => labels.truncated.has(l))) {
+          return nodes.map(() => null);
+        }
+        return nodes.map((node) => {
+          for (const label of spec.labels ?? []) {
+            const value = labels.index.get(label)?.get(node);
+            if (value !== undefined) return value;
+          }
+          return null;
+        });
+      });
+      return assignFromColumns(nodes, specs, columns, explicit);
+    },
+  };
+}
+
+function assignFromColumns(
+  nodes: readonly string[],
+  specs: readonly KeySpec[],
+  columns: readonly (readonly (string | null)[])[],
+  explicit: boolean,
+): CohortAssignment {
   const used: KeySpec[] = [];
-  const kept: (string | null)[][] = [];
+  const kept: (readonly (string | null)[])[] = [];
   specs.forEach((spec, i) => {
     const column = columns[i] as (string | null)[];
     if (column.some((v) => v !== null)) {
@@ -133,8 +188,8 @@ export function assignCohorts(
   const cohortOf: string[] = [];
   const values = new Map<string, Record<string, string | null>>();
   const byTuple = new Map<string, string>();
-  members.forEach((_, i) => {
-    const tuple = kept.map((c) => c[i] as string | null);
+  nodes.forEach((_, i) => {
+    const tuple = kept.map((c) => c[i] ?? null);
     const id = JSON.stringify(tuple);
     let name = byTuple.get(id);
     if (name === undefined) {
@@ -211,44 +266,51 @@ const MORE_SUFFIX_REGEXP = / \(\+\d+ more\)$/;
 /**
  * Node → value for each wanted label, from the NodeTopology `label` readings of the
  * snapshots. Every snapshot of one cluster carries the same lists, so a topology already
- * read (same keys, lengths and tails) is skipped: a 10,000-node fleet parses one.
+ * read (same keys, lengths and tails) is skipped: a 10,000-node fleet parses one. Labels
+ * whose lists were cut to `(+K more)` are named in `truncated`.
  */
-function labelIndex(
-  members: readonly { node: string; snapshot: Snapshot }[],
-  wanted: readonly string[],
-): Map<string, Map<string, string>> {
+function createLabelIndex(wanted: readonly string[]): {
+  index: Map<string, Map<string, string>>;
+  truncated: Set<string>;
+  add(snapshot: Snapshot): void;
+} {
   const index = new Map<string, Map<string, string>>(wanted.map((l) => [l, new Map()]));
-  if (wanted.length === 0) return index;
+  const truncated = new Set<string>();
   const seen = new Set<string>();
-  for (const { snapshot } of members) {
-    const label = snapshot.measurements.find((m) => m.type === "NodeTopology")?.subtypes
-      .find((s) => s.subtype === "label");
-    if (!label) continue;
-    const entries: [string, string, string][] = [];
-    for (const [key, raw] of Object.entries(label.data)) {
-      if (typeof raw !== "string") continue;
-      const bar = raw.indexOf("|");
-      if (bar < 0) continue;
-      const value = raw.slice(0, bar);
-      const name = index.has(key)
-        ? key
-        : key.endsWith("." + value) && index.has(key.slice(0, key.length - value.length - 1))
-        ? key.slice(0, key.length - value.length - 1)
-        : undefined;
-      if (name !== undefined) entries.push([name, value, raw.slice(bar + 1)]);
-    }
-    const fingerprint = entries.map(([n, v, nodes]) =>
-      `${n}=${v}:${nodes.length}:${nodes.slice(-24)}`
-    )
-      .join("\n");
-    if (seen.has(fingerprint)) continue;
-    seen.add(fingerprint);
-    for (const [name, value, nodes] of entries) {
-      const map = index.get(name) as Map<string, string>;
-      for (const node of nodes.replace(MORE_SUFFIX_REGEXP, "").split(",")) {
-        if (node !== "" && !map.has(node)) map.set(node, value);
+  return {
+    index,
+    truncated,
+    add(snapshot) {
+      if (wanted.length === 0) return;
+      const label = snapshot.measurements.find((m) => m.type === "NodeTopology")?.subtypes
+        .find((s) => s.subtype === "label");
+      if (!label) return;
+      const entries: [string, string, string][] = [];
+      for (const [key, raw] of Object.entries(label.data)) {
+        if (typeof raw !== "string") continue;
+        const bar = raw.indexOf("|");
+        if (bar < 0) continue;
+        const value = raw.slice(0, bar);
+        const name = index.has(key)
+          ? key
+          : key.endsWith("." + value) && index.has(key.slice(0, key.length - value.length - 1))
+          ? key.slice(0, key.length - value.length - 1)
+          : undefined;
+        if (name !== undefined) entries.push([name, value, raw.slice(bar + 1)]);
       }
-    }
-  }
-  return index;
+      const fingerprint = entries.map(([n, v, nodes]) =>
+        `${n}=${v}:${nodes.length}:${nodes.slice(-24)}`
+      ).join("\n");
+      if (seen.has(fingerprint)) return;
+      seen.add(fingerprint);
+      for (const [name, value, nodes] of entries) {
+        const map = index.get(name) as Map<string, string>;
+        const whole = nodes.replace(MORE_SUFFIX_REGEXP, "");
+        if (whole.length !== nodes.length) truncated.add(name);
+        for (const node of whole.split(",")) {
+          if (node !== "" && !map.has(node)) map.set(node, value);
+        }
+      }
+    },
+  };
 }

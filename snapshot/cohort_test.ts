@@ -189,6 +189,17 @@ Deno.test("buildFleetReport() groups by a node label or a reading path given wit
   });
 });
 
+Deno.test("buildFleetReport() leaves a label out of the default cohort when its node lists were cut short", () => {
+  // Lists cut to 3 names: the instance type of most nodes is unknown, so it must not split
+  // a pool into "known" and "unknown" cohorts; GPU model and count still separate the kinds.
+  const r = report(makeMixedFleet({ "p5-h100": 6, "system-m7i": 3 }, { maxNodesPerEntry: 3 }));
+  assert.deepEqual(r.groupBy, ["GPU.smi.gpu.model", "GPU.smi.gpu-count"]);
+  assert.deepEqual(r.cohorts.map((c) => [c.name, c.nodes.length]), [
+    ["NVIDIA H100 80GB HBM3 ×8", 6],
+    ["no GPU", 3],
+  ]);
+});
+
 Deno.test("assignCohorts() refuses a groupBy key no snapshot has, naming it", () => {
   const m = members(makeMixedFleet({ "p5-h100": 2 }));
   for (const key of ["GPU.smi.gpu.modle", "example.com/rack"]) {

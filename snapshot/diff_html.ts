@@ -28,7 +28,7 @@ tr.removed td.kind{color:#a40e26;font-weight:700}
 tr.modified td.kind{color:#9a6700;font-weight:700}
 td.baseline{background:#ffebe9}
 td.target{background:#dafbe1}
-td.gpus{color:#57606a}
+td.none{background:none;color:#8c959f}
 .nodes{color:#57606a;font-size:11px}
 dl.sources{margin:4px 0 0;display:grid;grid-template-columns:max-content auto;gap:0 10px}
 dl.sources dt{color:#57606a}
@@ -62,6 +62,11 @@ export function renderDiffHtml(result: DiffResult, options: DiffHtmlOptions = {}
     out.push(`<p class="sub" style="margin:12px 16px">No reading differs.</p>`);
   }
   const entries = collapseChanges(result.changes);
+  if (entries.length < result.changes.length) {
+    out.push(
+      `<p class="sub" style="margin:8px 16px 0">${result.changes.length} changes in ${entries.length} rows: the same change on several GPUs is one row (gpu-0..7).</p>`,
+    );
+  }
   const types = [...new Set(entries.map((e) => e.path.slice(0, e.path.indexOf("."))))];
   for (const type of types) {
     const mine = entries.filter((e) => e.path.startsWith(type + "."));

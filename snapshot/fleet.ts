@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { assignCohorts } from "./cohort.ts";
+import { createCohortReader } from "./cohort.ts";
 import { canonicalReading, compileIgnore, readingSchema } from "./diff.ts";
 import type { ChangeKind, ReadingSchema } from "./diff.ts";
 import { compareKeys, MEASUREMENT_TYPES } from "./model.ts";
@@ -223,11 +223,38 @@ export function buildFleetReport(
   members: readonly FleetMember[],
   options: FleetOptions = {},
 ): FleetReport {
+  const builder = createFleetBuilder(options);
+  for (const member of members) builder.add(member);
+  return builder.finish();
+}
+
+/** Builds a fleet report from members added one at a time (see {@link createFleetBuilder}). */
+export interface FleetBuilder {
+  /**
+   * Reads one member; the builder keeps only its interned configuration, not the snapshot,
+   * so a caller that parses one snapshot at a time holds one at a time.
+   */
+  add(member: FleetMember): void;
+  /**
+   * Splits the members into cohorts and compares them.
+   *
+   * @throws {UsageError} when a `groupBy` key is on no snapshot
+   */
+  finish(): FleetReport;
+}
+
+/**
+ * Makes a {@link FleetBuilder}: {@link buildFleetReport} for a fleet read one snapshot at a
+ * time (10,000 snapshots need not be in memory at once).
+ *
+ * @param options ignore patterns, cohort keys, all readings
+ * @returns the builder
+ * @throws {UsageError} when `groupBy` combines `none` with other keys
+ */
+export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
   const ignored = compileIgnore([...FLEET_IDENTITY_IGNORE_PATTERNS, ...(options.ignore ?? [])]);
-  const names = uniqueNames(members.map((m) => m.node));
-  const order = names.map((_, i) => i).sort((a, b) =>
-    compareNodeNames(names[a] as string, names[b] as string)
-  );
+  const cohortReader = createCohortReader(options.groupBy ?? []);
+  const rawNames: string[] = [];
 
   const paths: PathTable[] = [];
   const pathIds = new Map<string, number>();
@@ -240,7 +267,10 @@ export function buildFleetReport(
   const subtypeNodes: number[] = [];
   // Per node, per type: flat [pathId, valueId, pathId, valueId, ...] sorted by path id.
   const configs: Map<MeasurementType, Int32Array>[] = [];
-  members.forEach((member, nodeIndex) => {
+  function add(member: FleetMember): void {
+    const nodeIndex = configs.length;
+    rawNames.push(member.node);
+    cohortReader.observe(member.snapshot);
     const perType = new Map<MeasurementType, number[]>();
     for (const m of member.snapshot.measurements) {
       let pairs = perType.get(m.type);
@@ -292,7 +322,7 @@ export function buildFleetReport(
     const config = new Map<MeasurementType, Int32Array>();
     for (const [type, pairs] of perType) config.set(type, sortPairs(pairs));
     configs.push(config);
-  });
+  }
 
   function internPath(type: MeasurementType, subtype: string, key: string): number {
     const path = `${type}.${subtype}.${key}`;
@@ -329,168 +359,175 @@ export function buildFleetReport(
     }
     return pid;
   }
-  const assignment = assignCohorts(
-    members.map((m, i) => ({ node: names[i] as string, snapshot: m.snapshot })),
-    options.groupBy ?? [],
-  );
-  const cohortMembers = new Map<string, number[]>();
-  for (const i of order) {
-    const name = assignment.cohortOf[i] as string;
-    let list = cohortMembers.get(name);
-    if (!list) cohortMembers.set(name, list = []);
-    list.push(i);
-  }
-  const cohortNames = [...cohortMembers.keys()].sort((a, b) =>
-    (cohortMembers.get(b) as number[]).length - (cohortMembers.get(a) as number[]).length ||
-    compareKeys(a, b)
-  );
+  return { add, finish };
 
-  const differences = new Map<number, FleetDifference[]>();
-  const absences = new Map<number, FleetAbsentSubtype[]>();
-  const cohorts: FleetCohort[] = [];
-  const subtypeLast: number[] = subtypeNodes.map(() => -1);
-  for (const cohortName of cohortNames) {
-    const indices = cohortMembers.get(cohortName) as number[];
-    // Count each distinct (path, value) once per node of the cohort, after duplicates were
-    // merged, and the nodes carrying each subtype; reset once the cohort is done.
-    subtypeNodes.fill(0);
-    const cohortTypes = new Set<MeasurementType>();
-    for (const nodeIndex of indices) {
-      for (const [type, pairs] of configs[nodeIndex] as Map<MeasurementType, Int32Array>) {
-        cohortTypes.add(type);
-        for (let i = 0; i < pairs.length; i += 2) {
-          const table = paths[pairs[i] as number] as PathTable;
-          table.counts[pairs[i + 1] as number]!++;
-          table.present++;
-          if (subtypeLast[table.sid] !== nodeIndex) {
-            subtypeLast[table.sid] = nodeIndex;
-            subtypeNodes[table.sid]!++;
+  function finish(): FleetReport {
+    const names = uniqueNames(rawNames);
+    const order = names.map((_, i) => i).sort((a, b) =>
+      compareNodeNames(names[a] as string, names[b] as string)
+    );
+    const assignment = cohortReader.assign(names);
+    const cohortMembers = new Map<string, number[]>();
+    for (const i of order) {
+      const name = assignment.cohortOf[i] as string;
+      let list = cohortMembers.get(name);
+      if (!list) cohortMembers.set(name, list = []);
+      list.push(i);
+    }
+    const cohortNames = [...cohortMembers.keys()].sort((a, b) =>
+      (cohortMembers.get(b) as number[]).length - (cohortMembers.get(a) as number[]).length ||
+      compareKeys(a, b)
+    );
+
+    const differences = new Map<number, FleetDifference[]>();
+    const absences = new Map<number, FleetAbsentSubtype[]>();
+    const cohorts: FleetCohort[] = [];
+    const subtypeLast: number[] = subtypeNodes.map(() => -1);
+    for (const cohortName of cohortNames) {
+      const indices = cohortMembers.get(cohortName) as number[];
+      // Count each distinct (path, value) once per node of the cohort, after duplicates were
+      // merged, and the nodes carrying each subtype; reset once the cohort is done.
+      subtypeNodes.fill(0);
+      const cohortTypes = new Set<MeasurementType>();
+      for (const nodeIndex of indices) {
+        for (const [type, pairs] of configs[nodeIndex] as Map<MeasurementType, Int32Array>) {
+          cohortTypes.add(type);
+          for (let i = 0; i < pairs.length; i += 2) {
+            const table = paths[pairs[i] as number] as PathTable;
+            table.counts[pairs[i + 1] as number]!++;
+            table.present++;
+            if (subtypeLast[table.sid] !== nodeIndex) {
+              subtypeLast[table.sid] = nodeIndex;
+              subtypeNodes[table.sid]!++;
+            }
           }
         }
       }
-    }
-    const compared = compareCohort(indices, cohortTypes);
-    for (const nodeIndex of indices) {
-      for (const pairs of (configs[nodeIndex] as Map<MeasurementType, Int32Array>).values()) {
-        for (let i = 0; i < pairs.length; i += 2) {
-          const table = paths[pairs[i] as number] as PathTable;
-          table.counts[pairs[i + 1] as number] = 0;
-          table.present = 0;
+      const compared = compareCohort(indices, cohortTypes);
+      for (const nodeIndex of indices) {
+        for (const pairs of (configs[nodeIndex] as Map<MeasurementType, Int32Array>).values()) {
+          for (let i = 0; i < pairs.length; i += 2) {
+            const table = paths[pairs[i] as number] as PathTable;
+            table.counts[pairs[i + 1] as number] = 0;
+            table.present = 0;
+          }
         }
       }
-    }
-    cohorts.push({
-      name: cohortName,
-      key: assignment.values.get(cohortName) ?? {},
-      nodes: indices.map((i) => names[i] as string),
-      measurements: compared.measurements,
-      columns: [...compared.columns.values()].sort((a, b) => compareKeys(a.path, b.path)),
-      outliers: indices.filter((i) => differences.has(i)).length,
-    });
-  }
-
-  function compareCohort(indices: readonly number[], typesSeen: Set<MeasurementType>) {
-    const n = indices.length;
-    const measurements: FleetMeasurement[] = [];
-    const columns = new Map<number, FleetColumn>();
-    for (const type of MEASUREMENT_TYPES) {
-      if (!typesSeen.has(type)) continue;
-      // Group by a hash of the configuration, confirmed by comparing with the group's first.
-      const groups: number[][] = [];
-      const byHash = new Map<string, number[][]>();
-      for (const i of indices) {
-        const pairs = configs[i]?.get(type);
-        const hash = pairs ? hashPairs(pairs) : "absent";
-        let candidates = byHash.get(hash);
-        if (!candidates) byHash.set(hash, candidates = []);
-        let group = candidates.find((g) => samePairs(configs[g[0] as number]?.get(type), pairs));
-        if (!group) {
-          group = [];
-          candidates.push(group);
-          groups.push(group);
-        }
-        group.push(i);
-      }
-      // groups follow first appearance in name order and sort is stable: ties go to the first node.
-      const sorted = [...groups].sort((a, b) => b.length - a.length);
-      const reference = sorted[0] as number[];
-      measurements.push({
-        type,
-        groups: sorted.map((g) => ({
-          nodes: g.map((i) => names[i] as string),
-          majority: g === reference,
-        })),
+      cohorts.push({
+        name: cohortName,
+        key: assignment.values.get(cohortName) ?? {},
+        nodes: indices.map((i) => names[i] as string),
+        measurements: compared.measurements,
+        columns: [...compared.columns.values()].sort((a, b) => compareKeys(a.path, b.path)),
+        outliers: indices.filter((i) => differences.has(i)).length,
       });
-      const refPairs = configs[reference[0] as number]?.get(type) ?? new Int32Array();
-      const refMap = new Map<number, number>();
-      for (let i = 0; i < refPairs.length; i += 2) {
-        refMap.set(refPairs[i] as number, refPairs[i + 1] as number);
-      }
-      if (options.allReadings) {
-        for (const [pid, vid] of refMap) {
-          const table = paths[pid] as PathTable;
-          columns.set(pid, {
-            path: table.path,
-            type,
-            fleet: table.samples[vid] as Reading,
-            fleetNodes: table.counts[vid] as number,
-          });
-        }
-      }
-      for (const group of sorted.slice(1)) {
-        const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();
-        const found = compareToReference(pairs, refMap, paths, n);
-        const gaps = absentSubtypes(found, refMap, paths, pathIds, subtypeNodes);
-        for (const d of found) {
-          const pid = pathIds.get(d.path) as number;
-          if (!columns.has(pid)) {
-            const column: FleetColumn = { path: d.path, type, fleetNodes: d.fleetNodes };
-            if (d.fleet !== undefined) column.fleet = d.fleet;
-            columns.set(pid, column);
-          }
-        }
-        for (const i of group) {
-          let list = differences.get(i);
-          if (!list) differences.set(i, list = []);
-          list.push(...found);
-          if (gaps.length > 0) {
-            let absent = absences.get(i);
-            if (!absent) absences.set(i, absent = []);
-            absent.push(...gaps);
-          }
-        }
-      }
     }
-    return { measurements, columns };
-  }
 
-  const outliers: FleetOutlier[] = order
-    .filter((i) => differences.has(i))
-    .map((i) => {
-      const outlier: FleetOutlier = {
-        node: names[i] as string,
-        cohort: assignment.cohortOf[i] as string,
-        differences: (differences.get(i) as FleetDifference[]).sort((a, b) =>
-          compareKeys(a.path, b.path)
-        ),
-      };
-      const absent = absences.get(i);
-      if (absent) outlier.absentSubtypes = absent.sort((a, b) => compareKeys(a.subtype, b.subtype));
-      return outlier;
-    });
-  return {
-    nodes: order.map((i) => names[i] as string),
-    groupBy: assignment.keys,
-    cohorts,
-    outliers,
-    summary: {
-      nodes: members.length,
-      cohorts: cohorts.length,
-      singletons: cohorts.filter((c) => c.nodes.length === 1).length,
-      outliers: outliers.length,
-      differences: outliers.reduce((sum, o) => sum + o.differences.length, 0),
-    },
-  };
+    function compareCohort(indices: readonly number[], typesSeen: Set<MeasurementType>) {
+      const n = indices.length;
+      const measurements: FleetMeasurement[] = [];
+      const columns = new Map<number, FleetColumn>();
+      for (const type of MEASUREMENT_TYPES) {
+        if (!typesSeen.has(type)) continue;
+        // Group by a hash of the configuration, confirmed by comparing with the group's first.
+        const groups: number[][] = [];
+        const byHash = new Map<string, number[][]>();
+        for (const i of indices) {
+          const pairs = configs[i]?.get(type);
+          const hash = pairs ? hashPairs(pairs) : "absent";
+          let candidates = byHash.get(hash);
+          if (!candidates) byHash.set(hash, candidates = []);
+          let group = candidates.find((g) => samePairs(configs[g[0] as number]?.get(type), pairs));
+          if (!group) {
+            group = [];
+            candidates.push(group);
+            groups.push(group);
+          }
+          group.push(i);
+        }
+        // groups follow first appearance in name order and sort is stable: ties go to the first node.
+        const sorted = [...groups].sort((a, b) => b.length - a.length);
+        const reference = sorted[0] as number[];
+        measurements.push({
+          type,
+          groups: sorted.map((g) => ({
+            nodes: g.map((i) => names[i] as string),
+            majority: g === reference,
+          })),
+        });
+        const refPairs = configs[reference[0] as number]?.get(type) ?? new Int32Array();
+        const refMap = new Map<number, number>();
+        for (let i = 0; i < refPairs.length; i += 2) {
+          refMap.set(refPairs[i] as number, refPairs[i + 1] as number);
+        }
+        if (options.allReadings) {
+          for (const [pid, vid] of refMap) {
+            const table = paths[pid] as PathTable;
+            columns.set(pid, {
+              path: table.path,
+              type,
+              fleet: table.samples[vid] as Reading,
+              fleetNodes: table.counts[vid] as number,
+            });
+          }
+        }
+        for (const group of sorted.slice(1)) {
+          const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();
+          const found = compareToReference(pairs, refMap, paths, n);
+          const gaps = absentSubtypes(found, refMap, paths, pathIds, subtypeNodes);
+          for (const d of found) {
+            const pid = pathIds.get(d.path) as number;
+            if (!columns.has(pid)) {
+              const column: FleetColumn = { path: d.path, type, fleetNodes: d.fleetNodes };
+              if (d.fleet !== undefined) column.fleet = d.fleet;
+              columns.set(pid, column);
+            }
+          }
+          for (const i of group) {
+            let list = differences.get(i);
+            if (!list) differences.set(i, list = []);
+            list.push(...found);
+            if (gaps.length > 0) {
+              let absent = absences.get(i);
+              if (!absent) absences.set(i, absent = []);
+              absent.push(...gaps);
+            }
+          }
+        }
+      }
+      return { measurements, columns };
+    }
+
+    const outliers: FleetOutlier[] = order
+      .filter((i) => differences.has(i))
+      .map((i) => {
+        const outlier: FleetOutlier = {
+          node: names[i] as string,
+          cohort: assignment.cohortOf[i] as string,
+          differences: (differences.get(i) as FleetDifference[]).sort((a, b) =>
+            compareKeys(a.path, b.path)
+          ),
+        };
+        const absent = absences.get(i);
+        if (absent) {
+          outlier.absentSubtypes = absent.sort((a, b) => compareKeys(a.subtype, b.subtype));
+        }
+        return outlier;
+      });
+    return {
+      nodes: order.map((i) => names[i] as string),
+      groupBy: assignment.keys,
+      cohorts,
+      outliers,
+      summary: {
+        nodes: configs.length,
+        cohorts: cohorts.length,
+        singletons: cohorts.filter((c) => c.nodes.length === 1).length,
+        outliers: outliers.length,
+        differences: outliers.reduce((sum, o) => sum + o.differences.length, 0),
+      },
+    };
+  }
 }
 
 function addValue(table: PathTable, canonical: string | null, value: Reading): number {

@@ -78,7 +78,7 @@ table.matrix tbody th{position:sticky;left:0;z-index:1;background:#fff;text-alig
 table.matrix tbody tr{scroll-margin-top:7em}
 table.matrix tbody tr:target th{outline:2px solid #0969da}
 table.matrix tbody tr.outlier-row th{background:#fff8c5;font-weight:700}
-table.matrix tbody tr.match-summary th{font-weight:400;color:#57606a;font-style:italic;background:#f6f8fa}
+table.matrix tbody tr.match-summary th{font-weight:400;color:#57606a;font-style:italic;background:#f6f8fa;white-space:normal;position:static}
 .h-type{font-size:10px;text-transform:uppercase;letter-spacing:.04em;color:#57606a}
 .h-sub{color:#57606a}
 .h-key{font-weight:600}
@@ -212,8 +212,8 @@ function renderCohort(
   if (outliers.length > 0) {
     out.push(
       `<details open><summary>${outliers.length} node${
-        outliers.length === 1 ? "" : "s"
-      } differ from the cohort</summary><ul class="outliers">`,
+        outliers.length === 1 ? " differs" : "s differ"
+      } from the cohort</summary><ul class="outliers">`,
     );
     for (const o of outliers) {
       const link = (text: string) => `<li><a href="#${rowId(o.node)}">${escapeHtml(text)}</a></li>`;

@@ -23,6 +23,8 @@ export interface MixedFleetOptions {
   labels?: (node: string, profile: ProfileName) => Record<string, string>;
   /** Boot seed per node (volatile readings). @default index + 1 */
   boot?: (node: string, index: number) => number;
+  /** NodeTopology node lists cut to this many names, as `aicr agent --max-nodes-per-entry`. */
+  maxNodesPerEntry?: number;
 }
 
 /**
@@ -52,7 +54,7 @@ export function makeMixedFleet(
     Object.assign(labels, options.labels?.(node, name) ?? {});
     return obj;
   });
-  const topology = foldTopology(nodes);
+  const topology = foldTopology(nodes, { maxNodesPerEntry: options.maxNodesPerEntry ?? 0 });
   const gpuOf = new Map<string, Measurement>();
   for (const { profile } of plan) {
     if (gpuOf.has(profile.name)) continue;
