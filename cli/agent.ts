@@ -15,6 +15,7 @@ import { isSnapshotFormat, parseSnapshotTarget, resolveNodeName } from "../snaps
 import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
+import { checkOutputNotFormat } from "./_output.ts";
 import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 import { createProjectionFileReader, readProjections } from "./_projections.ts";
@@ -137,7 +138,9 @@ export async function localAgentOptions(
       `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
     );
   }
-  const target = parseSnapshotTarget(flags.output);
+  const target = parseSnapshotTarget(
+    checkOutputNotFormat(flags.output, { formats: ["yaml", "json"] }),
+  );
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
   return {

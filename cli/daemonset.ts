@@ -47,6 +47,7 @@ import {
 import { buildInfo, defaultImage } from "../version.ts";
 import { parseCount } from "./agent.ts";
 import { addReportOptions, reportTargets, runReported } from "./_report.ts";
+import { checkOutputNotFormat } from "./_output.ts";
 import type { ReportTargets } from "./_report.ts";
 import type { CliDeps } from "./context.ts";
 import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
@@ -434,7 +435,7 @@ export async function fleetFetchOptions(
     );
   }
   const timeoutMs = parseDuration(flags.timeout, "--timeout") || 30_000;
-  const output = await fleetOutput(flags.output, deps.cwd);
+  const output = await fleetOutput(checkOutputNotFormat(flags.output), deps.cwd);
   const reports = await reportTargets(deps, flags, {
     ...(output.kind === "stream" && output.path === undefined ? { stdoutTaken: "-o -" } : {}),
   });

@@ -45,6 +45,7 @@ import {
 import type { SnapshotSourceLoader } from "./_sources.ts";
 import type { CliDeps } from "./context.ts";
 import { globalOptions, kubeConfigSource } from "./globals.ts";
+import { checkOutputNotFormat } from "./_output.ts";
 import type { KubeConfigSource } from "../kube/mod.ts";
 
 export type { SnapshotSourceLoader } from "./_sources.ts";
@@ -193,6 +194,7 @@ async function runDiff(
       );
     }
   }
+  checkOutputNotFormat(flags.output, { formats: FLEET_FORMATS });
   if (flags.output?.startsWith("cm://")) {
     throw new UsageError(
       `Cannot write diff to '${flags.output}': output goes to a file or stdout, not a ConfigMap`,

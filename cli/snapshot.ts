@@ -43,6 +43,7 @@ import {
 } from "./_projections.ts";
 import { renderRolesForServiceAccount } from "./_render_roles.ts";
 import type { CliDeps } from "./context.ts";
+import { checkOutputNotFormat } from "./_output.ts";
 import { fleetFetchOptions, runFleetFetch } from "./daemonset.ts";
 import {
   checkedNamespace,
@@ -345,7 +346,9 @@ async function snapshotOptions(
     );
   }
   const namespace = checkedNamespace(globals);
-  const target = parseSnapshotTarget(flags.output);
+  const target = parseSnapshotTarget(
+    checkOutputNotFormat(flags.output, { formats: ["yaml", "json"] }),
+  );
   if (target.kind === "configmap" && target.ref.namespace !== namespace) {
     throw new UsageError(
       `Cannot write the snapshot to '${flags.output}' as its namespace must match '--namespace' (the agent's Role grants ConfigMaps only there): current value is '${namespace}'`,

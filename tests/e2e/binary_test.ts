@@ -75,7 +75,7 @@ const bin = await ensureBinary();
 Deno.test("binary: `aicr version` prints the package version without a leading v, the backend, the commit and the runtime, alone in an empty directory with an empty environment", async () => {
   await using box = await isolatedCopy(bin);
   assertVersion(await runAicr(box.bin, ["version"], { cwd: box.dir }));
-  const json = await runAicr(box.bin, ["version", "--output", "json"], { cwd: box.dir });
+  const json = await runAicr(box.bin, ["version", "--format", "json"], { cwd: box.dir });
   assertOk(json);
   const info = JSON.parse(json.stdout) as Record<string, string>;
   assert.equal(info.version, PACKAGE_VERSION);

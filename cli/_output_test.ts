@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { exitCodeOf, formatError } from "../errors.ts";
+import { createLogger } from "../log.ts";
+import type { CliDeps } from "./context.ts";
+import { runCli } from "./mod.ts";
+import { checkOutputNotFormat } from "./_output.ts";
+
+Deno.test("checkOutputNotFormat() refuses a bare format word, naming -t/--format", () => {
+  for (const word of ["json", "yaml", "wide", "table", "JSON"]) {
+    const error = (() => {
+      try {
+        checkOutputNotFormat(word, { formats: ["yaml", "json", "table"] });
+      } catch (e) {
+        return e;
+      }
+    })();
+    assert.equal(exitCodeOf(error), 2, word);
+    const text = formatError(error);
+    assert.match(text, new RegExp(`Cannot use '-o ${word}'`));
+    assert.match(text, /the format is '-t\/--format' \(yaml, json, table\)/);
+    assert.match(text, new RegExp(`-o \\./${word}`));
+  }
+});
+
+Deno.test("checkOutputNotFormat() lets paths, stdout and ConfigMaps through", () => {
+  for (const value of ["./json", "out/json", "json.yaml", "-", "cm://ns/json", undefined]) {
+    assert.equal(checkOutputNotFormat(value), value);
+  }
+});
+
+function harness() {
+  let out = "";
+  let connects = 0;
+  const deps: CliDeps = {
+    stdout: { write: (text) => void (out += text) },
+    stderr: { write: () => {} },
+    env: () => undefined,
+    cwd: "/",
+    now: () => new Date("2026-12-02T18:00:00Z"),
+    stdoutIsTerminal: false,
+    stderrIsTerminal: false,
+    signal: new AbortController().signal,
+    makeLogger: () => createLogger({ write: () => {} }),
+    connectKube: () => {
+      connects++;
+      throw new Error("the cluster must not be contacted");
+    },
+    collectorDeps: () => {
+      throw new Error("no collectors here");
+    },
+  };
+  return { deps, stdout: () => out, connects: () => connects };
+}
+
+Deno.test("every verb refuses '-o json' with exit 2 before any cluster contact; version takes -t", async () => {
+  for (
+    const args of [
+      ["snapshot", "-o", "json"],
+      ["snapshot", "--output", "yaml"],
+      ["agent", "-o", "table"],
+      ["daemonset", "fetch", "-o", "wide"],
+      ["diff", "--baseline", "a.yaml", "--target", "b.yaml", "-o", "json"],
+      ["version", "-o", "json"],
+    ]
+  ) {
+    const h = harness();
+    const code = await runCli(args, h.deps);
+    assert.equal(code, 2, args.join(" "));
+    assert.equal(h.connects(), 0, args.join(" "));
+  }
+  const h = harness();
+  assert.equal(await runCli(["version", "-t", "json"], h.deps), 0);
+  assert.match(JSON.parse(h.stdout()).version, /^\d/);
+});
