@@ -293,54 +293,12 @@ export function connectKube(
  */
 export function createKubeClient(rest: RestClient, options: KubeClientOptions = {}): KubeClient {
   const { fieldManager = "aicr" } = options;
-  const res = (kind: KindName): ResourceType => RESOURCES[kind];
-  const ns = (resource: ResourceType, namespace: string | undefined) =>
-    resource.namespaced ? namespace : undefined;
-  const call = (options?: CallOptions) => ({
-    ...(options?.signal ? { signal: options.signal } : {}),
-    ...(options?.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
-  });
-  const listQuery = (options?: ListOptions): Query => ({
-    labelSelector: options?.labelSelector,
-    fieldSelector: options?.fieldSelector,
-    limit: options?.limit,
-    continue: options?.continue,
-  });
 
-  async function list<T extends KubeObject>(
+  const list = <T extends KubeObject>(
     kind: KindName,
     namespace: string | undefined,
     options?: ListOptions,
-  ): Promise<ListResult<T>> {
-    const resource = res(kind);
-    const body = await rest.json<
-      { items?: T[]; metadata?: { continue?: string; resourceVersion?: string } }
-    >({
-      method: "GET",
-      path: collectionPath(resource, ns(resource, namespace)),
-      query: listQuery(options),
-      ...call(options),
-    });
-    const out: ListResult<T> = {
-      items: body.items ?? [],
-      resourceVersion: body.metadata?.resourceVersion ?? "",
-    };
-    if (body.metadata?.continue) out.continue = body.metadata.continue;
-    return out;
-  }
-
-  async function pages<T extends KubeObject>(
-    fetchPage: (token: string | undefined) => Promise<ListResult<T>>,
-  ): Promise<T[]> {
-    const items: T[] = [];
-    let token: string | undefined;
-    do {
-      const page = await fetchPage(token);
-      items.push(...page.items);
-      token = page.continue;
-    } while (token);
-    return items;
-  }
+  ) => listPage<T>(rest, kind, namespace, options);
 
   return {
     get server() {
@@ -412,6 +370,89 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
         throw error;
       }
     },
+    ...streamAndApplyCalls(rest, fieldManager),
+    ...podLogCalls(rest),
+    ...reviewCalls(rest),
+    ...discoveryCalls(rest),
+  };
+}
+
+/** The server's version, its resources, and custom objects. */
+function discoveryCalls(
+  rest: RestClient,
+): Pick<KubeClient, "serverVersion" | "discoverResources" | "listCustomObjects"> {
+  return {
+    async serverVersion(options) {
+      return await rest.json<Record<string, string>>({
+        method: "GET",
+        path: "/version",
+        ...call(options),
+      });
+    },
+    async discoverResources(options) {
+      return await discover(rest, call(options));
+    },
+    listCustomObjects(resource, options) {
+      const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`;
+      return pages<KubeObject>(async (token) => {
+        const body = await rest.json<{ items?: KubeObject[]; metadata?: { continue?: string } }>({
+          method: "GET",
+          path,
+          query: { ...listQuery(options), limit: options?.limit ?? 500, continue: token },
+          ...call(options),
+        });
+        const out: ListResult<KubeObject> = { items: body.items ?? [], resourceVersion: "" };
+        if (body.metadata?.continue) out.continue = body.metadata.continue;
+        return out;
+      });
+    },
+  };
+}
+
+/** Reads every page of a paged list. */
+async function pages<T extends KubeObject>(
+  fetchPage: (token: string | undefined) => Promise<ListResult<T>>,
+): Promise<T[]> {
+  const items: T[] = [];
+  let token: string | undefined;
+  do {
+    const page = await fetchPage(token);
+    items.push(...page.items);
+    token = page.continue;
+  } while (token);
+  return items;
+}
+
+/** Lists one page of a kind. */
+async function listPage<T extends KubeObject>(
+  rest: RestClient,
+  kind: KindName,
+  namespace: string | undefined,
+  options?: ListOptions,
+): Promise<ListResult<T>> {
+  const resource = res(kind);
+  const body = await rest.json<
+    { items?: T[]; metadata?: { continue?: string; resourceVersion?: string } }
+  >({
+    method: "GET",
+    path: collectionPath(resource, ns(resource, namespace)),
+    query: listQuery(options),
+    ...call(options),
+  });
+  const out: ListResult<T> = {
+    items: body.items ?? [],
+    resourceVersion: body.metadata?.resourceVersion ?? "",
+  };
+  if (body.metadata?.continue) out.continue = body.metadata.continue;
+  return out;
+}
+
+/** Watches and the server-side apply of a ConfigMap. */
+function streamAndApplyCalls(
+  rest: RestClient,
+  fieldManager: string,
+): Pick<KubeClient, "watch" | "applyConfigMap"> {
+  return {
     async watch<T extends KubeObject>(
       kind: KindName,
       namespace: string | undefined,
@@ -456,6 +497,34 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
         ...call(options),
       });
     },
+  };
+}
+
+const res = (kind: KindName): ResourceType => RESOURCES[kind];
+
+function ns(resource: ResourceType, namespace: string | undefined): string | undefined {
+  return resource.namespaced ? namespace : undefined;
+}
+
+function call(options?: CallOptions): { signal?: AbortSignal; timeoutMs?: number } {
+  return {
+    ...(options?.signal ? { signal: options.signal } : {}),
+    ...(options?.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+  };
+}
+
+function listQuery(options?: ListOptions): Query {
+  return {
+    labelSelector: options?.labelSelector,
+    fieldSelector: options?.fieldSelector,
+    limit: options?.limit,
+    continue: options?.continue,
+  };
+}
+
+/** A container's log, read once or followed. */
+function podLogCalls(rest: RestClient): Pick<KubeClient, "podLog" | "followPodLog"> {
+  return {
     async podLog(namespace, name, options) {
       return await rest.text({
         method: "GET",
@@ -475,6 +544,14 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
         ...call(options),
       });
     },
+  };
+}
+
+/** The access and token reviews (they persist nothing, so each may be resent). */
+function reviewCalls(
+  rest: RestClient,
+): Pick<KubeClient, "selfAccessReview" | "subjectAccessReview" | "tokenReview"> {
+  return {
     async selfAccessReview(attributes, options) {
       const review = await rest.json<{ status?: AccessDecision }>({
         method: "POST",
@@ -538,30 +615,6 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
       }
       if (status.error) out.error = status.error;
       return out;
-    },
-    async serverVersion(options) {
-      return await rest.json<Record<string, string>>({
-        method: "GET",
-        path: "/version",
-        ...call(options),
-      });
-    },
-    async discoverResources(options) {
-      return await discover(rest, call(options));
-    },
-    listCustomObjects(resource, options) {
-      const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`;
-      return pages<KubeObject>(async (token) => {
-        const body = await rest.json<{ items?: KubeObject[]; metadata?: { continue?: string } }>({
-          method: "GET",
-          path,
-          query: { ...listQuery(options), limit: options?.limit ?? 500, continue: token },
-          ...call(options),
-        });
-        const out: ListResult<KubeObject> = { items: body.items ?? [], resourceVersion: "" };
-        if (body.metadata?.continue) out.continue = body.metadata.continue;
-        return out;
-      });
     },
   };
 }

@@ -247,45 +247,8 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
     server,
   };
 
-  async function send(request: RestRequest, stream: boolean): Promise<http.IncomingMessage> {
-    const opts: https.RequestOptions = {};
-    await kc.applyToHTTPSOptions(opts);
-    const url = new URL(base.pathname.replace(/\/$/, "") + request.path, base);
-    for (const [key, value] of Object.entries(request.query ?? {})) {
-      if (value !== undefined) url.searchParams.set(key, String(value));
-    }
-    const body = request.body === undefined ? undefined : JSON.stringify(request.body);
-    const headers: Record<string, string> = {
-      ...request.headers,
-      ...(opts.headers as Record<string, string> | undefined),
-      Accept: "application/json",
-      "User-Agent": "aicr",
-    };
-    if (body !== undefined) {
-      headers["Content-Type"] = request.contentType ?? "application/json";
-      headers["Content-Length"] = String(Buffer.byteLength(body));
-    }
-    const lib = url.protocol === "http:" ? http : https;
-    return await new Promise((resolve, reject) => {
-      const req = lib.request(url, { ...opts, method: request.method, headers }, (res) => {
-        if (!stream) req.setTimeout(0);
-        resolve(res);
-      });
-      const timeoutMs = request.timeoutMs ?? 30_000;
-      if (!stream) {
-        req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
-      }
-      const onAbort = () => req.destroy(request.signal?.reason ?? new Error("aborted"));
-      if (request.signal) {
-        if (request.signal.aborted) onAbort();
-        else request.signal.addEventListener("abort", onAbort, { once: true });
-      }
-      req.on("error", (error) => reject(connectionError(request, server, error)));
-      req.on("close", () => request.signal?.removeEventListener("abort", onAbort));
-      if (body !== undefined) req.write(body);
-      req.end();
-    });
-  }
+  const send = (request: RestRequest, stream: boolean) =>
+    sendRequest({ kc, base, server }, request, stream);
 
   async function attempt(request: RestRequest): Promise<string> {
     const res = await send(request, false);
@@ -339,6 +302,55 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
       return lineStream(res);
     },
   };
+}
+
+/**
+ * Sends one request with the kubeconfig's credentials; resolves with the response once its
+ * headers arrive (a connection failure rejects as a {@link KubeApiError} of status 0).
+ */
+async function sendRequest(
+  target: { kc: KubeConfig; base: URL; server: string },
+  request: RestRequest,
+  stream: boolean,
+): Promise<http.IncomingMessage> {
+  const { kc, base, server } = target;
+  const opts: https.RequestOptions = {};
+  await kc.applyToHTTPSOptions(opts);
+  const url = new URL(base.pathname.replace(/\/$/, "") + request.path, base);
+  for (const [key, value] of Object.entries(request.query ?? {})) {
+    if (value !== undefined) url.searchParams.set(key, String(value));
+  }
+  const body = request.body === undefined ? undefined : JSON.stringify(request.body);
+  const headers: Record<string, string> = {
+    ...request.headers,
+    ...(opts.headers as Record<string, string> | undefined),
+    Accept: "application/json",
+    "User-Agent": "aicr",
+  };
+  if (body !== undefined) {
+    headers["Content-Type"] = request.contentType ?? "application/json";
+    headers["Content-Length"] = String(Buffer.byteLength(body));
+  }
+  const lib = url.protocol === "http:" ? http : https;
+  return await new Promise((resolve, reject) => {
+    const req = lib.request(url, { ...opts, method: request.method, headers }, (res) => {
+      if (!stream) req.setTimeout(0);
+      resolve(res);
+    });
+    const timeoutMs = request.timeoutMs ?? 30_000;
+    if (!stream) {
+      req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
+    }
+    const onAbort = () => req.destroy(request.signal?.reason ?? new Error("aborted"));
+    if (request.signal) {
+      if (request.signal.aborted) onAbort();
+      else request.signal.addEventListener("abort", onAbort, { once: true });
+    }
+    req.on("error", (error) => reject(connectionError(request, server, error)));
+    req.on("close", () => request.signal?.removeEventListener("abort", onAbort));
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
 }
 
 function lineStream(res: http.IncomingMessage): LineStream {
