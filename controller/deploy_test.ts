@@ -21,7 +21,7 @@ const RBAC_ORDER: KindName[] = [
 ];
 
 /** What the fake agent does once its Job is created. */
-type Agent = "succeeds" | "exits-3" | "nothing";
+type Agent = "succeeds" | "exits-3" | "nothing" | "deadline" | "interrupted";
 
 interface SceneOptions {
   agent?: Agent;
@@ -33,6 +33,8 @@ interface SceneOptions {
   loseCreate?: KindName;
   /** Once the Job exists, another party replaces this object (same name, another UID). */
   replaceOnJob?: KindName;
+  /** Aborted once the Job exists (agent "interrupted"), as SIGINT would. */
+  interrupt?: AbortController;
   /** Aborts this controller when the pre-flight namespace read starts, as SIGINT would. */
   interruptPreflight?: AbortController;
 }
@@ -106,6 +108,23 @@ function scene(options: SceneOptions = {}) {
     }
     const agent = options.agent ?? "succeeds";
     if (agent === "nothing") return;
+    if (agent === "interrupted") {
+      // SIGINT arrives while the run waits for its agent.
+      options.interrupt?.abort(new Error("received SIGINT"));
+      return;
+    }
+    if (agent === "deadline") {
+      // The Job controller ends the Job at activeDeadlineSeconds; its pod is already gone.
+      job.status = {
+        conditions: [{
+          type: "Failed",
+          status: "True",
+          reason: "DeadlineExceeded",
+          message: "Job was active longer than specified deadline",
+        }],
+      };
+      return;
+    }
     fake.put(
       "Pod",
       {
@@ -288,4 +307,22 @@ Deno.test("deploySnapshot() with noCleanup leaves every object and says so", asy
   assert.ok(s.lines.some((l) => l.includes("leaving the run's objects")));
   const kinds = new Set(s.left().map((k) => k.split("/")[0]));
   for (const kind of [...RBAC_ORDER, "Job", "Pod"]) assert.ok(kinds.has(kind), kind);
+});
+
+Deno.test("deploySnapshot() explains a Job ended at its activeDeadlineSeconds, and cleans up", async () => {
+  const s = scene({ agent: "deadline" });
+  const error = await deploySnapshot(s.deps, options()).catch((e) => e);
+  assert.equal(exitCodeOf(error), 8, String(error));
+  assert.match(String(error.message), /the agent Job passed its activeDeadlineSeconds/);
+  assert.deepEqual(s.left(), []);
+});
+
+Deno.test("deploySnapshot() cleans up after a SIGINT during the wait and ends as exit 130", async () => {
+  const interrupt = new AbortController();
+  const s = scene({ agent: "interrupted", interrupt });
+  const error = await deploySnapshot(s.deps, options({ signal: interrupt.signal })).catch((e) => e);
+  assert.ok(error instanceof InterruptedError, String(error));
+  assert.equal(exitCodeOf(error), 130);
+  assert.deepEqual(s.created(), [...RBAC_ORDER, "Job"]);
+  assert.deepEqual(s.left(), [], "everything the run made is gone");
 });
