@@ -358,94 +358,22 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   ]);
   const wanted = options.nodes ? new Set(options.nodes) : undefined;
   const pods = listed.pods.filter((p) => p.node !== "" && (!wanted || wanted.has(p.node)));
-  const withPod = new Set(listed.pods.map((p) => p.node));
-  const missingCount = Math.max(0, (listed.desired ?? 0) - listed.pods.length);
-  const missing = wanted
-    ? [...wanted].filter((node) => !withPod.has(node))
-    : missingCount > 0 && listed.placement
-    ? await targetedNodes(kube, listed.placement).then(
-      (nodes) => nodes.filter((node) => !withPod.has(node)),
-      (error) => {
-        log.warn("targeted nodes without a daemon pod (cannot list nodes to name them)", {
-          count: missingCount,
-          error: error instanceof Error ? error.message.split("\n")[0] : String(error),
-        });
-        return [];
-      },
-    )
-    : [];
-
-  async function askDirect(pod: DaemonPodState, deadline: AbortSignal): Promise<HttpAnswer> {
-    const host = pod.ip?.includes(":") ? `[${pod.ip}]` : pod.ip;
-    return await directGet({
-      url: `https://${host}:${pod.port}/v1/snapshot`,
-      ca,
-      servername,
-      token,
-      connectTimeoutMs,
-      signal: deadline,
-    });
-  }
-
-  async function askProxy(pod: DaemonPodState, deadline: AbortSignal): Promise<HttpAnswer> {
-    try {
-      const body = await kube.rest.text({
-        method: "GET",
-        path: `/api/v1/namespaces/${namespace}/pods/https:${pod.pod}:${pod.port}/proxy/v1/snapshot`,
-        headers: { "X-Aicr-Authorization": `Bearer ${token}` },
-        // One attempt: a node's answer is its status, retried only on 429 below.
-        idempotent: false,
-        timeoutMs: timeoutMs,
-        signal: deadline,
-      });
-      return { status: 200, body };
-    } catch (error) {
-      if (error instanceof KubeApiError && error.status !== 0) {
-        const message = error.message.replace(/^Cannot GET \S+: \d+ (\w+: )?/, "");
-        return {
-          status: error.status,
-          body: JSON.stringify({ message }),
-          ...(error.retryAfterSeconds !== undefined
-            ? { retryAfterSeconds: error.retryAfterSeconds }
-            : {}),
-        };
-      }
-      throw error;
-    }
-  }
-
-  async function fetchNode(pod: DaemonPodState, via: "direct" | "proxy"): Promise<NodeResult> {
-    const started = clock();
-    const done = (outcome: Outcome): NodeResult => ({
-      node: pod.node,
-      pod: pod.pod,
-      ...outcome,
-      transport: via,
-      durationMs: Math.round(clock() - started),
-    });
-    if (!pod.ready || !pod.ip || pod.port === undefined) {
-      return done({
-        status: "not-ready",
-        error: `pod ${pod.pod} is not Ready${pod.detail ? ` (${pod.detail})` : ""}`,
-      });
-    }
-    const deadline = AbortSignal.any([
-      AbortSignal.timeout(timeoutMs),
-      ...(signal ? [signal] : []),
-    ]);
-    const ask = via === "direct" ? askDirect : askProxy;
-    try {
-      let answer = await ask(pod, deadline);
-      if (answer.status === 429) {
-        // `?fresh` rate limit: once, after the daemon's Retry-After, within the deadline.
-        await sleep(Math.min((answer.retryAfterSeconds ?? 1) * 1000, timeoutMs), deadline);
-        answer = await ask(pod, deadline);
-      }
-      return done(fromAnswer(answer, pod.node));
-    } catch (error) {
-      return done(fromError(error, deadline));
-    }
-  }
+  const missing = await missingNodes(deps, listed, wanted);
+  const node: NodeFetch = {
+    kube,
+    namespace,
+    ca,
+    servername,
+    token,
+    connectTimeoutMs,
+    timeoutMs,
+    directGet,
+    clock,
+    sleep,
+    ...(signal ? { signal } : {}),
+  };
+  const fetchNode = (pod: DaemonPodState, via: "direct" | "proxy") =>
+    fetchNodeSnapshot(node, pod, via);
 
   const sorted = [...pods].sort((a, b) => a.node.localeCompare(b.node));
   let via: "direct" | "proxy" = transport === "proxy" ? "proxy" : "direct";
@@ -486,6 +414,134 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     transport: via,
     missingPods: missing.length,
   };
+}
+
+/** Targeted nodes that have no daemon pod: the asked-for ones, or those the placement targets. */
+async function missingNodes(
+  deps: FleetDeps,
+  listed: Awaited<ReturnType<typeof daemonPods>>,
+  wanted: Set<string> | undefined,
+): Promise<string[]> {
+  const { kube, log } = deps;
+  const withPod = new Set(listed.pods.map((p) => p.node));
+  const missingCount = Math.max(0, (listed.desired ?? 0) - listed.pods.length);
+  return wanted
+    ? [...wanted].filter((node) => !withPod.has(node))
+    : missingCount > 0 && listed.placement
+    ? await targetedNodes(kube, listed.placement).then(
+      (nodes) => nodes.filter((node) => !withPod.has(node)),
+      (error) => {
+        log.warn("targeted nodes without a daemon pod (cannot list nodes to name them)", {
+          count: missingCount,
+          error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+        });
+        return [];
+      },
+    )
+    : [];
+}
+
+/** What fetching one node needs. */
+interface NodeFetch {
+  kube: KubeClient;
+  namespace: string;
+  ca: string;
+  servername: string;
+  token: string;
+  connectTimeoutMs: number;
+  timeoutMs: number;
+  directGet: DirectGet;
+  clock: () => number;
+  sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  signal?: AbortSignal;
+}
+
+async function askDirect(
+  ctx: NodeFetch,
+  pod: DaemonPodState,
+  deadline: AbortSignal,
+): Promise<HttpAnswer> {
+  const { ca, servername, token, connectTimeoutMs } = ctx;
+  const host = pod.ip?.includes(":") ? `[${pod.ip}]` : pod.ip;
+  return await ctx.directGet({
+    url: `https://${host}:${pod.port}/v1/snapshot`,
+    ca,
+    servername,
+    token,
+    connectTimeoutMs,
+    signal: deadline,
+  });
+}
+
+async function askProxy(
+  ctx: NodeFetch,
+  pod: DaemonPodState,
+  deadline: AbortSignal,
+): Promise<HttpAnswer> {
+  const { kube, namespace, token, timeoutMs } = ctx;
+  try {
+    const body = await kube.rest.text({
+      method: "GET",
+      path: `/api/v1/namespaces/${namespace}/pods/https:${pod.pod}:${pod.port}/proxy/v1/snapshot`,
+      headers: { "X-Aicr-Authorization": `Bearer ${token}` },
+      // One attempt: a node's answer is its status, retried only on 429 below.
+      idempotent: false,
+      timeoutMs: timeoutMs,
+      signal: deadline,
+    });
+    return { status: 200, body };
+  } catch (error) {
+    if (error instanceof KubeApiError && error.status !== 0) {
+      const message = error.message.replace(/^Cannot GET \S+: \d+ (\w+: )?/, "");
+      return {
+        status: error.status,
+        body: JSON.stringify({ message }),
+        ...(error.retryAfterSeconds !== undefined
+          ? { retryAfterSeconds: error.retryAfterSeconds }
+          : {}),
+      };
+    }
+    throw error;
+  }
+}
+
+/** Fetches one node's snapshot, once more after a 429 within its deadline; never throws. */
+async function fetchNodeSnapshot(
+  ctx: NodeFetch,
+  pod: DaemonPodState,
+  via: "direct" | "proxy",
+): Promise<NodeResult> {
+  const { clock, timeoutMs, signal, sleep } = ctx;
+  const started = clock();
+  const done = (outcome: Outcome): NodeResult => ({
+    node: pod.node,
+    pod: pod.pod,
+    ...outcome,
+    transport: via,
+    durationMs: Math.round(clock() - started),
+  });
+  if (!pod.ready || !pod.ip || pod.port === undefined) {
+    return done({
+      status: "not-ready",
+      error: `pod ${pod.pod} is not Ready${pod.detail ? ` (${pod.detail})` : ""}`,
+    });
+  }
+  const deadline = AbortSignal.any([
+    AbortSignal.timeout(timeoutMs),
+    ...(signal ? [signal] : []),
+  ]);
+  const ask = via === "direct" ? askDirect : askProxy;
+  try {
+    let answer = await ask(ctx, pod, deadline);
+    if (answer.status === 429) {
+      // `?fresh` rate limit: once, after the daemon's Retry-After, within the deadline.
+      await sleep(Math.min((answer.retryAfterSeconds ?? 1) * 1000, timeoutMs), deadline);
+      answer = await ask(ctx, pod, deadline);
+    }
+    return done(fromAnswer(answer, pod.node));
+  } catch (error) {
+    return done(fromError(error, deadline));
+  }
 }
 
 /**
