@@ -1,28 +1,56 @@
 /**
- * The list of verbs the CLI registers, in help order.
+ * The verbs the CLI registers, in help order, each loaded only when a command line needs it: a
+ * command line that names one verb (`aicr agent ...`) evaluates that verb's code alone, so the agent
+ * and the daemon never evaluate the Kubernetes controller, Hono or the diff code they do not use;
+ * root help and unknown verbs load them all.
  *
  * @module
  */
 import type { Command } from "commander";
-import { agentCommand } from "./agent.ts";
-import { cleanupCommand } from "./cleanup.ts";
 import type { CliDeps } from "./context.ts";
-import { daemonCommand } from "./daemon.ts";
-import { daemonsetCommand } from "./daemonset.ts";
-import { diffCommand } from "./diff.ts";
-import { snapshotCommand } from "./snapshot.ts";
-import { versionCommand } from "./version.ts";
 
 /** A verb's factory. */
 export type CommandFactory = (deps: CliDeps) => Command;
 
+/** A verb: its name and how to load its factory. */
+export interface Verb {
+  /** The verb as typed (`snapshot`). */
+  name: string;
+  /** Loads the verb's module and returns its factory. */
+  load: () => Promise<CommandFactory>;
+}
+
 /** Every verb, in help order. */
-export const COMMAND_FACTORIES: readonly CommandFactory[] = [
-  snapshotCommand,
-  agentCommand,
-  cleanupCommand,
-  diffCommand,
-  daemonCommand,
-  daemonsetCommand,
-  versionCommand,
+export const VERBS: readonly Verb[] = [
+  { name: "snapshot", load: async () => (await import("./snapshot.ts")).snapshotCommand },
+  { name: "agent", load: async () => (await import("./agent.ts")).agentCommand },
+  { name: "cleanup", load: async () => (await import("./cleanup.ts")).cleanupCommand },
+  { name: "diff", load: async () => (await import("./diff.ts")).diffCommand },
+  { name: "daemon", load: async () => (await import("./daemon.ts")).daemonCommand },
+  { name: "daemonset", load: async () => (await import("./daemonset.ts")).daemonsetCommand },
+  { name: "version", load: async () => (await import("./version.ts")).versionCommand },
 ];
+
+/** Root flags that take a value as the next word (see `globals.ts`). */
+const ROOT_FLAGS_WITH_VALUE = new Set(["-k", "--kubeconfig", "--context", "-n", "--namespace"]);
+
+/**
+ * The verbs a command line needs: the one it names, or every verb when it names none that is known
+ * (root help, `help <verb>`, a typo that commander answers with its suggestions).
+ *
+ * @param argv arguments after the program name
+ * @returns the verbs to register, in help order
+ */
+export function verbsFor(argv: readonly string[]): readonly Verb[] {
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i] ?? "";
+    if (word === "--") break;
+    if (word.startsWith("-")) {
+      if (ROOT_FLAGS_WITH_VALUE.has(word)) i++;
+      continue;
+    }
+    const verb = VERBS.find((v) => v.name === word);
+    return verb ? [verb] : VERBS;
+  }
+  return VERBS;
+}

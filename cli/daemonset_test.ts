@@ -31,7 +31,7 @@ function harness(): { deps: CliDeps; stdout: () => string; connects: () => numbe
 
 /** Runs `aicr daemonset ...` through the root program, which declares -n and the cluster flags. */
 async function run(deps: CliDeps, args: string[]): Promise<void> {
-  await createProgram(deps).parseAsync(["daemonset", ...args], { from: "user" });
+  await (await createProgram(deps)).parseAsync(["daemonset", ...args], { from: "user" });
 }
 
 Deno.test("daemonset render: one YAML stream of the nine objects, without contacting a cluster", async () => {

@@ -13,18 +13,22 @@ import { Command, CommanderError } from "commander";
 import { EXIT_CODE_HELP, EXIT_CODES, exitCodeOf, formatError, UsageError } from "../errors.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
-import { COMMAND_FACTORIES } from "./commands.ts";
+import { VERBS, verbsFor } from "./commands.ts";
 import { addGlobalOptions } from "./globals.ts";
 
 export type { CliDeps } from "./context.ts";
 
 /**
- * Builds the root command with every verb registered.
+ * Builds the root command with the verbs a command line needs registered (every verb when no
+ * command line is given): each verb's code is loaded only then.
  *
  * @param deps injected streams and factories
+ * @param argv the command line it will parse (arguments after the program name)
  * @returns the commander program (not yet parsed)
  */
-export function createProgram(deps: CliDeps): Command {
+export async function createProgram(deps: CliDeps, argv?: readonly string[]): Promise<Command> {
+  const verbs = argv ? verbsFor(argv) : VERBS;
+  const factories = await Promise.all(verbs.map((verb) => verb.load()));
   const program = new Command("aicr")
     .description("Capture, serve and compare what every GPU node really runs")
     .version(buildInfo().version, "--version", "print the version (without a leading v)")
@@ -37,7 +41,7 @@ export function createProgram(deps: CliDeps): Command {
     })
     .exitOverride();
   addGlobalOptions(program);
-  for (const factory of COMMAND_FACTORIES) {
+  for (const factory of factories) {
     const command = factory(deps);
     applyDefaults(command, deps);
     program.addCommand(command);
@@ -62,8 +66,8 @@ function applyDefaults(command: Command, deps: CliDeps): void {
  * @returns the process exit code
  */
 export async function runCli(argv: readonly string[], deps: CliDeps): Promise<number> {
-  const program = createProgram(deps);
   try {
+    const program = await createProgram(deps, argv);
     await program.parseAsync([...argv], { from: "user" });
     return EXIT_CODES.ok;
   } catch (error) {
