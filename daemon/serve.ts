@@ -14,6 +14,7 @@ import http from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import type { Logger } from "../log.ts";
 import { NOOP_LOGGER } from "../log.ts";
 
@@ -294,7 +295,7 @@ export async function serve(
   async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     inFlight += 1;
     const socket = req.socket;
-    const state = track(socket);
+    const state = connections.track(socket);
     state.active += 1;
     const controller = new AbortController();
     res.once("close", () => {
@@ -355,40 +356,11 @@ export async function serve(
     res: ServerResponse;
   }
   const active = new Set<Pending>();
-  // Every connection with its requests in progress. Node tracks idle connections itself, but
-  // Deno's node:http emulation does not count a connection that never carried a request as idle
-  // (a fetch client opens such spares, seen after a response of about 16 KB), so it would outlive
-  // both the keep-alive timeout and a graceful shutdown; this map closes such connections here.
-  const sockets = new Map<Socket, { active: number; idleSince: number }>();
-  function track(socket: Socket): { active: number; idleSince: number } {
-    let state = sockets.get(socket);
-    if (!state) {
-      state = { active: 0, idleSince: performance.now() };
-      sockets.set(socket, state);
-      socket.once("close", () => sockets.delete(socket));
-    }
-    return state;
-  }
-  // TCP connections under TLS that have not become a TLS socket in JavaScript: Deno leaves a
-  // client's spare connection there, and it would hold a shutdown until the drain timeout. They
-  // carry no request, so they are closed with the idle ones, but only once a TLS socket has been
-  // seen naming its TCP socket (`_parent`), so an unknown runtime never loses a live connection.
-  const rawSockets = new Map<Socket, { since: number; secured: boolean }>();
-  let linkingWorks = false;
-  function closeIdle(olderThanMs: number): void {
-    const now = performance.now();
-    for (const [socket, state] of sockets) {
-      if (state.active === 0 && now - state.idleSince >= olderThanMs) socket.destroy();
-    }
-    if (!linkingWorks) return;
-    for (const [socket, state] of rawSockets) {
-      if (!state.secured && now - state.since >= olderThanMs) socket.destroy();
-    }
-  }
+  const connections = new ConnectionTracker();
   // A connection still sending its first head is idle here too, so it gets the head deadline.
   const idleLimitMs = Math.max(keepAliveTimeoutMs + 1000, headersTimeoutMs);
   const sweep = setInterval(() => {
-    closeIdle(idleLimitMs);
+    connections.closeIdle(idleLimitMs);
     const now = performance.now();
     for (const pending of active) {
       if (pending.deadline > now) continue;
@@ -404,58 +376,22 @@ export async function serve(
     }
   }, Math.max(10, Math.min(1000, handlerTimeoutMs / 4)));
 
-  const serverOptions = {
-    maxHeaderSize: maxHeaderBytes,
-    headersTimeout: headersTimeoutMs,
-    requestTimeout: requestTimeoutMs,
-    keepAliveTimeout: keepAliveTimeoutMs,
-    // Node checks the head and request deadlines on this interval (default 30 s).
-    connectionsCheckingInterval: Math.max(100, Math.min(1000, headersTimeoutMs / 2)),
-  };
   const listener = (req: IncomingMessage, res: ServerResponse) => void onRequest(req, res);
-  const server: http.Server = tls
-    ? https.createServer(
-      {
-        ...serverOptions,
-        cert: tls.cert,
-        key: tls.key,
-        minVersion: "TLSv1.2",
-        handshakeTimeout: headersTimeoutMs,
-      },
-      listener,
-    )
-    : http.createServer(serverOptions, listener);
-  server.headersTimeout = headersTimeoutMs;
-  server.requestTimeout = requestTimeoutMs;
-  server.keepAliveTimeout = keepAliveTimeoutMs;
-  server.maxHeadersCount = 100;
+  const server = createNodeServer(listener, {
+    tls,
+    maxHeaderBytes,
+    headersTimeoutMs,
+    requestTimeoutMs,
+    keepAliveTimeoutMs,
+  });
   // For TLS, the socket of `secureConnection` is the request's `req.socket` (checked under Deno
   // and Node); the raw TCP socket of `connection` is not, and is its `_parent`.
-  server.on(tls ? "secureConnection" : "connection", (socket: Socket) => {
-    track(socket);
-    const parent = (socket as { _parent?: unknown })._parent;
-    const raw = parent === undefined ? undefined : rawSockets.get(parent as Socket);
-    if (raw) {
-      raw.secured = true;
-      linkingWorks = true;
-    }
-  });
-  if (tls) {
-    server.on("connection", (socket: Socket) => {
-      rawSockets.set(socket, { since: performance.now(), secured: false });
-      socket.once("close", () => rawSockets.delete(socket));
-    });
-  }
-  server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
-    const status = error.code === "HPE_HEADER_OVERFLOW"
-      ? "431 Request Header Fields Too Large"
-      : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
-      ? "408 Request Timeout"
-      : "400 Bad Request";
-    if (socket.writable) {
-      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-    } else socket.destroy();
-  });
+  server.on(
+    tls ? "secureConnection" : "connection",
+    (socket: Socket) => connections.onConnection(socket),
+  );
+  if (tls) server.on("connection", (socket: Socket) => connections.onRawConnection(socket));
+  server.on("clientError", answerClientError);
   server.on(
     "tlsClientError",
     (error: Error) => log.debug("TLS handshake failed", { error: error.message }),
@@ -496,7 +432,7 @@ export async function serve(
       const force = setTimeout(() => {
         log.warn("drain timeout: closing remaining connections", { inFlight });
         server.closeAllConnections();
-        for (const socket of [...sockets.keys(), ...rawSockets.keys()]) socket.destroy();
+        connections.destroyAll();
         // Should the runtime still count a connection, the shutdown ends a second later anyway.
         last = setTimeout(() => {
           log.warn("server did not report closing; stopping anyway");
@@ -505,7 +441,7 @@ export async function serve(
       }, drainTimeoutMs);
       server.close(done);
       server.closeIdleConnections();
-      closeIdle(0);
+      connections.closeIdle(0);
     }).then(() => resolveFinished());
     return shutdownPromise;
   }
@@ -535,4 +471,118 @@ export async function serve(
       return info;
     },
   };
+}
+
+/** The node:http(s) server with aicr's limits on heads, requests and keep-alive. */
+function createNodeServer(
+  listener: (req: IncomingMessage, res: ServerResponse) => void,
+  options: {
+    tls: TlsMaterial | undefined;
+    maxHeaderBytes: number;
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
+    keepAliveTimeoutMs: number;
+  },
+): http.Server {
+  const { tls, maxHeaderBytes, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = options;
+  const serverOptions = {
+    maxHeaderSize: maxHeaderBytes,
+    headersTimeout: headersTimeoutMs,
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
+    // Node checks the head and request deadlines on this interval (default 30 s).
+    connectionsCheckingInterval: Math.max(100, Math.min(1000, headersTimeoutMs / 2)),
+  };
+  const server: http.Server = tls
+    ? https.createServer(
+      {
+        ...serverOptions,
+        cert: tls.cert,
+        key: tls.key,
+        minVersion: "TLSv1.2",
+        handshakeTimeout: headersTimeoutMs,
+      },
+      listener,
+    )
+    : http.createServer(serverOptions, listener);
+  server.headersTimeout = headersTimeoutMs;
+  server.requestTimeout = requestTimeoutMs;
+  server.keepAliveTimeout = keepAliveTimeoutMs;
+  server.maxHeadersCount = 100;
+  return server;
+}
+
+/** Answers a request Node could not parse (head too large, too slow, malformed), then closes. */
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  const status = error.code === "HPE_HEADER_OVERFLOW"
+    ? "431 Request Header Fields Too Large"
+    : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+    ? "408 Request Timeout"
+    : "400 Bad Request";
+  if (socket.writable) {
+    socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+  } else socket.destroy();
+}
+
+/**
+ * Every connection with its requests in progress. Node tracks idle connections itself, but
+ * Deno's node:http emulation does not count a connection that never carried a request as idle
+ * (a fetch client opens such spares, seen after a response of about 16 KB), so it would outlive
+ * both the keep-alive timeout and a graceful shutdown; this tracker closes such connections.
+ *
+ * Under TLS it also keeps the TCP connections that have not become a TLS socket in JavaScript:
+ * Deno leaves a client's spare connection there, and it would hold a shutdown until the drain
+ * timeout. They carry no request, so they are closed with the idle ones, but only once a TLS
+ * socket has been seen naming its TCP socket (`_parent`), so an unknown runtime never loses a
+ * live connection.
+ */
+class ConnectionTracker {
+  #sockets = new Map<Socket, { active: number; idleSince: number }>();
+  #rawSockets = new Map<Socket, { since: number; secured: boolean }>();
+  #linkingWorks = false;
+
+  /** The request bookkeeping of a connection, tracked from its first sight. */
+  track(socket: Socket): { active: number; idleSince: number } {
+    let state = this.#sockets.get(socket);
+    if (!state) {
+      state = { active: 0, idleSince: performance.now() };
+      this.#sockets.set(socket, state);
+      socket.once("close", () => this.#sockets.delete(socket));
+    }
+    return state;
+  }
+
+  /** A plain connection, or (under TLS) a secured one, whose TCP socket is linked here. */
+  onConnection(socket: Socket): void {
+    this.track(socket);
+    const parent = (socket as { _parent?: unknown })._parent;
+    const raw = parent === undefined ? undefined : this.#rawSockets.get(parent as Socket);
+    if (raw) {
+      raw.secured = true;
+      this.#linkingWorks = true;
+    }
+  }
+
+  /** A TCP connection under TLS, before its handshake. */
+  onRawConnection(socket: Socket): void {
+    this.#rawSockets.set(socket, { since: performance.now(), secured: false });
+    socket.once("close", () => this.#rawSockets.delete(socket));
+  }
+
+  /** Closes the connections idle for at least this long. */
+  closeIdle(olderThanMs: number): void {
+    const now = performance.now();
+    for (const [socket, state] of this.#sockets) {
+      if (state.active === 0 && now - state.idleSince >= olderThanMs) socket.destroy();
+    }
+    if (!this.#linkingWorks) return;
+    for (const [socket, state] of this.#rawSockets) {
+      if (!state.secured && now - state.since >= olderThanMs) socket.destroy();
+    }
+  }
+
+  /** Closes every connection (the drain timeout passed). */
+  destroyAll(): void {
+    for (const socket of [...this.#sockets.keys(), ...this.#rawSockets.keys()]) socket.destroy();
+  }
 }
