@@ -289,92 +289,23 @@ export async function serve(
   }
   const tlsInfo = tls ? validateTls(tls) : undefined;
   const scheme = tls ? "https" : "http";
-  let inFlight = 0;
-  let draining = false;
-
-  async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    inFlight += 1;
-    const socket = req.socket;
-    const state = connections.track(socket);
-    state.active += 1;
-    const controller = new AbortController();
-    res.once("close", () => {
-      inFlight -= 1;
-      state.active -= 1;
-      state.idleSince = performance.now();
-      if (!res.writableFinished) controller.abort(new Error("The client closed the connection"));
-      // end(), not destroy(): the response may still sit in the socket's buffers.
-      if (draining && state.active === 0) socket.end();
-    });
-    const pending: Pending = { deadline: performance.now() + handlerTimeoutMs, controller, res };
-    active.add(pending);
-    try {
-      const declared = declaredBodyBytes(req);
-      if (declared === undefined ? maxBodyBytes === 0 : declared > maxBodyBytes) {
-        plainResponse(res, 413, `Cannot accept a request body larger than ${maxBodyBytes} bytes`);
-        return;
-      }
-      let body: Uint8Array<ArrayBuffer> | null = null;
-      if (declared !== 0) {
-        body = await readBody(req, maxBodyBytes);
-        if (body === null) {
-          plainResponse(res, 413, `Cannot accept a request body larger than ${maxBodyBytes} bytes`);
-          return;
-        }
-      }
-      let request: Request;
-      try {
-        request = toWebRequest(req, {
-          baseUrl: `${scheme}://${hostname}`,
-          signal: controller.signal,
-          body,
-        });
-      } catch {
-        plainResponse(res, 400, "Cannot parse the request target");
-        return;
-      }
-      const response = await handler(request);
-      if (res.headersSent || res.destroyed) return;
-      await writeWebResponse(response, res, {
-        head: req.method === "HEAD",
-        ...(draining ? { extraHeaders: { connection: "close" } } : {}),
-      });
-    } catch (error) {
-      log.error("request handler failed", {
-        error: error instanceof Error ? error.message : String(error),
-      });
-      plainResponse(res, 500, "Internal error: see the daemon's log");
-    } finally {
-      active.delete(pending);
-    }
-  }
+  const state: ServeState = {
+    inFlight: 0,
+    draining: false,
+    active: new Set<Pending>(),
+    connections: new ConnectionTracker(),
+  };
+  const { connections } = state;
+  const limits = { maxBodyBytes, handlerTimeoutMs, baseUrl: `${scheme}://${hostname}` };
+  const onRequest = (req: IncomingMessage, res: ServerResponse) =>
+    handleRequest(state, { handler, log, ...limits }, req, res);
 
   // One sweep timer for every request's deadline, instead of a timer per request.
-  interface Pending {
-    deadline: number;
-    controller: AbortController;
-    res: ServerResponse;
-  }
-  const active = new Set<Pending>();
-  const connections = new ConnectionTracker();
   // A connection still sending its first head is idle here too, so it gets the head deadline.
-  const idleLimitMs = Math.max(keepAliveTimeoutMs + 1000, headersTimeoutMs);
-  const sweep = setInterval(() => {
-    connections.closeIdle(idleLimitMs);
-    const now = performance.now();
-    for (const pending of active) {
-      if (pending.deadline > now) continue;
-      active.delete(pending);
-      pending.controller.abort(
-        new Error(`The handler did not answer within ${handlerTimeoutMs} ms`),
-      );
-      plainResponse(
-        pending.res,
-        503,
-        `Cannot answer: the request took longer than ${handlerTimeoutMs} ms`,
-      );
-    }
-  }, Math.max(10, Math.min(1000, handlerTimeoutMs / 4)));
+  const sweep = startSweep(state, {
+    idleLimitMs: Math.max(keepAliveTimeoutMs + 1000, headersTimeoutMs),
+    handlerTimeoutMs,
+  });
 
   const listener = (req: IncomingMessage, res: ServerResponse) => void onRequest(req, res);
   const server = createNodeServer(listener, {
@@ -418,31 +349,12 @@ export async function serve(
 
   function shutdown(): Promise<void> {
     if (shutdownPromise) return shutdownPromise;
-    draining = true;
+    state.draining = true;
     signal?.removeEventListener("abort", onAbort);
-    log.info("shutting down", { inFlight });
-    shutdownPromise = new Promise<void>((resolve) => {
-      let last: ReturnType<typeof setTimeout> | undefined;
-      const done = () => {
-        clearTimeout(force);
-        clearTimeout(last);
-        clearInterval(sweep);
-        resolve();
-      };
-      const force = setTimeout(() => {
-        log.warn("drain timeout: closing remaining connections", { inFlight });
-        server.closeAllConnections();
-        connections.destroyAll();
-        // Should the runtime still count a connection, the shutdown ends a second later anyway.
-        last = setTimeout(() => {
-          log.warn("server did not report closing; stopping anyway");
-          done();
-        }, 1000);
-      }, drainTimeoutMs);
-      server.close(done);
-      server.closeIdleConnections();
-      connections.closeIdle(0);
-    }).then(() => resolveFinished());
+    log.info("shutting down", { inFlight: state.inFlight });
+    shutdownPromise = drain(server, state, { log, drainTimeoutMs })
+      .then(() => clearInterval(sweep))
+      .then(() => resolveFinished());
     return shutdownPromise;
   }
   function onAbort() {
@@ -460,7 +372,7 @@ export async function serve(
     port: address.port,
     url: `${scheme}://${shownHost}:${address.port}`,
     get inFlight() {
-      return inFlight;
+      return state.inFlight;
     },
     finished,
     shutdown,
@@ -471,6 +383,164 @@ export async function serve(
       return info;
     },
   };
+}
+
+/**
+ * One timer for every request's deadline (instead of a timer per request) and for idle
+ * connections: an overdue handler is aborted and answered 503.
+ */
+function startSweep(
+  state: ServeState,
+  options: { idleLimitMs: number; handlerTimeoutMs: number },
+): ReturnType<typeof setInterval> {
+  const { idleLimitMs, handlerTimeoutMs } = options;
+  return setInterval(() => {
+    state.connections.closeIdle(idleLimitMs);
+    const now = performance.now();
+    for (const pending of state.active) {
+      if (pending.deadline > now) continue;
+      state.active.delete(pending);
+      pending.controller.abort(
+        new Error(`The handler did not answer within ${handlerTimeoutMs} ms`),
+      );
+      plainResponse(
+        pending.res,
+        503,
+        `Cannot answer: the request took longer than ${handlerTimeoutMs} ms`,
+      );
+    }
+  }, Math.max(10, Math.min(1000, handlerTimeoutMs / 4)));
+}
+
+/**
+ * Stops accepting, closes idle connections, lets requests in flight finish, and after the drain
+ * timeout closes what is left (a second more, should the runtime still count a connection).
+ */
+function drain(
+  server: http.Server,
+  state: ServeState,
+  options: { log: Logger; drainTimeoutMs: number },
+): Promise<void> {
+  const { log, drainTimeoutMs } = options;
+  return new Promise<void>((resolve) => {
+    let last: ReturnType<typeof setTimeout> | undefined;
+    const done = () => {
+      clearTimeout(force);
+      clearTimeout(last);
+      resolve();
+    };
+    const force = setTimeout(() => {
+      log.warn("drain timeout: closing remaining connections", { inFlight: state.inFlight });
+      server.closeAllConnections();
+      state.connections.destroyAll();
+      last = setTimeout(() => {
+        log.warn("server did not report closing; stopping anyway");
+        done();
+      }, 1000);
+    }, drainTimeoutMs);
+    server.close(done);
+    server.closeIdleConnections();
+    state.connections.closeIdle(0);
+  });
+}
+
+/** A request in flight, with the deadline the sweep enforces. */
+interface Pending {
+  deadline: number;
+  controller: AbortController;
+  res: ServerResponse;
+}
+
+/** What one server shares across its requests. */
+interface ServeState {
+  inFlight: number;
+  draining: boolean;
+  active: Set<Pending>;
+  connections: ConnectionTracker;
+}
+
+/**
+ * Serves one request: bounded body, the Web handler, its response (or a plain 400/413/500), with
+ * the request and its connection counted while it runs.
+ */
+async function handleRequest(
+  state: ServeState,
+  config: {
+    handler: FetchHandler;
+    log: Logger;
+    maxBodyBytes: number;
+    handlerTimeoutMs: number;
+    baseUrl: string;
+  },
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  state.inFlight += 1;
+  const socket = req.socket;
+  const connection = state.connections.track(socket);
+  connection.active += 1;
+  const controller = new AbortController();
+  res.once("close", () => {
+    state.inFlight -= 1;
+    connection.active -= 1;
+    connection.idleSince = performance.now();
+    if (!res.writableFinished) controller.abort(new Error("The client closed the connection"));
+    // end(), not destroy(): the response may still sit in the socket's buffers.
+    if (state.draining && connection.active === 0) socket.end();
+  });
+  const pending: Pending = {
+    deadline: performance.now() + config.handlerTimeoutMs,
+    controller,
+    res,
+  };
+  state.active.add(pending);
+  try {
+    const declared = declaredBodyBytes(req);
+    if (declared === undefined ? config.maxBodyBytes === 0 : declared > config.maxBodyBytes) {
+      plainResponse(
+        res,
+        413,
+        `Cannot accept a request body larger than ${config.maxBodyBytes} bytes`,
+      );
+      return;
+    }
+    let body: Uint8Array<ArrayBuffer> | null = null;
+    if (declared !== 0) {
+      body = await readBody(req, config.maxBodyBytes);
+      if (body === null) {
+        plainResponse(
+          res,
+          413,
+          `Cannot accept a request body larger than ${config.maxBodyBytes} bytes`,
+        );
+        return;
+      }
+    }
+    let request: Request;
+    try {
+      request = toWebRequest(req, {
+        baseUrl: config.baseUrl,
+        signal: controller.signal,
+        body,
+      });
+    } catch {
+      plainResponse(res, 400, "Cannot parse the request target");
+      return;
+    }
+    const response = await config.handler(request);
+    if (res.headersSent || res.destroyed) return;
+    await writeWebResponse(response, res, {
+      head: req.method === "HEAD",
+      ...(state.draining ? { extraHeaders: { connection: "close" } } : {}),
+    });
+  } catch (error) {
+    config.log.error("request handler failed", {
+      error: error instanceof Error ? error.message : String(error),
+    });
+    plainResponse(res, 500, "Internal error: see the daemon's log");
+  } finally {
+    state.active.delete(pending);
+  }
 }
 
 /** The node:http(s) server with aicr's limits on heads, requests and keep-alive. */
