@@ -15,48 +15,24 @@
 export * from "./deploy.ts";
 export * from "./wait.ts";
 export * from "./sweep.ts";
-export {
-  daemonPods,
-  installCallerChecks,
-  installDaemonSet,
-  makeDaemonTls,
-  renderDaemonSet,
-  uninstallCallerChecks,
-  uninstallDaemonSet,
-} from "./install.ts";
+export { installDaemonSet, makeDaemonTls, renderDaemonSet, uninstallDaemonSet } from "./install.ts";
 export type {
-  DaemonPlacement,
-  DaemonPodState,
   DaemonSetOptions,
   InstallDeps,
   InstallOptions,
   InstallResult,
   RenderedDaemonSet,
-  RenderedObject,
   RenderOptions,
   UninstallOptions,
   UninstallResult,
 } from "./install.ts";
-export {
-  fetchFleet,
-  FLEET_TRANSPORTS,
-  fleetError,
-  fleetStream,
-  formatFleetTable,
-  mintReaderToken,
-  nodeDirectGet,
-  readDaemonCa,
-  writeFleet,
-} from "./fleet.ts";
+export { fetchFleet, FLEET_TRANSPORTS, fleetError, formatFleetTable, writeFleet } from "./fleet.ts";
 export type {
-  DirectGet,
-  DirectRequest,
   FleetDeps,
   FleetOptions,
   FleetOutput,
   FleetResult,
   FleetTransport,
-  HttpAnswer,
   NodeResult,
   NodeStatus,
 } from "./fleet.ts";

@@ -12,23 +12,8 @@
 export * from "./client.ts";
 export * from "./errors.ts";
 export * from "./resources.ts";
-export {
-  abortableSleep,
-  createLazyRestClient,
-  createRestClient,
-  loadKubeConfig,
-  NoKubeconfigError,
-  planKubeConfig,
-} from "./rest.ts";
-export type { KubeConfigPlan } from "./rest.ts";
-export type {
-  KubeConfigSource,
-  LineStream,
-  Query,
-  RestClient,
-  RestClientOptions,
-  RestRequest,
-} from "./rest.ts";
+export { abortableSleep, NoKubeconfigError } from "./rest.ts";
+export type { KubeConfigSource, LineStream, RestClient, RestRequest } from "./rest.ts";
 export * from "./ledger.ts";
 export { checkNamespace } from "./namespace.ts";
 export { sweepObjects } from "./sweep.ts";
