@@ -273,6 +273,7 @@ export async function waitForAgentJob(
             [
               ...(waiting?.message ? [`  ${waiting.message}`] : []),
               "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
+              ...selectorFact(pod, options.injectedSelector),
             ],
           );
         }
@@ -354,6 +355,19 @@ async function settleLog(
 }
 
 /**
+ * Names the selector auto-targeting injected, for every failed Job (the upstream documentation:
+ * "If the Job then fails, the error names the injected selector"). When the pod never reached a
+ * node, placement is the suspect and the line carries the remedy ({@link selectorHint}); when it
+ * ran, the line states the fact only, since the selector did not cause a pull or exit failure.
+ */
+function selectorFact(pod: PodObject | undefined, injected: string | undefined): string[] {
+  if (!pod?.spec?.nodeName) return selectorHint(injected);
+  return injected
+    ? [`  the Job ran on ${pod.spec.nodeName}, chosen by the injected node selector ${injected}`]
+    : [];
+}
+
+/**
  * The auto-targeting hint, only for placement failures (unschedulable, never scheduled): on a
  * failed pull, a denied permission or a crash the selector is not the cause.
  */
@@ -384,7 +398,7 @@ function timeoutError(
     details.push("  check --node-selector and --toleration against the nodes' labels and taints");
   }
   // Placement is the suspect only when the pod never reached a node.
-  if (!pod?.spec?.nodeName) details.push(...selectorHint(injected));
+  details.push(...selectorFact(pod, injected));
   return new TimeoutError(
     `Cannot get a snapshot: the agent did not finish within ${Math.round(timeoutMs / 1000)}s${
       unschedulable !== undefined ? " (unschedulable)" : ""
@@ -419,8 +433,9 @@ async function explainFailure(
       details.push("--- agent logs ---", ...tail.trimEnd().split("\n"), "--- end logs ---");
     }
   }
-  // A pod that ran failed for its own reasons (exit code, permissions, pull), not placement.
-  if (!pod?.spec?.nodeName) details.push(...selectorHint(failure.injectedSelector));
+  // A pod that ran failed for its own reasons (exit code, permissions, pull), not placement:
+  // the injected selector is named as a fact, with the remedy only when placement failed.
+  details.push(...selectorFact(pod, failure.injectedSelector));
   const what = failure.reason === "DeadlineExceeded"
     ? "the agent Job passed its activeDeadlineSeconds"
     : terminated

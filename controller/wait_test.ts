@@ -87,7 +87,7 @@ Deno.test("waitForAgentJob() says why the pod cannot be scheduled at once, then 
   assert.match(text, /auto-targeted GPU nodes with node selector nvidia\.com\/gpu\.present=true/);
 });
 
-Deno.test("waitForAgentJob() ends on a failed image pull with no auto-targeting hint", async () => {
+Deno.test("waitForAgentJob() ends on a failed image pull naming the injected selector, with no placement remedy", async () => {
   const { fake, jobUid, log, stderr } = scene({
     phase: "Pending",
     conditions: [{ type: "PodScheduled", status: "True" }],
@@ -114,10 +114,15 @@ Deno.test("waitForAgentJob() ends on a failed image pull with no auto-targeting 
   const text = formatError(error);
   assert.match(text, /the agent image could not be pulled \(ImagePullBackOff\)/);
   assert.match(text, /check --image and --image-pull-secret/);
-  assert.doesNotMatch(text, /auto-targeted/);
+  // The upstream documentation: "If the Job then fails, the error names the injected selector".
+  assert.match(
+    text,
+    /the Job ran on gpu-1, chosen by the injected node selector nvidia\.com\/gpu\.present=true/,
+  );
+  assert.doesNotMatch(text, /auto-targeted|pass --node-selector/);
 });
 
-Deno.test("waitForAgentJob() explains an agent that ran and failed without a placement hint", async () => {
+Deno.test("waitForAgentJob() explains an agent that ran and failed, naming the injected selector without a placement remedy", async () => {
   const { fake, jobUid, log, stderr } = scene({
     phase: "Failed",
     containerStatuses: [{
@@ -137,7 +142,11 @@ Deno.test("waitForAgentJob() explains an agent that ran and failed without a pla
   const text = formatError(error);
   assert.match(text, /the agent exited with code 4/);
   assert.match(text, /--- agent logs ---\nagent: reading \/proc\nagent: denied\n--- end logs ---/);
-  assert.doesNotMatch(text, /auto-targeted/);
+  assert.match(
+    text,
+    /the Job ran on gpu-1, chosen by the injected node selector nvidia\.com\/gpu\.present=true/,
+  );
+  assert.doesNotMatch(text, /auto-targeted|pass --node-selector/);
 });
 
 Deno.test("waitForAgentJob() returns the node once the pod succeeded", async () => {
