@@ -1,0 +1,31 @@
+import assert from "node:assert/strict";
+import { exitCodeOf, NotFoundError } from "../errors.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import { KubeApiError } from "./errors.ts";
+import { checkNamespace } from "./namespace.ts";
+
+Deno.test("checkNamespace() passes for an existing namespace and refuses a missing one (exit 3)", async () => {
+  const fake = createFakeKube();
+  fake.put("Namespace", { metadata: { name: "gpu-operator" } });
+  await checkNamespace(fake.client, "gpu-operator");
+  const error = await checkNamespace(fake.client, "gpu-opreator").catch((e) => e);
+  assert.ok(error instanceof NotFoundError);
+  assert.equal(exitCodeOf(error), 3);
+  assert.equal(error.message, "Cannot deploy into namespace 'gpu-opreator': it does not exist");
+  assert.ok(error.details.some((d) => d.includes("kubectl create namespace gpu-opreator")));
+});
+
+Deno.test("checkNamespace() lets a caller who may not read namespaces through, and rethrows the rest", async () => {
+  const fake = createFakeKube();
+  fake.client.get = () =>
+    Promise.reject(
+      new KubeApiError("Cannot GET /api/v1/namespaces/x: 403 Forbidden", 403, "Forbidden"),
+    );
+  await checkNamespace(fake.client, "x");
+  fake.client.get = () =>
+    Promise.reject(new KubeApiError("Cannot reach Kubernetes API server", 0, "ConnectionFailure"));
+  await assert.rejects(
+    checkNamespace(fake.client, "x"),
+    (e) => e instanceof KubeApiError && e.status === 0,
+  );
+});
