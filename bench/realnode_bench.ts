@@ -26,7 +26,7 @@ import { REPO_ROOT } from "../tests/cluster/cluster.ts";
 import { createNamespace, type TestCluster, useTestCluster } from "../tests/cluster/harness.ts";
 import { aicr } from "../tests/e2e/_aicr.ts";
 import { jobTrue } from "./_job_true.ts";
-import { laneUnavailable, type RealNodeEnv, useRealNodeLane } from "../tests/realnode/harness.ts";
+import { laneUnavailable } from "../tests/realnode/harness.ts";
 import { TRUE_IMAGE } from "../tests/realnode/lane.ts";
 
 const { values } = parseArgs({
@@ -75,7 +75,7 @@ const figures: Record<string, number[]> = {
 };
 // Fresh starts, alternating; the last of each stays for the runs.
 let standIn: TestCluster | undefined;
-let lane: RealNodeEnv | undefined;
+let lane: TestCluster | undefined;
 try {
   for (let i = 0; i < starts; i++) {
     await standIn?.stop();
@@ -88,7 +88,7 @@ try {
     figures.start_standin_ms!.push(performance.now() - t0);
     t0 = performance.now();
     Deno.env.delete("AICR_REALNODE_DIR");
-    lane = await useRealNodeLane();
+    lane = await useTestCluster({ realKubelet: true });
     figures.start_lane_ms!.push(performance.now() - t0);
   }
   const s = standIn!;
@@ -107,7 +107,9 @@ try {
     figures.snapshot_standin_ms!.push(performance.now() - t0);
     if (a.code !== 0) throw new Error(`stand-in aicr snapshot failed (${a.code}):\n${a.stderr}`);
     t0 = performance.now();
-    const b = await l.aicr(["snapshot", "--kubeconfig", l.kubeconfig, "-n", nsL]);
+    const b = await aicr(["snapshot", "--kubeconfig", l.cluster.adminKubeconfig, "-n", nsL], {
+      prefix: l.inNetns ?? [],
+    });
     figures.snapshot_lane_ms!.push(performance.now() - t0);
     if (b.code !== 0) throw new Error(`lane aicr snapshot failed (${b.code}):\n${b.stderr}`);
   }

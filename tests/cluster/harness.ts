@@ -29,8 +29,13 @@ export interface TestCluster {
   cluster: Cluster;
   /** Client with the admin certificate (`system:masters`). */
   admin: Api;
-  /** Nodes simulated by the kubelet stand-in. */
+  /** Nodes simulated by the kubelet stand-in (or the real-kubelet lane's nodes). */
   nodes: { name: string; ip: string; profile: string; gpu: boolean }[];
+  /**
+   * With `realKubelet`: the command prefix that runs a program inside the lane's network
+   * namespace, where the nodes' and pods' addresses are (run aicr through it).
+   */
+  inNetns?: string[];
   /** Client for a certificate with this user name and groups (no rights unless a test binds some). */
   clientFor(user: string, groups?: readonly string[]): Promise<Api>;
   /** Stops what this call started (nothing when an existing cluster was reused). */
@@ -62,14 +67,43 @@ function apiFromKubeconfig(path: string, ca: string, server: string): Api {
  * Starts (or reuses) a cluster and a kubelet stand-in.
  *
  * @param options.kubelet kubelet options (nodes default {@link TEST_NODES})
+ * @param options.realKubelet start (or reuse, `AICR_REALNODE_DIR`) the real-kubelet lane instead
  * @param options.log progress writer
  * @returns the environment
  * @throws {Error} when the cluster cannot start
  */
 export async function useTestCluster(
-  options: { kubelet?: KubeletOptions; log?: (line: string) => void } = {},
+  options: {
+    kubelet?: KubeletOptions;
+    log?: (line: string) => void;
+    /** Real kubelets, containerd and runc instead of the stand-in (`tests/realnode/`). */
+    realKubelet?: boolean | { nodes?: number };
+  } = {},
 ): Promise<TestCluster> {
   const { log = () => {} } = options;
+  if (options.realKubelet) {
+    const { useRealNodeLane } = await import("../realnode/harness.ts");
+    const nodes = options.realKubelet === true ? 2 : options.realKubelet.nodes ?? 2;
+    const lane = await useRealNodeLane({ nodes, log });
+    const ca = readFileSync(lane.cluster.caFile, "utf8");
+    const clients: Api[] = [];
+    return {
+      cluster: lane.cluster,
+      admin: lane.admin,
+      nodes: lane.nodes,
+      inNetns: lane.inNetns,
+      async clientFor(user: string, groups: readonly string[] = []): Promise<Api> {
+        const path = await lane.cluster.kubeconfigFor(user, groups);
+        const api = apiFromKubeconfig(path, ca, lane.cluster.server);
+        clients.push(api);
+        return api;
+      },
+      async stop(): Promise<void> {
+        for (const api of clients) api.close();
+        await lane.stop();
+      },
+    };
+  }
   let cluster: Cluster | undefined;
   let kubelet: Kubelet | undefined;
   let tmp: string | undefined;

@@ -38,8 +38,8 @@ export interface RealNodeEnv {
   admin: Api;
   /** The admin kubeconfig (its server, 127.0.0.1:<port>, answers inside the netns too). */
   kubeconfig: string;
-  /** Nodes: name, address, GPU or not. */
-  nodes: { name: string; ip: string; gpu: boolean }[];
+  /** Nodes: name, address, profile, GPU or not. */
+  nodes: { name: string; ip: string; profile: string; gpu: boolean }[];
   /** The command prefix that runs a program inside the lane's network namespace. */
   inNetns: string[];
   /** Runs the built aicr binary inside the lane's network namespace. */
@@ -111,7 +111,7 @@ export async function useRealNodeLane(
     cluster,
     admin,
     kubeconfig: cluster.adminKubeconfig,
-    nodes: l.nodes.map((n) => ({ name: n.name, ip: n.ip, gpu: n.gpu })),
+    nodes: l.nodes.map((n) => ({ name: n.name, ip: n.ip, profile: n.profile, gpu: n.gpu })),
     inNetns,
     aicr: (args, opts = {}) => aicr(args, { ...opts, prefix: inNetns }),
     async stop(): Promise<void> {
