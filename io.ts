@@ -88,3 +88,21 @@ export async function writeFileAtomic(path: string, text: string, mode = 0o644):
     );
   }
 }
+
+/**
+ * Like `Promise.all`, but waits for every promise to settle before it rejects with the first
+ * failure (in argument order): work still in flight cannot log after the caller has already
+ * reported the failure and moved on.
+ *
+ * @param promises the promises, as a tuple
+ * @returns their values, in order
+ * @throws the first rejection's reason, once all have settled
+ */
+export async function allSettledOrThrow<T extends readonly unknown[]>(
+  promises: { readonly [K in keyof T]: Promise<T[K]> },
+): Promise<T> {
+  const settled = await Promise.allSettled(promises as readonly Promise<unknown>[]);
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed) throw failed.reason;
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}

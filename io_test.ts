@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { mapConcurrent, writeFileAtomic } from "./io.ts";
+import { allSettledOrThrow, mapConcurrent, writeFileAtomic } from "./io.ts";
 
 Deno.test("mapConcurrent() keeps input order and rethrows the first failure", async () => {
   const out = await mapConcurrent([30, 10, 20], 2, async (ms, i) => {
@@ -35,4 +35,24 @@ Deno.test("writeFileAtomic() writes into a device or pipe instead of renaming ov
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+Deno.test("allSettledOrThrow() rejects with the first failure only after every promise settled", async () => {
+  const order: string[] = [];
+  const slow = new Promise<number>((resolve) =>
+    setTimeout(() => {
+      order.push("slow settled");
+      resolve(1);
+    }, 20)
+  );
+  const error = await allSettledOrThrow([slow, Promise.reject(new Error("first"))]).then(
+    () => undefined,
+    (e: unknown) => {
+      order.push("rejected");
+      return e;
+    },
+  );
+  assert.equal((error as Error).message, "first");
+  assert.deepEqual(order, ["slow settled", "rejected"]);
+  assert.deepEqual(await allSettledOrThrow([Promise.resolve(1), Promise.resolve("a")]), [1, "a"]);
 });

@@ -20,7 +20,7 @@ import {
   SYSTEM_BUS_SOCKET,
   SYSTEMD_PRIVATE_SOCKET,
 } from "./collectors/mod.ts";
-import { connectKube } from "./kube/mod.ts";
+import { connectKube, readContextNamespace } from "./kube/mod.ts";
 import { createLogger } from "./log.ts";
 import type { TextWriter } from "./log.ts";
 import { commandArgs } from "./runtime.ts";
@@ -64,6 +64,7 @@ export function processDeps(signal: AbortSignal): CliDeps {
     stderrIsTerminal: Boolean(process.stderr.isTTY),
     signal,
     connectKube: (source) => connectKube(source, (name) => process.env[name]),
+    contextNamespace: (source) => readContextNamespace(source, (name) => process.env[name]),
     collectorDeps: ({ kube, log, hostRoot }) => {
       const root = hostRoot ?? "/";
       return {

@@ -30,6 +30,13 @@ export interface CliDeps {
   makeLogger: (options: { debug: boolean; json: boolean; prefix?: string }) => Logger;
   /** Connects to a cluster. @throws {NoKubeconfigError} when there is no kubeconfig */
   connectKube: (source: KubeConfigSource) => KubeClient;
+  /**
+   * Reads the kubeconfig (no cluster contact) for its current context and that context's
+   * namespace: the namespace a verb uses when `-n` is not given, as kubectl does.
+   */
+  contextNamespace?: (
+    source: KubeConfigSource,
+  ) => Promise<{ context: string; namespace: string | undefined }>;
   /** Builds the collectors' readers (host files, processes, systemd, the cluster). */
   collectorDeps: (options: { kube?: KubeClient; log: Logger; hostRoot?: string }) => CollectorDeps;
 }

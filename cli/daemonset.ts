@@ -74,6 +74,7 @@ interface InstallFlags extends CommonFlags {
   timeout: string;
   wait: boolean;
   report?: string;
+  createNamespace?: boolean;
 }
 
 /** Flags of fetch. */
@@ -184,6 +185,11 @@ function installCommand(deps: CliDeps): Command {
     .description(
       "install the daemon: gate, ServiceAccounts and RBAC, TLS Secret and CA ConfigMap, DaemonSet; wait for its pods",
     );
+  command.option(
+    "--create-namespace",
+    "create --namespace when it does not exist (labelled managed-by=aicr, kept after uninstall)",
+    false,
+  );
   return addReportOptions(command)
     .action(async (flags: InstallFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
@@ -202,7 +208,13 @@ function installCommand(deps: CliDeps): Command {
           log,
           now: deps.now,
           randomHex: () => randomBytes(8).toString("hex"),
-        }, { ...options, timeoutMs, noWait: !flags.wait, signal: deps.signal });
+        }, {
+          ...options,
+          timeoutMs,
+          noWait: !flags.wait,
+          createNamespace: flags.createNamespace === true,
+          signal: deps.signal,
+        });
         const content = installReportContent(result);
         if (!result.ready) {
           return {

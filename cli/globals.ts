@@ -26,7 +26,10 @@ export interface GlobalOptions {
   kubeconfig?: string;
   /** `--context`. */
   context?: string;
-  /** `-n, --namespace` (not yet checked; see {@link checkedNamespace}). @default "default" */
+  /**
+   * `-n, --namespace` (not yet checked; see {@link checkedNamespace}); without it, the current
+   * kubeconfig context's namespace (see {@link useContextNamespace}). @default "default"
+   */
   namespace: string;
   /** `--debug`. */
   debug: boolean;
@@ -89,6 +92,47 @@ export function globalOptions(command: Command): GlobalOptions {
     debug: opts.debug === true,
     logJson: opts.logJson === true,
   };
+}
+
+/** Verbs that act in a namespace: without `-n`, theirs follows the kubeconfig context. */
+const NAMESPACED_VERBS = new Set([
+  "snapshot",
+  "cleanup",
+  "daemonset install",
+  "daemonset fetch",
+  "daemonset uninstall",
+  "daemonset render",
+]);
+
+function verbPath(command: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = command; c?.parent; c = c.parent) names.unshift(c.name());
+  return names.join(" ");
+}
+
+/**
+ * The namespace default follows kubectl: `--namespace` (or `AICR_NAMESPACE`), else the current
+ * kubeconfig context's namespace, else `default`. Registered once on the root; before a
+ * namespaced verb runs it reads the kubeconfig (a file, no cluster contact) and, when `-n` was
+ * not given and the context names a namespace, puts it in place, saying so on stderr.
+ *
+ * @param program the root command
+ * @param deps CLI dependencies (the kubeconfig reader, the logger)
+ */
+export function useContextNamespace(program: Command, deps: CliDeps): void {
+  program.hook("preAction", async (_root, action) => {
+    if (!deps.contextNamespace || !NAMESPACED_VERBS.has(verbPath(action))) return;
+    const source = action.getOptionValueSourceWithGlobals("namespace");
+    if (source === "cli" || source === "env") return;
+    const globals = globalOptions(action);
+    const found = await deps.contextNamespace(kubeConfigSource(globals)).catch(() => undefined);
+    if (!found?.namespace) return;
+    program.setOptionValueWithSource("namespace", found.namespace, "config");
+    commandLogger(deps, globals).info("namespace from the kubeconfig context", {
+      namespace: found.namespace,
+      context: found.context,
+    });
+  });
 }
 
 /**

@@ -14,7 +14,7 @@ import { EXIT_CODE_HELP, EXIT_CODES, exitCodeOf, formatError, UsageError } from 
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { VERBS, verbsFor } from "./commands.ts";
-import { addGlobalOptions } from "./globals.ts";
+import { addGlobalOptions, useContextNamespace } from "./globals.ts";
 
 export type { CliDeps } from "./context.ts";
 
@@ -41,6 +41,7 @@ export async function createProgram(deps: CliDeps, argv?: readonly string[]): Pr
     })
     .exitOverride();
   addGlobalOptions(program);
+  useContextNamespace(program, deps);
   for (const factory of factories) {
     const command = factory(deps);
     applyDefaults(command, deps);

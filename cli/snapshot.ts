@@ -7,16 +7,20 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
+import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { deliverSnapshot, hasGpu } from "../agent/mod.ts";
-import { deploySnapshot } from "../controller/mod.ts";
+import { deploySnapshot, previewSnapshotRun } from "../controller/mod.ts";
 import { mergeProjections } from "../collectors/mod.ts";
 import { InterruptedError, UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { writeFileAtomic } from "../io.ts";
+import type { KubeClient } from "../kube/mod.ts";
 import {
   autoTargetingAllowed,
   DEFAULT_JOB_NAME_PREFIX,
   DEFAULT_SERVICE_ACCOUNT_PREFIX,
+  formatManifest,
   isNodeOs,
   isRunId,
   NODE_OS_FAMILIES,
@@ -25,7 +29,7 @@ import {
   parseResourceList,
   parseTolerations,
 } from "../manifests/mod.ts";
-import type { AgentJobKnobs, DeployResult } from "../controller/mod.ts";
+import type { AgentJobKnobs, DeployOptions, DeployResult } from "../controller/mod.ts";
 import {
   encodeSnapshot,
   findMeasurement,
@@ -74,6 +78,9 @@ interface SnapshotFlags extends LocalAgentFlags {
   discoverNetwork: boolean;
   runId?: string;
   fromDaemonset: boolean;
+  createNamespace: boolean;
+  dryRun: boolean;
+  offline: boolean;
 }
 
 /** Single-value flags that may appear only once (upstream rejects duplicates). */
@@ -176,6 +183,21 @@ function addSnapshotFlags(command: Command): Command {
     )
     .option("--run-id <id>", "reuse this run ID (pinned CI runs); default: generated")
     .option(
+      "--create-namespace",
+      "create --namespace when it does not exist (labelled managed-by=aicr, kept after the run)",
+      false,
+    )
+    .option(
+      "--dry-run",
+      "print the objects a run would create (ServiceAccount, Role, RoleBinding, ClusterRole, ClusterRoleBinding, Job) in -t yaml|json; create nothing",
+      false,
+    )
+    .option(
+      "--offline",
+      "with --dry-run: contact no cluster (the lookups' answers are assumed and listed)",
+      false,
+    )
+    .option(
       "--from-daemonset",
       "read every node's snapshot from the installed DaemonSet instead (as 'aicr daemonset fetch': -o dir/, file or -)",
       false,
@@ -228,8 +250,73 @@ export function snapshotCommand(deps: CliDeps): Command {
       await runLocalAgent(deps, context, await localAgentOptions(deps, flags));
       return;
     }
+    if (flags.offline && !flags.dryRun) {
+      throw new UsageError("Cannot use '--offline' without '--dry-run': a run needs the cluster");
+    }
     const options = await snapshotOptions(deps, globals, flags);
+    if (flags.dryRun) {
+      await previewSnapshot(deps, context, options, { offline: flags.offline });
+      return;
+    }
     await runSnapshot(deps, context, options);
+  });
+}
+
+/**
+ * `--dry-run`: the objects a run would create, from the same planning code as a run, on stdout
+ * (or the `-o` file) as a YAML stream or a JSON `List`; the read-only lookups are logged.
+ */
+async function previewSnapshot(
+  deps: CliDeps,
+  context: { globals: GlobalOptions; log: Logger },
+  options: SnapshotOptions,
+  preview: { offline: boolean },
+): Promise<void> {
+  const { log } = context;
+  if (options.target.kind === "configmap") {
+    throw new UsageError(
+      `Cannot write the dry run to '${options.output}': it prints manifests to stdout or a file`,
+    );
+  }
+  const kube = preview.offline ? offlineClient() : connect(deps, context.globals);
+  const planned = await previewSnapshotRun(
+    {
+      kube,
+      log,
+      now: deps.now,
+      randomHex: () => randomBytes(8).toString("hex"),
+    },
+    deployOptions(deps, options),
+    preview,
+  );
+  for (const lookup of planned.lookups) {
+    log.info(preview.offline ? "dry run" : "dry run: read-only lookup", { request: lookup });
+  }
+  const text = options.format === "json"
+    ? JSON.stringify(
+      { apiVersion: "v1", kind: "List", items: planned.objects.map((o) => o.manifest) },
+      null,
+      2,
+    ) + "\n"
+    : planned.objects.map((o) => `---\n${formatManifest(o.manifest)}`).join("");
+  if (options.target.kind === "file") {
+    await writeFileAtomic(resolve(deps.cwd, options.target.path), text);
+  } else deps.stdout.write(text);
+  log.info("dry run: nothing was created", {
+    namespace: options.namespace,
+    objects: planned.objects.length,
+    runID: planned.runId,
+  });
+}
+
+/** A client for `--offline`: any call is a bug (an offline plan makes none). */
+function offlineClient(): KubeClient {
+  return new Proxy({} as KubeClient, {
+    get(_target, property) {
+      return () => {
+        throw new Error(`Cannot call '${String(property)}' offline: a dry run made a cluster call`);
+      };
+    },
   });
 }
 
@@ -327,6 +414,8 @@ interface SnapshotOptions {
   noCleanup: boolean;
   /** `--run-id`. */
   runId?: string;
+  /** `--create-namespace`. */
+  createNamespace: boolean;
   /** The controller-side projection files, read. */
   projections: Subtype[];
 }
@@ -376,7 +465,31 @@ async function snapshotOptions(
     timeoutMs,
     noCleanup: !flags.cleanup,
     ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
+    createNamespace: flags.createNamespace,
     projections,
+  };
+}
+
+/** The controller's options of a run (or of its preview), from the checked flags. */
+function deployOptions(deps: CliDeps, options: SnapshotOptions): DeployOptions {
+  const { target, projections } = options;
+  return {
+    namespace: options.namespace,
+    job: options.job,
+    serviceAccountPrefix: options.serviceAccountName ?? DEFAULT_SERVICE_ACCOUNT_PREFIX,
+    ...(options.serviceAccountName !== undefined
+      ? { serviceAccountName: options.serviceAccountName }
+      : {}),
+    ...(target.kind === "configmap" ? { output: target.ref } : {}),
+    discoverNetwork: options.discoverNetwork,
+    // Projections are merged into the user's ConfigMap by this process, not the agent.
+    rewritesOutput: target.kind === "configmap" && projections.length > 0,
+    timeoutMs: options.timeoutMs,
+    noCleanup: options.noCleanup,
+    autoTarget: options.autoTarget,
+    ...(options.runId !== undefined ? { runId: options.runId } : {}),
+    createNamespace: options.createNamespace,
+    signal: deps.signal,
   };
 }
 
@@ -395,23 +508,7 @@ async function runSnapshot(
     stderr: deps.stderr,
     now: deps.now,
     randomHex: () => randomBytes(8).toString("hex"),
-  }, {
-    namespace: options.namespace,
-    job: options.job,
-    serviceAccountPrefix: options.serviceAccountName ?? DEFAULT_SERVICE_ACCOUNT_PREFIX,
-    ...(options.serviceAccountName !== undefined
-      ? { serviceAccountName: options.serviceAccountName }
-      : {}),
-    ...(target.kind === "configmap" ? { output: target.ref } : {}),
-    discoverNetwork: options.discoverNetwork,
-    // Projections are merged into the user's ConfigMap by this process, not the agent.
-    rewritesOutput: target.kind === "configmap" && projections.length > 0,
-    timeoutMs: options.timeoutMs,
-    noCleanup: options.noCleanup,
-    autoTarget: options.autoTarget,
-    ...(options.runId !== undefined ? { runId: options.runId } : {}),
-    signal: deps.signal,
-  });
+  }, deployOptions(deps, options));
   const snapshot = mergeProjections(result.snapshot, projections);
   if (deps.signal.aborted) {
     // Cleanup already ran; an interrupted run delivers nothing (no partial file).

@@ -13,7 +13,13 @@ import {
   ToolError,
   UsageError,
 } from "../errors.ts";
-import { checkNamespace, KubeApiError, Ledger } from "../kube/mod.ts";
+import {
+  checkNamespace,
+  CREATE_NAMESPACE_CHECK,
+  createNamespaceIfAbsent,
+  KubeApiError,
+  Ledger,
+} from "../kube/mod.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
 import {
@@ -35,6 +41,7 @@ import type { RunRbac, ServiceAccountMode } from "../rbac/mod.ts";
 import { formatConfigMapUri, parseSnapshot, snapshotFromConfigMapData } from "../snapshot/mod.ts";
 import type { ConfigMapRef, Snapshot } from "../snapshot/mod.ts";
 import { waitForAgentJob } from "./wait.ts";
+import { allSettledOrThrow } from "../io.ts";
 
 /** What a deployment needs. */
 export interface DeployDeps {
@@ -90,6 +97,8 @@ export interface DeployOptions {
   autoTarget: boolean;
   /** Reuse this run ID instead of generating one (pinned CI runs). */
   runId?: string;
+  /** `--create-namespace`: create the namespace when it is absent (kept after the run). */
+  createNamespace?: boolean;
   /** SIGINT/SIGTERM. */
   signal?: AbortSignal;
 }
@@ -152,6 +161,115 @@ interface RunPlan {
   rbac: RunRbac | undefined;
   /** Whether auto-targeting injected the GPU selector. */
   injectedSelector: boolean;
+  /** Whether the run creates the namespace first (`--create-namespace`, found absent). */
+  createNamespace: boolean;
+}
+
+/** How a plan is made: for a run, or for a preview (`--dry-run`). */
+interface PlanMode {
+  /** Ask the permission gate (a run does; a preview does not). */
+  gate: boolean;
+  /** Make no cluster contact at all: assume what the reads would tell (`--offline`). */
+  offline: boolean;
+}
+
+/** One object a run would create, in creation order. */
+export interface PlannedObject {
+  /** Its kind. */
+  kind: string;
+  /** The manifest, exactly as a run would send it. */
+  manifest: { apiVersion: string; kind: string; metadata: { name: string } };
+}
+
+/** What {@link previewSnapshotRun} gives. */
+export interface SnapshotPreview {
+  /** The run ID the objects are named with (a real run generates its own). */
+  runId: string;
+  /** Every object a run would create, in creation order. */
+  objects: PlannedObject[];
+  /** The read-only lookups made, or the assumptions in their place (offline). */
+  lookups: string[];
+}
+
+/**
+ * What `aicr snapshot` would create, built by the same planning code as a run (names, labels,
+ * RBAC, Job), without the gate and without writing: the cluster is contacted only for the
+ * run's read-only lookups, which are listed, and not at all with `offline`.
+ *
+ * @param deps client (unused offline), logger, clock, randomness
+ * @param options the run's options
+ * @param preview whether to stay offline
+ * @returns the objects in creation order and the lookups made
+ * @throws {NotFoundError} when a lookup fails the run (absent namespace or RuntimeClass)
+ */
+export async function previewSnapshotRun(
+  deps: Omit<DeployDeps, "stderr">,
+  options: DeployOptions,
+  preview: { offline: boolean },
+): Promise<SnapshotPreview> {
+  const runId = options.runId ?? newRunId(deps.now(), deps.randomHex);
+  const invocationId = newInvocationId(deps.randomHex);
+  const lookups = snapshotLookups(options, preview.offline);
+  const plan = await planRun({ ...deps, stderr: { write: () => {} } }, options, {
+    runId,
+    invocationId,
+  }, { gate: false, offline: preview.offline });
+  const as = (m: unknown) => m as PlannedObject["manifest"];
+  const objects: PlannedObject[] = [
+    ...(plan.createNamespace
+      ? [{
+        kind: "Namespace",
+        manifest: as({
+          apiVersion: "v1",
+          kind: "Namespace",
+          metadata: {
+            name: options.namespace,
+            labels: { "app.kubernetes.io/managed-by": "aicr" },
+          },
+        }),
+      }]
+      : []),
+    ...(plan.rbac
+      ? [
+        { kind: "ServiceAccount", manifest: as(plan.rbac.serviceAccount) },
+        { kind: "Role", manifest: as(plan.rbac.role) },
+        { kind: "RoleBinding", manifest: as(plan.rbac.roleBinding) },
+        { kind: "ClusterRole", manifest: as(plan.rbac.clusterRole) },
+        { kind: "ClusterRoleBinding", manifest: as(plan.rbac.clusterRoleBinding) },
+      ]
+      : []),
+    { kind: "Job", manifest: as(plan.job) },
+  ];
+  return { runId, objects, lookups };
+}
+
+/** The read-only lookups a run's plan makes, or (offline) what is assumed instead. */
+function snapshotLookups(options: DeployOptions, offline: boolean): string[] {
+  const { namespace } = options;
+  if (offline) {
+    return [
+      `assumed (offline): namespace '${namespace}' exists`,
+      ...(options.serviceAccountName !== undefined
+        ? [
+          `assumed (offline): no ServiceAccount '${namespace}/${options.serviceAccountName}' exists (prefix mode: the run creates its own)`,
+        ]
+        : []),
+      ...(options.autoTarget
+        ? ["assumed (offline): no node is labelled nvidia.com/gpu.present=true (no auto-targeting)"]
+        : []),
+      ...(options.job.runtimeClass
+        ? [`assumed (offline): RuntimeClass '${options.job.runtimeClass}' exists`]
+        : []),
+    ];
+  }
+  return [
+    `get namespace ${namespace}`,
+    ...(options.serviceAccountName !== undefined
+      ? [`get serviceaccount ${namespace}/${options.serviceAccountName}`]
+      : []),
+    ...(options.autoTarget ? [`list nodes -l ${GPU_PRESENT_LABEL}=true --limit 1`] : []),
+    ...(options.job.runtimeClass ? [`get runtimeclass ${options.job.runtimeClass}`] : []),
+  ];
 }
 
 /**
@@ -162,17 +280,27 @@ async function planRun(
   deps: DeployDeps,
   options: DeployOptions,
   identity: { runId: string; invocationId: string },
+  planMode: PlanMode = { gate: true, offline: false },
 ): Promise<RunPlan> {
   const { kube, log } = deps;
   const { namespace } = options;
   const { runId, invocationId } = identity;
   const { ref: output, ownsOutput } = resolveAgentOutput(options.output, namespace, runId);
-  const [{ mode, serviceAccount }, injectedSelector] = await Promise.all([
-    resolveServiceAccount(kube, options),
-    options.autoTarget ? autoTarget(kube, log) : Promise.resolve(false),
-    checkNamespace(kube, namespace, options.signal),
-    options.job.runtimeClass ? checkRuntimeClass(kube, options.job.runtimeClass) : undefined,
-  ]);
+  const [{ mode, serviceAccount }, injectedSelector, namespaceState] = planMode.offline
+    ? [{ mode: "prefix" as const, serviceAccount: "" }, false, "exists" as const]
+    // Every read settles before a failure is thrown: none logs after the run's error line.
+    : await allSettledOrThrow([
+      resolveServiceAccount(kube, options),
+      options.autoTarget ? autoTarget(kube, log) : Promise.resolve(false),
+      checkNamespace(kube, namespace, {
+        ...(options.signal ? { signal: options.signal } : {}),
+        createIfAbsent: options.createNamespace ?? false,
+      }),
+      options.job.runtimeClass
+        ? checkRuntimeClass(kube, options.job.runtimeClass)
+        : Promise.resolve(),
+    ]);
+  const createNamespace = namespaceState === "absent";
   const job = buildAgentJob({
     ...options.job,
     runId,
@@ -194,18 +322,21 @@ async function planRun(
       discoverNetwork: options.discoverNetwork,
     })
     : undefined;
-  await runGate(createAccessReviewer(kube), {
-    namespace,
-    mode,
-    serviceAccount,
-    ownsOutput,
-    rewritesOutput: options.rewritesOutput ?? false,
-    discoverNetwork: options.discoverNetwork,
-    log,
-    // Reviews persist nothing and are cheap: ask them all at once.
-    concurrency: 64,
-  });
-  log.debug("gate passed", { mode });
+  if (planMode.gate) {
+    await runGate(createAccessReviewer(kube), {
+      namespace,
+      mode,
+      serviceAccount,
+      ownsOutput,
+      rewritesOutput: options.rewritesOutput ?? false,
+      discoverNetwork: options.discoverNetwork,
+      ...(createNamespace ? { extraCaller: [CREATE_NAMESPACE_CHECK] } : {}),
+      log,
+      // Reviews persist nothing and are cheap: ask them all at once.
+      concurrency: 64,
+    });
+    log.debug("gate passed", { mode });
+  }
   return {
     runId,
     labels: runLabels(identity),
@@ -214,6 +345,7 @@ async function planRun(
     job,
     rbac,
     injectedSelector: injectedSelector === true,
+    createNamespace,
   };
 }
 
@@ -240,9 +372,10 @@ async function executeRun(
   let done: DeployResult | undefined;
   // Logged once the inputs are proved (pre-flight reads, manifests, gate) and the run is about
   // to write: the ID is what `aicr cleanup --run-id` needs, and a configuration error has none.
-  log.info(`snapshot agent run: runID=${runId}`);
+  log.info(`snapshot agent run: runID=${runId}`, { namespace });
   try {
     throwIfInterrupted(options.signal);
+    if (plan.createNamespace) await createNamespaceIfAbsent({ kube, log }, namespace);
     if (rbac) {
       // A create in flight is not aborted (that would only make its outcome unknown);
       // a signal stops the next one.

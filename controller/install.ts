@@ -24,6 +24,8 @@ import { Buffer } from "node:buffer";
 import { ConflictError, InterruptedError, ToolError } from "../errors.ts";
 import {
   checkNamespace,
+  CREATE_NAMESPACE_CHECK,
+  createNamespaceIfAbsent,
   DELETE_ORDER,
   KubeApiError,
   Ledger,
@@ -301,6 +303,8 @@ export interface InstallOptions extends DaemonSetOptions {
   pollMs?: number;
   /** SIGINT/SIGTERM: stops creating, cleans up what was created. */
   signal?: AbortSignal;
+  /** `--create-namespace`: create the namespace when it is absent (kept after uninstall). */
+  createNamespace?: boolean;
 }
 
 /** One targeted node's pod, as the wait saw it last. */
@@ -462,6 +466,7 @@ export async function installDaemonSet(
     noWait: _noWait,
     pollMs: _poll,
     signal: _signal,
+    createNamespace: _createNamespace,
     ...daemonOptions
   } = options;
   const rendered = renderDaemonSet({
@@ -470,15 +475,17 @@ export async function installDaemonSet(
     runId,
     invocationId,
   });
-  log.info(`daemon install: runID=${runId}`, { namespace, name });
-  const [existing] = await Promise.all([
+  const [existing, namespaceState] = await Promise.all([
     kube.get("DaemonSet", namespace, name, { timeoutMs: 10_000 }).catch((error) => {
       if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) {
         return undefined; // the gate reports the missing 'get daemonsets.apps'
       }
       throw error;
     }),
-    checkNamespace(kube, namespace, signal),
+    checkNamespace(kube, namespace, {
+      ...(signal ? { signal } : {}),
+      createIfAbsent: options.createNamespace ?? false,
+    }),
   ]);
   if (existing) throw alreadyInstalled(namespace, name);
   await runGate(createAccessReviewer(kube), {
@@ -487,9 +494,13 @@ export async function installDaemonSet(
     serviceAccount: "",
     ownsOutput: false,
     caller: installCallerChecks(rendered, namespace),
+    ...(namespaceState === "absent" ? { extraCaller: [CREATE_NAMESPACE_CHECK] } : {}),
     log,
     concurrency: 64,
   });
+  // Logged once the inputs are proved and the install is about to write (not for bad input).
+  log.info(`daemon install: runID=${runId}`, { namespace, name });
+  if (namespaceState === "absent") await createNamespaceIfAbsent({ kube, log }, namespace);
   const ledger = new Ledger(kube, {
     labels: rendered.labels,
     runIdLabel: LABEL_RUN_ID,

@@ -12,9 +12,10 @@
 export * from "./client.ts";
 export * from "./errors.ts";
 export * from "./resources.ts";
-export { abortableSleep, NoKubeconfigError } from "./rest.ts";
+export { abortableSleep, NoKubeconfigError, readContextNamespace } from "./rest.ts";
 export type { KubeConfigSource, LineStream, RestClient, RestRequest } from "./rest.ts";
 export * from "./ledger.ts";
-export { checkNamespace } from "./namespace.ts";
+export { checkNamespace, CREATE_NAMESPACE_CHECK, createNamespaceIfAbsent } from "./namespace.ts";
+export type { NamespaceState } from "./namespace.ts";
 export { sweepObjects } from "./sweep.ts";
 export type { SweepObjectsOptions, SweptObject } from "./sweep.ts";

@@ -189,6 +189,25 @@ export async function loadKubeConfig(
 }
 
 /**
+ * The kubeconfig's current context (after `--context`) and the namespace it names, read from the
+ * file without contacting the cluster: the namespace a verb uses when `-n` is not given.
+ *
+ * @param source explicit path and context
+ * @param env environment lookup
+ * @returns the context's name and namespace (undefined when it names none)
+ * @throws {NoKubeconfigError} when there is no kubeconfig
+ * @throws {UsageError} when it cannot be loaded or the context is not in it
+ */
+export async function readContextNamespace(
+  source: KubeConfigSource,
+  env: (name: string) => string | undefined,
+): Promise<{ context: string; namespace: string | undefined }> {
+  const kc = await loadKubeConfig(source, env);
+  const context = kc.getCurrentContext();
+  return { context, namespace: kc.getContextObject(context)?.namespace || undefined };
+}
+
+/**
  * A transport that loads its kubeconfig on the first request, so connecting costs
  * nothing until the cluster is used. A broken kubeconfig fails that first request with
  * the same {@link UsageError} an eager load would give.

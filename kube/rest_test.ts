@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { exitCodeOf, formatError } from "../errors.ts";
 import { KubeApiError } from "./errors.ts";
-import { createRestClient } from "./rest.ts";
+import { createRestClient, readContextNamespace } from "./rest.ts";
 import {
   apiStatus as status,
   loopbackKubeConfig as loopbackConfig,
@@ -207,5 +207,37 @@ Deno.test("rest: lines() yields a watch's lines, the last one without a newline 
   } finally {
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+Deno.test("readContextNamespace() reads the current or named context's namespace from the file", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/config`;
+    await Deno.writeTextFile(
+      path,
+      [
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters:\n- name: lab\n  cluster:\n    server: https://127.0.0.1:9",
+        "users:\n- name: alice\n  user:\n    token: t",
+        "contexts:",
+        "- name: a\n  context:\n    cluster: lab\n    user: alice\n    namespace: team-a",
+        "- name: b\n  context:\n    cluster: lab\n    user: alice",
+        "current-context: a",
+        "",
+      ].join("\n"),
+    );
+    const env = () => undefined;
+    assert.deepEqual(await readContextNamespace({ kubeconfig: path }, env), {
+      context: "a",
+      namespace: "team-a",
+    });
+    assert.deepEqual(await readContextNamespace({ kubeconfig: path, context: "b" }, env), {
+      context: "b",
+      namespace: undefined,
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

@@ -305,6 +305,8 @@ export interface GateOptions {
    * install's {@link creatorChecks}). @default callerChecks({ mode, ownsOutput, namespace })
    */
   caller?: readonly AccessAttributes[];
+  /** More caller questions on top of {@link caller} (e.g. `create namespaces`). */
+  extraCaller?: readonly AccessAttributes[];
 }
 
 /** What the gate checked. */
@@ -346,8 +348,16 @@ export async function runGate(reviewer: AccessReviewer, options: GateOptions): P
   } = options;
   const user = serviceAccountUser(namespace, serviceAccount);
   const groups = serviceAccountGroups(namespace);
-  const caller = options.caller ??
-    callerChecks({ mode, ownsOutput, namespace, rewritesOutput: options.rewritesOutput ?? false });
+  const caller = [
+    ...(options.caller ??
+      callerChecks({
+        mode,
+        ownsOutput,
+        namespace,
+        rewritesOutput: options.rewritesOutput ?? false,
+      })),
+    ...(options.extraCaller ?? []),
+  ];
   const agent = mode === "exact" ? accessQuestions(agentRules({ discoverNetwork }), namespace) : [];
   type Task = { identity: Identity; attributes: AccessAttributes };
   const tasks: Task[] = [

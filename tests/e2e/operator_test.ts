@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { parseSnapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Obj } from "../kubelet/api.ts";
-import { aicr, runObjects } from "./_aicr.ts";
+import { parseAllDocuments } from "yaml";
+import { aicr, aicrObjects, runObjects } from "./_aicr.ts";
 
 /** An image the kubelet stand-in cannot pull (not in its image map): ErrImagePull. */
 const BAD_IMAGE = "registry.example/nope/not-aicr:0.0.0";
@@ -323,6 +324,178 @@ Deno.test({
           assert.equal(swept.metadata.runId, installed.metadata.runId);
         },
       );
+
+      /** A copy of a kubeconfig whose current context names a namespace (as kubens leaves it). */
+      const withContextNamespace = async (from: string, namespace: string, name: string) => {
+        const text = await readFile(from, "utf8");
+        const path = join(dir, name);
+        await writeFile(
+          path,
+          text.replace(/(\n {4}context:\n)/, `$1      namespace: ${namespace}\n`),
+        );
+        return path;
+      };
+
+      await t.step(
+        "without -n the namespace is the kubeconfig context's; the run, its lines and the gate name it",
+        async () => {
+          const namespace = await ns("op-ctx");
+          const ctx = await withContextNamespace(kubeconfig, namespace, "ctx.kubeconfig");
+          const run = await aicr(["snapshot", "--kubeconfig", ctx]);
+          assert.equal(run.code, 0, run.stderr);
+          assert.match(
+            run.stderr,
+            new RegExp(`namespace from the kubeconfig context namespace=${namespace} context=`),
+          );
+          assert.match(run.stderr, new RegExp(`runID=\\S+ namespace=${namespace}`));
+          assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
+          // -n still wins over the context.
+          const other = await ns("op-ctx-flag");
+          const flagged = await aicr(["snapshot", "--kubeconfig", ctx, "-n", other, "--dry-run"]);
+          assert.equal(flagged.code, 0, flagged.stderr);
+          assert.match(flagged.stdout, new RegExp(`namespace: ${other}\n`));
+          assert.doesNotMatch(flagged.stderr, /namespace from the kubeconfig context/);
+          // A caller without rights: the gate lists what is missing in the context's namespace.
+          const nobody = await withContextNamespace(
+            await env.cluster.kubeconfigFor("op-nobody"),
+            namespace,
+            "nobody.kubeconfig",
+          );
+          const denied = await aicr(["snapshot", "--kubeconfig", nobody]);
+          assert.equal(denied.code, 4, denied.stderr);
+          assert.match(denied.stderr, /missing required permissions:/);
+          assert.match(
+            denied.stderr,
+            new RegExp(`cannot "create" jobs\\.batch \\(namespace "${namespace}"\\)`),
+          );
+          assert.doesNotMatch(denied.stderr, /namespace "default"/);
+        },
+      );
+
+      await t.step(
+        "--dry-run prints the run's six objects (yaml and json), states its lookups, creates nothing",
+        async () => {
+          const namespace = await ns("op-dry");
+          const before = await aicrObjects(admin, namespace);
+          const yaml = await aicr([
+            "snapshot",
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            namespace,
+            "--dry-run",
+          ]);
+          assert.equal(yaml.code, 0, yaml.stderr);
+          const docs = parseAllDocuments(yaml.stdout).map((d) => d.toJS());
+          assert.deepEqual(docs.map((d) => d.kind), [
+            "ServiceAccount",
+            "Role",
+            "RoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Job",
+          ]);
+          const job = docs.at(-1);
+          assert.equal(job.metadata.namespace, namespace);
+          // Auto-targeting looked the GPU nodes up, as a run would, and the Job carries the result.
+          assert.deepEqual(job.spec.template.spec.nodeSelector, {
+            "nvidia.com/gpu.present": "true",
+          });
+          assert.equal(job.spec.template.spec.serviceAccountName, docs[0].metadata.name);
+          assert.match(
+            yaml.stderr,
+            new RegExp(`dry run: read-only lookup request="get namespace ${namespace}"`),
+          );
+          assert.match(
+            yaml.stderr,
+            /read-only lookup request="list nodes -l nvidia\.com\/gpu\.present=true --limit 1"/,
+          );
+          assert.match(yaml.stderr, /dry run: nothing was created namespace=\S+ objects=6/);
+          assert.doesNotMatch(yaml.stderr, /snapshot agent run: runID=/);
+          const json = await aicr([
+            "snapshot",
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            namespace,
+            "--dry-run",
+            "-t",
+            "json",
+            "--node-selector",
+            "kubernetes.io/hostname=p5-h100-1",
+          ]);
+          assert.equal(json.code, 0, json.stderr);
+          const list = JSON.parse(json.stdout);
+          assert.equal(list.kind, "List");
+          assert.deepEqual(list.items.at(-1).spec.template.spec.nodeSelector, {
+            "kubernetes.io/hostname": "p5-h100-1",
+          });
+          assert.doesNotMatch(
+            json.stderr,
+            /list nodes/,
+            "no auto-targeting lookup with a selector",
+          );
+          assert.deepEqual(await aicrObjects(admin, namespace), before, "nothing was created");
+          // --offline: no cluster at all (this kubeconfig points at a port nothing listens on).
+          const dead = join(dir, "dead.kubeconfig");
+          await writeFile(
+            dead,
+            (await readFile(kubeconfig, "utf8")).replace(
+              /server: \S+/,
+              "server: https://127.0.0.1:9",
+            ),
+          );
+          const offline = await aicr([
+            "snapshot",
+            "--kubeconfig",
+            dead,
+            "-n",
+            namespace,
+            "--dry-run",
+            "--offline",
+          ]);
+          assert.equal(offline.code, 0, offline.stderr);
+          assert.equal(parseAllDocuments(offline.stdout).length, 6);
+          assert.match(
+            offline.stderr,
+            /assumed \(offline\): no node is labelled nvidia\.com\/gpu\.present=true/,
+          );
+          const reached = await aicr([
+            "snapshot",
+            "--kubeconfig",
+            dead,
+            "-n",
+            namespace,
+            "--dry-run",
+          ]);
+          assert.equal(reached.code, 6, "without --offline the lookups need the cluster");
+        },
+      );
+
+      await t.step("--create-namespace creates an absent namespace and keeps it", async () => {
+        const name = `op-created-${Date.now().toString(36)}`;
+        const missing = await aicr(["snapshot", "--kubeconfig", kubeconfig, "-n", name]);
+        assert.equal(missing.code, 3, missing.stderr);
+        assert.match(missing.stderr, /pass --create-namespace/);
+        namespaces.push(name);
+        const run = await aicr([
+          "snapshot",
+          "--kubeconfig",
+          kubeconfig,
+          "-n",
+          name,
+          "--create-namespace",
+        ]);
+        assert.equal(run.code, 0, run.stderr);
+        assert.match(
+          run.stderr,
+          new RegExp(`created namespace \\(kept after the run\\) namespace=${name}`),
+        );
+        const created = await admin.request("GET", `/api/v1/namespaces/${name}`);
+        assert.equal(created.status, 200);
+        assert.equal(created.body.metadata.labels["app.kubernetes.io/managed-by"], "aicr");
+        assert.deepEqual(await runObjects(admin, name, run.runId!), []);
+      });
     } finally {
       await rm(dir, { recursive: true, force: true });
       for (const name of namespaces) await admin.request("DELETE", `/api/v1/namespaces/${name}`);

@@ -1,0 +1,77 @@
+import assert from "node:assert/strict";
+import { parseAllDocuments } from "yaml";
+import { createLogger } from "../log.ts";
+import type { CliDeps } from "./context.ts";
+import { runCli } from "./mod.ts";
+
+function harness(contextNamespace: string | undefined) {
+  let out = "";
+  let err = "";
+  const reads: string[] = [];
+  const deps: CliDeps = {
+    stdout: { write: (text) => void (out += text) },
+    stderr: { write: (text) => void (err += text) },
+    env: () => undefined,
+    cwd: "/",
+    now: () => new Date("2026-12-02T18:00:00Z"),
+    stdoutIsTerminal: false,
+    stderrIsTerminal: false,
+    signal: new AbortController().signal,
+    makeLogger: () => createLogger({ write: (text) => void (err += text) }),
+    connectKube: () => {
+      throw new Error("the cluster must not be contacted");
+    },
+    contextNamespace: (source) => {
+      reads.push(source.context ?? "(current)");
+      return Promise.resolve({ context: source.context ?? "lab", namespace: contextNamespace });
+    },
+    collectorDeps: () => {
+      throw new Error("no collectors here");
+    },
+  };
+  return { deps, stdout: () => out, stderr: () => err, reads };
+}
+
+const PREVIEW = ["snapshot", "--dry-run", "--offline"];
+
+function namespaces(stdout: string): string[] {
+  return [
+    ...new Set(
+      parseAllDocuments(stdout).map((d) => d.toJS().metadata.namespace).filter(Boolean),
+    ),
+  ];
+}
+
+Deno.test("namespace: without -n a namespaced verb uses the kubeconfig context's, and says so", async () => {
+  const h = harness("team-a");
+  assert.equal(await runCli([...PREVIEW, "--context", "lab-a"], h.deps), 0, h.stderr());
+  assert.deepEqual(namespaces(h.stdout()), ["team-a"]);
+  assert.deepEqual(h.reads, ["lab-a"]);
+  assert.match(h.stderr(), /namespace from the kubeconfig context namespace=team-a context=lab-a/);
+});
+
+Deno.test("namespace: -n and AICR_NAMESPACE win over the context; no context namespace is default", async () => {
+  const flagged = harness("team-a");
+  assert.equal(await runCli([...PREVIEW, "-n", "team-b"], flagged.deps), 0);
+  assert.deepEqual(namespaces(flagged.stdout()), ["team-b"]);
+  assert.deepEqual(flagged.reads, [], "the kubeconfig is not even read");
+  // commander reads AICR_NAMESPACE from the process environment.
+  Deno.env.set("AICR_NAMESPACE", "team-c");
+  try {
+    const fromEnv = harness("team-a");
+    assert.equal(await runCli(PREVIEW, fromEnv.deps), 0);
+    assert.deepEqual(namespaces(fromEnv.stdout()), ["team-c"]);
+  } finally {
+    Deno.env.delete("AICR_NAMESPACE");
+  }
+  const none = harness(undefined);
+  assert.equal(await runCli(PREVIEW, none.deps), 0);
+  assert.deepEqual(namespaces(none.stdout()), ["default"]);
+  assert.doesNotMatch(none.stderr(), /namespace from the kubeconfig context/);
+});
+
+Deno.test("namespace: verbs without a namespace never read the kubeconfig", async () => {
+  const h = harness("team-a");
+  assert.equal(await runCli(["version"], h.deps), 0);
+  assert.deepEqual(h.reads, []);
+});
