@@ -159,11 +159,8 @@ export function diffCommand(deps: DiffDeps): Command {
     });
 }
 
-async function runDiff(
-  deps: DiffDeps,
-  flags: DiffFlags,
-  kubeconfig: KubeConfigSource,
-): Promise<void> {
+/** Validates the combination of flags before anything is read (exit 2 on a bad one). */
+function validateDiffFlags(flags: DiffFlags): void {
   const fleet = flags.fleet ?? [];
   const pair = flags.baseline !== undefined || flags.target !== undefined;
   if (fleet.length > 0 && pair) {
@@ -200,6 +197,15 @@ async function runDiff(
       `Cannot write diff to '${flags.output}': output goes to a file or stdout, not a ConfigMap`,
     );
   }
+}
+
+async function runDiff(
+  deps: DiffDeps,
+  flags: DiffFlags,
+  kubeconfig: KubeConfigSource,
+): Promise<void> {
+  const fleet = flags.fleet ?? [];
+  validateDiffFlags(flags);
   for (const pattern of flags.ignore) validateIgnore(pattern);
   const ignore = [...(flags.defaultIgnores ? DEFAULT_IGNORE_PATTERNS : []), ...flags.ignore];
   const loader = deps.snapshotSources ? deps.snapshotSources(kubeconfig) : createFsSourceLoader(
