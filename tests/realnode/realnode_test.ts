@@ -35,6 +35,19 @@ async function captureGpuData() {
   return parseNvidiaSmi(xml).map((s) => ({ subtype: s.subtype, data: s.data }));
 }
 
+/**
+ * Prints the last lines of every log in a folder to stderr.
+ *
+ * @param dir the logs folder
+ */
+function printLogTails(dir: string): void {
+  if (!existsSync(dir)) return;
+  for (const f of readdirSync(dir).filter((f) => f.endsWith(".log")).sort()) {
+    const tail = readFileSync(join(dir, f), "utf8").split("\n").slice(-25).join("\n");
+    Deno.stderr.writeSync(new TextEncoder().encode(`--- ${f} (last lines) ---\n${tail}\n`));
+  }
+}
+
 const unavailable = laneUnavailable();
 if (unavailable) {
   Deno.stderr.writeSync(new TextEncoder().encode(`${unavailable}\n`));
@@ -55,6 +68,7 @@ if (unavailable) {
       const { admin, kubeconfig } = env;
       const gpuNode = env.nodes.find((n) => n.gpu)!.name;
       const namespaces: string[] = [];
+      const steps: boolean[] = [];
       /** `aicr snapshot` as the admin in a namespace, inside the lane's netns. */
       const runSnapshot = (
         namespace: string,
@@ -86,117 +100,132 @@ if (unavailable) {
         return name;
       };
       try {
-        await t.step(
-          "a default aicr snapshot lands on the GPU node, in a containerd container, with the capture's GPU data",
-          async () => {
-            const namespace = await ns("rn-default");
-            const run = await runSnapshot(namespace);
-            assert.equal(run.code, 0, run.stderr);
-            assert.match(run.stderr, /auto-targeting GPU nodes/);
-            const snapshot = parseSnapshot(run.stdout);
-            assert.equal(snapshot.metadata["source-node"], gpuNode);
-            assert.deepEqual(gpuData(snapshot), await captureGpuData());
-            const node = snapshot.measurements.find((m) => m.type === "K8s")?.subtypes.find((s) =>
-              s.subtype === "node"
-            )?.data;
-            assert.equal(node?.["container-runtime-name"], "containerd");
-            assert.equal(node?.["kubelet-version"], env.cluster.version);
-            await assertNothingLeft(namespace, run.runId);
-          },
-        );
-
-        await t.step(
-          "--privileged=false is admitted under PSS restricted enforcement and returns the GPU data",
-          async () => {
-            const namespace = await ns("rn-restricted", {
-              "pod-security.kubernetes.io/enforce": "restricted",
-            });
-            const run = await runSnapshot(namespace, ["--privileged=false"]);
-            assert.equal(run.code, 0, run.stderr);
-            const snapshot = parseSnapshot(run.stdout);
-            assert.equal(snapshot.metadata["source-node"], gpuNode);
-            // The NVIDIA runtime injects nvidia-smi from the image's NVIDIA_VISIBLE_DEVICES, not
-            // from privilege: restricted mode still reads the GPUs.
-            assert.deepEqual(gpuData(snapshot), await captureGpuData());
-            await assertNothingLeft(namespace, run.runId);
-          },
-        );
-
-        await t.step(
-          "SIGINT while the agent pod runs exits 130 and leaves nothing",
-          async () => {
-            const namespace = await ns("rn-sigint");
-            let sent = false;
-            const run = await runSnapshot(
-              namespace,
-              [],
-              {
-                onStderr: (text, kill) => {
-                  // Midway: the Job exists and its pod was placed on the GPU node.
-                  if (!sent && /waiting for the agent .*node=\S+/.test(text)) {
-                    sent = true;
-                    kill("SIGINT");
-                  }
-                },
-              },
-            );
-            assert.ok(sent, `the run reached the wait: ${run.stderr}`);
-            assert.equal(run.code, 130, run.stderr);
-            await assertNothingLeft(namespace, run.runId);
-          },
-        );
-
-        await t.step(
-          "aicr daemonset install, fetch (each GPU node's snapshot) and uninstall (nothing left)",
-          async () => {
-            const namespace = await ns("rn-ds");
-            const ds = (...args: string[]) =>
-              env.aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", namespace]);
-            const out = await mkdtemp(join(env.lane.stateDir, "ds-out-"));
-            try {
-              const install = await ds("install", "--timeout", "120s");
-              assert.equal(install.code, 0, install.stderr);
-              const pods = await admin.request(
-                "GET",
-                `/api/v1/namespaces/${namespace}/pods?labelSelector=${
-                  encodeURIComponent("app.kubernetes.io/name=aicr")
-                }`,
-              );
-              // GPU nodes by default: the daemon runs on the GPU node and nowhere else.
-              assert.deepEqual(
-                (pods.body.items as { spec: { nodeName: string } }[]).map((p) => p.spec.nodeName),
-                [gpuNode],
-              );
-              const dir = join(out, "fleet") + "/";
-              const fetch = await ds("fetch", "-o", dir);
-              assert.equal(fetch.code, 0, fetch.stderr);
-              assert.match(fetch.stderr, new RegExp(`${gpuNode}\\s+ok\\s+`));
-              assert.deepEqual(await readdir(dir), [`${gpuNode}.yaml`]);
-              const snapshot = parseSnapshot(await readFile(join(dir, `${gpuNode}.yaml`), "utf8"));
+        steps.push(
+          await t.step(
+            "a default aicr snapshot lands on the GPU node, in a containerd container, with the capture's GPU data",
+            async () => {
+              const namespace = await ns("rn-default");
+              const run = await runSnapshot(namespace);
+              assert.equal(run.code, 0, run.stderr);
+              assert.match(run.stderr, /auto-targeting GPU nodes/);
+              const snapshot = parseSnapshot(run.stdout);
               assert.equal(snapshot.metadata["source-node"], gpuNode);
               assert.deepEqual(gpuData(snapshot), await captureGpuData());
-              const uninstall = await ds("uninstall");
-              assert.equal(uninstall.code, 0, uninstall.stderr);
-              // The DaemonSet's pods go with it (foreground deletion or the garbage collector).
-              await waitFor("the daemon pods to be gone", async () => {
-                const left = await aicrObjects(admin, namespace, { daemonset: true });
-                return left.length === 0 ? true : undefined;
-              }, 60_000).catch(() => {});
-              assert.deepEqual(await aicrObjects(admin, namespace, { daemonset: true }), []);
-            } finally {
-              await env.aicr([
-                "daemonset",
-                "uninstall",
-                "--kubeconfig",
-                kubeconfig,
-                "-n",
+              const node = snapshot.measurements.find((m) => m.type === "K8s")?.subtypes.find((s) =>
+                s.subtype === "node"
+              )?.data;
+              assert.equal(node?.["container-runtime-name"], "containerd");
+              assert.equal(node?.["kubelet-version"], env.cluster.version);
+              await assertNothingLeft(namespace, run.runId);
+            },
+          ),
+        );
+
+        steps.push(
+          await t.step(
+            "--privileged=false is admitted under PSS restricted enforcement and returns the GPU data",
+            async () => {
+              const namespace = await ns("rn-restricted", {
+                "pod-security.kubernetes.io/enforce": "restricted",
+              });
+              const run = await runSnapshot(namespace, ["--privileged=false"]);
+              assert.equal(run.code, 0, run.stderr);
+              const snapshot = parseSnapshot(run.stdout);
+              assert.equal(snapshot.metadata["source-node"], gpuNode);
+              // The NVIDIA runtime injects nvidia-smi from the image's NVIDIA_VISIBLE_DEVICES, not
+              // from privilege: restricted mode still reads the GPUs.
+              assert.deepEqual(gpuData(snapshot), await captureGpuData());
+              await assertNothingLeft(namespace, run.runId);
+            },
+          ),
+        );
+
+        steps.push(
+          await t.step(
+            "SIGINT while the agent pod runs exits 130 and leaves nothing",
+            async () => {
+              const namespace = await ns("rn-sigint");
+              let sent = false;
+              const run = await runSnapshot(
                 namespace,
-              ]);
-              await rm(out, { recursive: true, force: true });
-            }
-          },
+                [],
+                {
+                  onStderr: (text, kill) => {
+                    // Midway: the Job exists and its pod was placed on the GPU node.
+                    if (!sent && /waiting for the agent .*node=\S+/.test(text)) {
+                      sent = true;
+                      kill("SIGINT");
+                    }
+                  },
+                },
+              );
+              assert.ok(sent, `the run reached the wait: ${run.stderr}`);
+              assert.equal(run.code, 130, run.stderr);
+              await assertNothingLeft(namespace, run.runId);
+            },
+          ),
+        );
+
+        steps.push(
+          await t.step(
+            "aicr daemonset install, fetch (each GPU node's snapshot) and uninstall (nothing left)",
+            async () => {
+              const namespace = await ns("rn-ds");
+              const ds = (...args: string[]) =>
+                env.aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", namespace]);
+              const out = await mkdtemp(join(env.lane.stateDir, "ds-out-"));
+              try {
+                const install = await ds("install", "--timeout", "120s");
+                assert.equal(install.code, 0, install.stderr);
+                const pods = await admin.request(
+                  "GET",
+                  `/api/v1/namespaces/${namespace}/pods?labelSelector=${
+                    encodeURIComponent("app.kubernetes.io/name=aicr")
+                  }`,
+                );
+                // GPU nodes by default: the daemon runs on the GPU node and nowhere else.
+                assert.deepEqual(
+                  (pods.body.items as { spec: { nodeName: string } }[]).map((p) => p.spec.nodeName),
+                  [gpuNode],
+                );
+                const dir = join(out, "fleet") + "/";
+                const fetch = await ds("fetch", "-o", dir);
+                assert.equal(fetch.code, 0, fetch.stderr);
+                assert.match(fetch.stderr, new RegExp(`${gpuNode}\\s+ok\\s+`));
+                assert.deepEqual(await readdir(dir), [`${gpuNode}.yaml`]);
+                const snapshot = parseSnapshot(
+                  await readFile(join(dir, `${gpuNode}.yaml`), "utf8"),
+                );
+                assert.equal(snapshot.metadata["source-node"], gpuNode);
+                assert.deepEqual(gpuData(snapshot), await captureGpuData());
+                const uninstall = await ds("uninstall");
+                assert.equal(uninstall.code, 0, uninstall.stderr);
+                // The DaemonSet's pods go with it (foreground deletion or the garbage collector).
+                await waitFor("the daemon pods to be gone", async () => {
+                  const left = await aicrObjects(admin, namespace, { daemonset: true });
+                  return left.length === 0 ? true : undefined;
+                }, 60_000).catch(() => {});
+                assert.deepEqual(await aicrObjects(admin, namespace, { daemonset: true }), []);
+              } finally {
+                await env.aicr([
+                  "daemonset",
+                  "uninstall",
+                  "--kubeconfig",
+                  kubeconfig,
+                  "-n",
+                  namespace,
+                ]);
+                await rm(out, { recursive: true, force: true });
+              }
+            },
+          ),
         );
       } finally {
+        // A failed step: the lane's logs go with it, so their ends are printed first.
+        if (steps.includes(false)) {
+          printLogTails(join(env.lane.stateDir, "logs"));
+          printLogTails(join(env.lane.controlPlaneDir, "logs"));
+        }
         for (const name of namespaces) await admin.request("DELETE", `/api/v1/namespaces/${name}`);
         await env.stop();
       }
