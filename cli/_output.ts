@@ -43,3 +43,25 @@ export function checkOutputNotFormat(
     },
   );
 }
+
+/**
+ * `--template`: upstream renders the snapshot with Go's text/template plus Sprig. No maintained
+ * JavaScript library implements both faithfully (Go's template grammar, its pipelines and its
+ * Sprig function set), and a look-alike would render the same template differently without
+ * saying so; refusing, with the route that works everywhere, is the honest answer.
+ *
+ * @param value the `--template` value
+ * @throws {UsageError} whenever it is given
+ */
+export function refuseTemplate(value: string | undefined): void {
+  if (value === undefined) return;
+  throw new UsageError(
+    `Cannot use '--template ${value}': Go text/template with Sprig functions is not supported in aicr (no maintained JavaScript implementation renders them faithfully)`,
+    {
+      details: [
+        "  render from the JSON document instead, e.g.:",
+        "    aicr snapshot -t json | jq -r '.measurements[] | select(.type == \"GPU\") | .subtypes[].data'",
+      ],
+    },
+  );
+}

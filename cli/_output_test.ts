@@ -72,3 +72,37 @@ Deno.test("every verb refuses '-o json' with exit 2 before any cluster contact; 
   assert.equal(await runCli(["version", "-t", "json"], h.deps), 0);
   assert.match(JSON.parse(h.stdout()).version, /^\d/);
 });
+
+Deno.test("--template is refused with exit 2 pointing to -t json | jq", async () => {
+  for (const verb of ["snapshot", "agent"]) {
+    const h = harness();
+    let err = "";
+    h.deps.stderr = { write: (t) => void (err += t) };
+    assert.equal(await runCli([verb, "--template", "t.tmpl"], h.deps), 2, verb);
+    assert.match(err, /Go text\/template with Sprig functions is not supported/);
+    assert.match(err, /aicr snapshot -t json \| jq/);
+    assert.equal(h.connects(), 0);
+  }
+});
+
+Deno.test("-v prints the version; AICR_DEBUG passes --debug (with --log-json) to the agent Job", async () => {
+  const v = harness();
+  assert.equal(await runCli(["-v"], v.deps), 0);
+  assert.match(v.stdout(), /^\d+\.\d+\.\d+/);
+  for (const [env, args] of [[{}, []], [{ AICR_DEBUG: "1" }, []], [{}, ["--debug"]]] as const) {
+    const h = harness();
+    h.deps.env = (name) => (env as Record<string, string>)[name];
+    assert.equal(
+      await runCli(["snapshot", "--dry-run", "--offline", "-t", "json", ...args], h.deps),
+      0,
+    );
+    const job = JSON.parse(h.stdout()).items.at(-1);
+    const agentArgs: string[] = job.spec.template.spec.containers[0].args;
+    const debug = "AICR_DEBUG" in env || args.length > 0;
+    assert.deepEqual(
+      agentArgs.slice(0, 2),
+      debug ? ["--debug", "--log-json"] : ["snapshot", "-o"],
+      JSON.stringify({ env, args }),
+    );
+  }
+});

@@ -15,7 +15,7 @@ import { isSnapshotFormat, parseSnapshotTarget, resolveNodeName } from "../snaps
 import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
-import { checkOutputNotFormat } from "./_output.ts";
+import { checkOutputNotFormat, refuseTemplate } from "./_output.ts";
 import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 import { createProjectionFileReader, readProjections } from "./_projections.ts";
@@ -27,6 +27,8 @@ export interface LocalAgentFlags extends ProjectionFlags {
   output?: string;
   /** `--format`. */
   format: string;
+  /** `--template` (refused). */
+  template?: string;
   /** `--require-gpu`. */
   requireGpu: boolean;
   /** `--max-nodes-per-entry`. */
@@ -65,6 +67,10 @@ export function addLocalAgentFlags(command: Command): Command {
     .option("-o, --output <target>", "'-' (stdout), a file path, or cm://<namespace>/<name>")
     .addOption(
       new Option("-t, --format <format>", "yaml or json").default("yaml").env("AICR_FORMAT"),
+    )
+    .option(
+      "--template <file>",
+      "upstream's Go text/template output: not supported (use -t json and jq; see the error for why)",
     )
     .addOption(
       new Option("--require-gpu", "fail unless nvidia-smi reports at least one GPU")
@@ -133,6 +139,7 @@ export async function localAgentOptions(
   deps: CliDeps,
   flags: LocalAgentFlags,
 ): Promise<LocalAgentOptions> {
+  refuseTemplate(flags.template);
   if (!isSnapshotFormat(flags.format)) {
     throw new UsageError(
       `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,

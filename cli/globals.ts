@@ -58,8 +58,8 @@ export function addGlobalOptions(program: Command): Command {
         "AICR_NAMESPACE",
       ),
     )
-    .option("--debug", "verbose logs on stderr", false)
-    .option("--log-json", "logs as JSON lines", false);
+    .option("--debug", "verbose logs on stderr; passed on to the agent Job (env AICR_DEBUG)", false)
+    .option("--log-json", "logs as JSON lines (env AICR_LOG_JSON)", false);
   const counts = new Map<string, number>();
   FLAG_COUNTS.set(program, counts);
   for (const name of ["kubeconfig", "context", "namespace"]) {
@@ -132,6 +132,30 @@ export function useContextNamespace(program: Command, deps: CliDeps): void {
       namespace: found.namespace,
       context: found.context,
     });
+  });
+}
+
+/** Truthy environment values, as upstream's boolean flags read them. */
+const TRUE_VALUES = new Set(["1", "true", "yes", "on"]);
+
+/**
+ * `AICR_DEBUG` and `AICR_LOG_JSON` set `--debug` and `--log-json` when the flags are not given
+ * (upstream's environment variables; `1`, `true`, `yes` or `on`, any case). Registered once on
+ * the root, read before any verb runs.
+ *
+ * @param program the root command
+ * @param deps CLI dependencies (the environment)
+ */
+export function useLogEnvironment(program: Command, deps: CliDeps): void {
+  program.hook("preAction", () => {
+    for (const [option, variable] of [["debug", "AICR_DEBUG"], ["logJson", "AICR_LOG_JSON"]]) {
+      const key = option as string;
+      if (program.getOptionValueSource(key) === "cli") continue;
+      const value = deps.env(variable as string)?.trim().toLowerCase();
+      if (value !== undefined && TRUE_VALUES.has(value)) {
+        program.setOptionValueWithSource(key, true, "env");
+      }
+    }
   });
 }
 

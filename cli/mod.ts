@@ -14,7 +14,7 @@ import { EXIT_CODE_HELP, EXIT_CODES, exitCodeOf, formatError, UsageError } from 
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { VERBS, verbsFor } from "./commands.ts";
-import { addGlobalOptions, useContextNamespace } from "./globals.ts";
+import { addGlobalOptions, useContextNamespace, useLogEnvironment } from "./globals.ts";
 
 export type { CliDeps } from "./context.ts";
 
@@ -31,7 +31,7 @@ export async function createProgram(deps: CliDeps, argv?: readonly string[]): Pr
   const factories = await Promise.all(verbs.map((verb) => verb.load()));
   const program = new Command("aicr")
     .description("Capture, serve and compare what every GPU node really runs")
-    .version(buildInfo().version, "--version", "print the version (without a leading v)")
+    .version(buildInfo().version, "-v, --version", "print the version (without a leading v)")
     .addHelpText("after", `\nExit codes:\n${EXIT_CODE_HELP.map((l) => `  ${l}`).join("\n")}\n`)
     .showHelpAfterError("(run with --help for usage)")
     .configureOutput({
@@ -41,6 +41,7 @@ export async function createProgram(deps: CliDeps, argv?: readonly string[]): Pr
     })
     .exitOverride();
   addGlobalOptions(program);
+  useLogEnvironment(program, deps);
   useContextNamespace(program, deps);
   for (const factory of factories) {
     const command = factory(deps);

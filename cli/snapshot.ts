@@ -47,7 +47,7 @@ import {
 } from "./_projections.ts";
 import { renderRolesForServiceAccount } from "./_render_roles.ts";
 import type { CliDeps } from "./context.ts";
-import { checkOutputNotFormat } from "./_output.ts";
+import { checkOutputNotFormat, refuseTemplate } from "./_output.ts";
 import { fleetFetchOptions, runFleetFetch } from "./daemonset.ts";
 import {
   checkedNamespace,
@@ -429,6 +429,7 @@ async function snapshotOptions(
   globals: GlobalOptions,
   flags: SnapshotFlags,
 ): Promise<SnapshotOptions> {
+  refuseTemplate(flags.template);
   if (!isSnapshotFormat(flags.format)) {
     throw new UsageError(
       `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
@@ -449,7 +450,10 @@ async function snapshotOptions(
     );
   }
   const timeoutMs = parseDuration(flags.timeout, "--timeout") || 5 * 60_000;
-  const { job, autoTarget } = parseJobConfig(flags, buildInfo().version);
+  const parsed = parseJobConfig(flags, buildInfo().version);
+  const { autoTarget } = parsed;
+  // Upstream passes `--debug` on to the agent with JSON logs: ["--debug", "--log-json", "snapshot", ...].
+  const job = globals.debug ? { ...parsed.job, debug: true, logJson: true } : parsed.job;
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
   return {
     namespace,
