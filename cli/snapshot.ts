@@ -506,48 +506,58 @@ async function runSnapshot(
   const { target, projections, format } = options;
   const started = deps.now().getTime();
   const kube = connect(deps, context.globals);
+  let encoded = "";
+  // Delivered as soon as the snapshot is read, while cleanup runs; deploySnapshot returns only
+  // once cleanup is done and checked, and the closing line reports it.
+  const deliver = async (result: DeployResult): Promise<void> => {
+    const snapshot = mergeProjections(result.snapshot, projections);
+    if (deps.signal.aborted) {
+      // An interrupted run delivers nothing (no partial file); cleanup still runs.
+      throw new InterruptedError(
+        `Cannot deliver the snapshot: interrupted (${String(deps.signal.reason)})`,
+      );
+    }
+    warnPlacementMismatch(snapshot, log);
+    const version = buildInfo().version;
+    encoded = encodeSnapshot(snapshot, format);
+    if (target.kind === "configmap") {
+      // The agent wrote its document (in --format) itself; only projections need a rewrite.
+      if (projections.length > 0) {
+        await writeProjectedConfigMap({ kube, stdout: deps.stdout, now: deps.now }, {
+          ref: target.ref,
+          snapshot,
+          encoded,
+          format,
+          version,
+          projections,
+          signal: deps.signal,
+        });
+      }
+      log.info("snapshot saved to ConfigMap", { uri: options.output });
+      return;
+    }
+    const where = await deliverSnapshot({ stdout: deps.stdout, now: deps.now }, {
+      target,
+      encoded,
+      format,
+      snapshot,
+      version,
+    });
+    if (target.kind === "file") log.info("snapshot saved to file", { path: where });
+  };
   const result = await deploySnapshot({
     kube,
     log,
     stderr: deps.stderr,
     now: deps.now,
     randomHex: () => randomBytes(8).toString("hex"),
-  }, deployOptions(deps, options));
-  const snapshot = mergeProjections(result.snapshot, projections);
+  }, { ...deployOptions(deps, options), deliver });
   if (deps.signal.aborted) {
-    // Cleanup already ran; an interrupted run delivers nothing (no partial file).
+    // Interrupted during cleanup, after delivery: cleanup ran; the exit code says so.
     throw new InterruptedError(
-      `Cannot deliver the snapshot: interrupted (${String(deps.signal.reason)})`,
+      `Cannot finish the snapshot run: interrupted (${String(deps.signal.reason)})`,
     );
   }
-  warnPlacementMismatch(snapshot, log);
-  const version = buildInfo().version;
-  const encoded = encodeSnapshot(snapshot, format);
-  if (target.kind === "configmap") {
-    // The agent wrote its document (in --format) itself; only projections need a rewrite.
-    if (projections.length > 0) {
-      await writeProjectedConfigMap({ kube, stdout: deps.stdout, now: deps.now }, {
-        ref: target.ref,
-        snapshot,
-        encoded,
-        format,
-        version,
-        projections,
-        signal: deps.signal,
-      });
-    }
-    log.info("snapshot saved to ConfigMap", { uri: options.output });
-    logSummary(log, { result, encoded, started, now: deps.now });
-    return;
-  }
-  const where = await deliverSnapshot({ stdout: deps.stdout, now: deps.now }, {
-    target,
-    encoded,
-    format,
-    snapshot,
-    version,
-  });
-  if (target.kind === "file") log.info("snapshot saved to file", { path: where });
   logSummary(log, { result, encoded, started, now: deps.now });
 }
 

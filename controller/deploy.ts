@@ -101,6 +101,12 @@ export interface DeployOptions {
   createNamespace?: boolean;
   /** SIGINT/SIGTERM. */
   signal?: AbortSignal;
+  /**
+   * Delivers the snapshot as soon as it is read, before cleanup starts; cleanup still runs (and
+   * is verified) before {@link deploySnapshot} returns. A throw is the run's error, cleaned up
+   * like any other. `cleaned` is 0 here: the count is known only once cleanup is done.
+   */
+  deliver?: (result: DeployResult) => Promise<void>;
 }
 
 /** What a deployment returns. */
@@ -286,44 +292,8 @@ async function planRun(
   const { namespace } = options;
   const { runId, invocationId } = identity;
   const { ref: output, ownsOutput } = resolveAgentOutput(options.output, namespace, runId);
-  const [{ mode, serviceAccount }, injectedSelector, namespaceState] = planMode.offline
-    ? [{ mode: "prefix" as const, serviceAccount: "" }, false, "exists" as const]
-    // Every read settles before a failure is thrown: none logs after the run's error line.
-    : await allSettledOrThrow([
-      resolveServiceAccount(kube, options),
-      options.autoTarget ? autoTarget(kube, log) : Promise.resolve(false),
-      checkNamespace(kube, namespace, {
-        ...(options.signal ? { signal: options.signal } : {}),
-        createIfAbsent: options.createNamespace ?? false,
-      }),
-      options.job.runtimeClass
-        ? checkRuntimeClass(kube, options.job.runtimeClass)
-        : Promise.resolve(),
-    ]);
-  const createNamespace = namespaceState === "absent";
-  const job = buildAgentJob({
-    ...options.job,
-    runId,
-    invocationId,
-    namespace,
-    serviceAccountName: mode === "prefix"
-      ? serviceAccountRunName(options.serviceAccountPrefix, runId)
-      : serviceAccount,
-    ...(ownsOutput ? {} : { output }),
-    autoTargetGpu: injectedSelector === true,
-    timeoutMs: options.timeoutMs,
-  });
-  const rbac = mode === "prefix"
-    ? runRbacObjects({
-      namespace,
-      runId,
-      invocationId,
-      serviceAccountPrefix: options.serviceAccountPrefix,
-      discoverNetwork: options.discoverNetwork,
-    })
-    : undefined;
-  if (planMode.gate) {
-    await runGate(createAccessReviewer(kube), {
+  const gate = (mode: ServiceAccountMode, serviceAccount: string, createNamespace: boolean) =>
+    runGate(createAccessReviewer(kube), {
       namespace,
       mode,
       serviceAccount,
@@ -335,6 +305,56 @@ async function planRun(
       // Reviews persist nothing and are cheap: ask them all at once.
       concurrency: 64,
     });
+  // Without --service-account-name (and --create-namespace) the gate's questions are known
+  // before any read, so its reviews run beside the pre-flight reads. Its verdict still comes
+  // second: a read's or a manifest's error is reported before a permission error, as when they
+  // ran one after the other.
+  const early = planMode.gate && !planMode.offline && options.serviceAccountName === undefined &&
+      !options.createNamespace
+    ? settle(gate("prefix", "", false))
+    : undefined;
+  const [{ mode, serviceAccount }, injectedSelector, namespaceState] = planMode.offline
+    ? [{ mode: "prefix" as const, serviceAccount: "" }, false, "exists" as const]
+    // Every read settles before a failure is thrown: none logs after the run's error line.
+    : await afterSettled(early, () =>
+      allSettledOrThrow([
+        resolveServiceAccount(kube, options),
+        options.autoTarget ? autoTarget(kube, log) : Promise.resolve(false),
+        checkNamespace(kube, namespace, {
+          ...(options.signal ? { signal: options.signal } : {}),
+          createIfAbsent: options.createNamespace ?? false,
+        }),
+        options.job.runtimeClass
+          ? checkRuntimeClass(kube, options.job.runtimeClass)
+          : Promise.resolve(),
+      ]));
+  const createNamespace = namespaceState === "absent";
+  const { job, rbac } = await afterSettled(early, () => ({
+    job: buildAgentJob({
+      ...options.job,
+      runId,
+      invocationId,
+      namespace,
+      serviceAccountName: mode === "prefix"
+        ? serviceAccountRunName(options.serviceAccountPrefix, runId)
+        : serviceAccount,
+      ...(ownsOutput ? {} : { output }),
+      autoTargetGpu: injectedSelector === true,
+      timeoutMs: options.timeoutMs,
+    }),
+    rbac: mode === "prefix"
+      ? runRbacObjects({
+        namespace,
+        runId,
+        invocationId,
+        serviceAccountPrefix: options.serviceAccountPrefix,
+        discoverNetwork: options.discoverNetwork,
+      })
+      : undefined,
+  }));
+  if (planMode.gate) {
+    if (early) unsettle(await early);
+    else await gate(mode, serviceAccount, createNamespace);
     log.debug("gate passed", { mode });
   }
   return {
@@ -377,18 +397,27 @@ async function executeRun(
     throwIfInterrupted(options.signal);
     if (plan.createNamespace) await createNamespaceIfAbsent({ kube, log }, namespace);
     if (rbac) {
-      // A create in flight is not aborted (that would only make its outcome unknown);
-      // a signal stops the next one.
+      // The ServiceAccount and both roles at once, then both bindings (each after its role).
+      // A create in flight is not aborted (that would only make its outcome unknown), and every
+      // create of a step settles before the run goes on or fails, so cleanup sees all of them;
+      // a signal stops the next step.
       for (
-        const [kind, object] of [
-          ["ServiceAccount", rbac.serviceAccount],
-          ["Role", rbac.role],
-          ["RoleBinding", rbac.roleBinding],
-          ["ClusterRole", rbac.clusterRole],
-          ["ClusterRoleBinding", rbac.clusterRoleBinding],
+        const step of [
+          [
+            ["ServiceAccount", rbac.serviceAccount],
+            ["Role", rbac.role],
+            ["ClusterRole", rbac.clusterRole],
+          ],
+          [
+            ["RoleBinding", rbac.roleBinding],
+            ["ClusterRoleBinding", rbac.clusterRoleBinding],
+          ],
         ] as const
       ) {
-        await ledger.create(kind, object);
+        const outcomes = await Promise.allSettled(
+          step.map(([kind, object]) => ledger.create(kind, object)),
+        );
+        for (const outcome of outcomes) if (outcome.status === "rejected") throw outcome.reason;
         throwIfInterrupted(options.signal);
       }
       log.debug("run RBAC created", { serviceAccount: rbac.serviceAccount.metadata.name });
@@ -411,6 +440,9 @@ async function executeRun(
     throwIfInterrupted(options.signal);
     log.debug("snapshot read", { configMap: formatConfigMapUri(output) });
     done = { runId, snapshot, configMap: output, nodeName, ...selector, cleaned: 0 };
+    // The caller has its snapshot while the run's objects are deleted; cleanup is still awaited
+    // (and its outcome checked) before this returns.
+    if (options.deliver) await options.deliver(done);
     return done;
   } catch (error) {
     const failure = interrupted(error, options.signal);
@@ -436,6 +468,36 @@ async function executeRun(
       if (done) done.cleaned = cleanup.cleaned;
     }
   }
+}
+
+/** A promise's outcome, held without rejecting (so an early gate is never an unhandled rejection). */
+function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
+  return promise.then(
+    (value) => ({ status: "fulfilled", value }),
+    (reason: unknown) => ({ status: "rejected", reason }),
+  );
+}
+
+/**
+ * Runs a step (sync or async); when it fails, waits for the early gate to settle first, so no
+ * review is still in flight (or logs) after the run's error.
+ */
+async function afterSettled<T>(
+  early: Promise<unknown> | undefined,
+  step: () => T | Promise<T>,
+): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    await early;
+    throw error;
+  }
+}
+
+/** The value of a settled outcome, or its error thrown. */
+function unsettle<T>(outcome: PromiseSettledResult<T>): T {
+  if (outcome.status === "rejected") throw outcome.reason;
+  return outcome.value;
 }
 
 /** An error thrown while a signal aborted the run, as the interrupt it is (exit 130). */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { exitCodeOf, InterruptedError, PermissionError } from "../errors.ts";
+import { exitCodeOf, InterruptedError, PermissionError, UsageError } from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { AccessAttributes, KindName, KubeObject, NewObject } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
@@ -12,13 +12,16 @@ import type { DeployOptions } from "./deploy.ts";
 
 const NS = "gpu-operator";
 const RUN = "20260102-150405-0123456789abcdef";
-const RBAC_ORDER: KindName[] = [
-  "ServiceAccount",
-  "Role",
-  "RoleBinding",
-  "ClusterRole",
-  "ClusterRoleBinding",
+/**
+ * The run's creates in steps: the ServiceAccount and both roles at once, then both bindings (each
+ * after its role), then the Job. Within a step the order of the calls is the order of the list.
+ */
+const CREATE_STEPS: KindName[][] = [
+  ["ServiceAccount", "Role", "ClusterRole"],
+  ["RoleBinding", "ClusterRoleBinding"],
+  ["Job"],
 ];
+const RBAC_ORDER: KindName[] = CREATE_STEPS.slice(0, 2).flat();
 
 /** What the fake agent does once its Job is created. */
 type Agent = "succeeds" | "exits-3" | "nothing" | "deadline" | "interrupted";
@@ -231,9 +234,12 @@ for (const failAt of [...RBAC_ORDER, "Job"] as KindName[]) {
     const error = await deploySnapshot(s.deps, options()).catch((e) => e);
     assert.ok(error instanceof KubeApiError, String(error));
     assert.match(error.message, new RegExp(`Cannot create ${failAt}`));
-    const before = [...RBAC_ORDER, "Job"].slice(0, [...RBAC_ORDER, "Job"].indexOf(failAt));
-    assert.deepEqual(s.created(), [...before, failAt], "nothing is created after the failure");
-    assert.deepEqual(s.deletes.map((d) => d.kind).sort(), [...before].sort());
+    // The failing step's creates all settle; nothing of a later step is created.
+    const step = CREATE_STEPS.findIndex((kinds) => kinds.includes(failAt));
+    const attempted = CREATE_STEPS.slice(0, step + 1).flat();
+    assert.deepEqual(s.created(), attempted, "nothing is created after the failing step");
+    const made = attempted.filter((kind) => kind !== failAt);
+    assert.deepEqual(s.deletes.map((d) => d.kind).sort(), [...made].sort());
     assert.deepEqual(s.left(), []);
   });
 }
@@ -325,4 +331,44 @@ Deno.test("deploySnapshot() cleans up after a SIGINT during the wait and ends as
   assert.equal(exitCodeOf(error), 130);
   assert.deepEqual(s.created(), [...RBAC_ORDER, "Job"]);
   assert.deepEqual(s.left(), [], "everything the run made is gone");
+});
+
+Deno.test("deploySnapshot() delivers the snapshot before cleanup starts and returns once cleanup is done", async () => {
+  const s = scene();
+  let deletesAtDelivery: number | undefined;
+  let delivered: string | undefined;
+  const result = await deploySnapshot(
+    s.deps,
+    options({
+      deliver: (read) => {
+        deletesAtDelivery = s.deletes.length;
+        delivered = read.snapshot.metadata["source-node"];
+        return Promise.resolve();
+      },
+    }),
+  );
+  assert.equal(delivered, "gpu-1");
+  assert.equal(deletesAtDelivery, 0, "nothing was deleted before delivery");
+  assert.ok(result.cleaned > 0, "the returned result counts what cleanup removed");
+  assert.deepEqual(s.left(), [], "cleanup finished before deploySnapshot returned");
+});
+
+Deno.test("deploySnapshot() cleans up when delivery fails, and the failure is the run's error", async () => {
+  const s = scene();
+  const error = await deploySnapshot(
+    s.deps,
+    options({ deliver: () => Promise.reject(new UsageError("Cannot write 'out.yaml': denied")) }),
+  ).catch((e) => e);
+  assert.ok(error instanceof UsageError, String(error));
+  assert.deepEqual(s.left(), []);
+});
+
+Deno.test("deploySnapshot() reports a missing namespace before the gate's denial, though the gate ran beside the reads", async () => {
+  const s = scene({ denied: { verb: "create", resource: "jobs" } });
+  s.fake.objects.delete(`Namespace//${NS}`);
+  s.fake.objects.delete(`Namespace/${NS}`);
+  const error = await deploySnapshot(s.deps, options()).catch((e) => e);
+  assert.ok(!(error instanceof PermissionError), String(error));
+  assert.match(String(error.message), new RegExp(NS));
+  assert.deepEqual(s.created(), []);
 });
