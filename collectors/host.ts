@@ -5,8 +5,8 @@
  * @module
  */
 import { spawn } from "node:child_process";
-import { constants as fsConstants } from "node:fs";
-import { access, lstat, open, readdir } from "node:fs/promises";
+import { closeSync, constants as fsConstants, openSync, readdirSync, readSync } from "node:fs";
+import { access, lstat } from "node:fs/promises";
 import path from "node:path";
 import process from "node:process";
 import {
@@ -61,6 +61,46 @@ export function toToolError(error: unknown, action: string): ToolError {
 }
 
 /**
+ * Reads a file up to `maxBytes`, in chunks until EOF (procfs reports size 0).
+ *
+ * @param full the path to open
+ * @param hostPath the path as the caller named it (for messages)
+ * @param maxBytes the bound
+ * @returns the bytes
+ * @throws {FileTooLargeError} when the file holds more than `maxBytes`
+ */
+function readBounded(full: string, hostPath: string, maxBytes: number): Uint8Array {
+  const fd = openSync(full, "r");
+  try {
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    const chunkSize = Math.min(maxBytes + 1, 64 * 1024);
+    while (total <= maxBytes) {
+      const buffer = new Uint8Array(Math.min(chunkSize, maxBytes + 1 - total));
+      const bytesRead = readSync(fd, buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      chunks.push(buffer.subarray(0, bytesRead));
+      total += bytesRead;
+    }
+    if (total > maxBytes) {
+      throw new FileTooLargeError(
+        `Cannot read '${hostPath}': it is larger than the bound: current limit is ${maxBytes} bytes`,
+      );
+    }
+    if (chunks.length === 1) return chunks[0] as Uint8Array;
+    const out = new Uint8Array(total);
+    let offset = 0;
+    for (const chunk of chunks) {
+      out.set(chunk, offset);
+      offset += chunk.length;
+    }
+    return out;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
  * Creates a reader of host files under `root` (default `/`).
  *
  * @param options `root`: directory prepended to every absolute path
@@ -75,56 +115,27 @@ export function createHostReader(options: { root?: string } = {}): HostReader {
     return root === "/" ? hostPath : path.join(root, hostPath);
   }
   return {
-    async readFile(hostPath: string, maxBytes = DEFAULT_MAX_FILE_BYTES): Promise<Uint8Array> {
-      const full = resolve(hostPath);
-      let handle;
+    // Reads and listings are synchronous system calls behind the async interface: procfs and
+    // sysfs answer from memory, and a promise-based open/read/close per file (a thread-pool hop
+    // each) cost the sysctl walk's ~1,000 files most of the collection's time.
+    readFile(hostPath: string, maxBytes = DEFAULT_MAX_FILE_BYTES): Promise<Uint8Array> {
       try {
-        handle = await open(full, "r");
+        return Promise.resolve(readBounded(resolve(hostPath), hostPath, maxBytes));
       } catch (error) {
-        throw toToolError(error, `read '${hostPath}'`);
-      }
-      try {
-        // procfs reports size 0, so read in chunks until EOF or one byte past the bound.
-        const chunks: Uint8Array[] = [];
-        let total = 0;
-        const chunkSize = Math.min(maxBytes + 1, 64 * 1024);
-        while (total <= maxBytes) {
-          const buffer = new Uint8Array(Math.min(chunkSize, maxBytes + 1 - total));
-          const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
-          if (bytesRead === 0) break;
-          chunks.push(buffer.subarray(0, bytesRead));
-          total += bytesRead;
-        }
-        if (total > maxBytes) {
-          throw new FileTooLargeError(
-            `Cannot read '${hostPath}': it is larger than the bound: current limit is ${maxBytes} bytes`,
-          );
-        }
-        if (chunks.length === 1) return chunks[0] as Uint8Array;
-        const out = new Uint8Array(total);
-        let offset = 0;
-        for (const chunk of chunks) {
-          out.set(chunk, offset);
-          offset += chunk.length;
-        }
-        return out;
-      } catch (error) {
-        throw toToolError(error, `read '${hostPath}'`);
-      } finally {
-        await handle.close();
+        return Promise.reject(toToolError(error, `read '${hostPath}'`));
       }
     },
-    async readDir(hostPath: string): Promise<DirEntry[]> {
+    readDir(hostPath: string): Promise<DirEntry[]> {
       try {
-        const entries = await readdir(resolve(hostPath), { withFileTypes: true });
-        return entries.map((entry) => ({
+        const entries = readdirSync(resolve(hostPath), { withFileTypes: true });
+        return Promise.resolve(entries.map((entry) => ({
           name: entry.name,
           isFile: entry.isFile(),
           isDirectory: entry.isDirectory(),
           isSymlink: entry.isSymbolicLink(),
-        }));
+        })));
       } catch (error) {
-        throw toToolError(error, `list '${hostPath}'`);
+        return Promise.reject(toToolError(error, `list '${hostPath}'`));
       }
     },
     async exists(hostPath: string): Promise<boolean> {
