@@ -266,8 +266,8 @@ const MORE_SUFFIX_REGEXP = / \(\+\d+ more\)$/;
 /**
  * Node → value for each wanted label, from the NodeTopology `label` readings of the
  * snapshots. Every snapshot of one cluster carries the same lists, so a topology already
- * read (same keys, lengths and tails) is skipped: a 10,000-node fleet parses one. Labels
- * whose lists were cut to `(+K more)` are named in `truncated`.
+ * read (same summary counts and taints) is skipped: a 10,000-node fleet reads one. Labels whose lists
+ * were cut to `(+K more)` are named in `truncated`.
  */
 function createLabelIndex(wanted: readonly string[]): {
   index: Map<string, Map<string, string>>;
@@ -282,9 +282,19 @@ function createLabelIndex(wanted: readonly string[]): {
     truncated,
     add(snapshot) {
       if (wanted.length === 0) return;
-      const label = snapshot.measurements.find((m) => m.type === "NodeTopology")?.subtypes
-        .find((s) => s.subtype === "label");
+      const topology = snapshot.measurements.find((m) => m.type === "NodeTopology");
+      const label = topology?.subtypes.find((s) => s.subtype === "label");
       if (!label) return;
+      // The same cluster seen again (same counts): skip it without walking its entries, which
+      // are one per distinct label value (one per node for kubernetes.io/hostname).
+      const summary = topology?.subtypes.find((s) => s.subtype === "summary")?.data;
+      // Not the label entries themselves: enumerating an object of 10,000 keys per snapshot
+      // is what made a 10,000-node fleet quadratic. The taints are few and name nodes too.
+      const taint = topology?.subtypes.find((s) => s.subtype === "taint")?.data;
+      const key = summary
+        ? `${JSON.stringify(summary)}\n${JSON.stringify(taint ?? {})}`
+        : undefined;
+      if (key !== undefined && seen.has(key)) return;
       const entries: [string, string, string][] = [];
       for (const [key, raw] of Object.entries(label.data)) {
         if (typeof raw !== "string") continue;
@@ -298,9 +308,8 @@ function createLabelIndex(wanted: readonly string[]): {
           : undefined;
         if (name !== undefined) entries.push([name, value, raw.slice(bar + 1)]);
       }
-      const fingerprint = entries.map(([n, v, nodes]) =>
-        `${n}=${v}:${nodes.length}:${nodes.slice(-24)}`
-      ).join("\n");
+      const fingerprint = key ??
+        entries.map(([n, v, nodes]) => `${n}=${v}:${nodes.length}:${nodes.slice(-24)}`).join("\n");
       if (seen.has(fingerprint)) return;
       seen.add(fingerprint);
       for (const [name, value, nodes] of entries) {

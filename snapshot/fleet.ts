@@ -32,6 +32,16 @@ export const FLEET_IDENTITY_IGNORE_PATTERNS: readonly string[] = [
   "GPU.gpu-*.serial",
 ];
 
+/**
+ * Measurement types that describe the cluster, not the node: every node's snapshot carries
+ * the same NodeTopology (every node's labels and taints), differing only by when it was taken.
+ * A fleet compares nodes, so it leaves them out; they also grow with the cluster (one entry per
+ * distinct label value, so the per-node `kubernetes.io/hostname` alone is one per node), which
+ * would make a fleet's comparison quadratic in its size. Two-snapshot diffs still compare them;
+ * cohorts still read node labels from them.
+ */
+export const FLEET_CLUSTER_SCOPED_TYPES: readonly MeasurementType[] = ["NodeTopology"];
+
 /** One node of a fleet. */
 export interface FleetMember {
   /** Node name (usually `metadata.source-node`); made unique by {@link buildFleetReport}. */
@@ -260,7 +270,7 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
   const pathIds = new Map<string, number>();
   // Per subtype, per key: the path id, or -1 when ignored. Keys from Object.keys() are
   // internalised strings, so this lookup avoids building and hashing a path per reading.
-  const keyTables = new Map<string, Map<string, number>>();
+  const keyTables = new Map<MeasurementType, Map<string, Map<string, number>>>();
   const lastNode: number[] = [];
   const lastPos: number[] = [];
   const subtypeIds = new Map<string, number>();
@@ -273,12 +283,14 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
     cohortReader.observe(member.snapshot);
     const perType = new Map<MeasurementType, number[]>();
     for (const m of member.snapshot.measurements) {
+      if (FLEET_CLUSTER_SCOPED_TYPES.includes(m.type)) continue;
       let pairs = perType.get(m.type);
       if (!pairs) perType.set(m.type, pairs = []);
       for (const s of m.subtypes) {
-        const tableKey = m.type + "\u0000" + s.subtype;
-        let keys = keyTables.get(tableKey);
-        if (!keys) keyTables.set(tableKey, keys = new Map());
+        let bySubtype = keyTables.get(m.type);
+        if (!bySubtype) keyTables.set(m.type, bySubtype = new Map());
+        let keys = bySubtype.get(s.subtype);
+        if (!keys) bySubtype.set(s.subtype, keys = new Map());
         const data = s.data;
         for (const key of Object.keys(data)) {
           let pid = keys.get(key);

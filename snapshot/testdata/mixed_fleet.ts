@@ -32,13 +32,28 @@ export interface MixedFleetOptions {
  * `p5-h100-3`.
  *
  * @param counts nodes per profile
- * @param options extra labels, boot seeds
+ * @param options extra labels, boot seeds, node list cut
  * @returns snapshots in node order (H100, then GB200, then CPU nodes)
  */
 export function makeMixedFleet(
   counts: Partial<Record<ProfileName, number>>,
   options: MixedFleetOptions = {},
 ): Snapshot[] {
+  return [...generateMixedFleet(counts, options)];
+}
+
+/**
+ * {@link makeMixedFleet} one snapshot at a time, for fleets too large to hold (the bench's
+ * 10,000 nodes). The NodeTopology readings of all snapshots share one set of strings.
+ *
+ * @param counts nodes per profile
+ * @param options extra labels, boot seeds, node list cut
+ * @returns the snapshots in node order
+ */
+export function* generateMixedFleet(
+  counts: Partial<Record<ProfileName, number>>,
+  options: MixedFleetOptions = {},
+): Generator<Snapshot> {
   const profiles = loadProfiles();
   const plan: { node: string; profile: NodeProfile; name: ProfileName }[] = [];
   for (const name of ["p5-h100", "p6-gb200", "system-m7i"] as const) {
@@ -65,10 +80,10 @@ export function makeMixedFleet(
         : gpuUnavailable("absent", "nvidia-smi not found"),
     );
   }
-  const names = plan.map((p) => p.node);
-  return plan.map(({ node, profile }, index) => {
+  for (const [index, { node, profile }] of plan.entries()) {
+    // Each snapshot's own topology is replaced by the cluster's below.
     const snapshot = makeNodeSnapshot(node, {
-      clusterNodes: names,
+      clusterNodes: [node],
       boot: options.boot?.(node, index) ?? index + 1,
     });
     const gpu = structuredClone(gpuOf.get(profile.name) as Measurement);
@@ -79,7 +94,8 @@ export function makeMixedFleet(
         type: "NodeTopology",
         subtypes: m.subtypes.map((s) => ({
           ...s,
-          data: { ...topology[s.subtype as "summary" | "taint" | "label"] },
+          // One object for every node, as in a real fleet the same readings (never mutated).
+          data: topology[s.subtype as "summary" | "taint" | "label"],
         })),
       };
     });
@@ -91,6 +107,6 @@ export function makeMixedFleet(
       setReading(snapshot, "OS.grub.hugepages", undefined);
       setReading(snapshot, "OS.sysctl./proc/sys/vm/nr_hugepages", "0");
     }
-    return snapshot;
-  });
+    yield snapshot;
+  }
 }
