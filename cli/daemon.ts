@@ -28,6 +28,7 @@ import { parseDuration } from "../manifests/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { resolveNodeName } from "../snapshot/mod.ts";
+import { processStats } from "../runtime.ts";
 import { buildInfo } from "../version.ts";
 import { parseCount } from "./agent.ts";
 import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
@@ -321,6 +322,7 @@ export async function runDaemon(
   const tls = options.tls ? { cert: options.tls.cert, key: options.tls.key } : undefined;
   const kube = connectOptional(deps, context.globals, log);
   let auth: RequestAuthorizer | undefined;
+  let metricsAuth: RequestAuthorizer | undefined;
   if (options.insecureNoAuth) {
     log.warn(
       "authentication is OFF (--insecure-no-auth): anyone who reaches the port reads this node's snapshot",
@@ -336,6 +338,13 @@ export async function runDaemon(
         createKubeAuth(options.kube, { audiences: options.audiences }));
     auth = createCachingAuthorizer(
       makeAuth({ log, kube, audiences: options.tokenAudiences }),
+      { clock: () => deps.now().getTime() },
+    );
+    // /metrics takes tokens of the API server's own audience, as the kubelet does, so a stock
+    // Prometheus can scrape it (still authorized with 'get nodes/metrics'); the snapshot keeps
+    // the dedicated audience.
+    metricsAuth = options.tokenAudiences.length === 0 ? auth : createCachingAuthorizer(
+      makeAuth({ log, kube, audiences: [] }),
       { clock: () => deps.now().getTime() },
     );
   }
@@ -356,6 +365,8 @@ export async function runDaemon(
     log,
     build: buildInfo(),
     nodeName,
+    metricsAuth,
+    processStats,
   }, options.cache);
   const server = await serve(daemon.app.fetch, {
     hostname: options.listen,

@@ -23,6 +23,7 @@ import type { AccessAttributes, RequestAuthorizer, UserInfo } from "./auth.ts";
 import type { EncodedSnapshot, SnapshotCache } from "./cache.ts";
 import { METRICS_CONTENT_TYPE } from "./metrics.ts";
 import type { DaemonMetrics } from "./metrics.ts";
+import type { SnapshotHistory } from "./history.ts";
 
 /** Per-request values of the daemon app. */
 export type DaemonEnv = {
@@ -43,6 +44,13 @@ export interface AppDeps {
    * `--insecure-no-auth` on a trusted loopback, never in a cluster.
    */
   auth: RequestAuthorizer | undefined;
+  /**
+   * Authorizes `/metrics` when it should differ from `auth` (tokens of the API server's
+   * default audience, as a stock Prometheus sends). @default auth
+   */
+  metricsAuth?: RequestAuthorizer | undefined;
+  /** This node's snapshot changes, served on `GET /v1/history`. @default none (404) */
+  history?: SnapshotHistory;
   /** Logger (access lines at debug). */
   log: Logger;
   /** This daemon's node: the name authorized against, and the `X-Aicr-Node` header. */
@@ -126,12 +134,13 @@ function routeOf(path: string): string {
     case "/readyz":
     case "/metrics":
     case "/v1/snapshot":
+    case "/v1/history":
       return path;
   }
   return path.startsWith("/v1/snapshot/") ? "/v1/snapshot/{measurement}" : "other";
 }
 
-const KNOWN_PATH_REGEXP = /^\/(healthz|readyz|metrics|v1\/snapshot(\/[^/]+)?)$/;
+const KNOWN_PATH_REGEXP = /^\/(healthz|readyz|metrics|v1\/history|v1\/snapshot(\/[^/]+)?)$/;
 
 const REASONS: Readonly<Record<number, string>> = {
   400: "BadRequest",
@@ -215,13 +224,15 @@ function etagMatches(header: string | undefined, etag: string): boolean {
  * Routes: `GET /healthz` (open), `GET /readyz` (open; 503 until the first successful
  * collection), `GET /metrics` (`get nodes/metrics`), `GET /v1/snapshot` and
  * `GET /v1/snapshot/{measurement}` (`get snapshots.aicr.run`, named after the node), with
- * `?format=yaml|json` (else `Accept`) and `?fresh=true`.
+ * `?format=yaml|json` (else `Accept`) and `?fresh=true`; `GET /v1/history` (same access): the
+ * bounded list of this node's snapshot changes, when and which readings.
  *
  * @param deps cache, metrics, authorizer, logger and node name
  * @returns the app (serve it with `serve()` from `serve.ts`, or call `app.request()` in tests)
  */
 export function createApp(deps: AppDeps): Hono<DaemonEnv> {
-  const { cache, metrics, auth, log, nodeName } = deps;
+  const { cache, metrics, auth, log, nodeName, history } = deps;
+  const metricsAuth = "metricsAuth" in deps ? deps.metricsAuth : auth;
   const app = new Hono<DaemonEnv>();
 
   app.use(async function observe(c, next) {
@@ -251,7 +262,7 @@ export function createApp(deps: AppDeps): Hono<DaemonEnv> {
 
   app.get(
     "/metrics",
-    requireAccess({ auth, attributes: metricsAttributes(nodeName) }),
+    requireAccess({ auth: metricsAuth, attributes: metricsAttributes(nodeName) }),
     (c) => c.body(metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE }),
   );
 
@@ -305,6 +316,30 @@ export function createApp(deps: AppDeps): Hono<DaemonEnv> {
     snapshotAccess,
     (c) => serveSnapshot(c, c.req.param("measurement")),
   );
+
+  if (history) {
+    // What changed on this node and when: the same access as the snapshot itself.
+    app.get("/v1/history", snapshotAccess, (c) =>
+      c.json(
+        {
+          node: nodeName,
+          capacity: "bounded",
+          dropped: history.dropped(),
+          entries: history.entries().map((e) => ({
+            at: e.at,
+            initial: e.initial,
+            total: e.total,
+            changes: e.changes.map((change) => ({
+              ...change,
+              ...(typeof change.before === "bigint" ? { before: String(change.before) } : {}),
+              ...(typeof change.after === "bigint" ? { after: String(change.after) } : {}),
+            })),
+          })),
+        },
+        200,
+        { "cache-control": "no-store" },
+      ));
+  }
 
   // notFound rather than a catch-all route: a catch-all would match (and slow) every request.
   app.notFound((c) => {

@@ -1,11 +1,14 @@
 import assert from "node:assert/strict";
 import { NOOP_LOGGER } from "../log.ts";
 import { parseSnapshot } from "../snapshot/mod.ts";
+import type { Snapshot } from "../snapshot/mod.ts";
+import { setReading } from "../snapshot/testdata/generate.ts";
+import { makeMixedFleet } from "../snapshot/testdata/mixed_fleet.ts";
 import { createCachingAuthorizer } from "./auth.ts";
 import { createDaemon } from "./daemon.ts";
 import type { Daemon } from "./daemon.ts";
 import { negotiateFormat, resolveMeasurementType } from "./app.ts";
-import { fakeCollector, fakeKubeAuth } from "./_testing.ts";
+import { fakeCollector, fakeKubeAuth, OK_REPORTS } from "./_testing.ts";
 import type { FakeCollector, FakeKubeAuth } from "./_testing.ts";
 import { waitUntil } from "../tests/_wait.ts";
 
@@ -433,4 +436,99 @@ Deno.test("resolveMeasurementType() matches exactly first, then case-insensitive
   assert.equal(resolveMeasurementType("systemd"), "SystemD");
   assert.equal(resolveMeasurementType("k8s"), "K8s");
   assert.equal(resolveMeasurementType("disk"), undefined);
+});
+
+Deno.test("createDaemon() answers GET /v1/history with when and which readings changed, behind the snapshot's access", async () => {
+  const clock = { now: Date.parse("2026-03-21T10:30:05Z") };
+  let current = makeMixedFleet({ "p5-h100": 1 })[0] as Snapshot;
+  const daemon = createDaemon({
+    collect: () => Promise.resolve({ snapshot: current, reports: OK_REPORTS }),
+    auth: createCachingAuthorizer(fakeKubeAuth(), { clock: () => clock.now }),
+    clock: () => clock.now,
+    log: NOOP_LOGGER,
+    build: BUILD,
+    nodeName: "p5-h100-1",
+    processStats: () => ({
+      cpuSeconds: 1.5,
+      residentBytes: 104857600,
+      openFds: 12,
+      maxFds: 1048576,
+      startTimeSeconds: 1774085400,
+    }),
+  }, { maxAgeMs: 60_000, freshMinIntervalMs: 0 });
+  await daemon.cache.refresh();
+  current = setReading(structuredClone(current), "GPU.smi.driver", "570.124.06");
+  clock.now += 600_000;
+  await daemon.cache.refresh();
+  clock.now += 600_000;
+  await daemon.cache.refresh(); // same readings: no entry
+  assert.equal((await daemon.app.request("/v1/history")).status, 401);
+  const denied = await daemon.app.request("/v1/history", bearer("token-other"));
+  assert.equal(denied.status, 403);
+  await denied.body?.cancel();
+  const res = await daemon.app.request("/v1/history", bearer("token-reader"));
+  assert.equal(res.status, 200);
+  const body = await res.json();
+  assert.deepEqual(body.entries, [
+    { at: "2026-03-21T10:30:05Z", initial: true, total: 0, changes: [] },
+    {
+      at: "2026-03-21T10:40:05Z",
+      initial: false,
+      total: 1,
+      changes: [{
+        path: "GPU.smi.driver",
+        kind: "modified",
+        before: "570.86.15",
+        after: "570.124.06",
+      }],
+    },
+  ]);
+  const text = await (await daemon.app.request("/metrics", bearer("token-prometheus"))).text();
+  assert.match(text, /^aicr_snapshot_last_change_timestamp_seconds 1774089605$/m);
+  assert.match(text, /^aicr_snapshot_changes_total 1$/m);
+  // One info series, with the facts of the last snapshot.
+  assert.equal(text.match(/^aicr_node_info\{/gm)?.length, 1);
+  assert.match(
+    text,
+    /^aicr_node_info\{node="p5-h100-1",driver_version="570\.124\.06",cuda_version="12\.8",gpu_model="NVIDIA H100 80GB HBM3",gpu_count="8",kernel="6\.8\.0-1028-aws",os_release="Ubuntu 24\.04\.1 LTS",kubelet_version="v1\.33\.5-eks-3025e55",container_runtime="containerd:\/\/2\.0\.3"\} 1$/m,
+  );
+  assert.match(text, /^process_cpu_seconds_total 1\.5$/m);
+  assert.match(text, /^process_resident_memory_bytes 104857600$/m);
+  assert.match(text, /^process_open_fds 12$/m);
+  assert.match(text, /^process_start_time_seconds 1774085400$/m);
+  await daemon.close();
+});
+
+Deno.test("createDaemon() checks /metrics with its own authorizer (the API server's audience) and the snapshot with the dedicated one", async () => {
+  const clock = { now: Date.parse("2026-03-21T10:30:05Z") };
+  // The dedicated audience knows only the reader's token; the default one only Prometheus's.
+  const only = (token: string) => {
+    const kube = fakeKubeAuth();
+    const review = kube.authenticator.review;
+    kube.authenticator.review = (t, signal) =>
+      t === token ? review(t, signal) : Promise.resolve({ authenticated: false });
+    return createCachingAuthorizer(kube, { clock: () => clock.now });
+  };
+  const daemon = createDaemon({
+    collect: fakeCollector().collect,
+    auth: only("token-reader"),
+    metricsAuth: only("token-prometheus"),
+    clock: () => clock.now,
+    log: NOOP_LOGGER,
+    build: BUILD,
+    nodeName: "node-1",
+  });
+  const metrics = await daemon.app.request("/metrics", bearer("token-prometheus"));
+  assert.equal(metrics.status, 200);
+  await metrics.body?.cancel();
+  const snapshotWithPrometheus = await daemon.app.request(
+    "/v1/snapshot",
+    bearer("token-prometheus"),
+  );
+  assert.equal(snapshotWithPrometheus.status, 401);
+  await snapshotWithPrometheus.body?.cancel();
+  const snapshot = await daemon.app.request("/v1/snapshot", bearer("token-reader"));
+  assert.equal(snapshot.status, 200);
+  await snapshot.body?.cancel();
+  await daemon.close();
 });

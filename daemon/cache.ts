@@ -391,6 +391,7 @@ export class SnapshotCache {
           durationMs: collectedAt - startedAt,
           endedAt: collectedAt,
           reports: result.reports,
+          snapshot: result.snapshot,
         });
         const failed = result.reports.filter((r) => r.status !== "ok").map((r) => r.collector);
         log.info("snapshot collected", {

@@ -10,8 +10,10 @@ import { createApp } from "./app.ts";
 import type { DaemonEnv } from "./app.ts";
 import { SnapshotCache } from "./cache.ts";
 import type { CollectFunction, SnapshotCacheOptions } from "./cache.ts";
+import { createSnapshotHistory, nodeInfoLabels } from "./history.ts";
+import type { SnapshotHistory } from "./history.ts";
 import { createDaemonMetrics } from "./metrics.ts";
-import type { DaemonMetrics } from "./metrics.ts";
+import type { DaemonMetrics, ProcessStats } from "./metrics.ts";
 import type { RequestAuthorizer } from "./auth.ts";
 
 /** Dependencies of {@link createDaemon}. */
@@ -28,6 +30,13 @@ export interface DaemonDeps {
   build: { version: string; commit: string; backend?: string };
   /** This daemon's node. */
   nodeName: string;
+  /**
+   * Authorizes `/metrics` callers when it differs from `auth`: tokens of the API server's
+   * default audience, as the kubelet accepts from Prometheus. @default auth
+   */
+  metricsAuth?: RequestAuthorizer | undefined;
+  /** What the process uses, for the `process_*` metrics. @default none */
+  processStats?: () => ProcessStats;
 }
 
 /** A daemon: the app and what it stands on. */
@@ -38,6 +47,8 @@ export interface Daemon {
   cache: SnapshotCache;
   /** The metric set. */
   metrics: DaemonMetrics;
+  /** The bounded history of this node's snapshot changes (`GET /v1/history`). */
+  history: SnapshotHistory;
   /** Starts the first collection (retried until it succeeds) and periodic refresh. */
   start(): void;
   /** Stops background work and waits for a running collection to end. */
@@ -52,19 +63,48 @@ export interface Daemon {
  * @returns the daemon (not started)
  */
 export function createDaemon(deps: DaemonDeps, options: SnapshotCacheOptions = {}): Daemon {
-  const metrics = createDaemonMetrics(deps.build);
+  const metrics = createDaemonMetrics(
+    deps.build,
+    deps.processStats ? { processStats: deps.processStats } : {},
+  );
+  const history = createSnapshotHistory();
   const cache = new SnapshotCache({
     collect: deps.collect,
     clock: deps.clock,
     log: deps.log,
-    onCollection: (outcome) => metrics.recordCollection(outcome),
+    onCollection: (outcome) => {
+      metrics.recordCollection(outcome);
+      if (!outcome.snapshot) return;
+      metrics.nodeInfo.reset();
+      metrics.nodeInfo.set(1, nodeInfoLabels(outcome.snapshot, deps.nodeName));
+      const entry = history.record(outcome.snapshot, outcome.endedAt);
+      if (entry) {
+        metrics.lastChange.set(entry.atMs / 1000);
+        if (!entry.initial) {
+          metrics.changes.inc();
+          deps.log.info("snapshot changed", {
+            readings: entry.total,
+            first: entry.changes.slice(0, 5).map((c) => c.path).join(","),
+          });
+        }
+      }
+    },
   }, options);
   const app = createApp({
     cache,
     metrics,
+    history,
     auth: deps.auth,
+    ...(deps.metricsAuth !== undefined ? { metricsAuth: deps.metricsAuth } : {}),
     log: deps.log,
     nodeName: deps.nodeName,
   });
-  return { app, cache, metrics, start: () => cache.start(), close: () => cache.close() };
+  return {
+    app,
+    cache,
+    metrics,
+    history,
+    start: () => cache.start(),
+    close: () => cache.close(),
+  };
 }

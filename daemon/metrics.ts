@@ -6,6 +6,21 @@
  * @module
  */
 
+import type { Snapshot } from "../snapshot/mod.ts";
+
+/** Labels of `aicr_node_info`, in output order. */
+export const NODE_INFO_LABEL_NAMES = [
+  "node",
+  "driver_version",
+  "cuda_version",
+  "gpu_model",
+  "gpu_count",
+  "kernel",
+  "os_release",
+  "kubelet_version",
+  "container_runtime",
+] as const;
+
 /** Label names and values of one series. */
 export type Labels = Record<string, string>;
 
@@ -134,6 +149,10 @@ class ScalarMetric implements MetricFamily {
     return this.#values.get(labelKey(this.#labelNames, labels))?.value;
   }
 
+  clear(): void {
+    this.#values.clear();
+  }
+
   render(): string {
     let out = `# HELP ${this.name} ${this.#help}\n# TYPE ${this.name} ${this.#type}\n`;
     for (const { labels, value } of this.#values.values()) {
@@ -207,6 +226,10 @@ export class Gauge implements MetricFamily {
    */
   get(labels: Labels = {}): number | undefined {
     return this.#metric.get(labels);
+  }
+  /** Removes every series (an info metric whose labels changed). */
+  reset(): void {
+    this.#metric.clear();
   }
   /** @returns the text exposition */
   render(): string {
@@ -338,6 +361,59 @@ export interface CollectorReport {
   error?: string;
 }
 
+/** What the process uses, read when `/metrics` is rendered. */
+export interface ProcessStats {
+  /** User plus system CPU time, in seconds. */
+  cpuSeconds: number;
+  /** Resident set size, in bytes. */
+  residentBytes: number;
+  /** Open file descriptors (undefined where the platform cannot tell). */
+  openFds?: number;
+  /** Maximum open file descriptors (undefined where unknown). */
+  maxFds?: number;
+  /** Process start, in seconds since the epoch. */
+  startTimeSeconds: number;
+}
+
+/**
+ * The standard `process_*` metrics (as the Prometheus client libraries name them), read from a
+ * stats function at each render.
+ */
+class ProcessFamily implements MetricFamily {
+  readonly name = "process";
+  readonly #stats: () => ProcessStats;
+  constructor(stats: () => ProcessStats) {
+    this.#stats = stats;
+  }
+  render(): string {
+    const s = this.#stats();
+    const one = (name: string, type: string, help: string, value: number | undefined) =>
+      value === undefined
+        ? ""
+        : `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name} ${formatSampleValue(value)}\n`;
+    return one(
+      "process_cpu_seconds_total",
+      "counter",
+      "Total user and system CPU time spent in seconds.",
+      s.cpuSeconds,
+    ) +
+      one(
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+        s.residentBytes,
+      ) +
+      one("process_open_fds", "gauge", "Number of open file descriptors.", s.openFds) +
+      one("process_max_fds", "gauge", "Maximum number of open file descriptors.", s.maxFds) +
+      one(
+        "process_start_time_seconds",
+        "gauge",
+        "Start time of the process since unix epoch in seconds.",
+        s.startTimeSeconds,
+      );
+  }
+}
+
 /** The daemon's metric set. */
 export interface DaemonMetrics {
   /** `aicr_build_info{version,commit,backend}` 1. */
@@ -356,6 +432,12 @@ export interface DaemonMetrics {
   httpRequests: Counter;
   /** `aicr_http_request_duration_seconds{route}`. */
   httpDuration: Histogram;
+  /** `aicr_node_info{node,driver_version,cuda_version,gpu_model,gpu_count,kernel,...}` 1. */
+  nodeInfo: Gauge;
+  /** `aicr_snapshot_last_change_timestamp_seconds`: when a reading last changed. */
+  lastChange: Gauge;
+  /** `aicr_snapshot_changes_total`: collections that changed some reading. */
+  changes: Counter;
   /** Records one finished collection. */
   recordCollection(outcome: CollectionOutcome): void;
   /** Renders the exposition document. */
@@ -372,16 +454,20 @@ export interface CollectionOutcome {
   endedAt: number;
   /** Per-collector reports (empty when the collection threw). */
   reports: readonly CollectorReport[];
+  /** The snapshot, when one came out. */
+  snapshot?: Snapshot;
 }
 
 /**
  * Creates the daemon's metric set.
  *
  * @param build version and commit for `aicr_build_info`
+ * @param options where the `process_*` metrics come from (left out without it)
  * @returns the metrics
  */
 export function createDaemonMetrics(
   build: { version: string; commit: string; backend?: string },
+  options: { processStats?: () => ProcessStats } = {},
 ): DaemonMetrics {
   const buildInfo = new Gauge({
     name: "aicr_build_info",
@@ -427,8 +513,26 @@ export function createDaemonMetrics(
     help: "HTTP request latency by route.",
     labelNames: ["route"],
   });
+  const nodeInfo = new Gauge({
+    name: "aicr_node_info",
+    help: "Facts of this node from its last snapshot (always 1).",
+    labelNames: [...NODE_INFO_LABEL_NAMES],
+  });
+  const lastChange = new Gauge({
+    name: "aicr_snapshot_last_change_timestamp_seconds",
+    help:
+      "Unix time of the last collection whose readings differed from the one before (the first collection counts; volatile readings ignored).",
+  });
+  const changes = new Counter({
+    name: "aicr_snapshot_changes_total",
+    help: "Collections whose readings differed from the one before.",
+  });
+  changes.inc({}, 0);
   const families: MetricFamily[] = [
     buildInfo,
+    nodeInfo,
+    lastChange,
+    changes,
     collections,
     collectionDuration,
     collectorDuration,
@@ -436,8 +540,12 @@ export function createDaemonMetrics(
     lastSuccess,
     httpRequests,
     httpDuration,
+    ...(options.processStats ? [new ProcessFamily(options.processStats)] : []),
   ];
   return {
+    nodeInfo,
+    lastChange,
+    changes,
     buildInfo,
     collectorDuration,
     collectorErrors,
