@@ -15,6 +15,8 @@ import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { VERBS, verbsFor } from "./commands.ts";
 import { addGlobalOptions, useContextNamespace, useLogEnvironment } from "./globals.ts";
+import { completionCommand } from "./completion.ts";
+import { examplesHelp } from "./_examples.ts";
 
 export type { CliDeps } from "./context.ts";
 
@@ -43,21 +45,27 @@ export async function createProgram(deps: CliDeps, argv?: readonly string[]): Pr
   addGlobalOptions(program);
   useLogEnvironment(program, deps);
   useContextNamespace(program, deps);
-  for (const factory of factories) {
-    const command = factory(deps);
-    applyDefaults(command, deps);
+  const commands = [
+    ...factories.map((factory) => factory(deps)),
+    // Small and always there: it builds the full program itself when it runs.
+    completionCommand(deps, () => createProgram(deps)),
+  ];
+  for (const command of commands) {
+    applyDefaults(command, deps, command.name());
     program.addCommand(command);
   }
   return program;
 }
 
-function applyDefaults(command: Command, deps: CliDeps): void {
+function applyDefaults(command: Command, deps: CliDeps, path: string): void {
   command.exitOverride().configureHelp({ showGlobalOptions: true }).configureOutput({
     writeOut: (text) => deps.stdout.write(text),
     writeErr: (text) => deps.stderr.write(text),
     outputError: (text, write) => write(text),
   });
-  for (const sub of command.commands) applyDefaults(sub, deps);
+  const examples = examplesHelp(path);
+  if (examples) command.addHelpText("after", examples);
+  for (const sub of command.commands) applyDefaults(sub, deps, `${path} ${sub.name()}`);
 }
 
 /**

@@ -1,0 +1,86 @@
+/**
+ * The `Examples:` block of every verb's help, in one table (kubectl's habit: the first thing an
+ * operator reads in `--help` is a command line that works).
+ *
+ * @module
+ */
+
+/** Example command lines per verb path (`daemonset fetch`), each with a comment. */
+export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
+  snapshot: [
+    "# Snapshot a GPU node (auto-targeted) to stdout, in the kubeconfig context's namespace",
+    "aicr snapshot",
+    "# Into a ConfigMap, with its own namespace created if absent",
+    "aicr snapshot -n gpu-operator --create-namespace -o cm://gpu-operator/aicr-snapshot",
+    "# JSON to a file from one chosen node",
+    "aicr snapshot --node-selector kubernetes.io/hostname=gpu-7 -t json -o snap.json",
+    "# See the RBAC and Job a run would create, without creating them (no cluster: --offline)",
+    "aicr snapshot --dry-run -t yaml",
+  ],
+  agent: [
+    "# Snapshot this host to stdout",
+    "aicr agent",
+    "# JSON to a file, failing without a GPU",
+    "aicr agent --require-gpu -t json -o host.json",
+  ],
+  cleanup: [
+    "# See, then remove, what a killed run left (its run ID is in its first lines)",
+    "aicr cleanup --run-id 20260102-150405-0123456789abcdef -n gpu-operator --dry-run",
+    "aicr cleanup --run-id 20260102-150405-0123456789abcdef -n gpu-operator --report cleanup.json",
+  ],
+  diff: [
+    "# Drift between two snapshots; exit 1 in CI when there is any",
+    "aicr diff -b baseline.yaml --target cm://gpu-operator/aicr-snapshot --fail-on-drift",
+    "# The outliers of a fleet, as one HTML page",
+    "aicr diff --fleet fleet/ -t html -o fleet.html",
+  ],
+  daemon: [
+    "# Serve this node's snapshot (inside the DaemonSet's pod; see 'aicr daemonset install')",
+    "aicr daemon --port 8443",
+  ],
+  daemonset: [
+    "aicr daemonset install -n aicr-system --create-namespace",
+    "aicr daemonset fetch -n aicr-system -o fleet/",
+    "aicr daemonset uninstall -n aicr-system",
+  ],
+  "daemonset install": [
+    "# Install on GPU nodes and wait for the pods, with a JSON report for CI",
+    "aicr daemonset install -n aicr-system --create-namespace --report install.json",
+  ],
+  "daemonset fetch": [
+    "# Every node's snapshot into a directory, a JSON report and JUnit XML for CI",
+    "aicr daemonset fetch -n aicr-system -o fleet/ --report fetch.json --junit fetch.xml",
+    "# One YAML stream to stdout, straight into the fleet diff",
+    "aicr daemonset fetch -n aicr-system -o - > fleet.yaml && aicr diff --fleet fleet.yaml",
+  ],
+  "daemonset uninstall": [
+    "aicr daemonset uninstall -n aicr-system --report uninstall.json",
+  ],
+  "daemonset render": [
+    "# The manifests for review or GitOps (the Secret holds a private key: keep it private)",
+    "aicr daemonset render -n aicr-system > aicr-daemonset.yaml",
+  ],
+  completion: [
+    "# bash: this shell, or every new one",
+    "source <(aicr completion bash)",
+    "aicr completion bash > /etc/bash_completion.d/aicr",
+    "# zsh and fish",
+    'aicr completion zsh > "${fpath[1]}/_aicr"',
+    "aicr completion fish > ~/.config/fish/completions/aicr.fish",
+  ],
+  version: [
+    "aicr version",
+    "aicr version -t json",
+  ],
+};
+
+/**
+ * The help text block for a verb path.
+ *
+ * @param path the verb path (`daemonset fetch`)
+ * @returns the block, or undefined when the table has none
+ */
+export function examplesHelp(path: string): string | undefined {
+  const lines = EXAMPLES[path];
+  return lines ? `\nExamples:\n${lines.map((l) => `  ${l}`).join("\n")}\n` : undefined;
+}
