@@ -1,6 +1,6 @@
 /**
- * Where `aicr diff` reads snapshots from: a file, a directory (fleet), `-` (stdin) or
- * `cm://namespace/name`. The reading itself is injected ({@link SnapshotSourceLoader});
+ * Where `aicr diff` reads snapshots from: a file, a directory (fleet), `-` (stdin),
+ * `cm://namespace/name` or an `https://` (or `http://`) URL (TLS verified, size and time bounded). The reading itself is injected ({@link SnapshotSourceLoader});
  * this module resolves names, enforces the size caps and turns what it read into
  * snapshots with errors that name the input.
  *
@@ -10,7 +10,10 @@ import { open, readdir, stat, writeFile } from "node:fs/promises";
 import { basename, extname, resolve } from "node:path";
 import process from "node:process";
 import { parseDocument } from "yaml";
-import { NotFoundError, ToolError, UnavailableError, UsageError } from "../errors.ts";
+import { Buffer } from "node:buffer";
+import http from "node:http";
+import https from "node:https";
+import { NotFoundError, TimeoutError, ToolError, UnavailableError, UsageError } from "../errors.ts";
 import {
   guardNesting,
   MAX_DOCUMENT_BYTES,
@@ -55,6 +58,11 @@ export interface SnapshotSourceLoader {
   readConfigMap(namespace: string, name: string): Promise<Record<string, string> | undefined>;
   /** Writes a whole file (for `--output`). */
   writeFile(path: string, text: string): Promise<void>;
+  /**
+   * GETs an `http(s)://` URL, failing once the body exceeds `maxBytes`, the deadline passes or
+   * (https) the server's certificate does not verify.
+   */
+  readUrl?(url: string, maxBytes: number): Promise<string>;
 }
 
 /** The one call of the Kubernetes client the ConfigMap reader needs. */
@@ -99,6 +107,10 @@ export interface FsSourceLoaderOptions {
   readConfigMap?: SnapshotSourceLoader["readConfigMap"];
   /** The stream read for `-`. @default process.stdin */
   stdin?: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>;
+  /** Trust anchors for `https://` sources (PEM) instead of the system's. @default system CAs */
+  httpsCa?: string;
+  /** The whole deadline of one URL read (connect, redirects, body). @default 30000 */
+  urlTimeoutMs?: number;
 }
 
 /**
@@ -143,7 +155,128 @@ export function createFsSourceLoader(options: FsSourceLoaderOptions = {}): Snaps
       );
     }),
     writeFile: (path, text) => writeFile(path, text),
+    readUrl: (url, maxBytes) =>
+      readUrlBounded(url, maxBytes, {
+        ...(options.httpsCa ? { ca: options.httpsCa } : {}),
+        timeoutMs: options.urlTimeoutMs ?? URL_TIMEOUT_MS,
+      }),
   };
+}
+
+/** How long one URL source may take in all. */
+const URL_TIMEOUT_MS = 30_000;
+/** Redirects followed (never from https down to http). */
+const MAX_REDIRECTS = 3;
+
+/**
+ * GETs a URL with a bounded body and deadline; https verifies the certificate (the system's
+ * CAs, or `ca`), and a redirect never leaves https for http.
+ */
+async function readUrlBounded(
+  url: string,
+  maxBytes: number,
+  options: { ca?: string; timeoutMs: number },
+): Promise<string> {
+  const deadline = AbortSignal.timeout(options.timeoutMs);
+  let current = new URL(url);
+  for (let redirects = 0;; redirects++) {
+    const answer = await getOnce(current, maxBytes, { ...options, signal: deadline }).catch(
+      (error: unknown) => {
+        if (deadline.aborted) {
+          throw new TimeoutError(
+            `Cannot read snapshot '${url}': no complete answer within ${
+              Math.round(options.timeoutMs / 1000)
+            }s`,
+          );
+        }
+        if (error instanceof ToolError) throw error;
+        throw new UnavailableError(
+          `Cannot read snapshot '${url}': ${error instanceof Error ? error.message : error}`,
+          { cause: error },
+        );
+      },
+    );
+    if (answer.location && answer.status >= 300 && answer.status < 400) {
+      const next = new URL(answer.location, current);
+      if (redirects >= MAX_REDIRECTS) {
+        throw new UnavailableError(
+          `Cannot read snapshot '${url}': more than ${MAX_REDIRECTS} redirects`,
+        );
+      }
+      if (current.protocol === "https:" && next.protocol !== "https:") {
+        throw new UsageError(
+          `Cannot read snapshot '${url}': it redirects from https to '${next.protocol}', which is refused`,
+        );
+      }
+      current = next;
+      continue;
+    }
+    if (answer.status === 404) {
+      throw new NotFoundError(`Cannot read snapshot '${url}': HTTP 404`);
+    }
+    if (answer.status !== 200) {
+      throw new UnavailableError(`Cannot read snapshot '${url}': HTTP ${answer.status}`);
+    }
+    return answer.body;
+  }
+}
+
+function getOnce(
+  url: URL,
+  maxBytes: number,
+  options: { ca?: string; signal: AbortSignal },
+): Promise<{ status: number; location?: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const lib = url.protocol === "https:" ? https : url.protocol === "http:" ? http : undefined;
+    if (!lib) {
+      reject(
+        new UsageError(`Cannot read snapshot '${url}': only http:// and https:// are supported`),
+      );
+      return;
+    }
+    const req = lib.request(url, {
+      method: "GET",
+      headers: { accept: "application/yaml, application/json;q=0.9, */*;q=0.5" },
+      agent: false,
+      signal: options.signal,
+      ...(url.protocol === "https:" && options.ca ? { ca: options.ca } : {}),
+    }, (res) => {
+      const status = res.statusCode ?? 0;
+      const location = res.headers.location;
+      if (status !== 200) {
+        res.resume();
+        resolve({ status, ...(location ? { location } : {}), body: "" });
+        return;
+      }
+      const declared = Number(res.headers["content-length"] ?? "0");
+      if (declared > maxBytes) {
+        req.destroy();
+        reject(
+          new UsageError(
+            `Cannot read snapshot '${url}': it is ${declared} bytes, over the ${maxBytes}-byte cap`,
+          ),
+        );
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let total = 0;
+      res.on("data", (chunk: Buffer) => {
+        total += chunk.length;
+        if (total > maxBytes) {
+          req.destroy();
+          reject(
+            new UsageError(`Cannot read snapshot '${url}': it exceeds the ${maxBytes}-byte cap`),
+          );
+          return;
+        }
+        chunks.push(chunk);
+      });
+      res.on("error", reject);
+      res.on("end", () => resolve({ status, body: Buffer.concat(chunks).toString("utf8") }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
 }
 
 /** Reads a file, stopping one byte past `maxBytes` (`/dev/zero` reports size 0). */
@@ -201,6 +334,12 @@ async function readSource(
   if (source === "-") return { source, text: await loader.readStdin(maxBytes) };
   if (source.startsWith("cm://")) {
     return { source, text: await readConfigMapSnapshot(source, loader, options.flag) };
+  }
+  if (/^https?:\/\//i.test(source)) {
+    if (!loader.readUrl) {
+      throw new UsageError(`Cannot read snapshot '${source}': URL sources are not wired in`);
+    }
+    return { source, text: await loader.readUrl(source, maxBytes) };
   }
   const path = resolve(options.cwd, source);
   const info = await loader.stat(path);

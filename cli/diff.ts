@@ -133,8 +133,11 @@ function collect(value: string, previous: string[]): string[] {
 export function diffCommand(deps: DiffDeps): Command {
   return new Command("diff")
     .description("compare two snapshots, or a fleet of them, and report drift")
-    .option("-b, --baseline <source>", "the reference snapshot")
-    .option("--target <source>", "the snapshot checked against the baseline")
+    .option(
+      "-b, --baseline <source>",
+      "the reference snapshot: a file, -, cm://<namespace>/<name> or an http(s):// URL (TLS verified, 30 s)",
+    )
+    .option("--target <source>", "the snapshot checked against the baseline (same forms)")
     .option("--fleet <sources...>", "compare many snapshots: directories, streams or files")
     .option("--fail-on-drift", "exit 1 when drift is found", false)
     .addOption(
