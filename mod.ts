@@ -63,7 +63,7 @@ export function processDeps(signal: AbortSignal): CliDeps {
     stdoutIsTerminal: Boolean(process.stdout.isTTY),
     stderrIsTerminal: Boolean(process.stderr.isTTY),
     signal,
-    connectKube: (source) => connectKube(source, (name) => process.env[name]),
+    connectKube: (source, options) => connectKube(source, (name) => process.env[name], options),
     contextNamespace: (source) => readContextNamespace(source, (name) => process.env[name]),
     collectorDeps: ({ kube, log, hostRoot }) => {
       const root = hostRoot ?? "/";

@@ -29,7 +29,10 @@ export interface CliDeps {
   /** Makes the logger for a run (level and format come from global flags). */
   makeLogger: (options: { debug: boolean; json: boolean; prefix?: string }) => Logger;
   /** Connects to a cluster. @throws {NoKubeconfigError} when there is no kubeconfig */
-  connectKube: (source: KubeConfigSource) => KubeClient;
+  connectKube: (
+    source: KubeConfigSource,
+    options?: { onWarning?: (warning: string, object: string) => void },
+  ) => KubeClient;
   /**
    * Reads the kubeconfig (no cluster contact) for its current context and that context's
    * namespace: the namespace a verb uses when `-n` is not given, as kubectl does.

@@ -205,7 +205,14 @@ export function kubeConfigSource(globals: GlobalOptions): KubeConfigSource {
  * @throws {NoKubeconfigError} when there is no kubeconfig
  */
 export function connect(deps: CliDeps, globals: GlobalOptions): KubeClient {
-  return deps.connectKube(kubeConfigSource(globals));
+  let log: Logger | undefined;
+  return deps.connectKube(kubeConfigSource(globals), {
+    // Each Warning header of the API server becomes a WARN line naming the object.
+    onWarning: (warning, object) => {
+      log ??= commandLogger(deps, globals);
+      log.warn("the API server warned about a request", { object, warning });
+    },
+  });
 }
 
 /**

@@ -75,6 +75,49 @@ export interface RestClientOptions {
   backoffMs?: number;
   /** Sleep, injectable for tests. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /**
+   * Told each `Warning` header the API server sends (a deprecated field, a field it
+   * dropped), with the object the request wrote (`POST /api/v1/.../configmaps name=x`).
+   */
+  onWarning?: (warning: string, object: string) => void;
+}
+
+/** Methods that write: they are sent with `fieldValidation=Strict`. */
+const WRITE_METHODS: ReadonlySet<RestRequest["method"]> = new Set(["POST", "PUT", "PATCH"]);
+
+/**
+ * Parses `Warning` headers (RFC 7234: `299 - "text"`, comma-joined when several), the way
+ * kubectl prints them.
+ *
+ * @param header the header value(s)
+ * @returns each warning's text
+ */
+export function parseWarningHeaders(header: string | string[] | undefined): string[] {
+  if (header === undefined) return [];
+  const out: string[] = [];
+  for (const value of Array.isArray(header) ? header : [header]) {
+    const pattern = /\d{3} \S+ "((?:[^"\\]|\\.)*)"/g;
+    let found = false;
+    for (const m of value.matchAll(pattern)) {
+      out.push((m[1] ?? "").replace(/\\(.)/g, "$1"));
+      found = true;
+    }
+    if (!found && value.trim() !== "") out.push(value.trim());
+  }
+  return out;
+}
+
+/**
+ * The object a request writes, for a warning line: method, path and the body's name.
+ *
+ * @param request the request
+ * @returns e.g. `POST /api/v1/namespaces/ns/configmaps name=x`
+ */
+function writtenObject(request: RestRequest): string {
+  const name = (request.body as { metadata?: { name?: unknown } } | undefined)?.metadata?.name;
+  return `${request.method} ${request.path}${
+    request.method === "POST" && typeof name === "string" ? ` name=${name}` : ""
+  }`;
 }
 
 /** Where a kubeconfig comes from. */
@@ -253,7 +296,7 @@ export function createLazyRestClient(
  * @returns the REST client
  */
 export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}): RestClient {
-  const { retries = 4, backoffMs = 200, sleep = abortableSleep } = options;
+  const { retries = 4, backoffMs = 200, sleep = abortableSleep, onWarning } = options;
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new UsageError("Cannot find a Kubernetes API server: no current cluster");
   const server = cluster.server.replace(/\/+$/, "");
@@ -277,6 +320,11 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
       throw connectionError(request, server, error);
     });
     const status = res.statusCode ?? 0;
+    if (onWarning) {
+      for (const warning of parseWarningHeaders(res.headers.warning)) {
+        onWarning(warning, writtenObject(request));
+      }
+    }
     if (status >= 200 && status < 300) return text;
     throw statusError(request, status, text, { retryAfter: res.headers["retry-after"], identity });
   }
@@ -338,6 +386,11 @@ async function sendRequest(
   const url = new URL(base.pathname.replace(/\/$/, "") + request.path, base);
   for (const [key, value] of Object.entries(request.query ?? {})) {
     if (value !== undefined) url.searchParams.set(key, String(value));
+  }
+  // A field the server does not know (one newer than the cluster) is an error naming
+  // it, never silently dropped.
+  if (WRITE_METHODS.has(request.method) && !url.searchParams.has("fieldValidation")) {
+    url.searchParams.set("fieldValidation", "Strict");
   }
   const body = request.body === undefined ? undefined : JSON.stringify(request.body);
   const headers: Record<string, string> = {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { exitCodeOf, formatError } from "../errors.ts";
 import { KubeApiError } from "./errors.ts";
-import { createRestClient, readContextNamespace } from "./rest.ts";
+import { createRestClient, parseWarningHeaders, readContextNamespace } from "./rest.ts";
 import {
   apiStatus as status,
   loopbackKubeConfig as loopbackConfig,
@@ -240,4 +240,16 @@ Deno.test("readContextNamespace() reads the current or named context's namespace
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("parseWarningHeaders() reads each RFC 7234 warning's text, escapes undone", () => {
+  assert.deepEqual(parseWarningHeaders(undefined), []);
+  assert.deepEqual(parseWarningHeaders('299 - "unknown field \\"spec\\""'), [
+    'unknown field "spec"',
+  ]);
+  assert.deepEqual(
+    parseWarningHeaders(['299 - "a", 299 - "b, c"', '299 - "d"']),
+    ["a", "b, c", "d"],
+  );
+  assert.deepEqual(parseWarningHeaders("not the usual shape"), ["not the usual shape"]);
 });

@@ -1,0 +1,65 @@
+/**
+ * The REST transport against the real test cluster: every write is sent with
+ * `fieldValidation=Strict`, so a field the server does not know is an error naming it
+ * (never silently dropped), and each `Warning` header reaches `onWarning` with the object.
+ *
+ * Runs when `AICR_CLUSTER_DIR` names a running cluster (the full `deno task test` run
+ * sets it); skipped in unit runs.
+ */
+import assert from "node:assert/strict";
+import process from "node:process";
+import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
+import { connectKube, KubeApiError } from "./mod.ts";
+
+const ENABLED = process.env.AICR_CLUSTER_DIR !== undefined;
+
+Deno.test({
+  name: "kube: writes are strict about unknown fields and turn Warning headers into callbacks",
+  ignore: !ENABLED,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const env = await useTestCluster();
+    const ns = await createNamespace(env.admin, "kube-strict");
+    const warnings: { warning: string; object: string }[] = [];
+    try {
+      const kube = connectKube({ kubeconfig: env.cluster.adminKubeconfig }, () => undefined, {
+        onWarning: (warning, object) => warnings.push({ warning, object }),
+      });
+      // A ConfigMap carrying a field the server does not know: refused, naming the field.
+      await assert.rejects(
+        kube.create("ConfigMap", {
+          metadata: { name: "unknown-field", namespace: ns },
+          data: { a: "1" },
+          spec: { newerThanThisCluster: true },
+        } as never),
+        (e) =>
+          e instanceof KubeApiError && e.status === 400 &&
+          /unknown field "spec"/.test(e.message),
+      );
+      assert.equal(await kube.get("ConfigMap", ns, "unknown-field"), undefined, "nothing created");
+      // The same write with the server's own validation asked for Warn: the header is told.
+      await kube.rest.json({
+        method: "POST",
+        path: `/api/v1/namespaces/${ns}/configmaps`,
+        query: { fieldValidation: "Warn" },
+        body: {
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { name: "warned" },
+          data: { a: "1" },
+          spec: { newerThanThisCluster: true },
+        },
+      });
+      assert.equal(warnings.length, 1, JSON.stringify(warnings));
+      assert.match(warnings[0]!.warning, /unknown field "spec"/);
+      assert.equal(warnings[0]!.object, `POST /api/v1/namespaces/${ns}/configmaps name=warned`);
+      // A clean write warns of nothing.
+      await kube.applyConfigMap(ns, "clean", { labels: {}, data: { a: "1" } });
+      assert.equal(warnings.length, 1);
+    } finally {
+      await env.admin.request("DELETE", `/api/v1/namespaces/${ns}`);
+      await env.stop();
+    }
+  },
+});
