@@ -38,7 +38,7 @@ import {
   formatManifest,
   isNodeOs,
   NODE_OS_FAMILIES,
-  parseDuration,
+  parseTimeout,
   parseNodeSelectors,
   parseResourceList,
   parseTolerations,
@@ -195,7 +195,7 @@ function installCommand(deps: CliDeps): Command {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const options = daemonOptions(flags, globals);
-      const timeoutMs = parseDuration(flags.timeout, "--timeout") || 120_000;
+      const timeoutMs = parseTimeout(flags.timeout, "--timeout");
       const targets = await reportTargets(deps, flags);
       const started = deps.now().getTime();
       await runReported(deps, targets, {
@@ -283,7 +283,7 @@ function uninstallCommand(deps: CliDeps): Command {
       const log = commandLogger(deps, globals);
       const namespace = checkedNamespace(globals);
       const name = validateDaemonName(flags.name);
-      const timeoutMs = parseDuration(flags.timeout, "--timeout") || 60_000;
+      const timeoutMs = parseTimeout(flags.timeout, "--timeout");
       const targets = await reportTargets(deps, flags);
       const started = deps.now().getTime();
       await runReported(
@@ -446,7 +446,7 @@ export async function fleetFetchOptions(
       `Cannot use '--concurrency' as it must be at least 1: current value is '${flags.concurrency}'`,
     );
   }
-  const timeoutMs = parseDuration(flags.timeout, "--timeout") || 30_000;
+  const timeoutMs = parseTimeout(flags.timeout, "--timeout");
   const output = await fleetOutput(checkOutputNotFormat(flags.output), deps.cwd);
   const reports = await reportTargets(deps, flags, {
     ...(output.kind === "stream" && output.path === undefined ? { stdoutTaken: "-o -" } : {}),

@@ -24,9 +24,9 @@ import {
   isNodeOs,
   isRunId,
   NODE_OS_FAMILIES,
-  parseDuration,
   parseNodeSelectors,
   parseResourceList,
+  parseTimeout,
   parseTolerations,
 } from "../manifests/mod.ts";
 import type { AgentJobKnobs, DeployOptions, DeployResult } from "../controller/mod.ts";
@@ -449,7 +449,7 @@ async function snapshotOptions(
       `Cannot use '--run-id' as it must be <YYYYMMDD-HHMMSS>-<16 hex>: current value is '${flags.runId}'`,
     );
   }
-  const timeoutMs = parseDuration(flags.timeout, "--timeout") || 5 * 60_000;
+  const timeoutMs = parseTimeout(flags.timeout, "--timeout");
   const parsed = parseJobConfig(flags, buildInfo().version);
   const { autoTarget } = parsed;
   // Upstream passes `--debug` on to the agent with JSON logs: ["--debug", "--log-json", "snapshot", ...].

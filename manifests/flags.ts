@@ -236,5 +236,31 @@ export function parseDuration(value: string, flag = "--timeout"): number {
   for (const match of value.matchAll(DURATION_PART_REGEXP)) {
     total += Number(match[1]) * (DURATION_UNITS[match[2] ?? ""] ?? 0);
   }
+  if (!(total <= MAX_DURATION_MS)) {
+    throw usage(flag, value, "at most 24h", "a longer wait is no wait: use a CronJob or rerun");
+  }
   return total;
+}
+
+/** The longest duration any flag accepts: 24h (timers and Job deadlines stay well in range). */
+export const MAX_DURATION_MS = 24 * 3_600_000;
+
+/** The shortest `--timeout`: 1s (a shorter wait cannot see a pod start). */
+export const MIN_TIMEOUT_MS = 1000;
+
+/**
+ * Parses a `--timeout` value: a duration from 1s to 24h. `0` and `0s` are refused rather
+ * than read as "the default" or "forever" (kubectl gives 0 both meanings).
+ *
+ * @param value the flag value
+ * @param flag the flag name for errors @default "--timeout"
+ * @returns milliseconds
+ * @throws {UsageError} naming the flag when the value is not a duration from 1s to 24h
+ */
+export function parseTimeout(value: string, flag = "--timeout"): number {
+  const ms = parseDuration(value, flag);
+  if (ms < MIN_TIMEOUT_MS) {
+    throw usage(flag, value, "a duration from 1s to 24h", "omit the flag for its default");
+  }
+  return ms;
 }

@@ -5,6 +5,7 @@ import {
   parseDuration,
   parseNodeSelectors,
   parseResourceList,
+  parseTimeout,
   parseTolerations,
   quantityValue,
 } from "./flags.ts";
@@ -145,4 +146,27 @@ Deno.test("flags: a bad duration names the flag, the value and the format", () =
     assert.throws(() => parseDuration(bad), UsageError, bad);
   }
   assert.match(usageMessage(() => parseDuration("x", "--interval")), /^Cannot parse '--interval'/);
+});
+
+Deno.test("parseTimeout() accepts 1s to 24h and refuses 0, 0s and longer waits, naming the flag", () => {
+  assert.equal(parseTimeout("1s"), 1000);
+  assert.equal(parseTimeout("24h"), 24 * 3_600_000);
+  assert.equal(parseTimeout("5m", "--timeout"), 300_000);
+  for (const value of ["0", "0s", "500ms", "999ms"]) {
+    assert.throws(
+      () => parseTimeout(value),
+      (e) =>
+        e instanceof UsageError &&
+        e.message ===
+          `Cannot parse '--timeout' as it must be a duration from 1s to 24h (omit the flag for its default): current value is '${value}'`,
+    );
+  }
+  for (const value of ["24h1s", "25h", "100000000h", `${"9".repeat(400)}h`]) {
+    assert.throws(
+      () => parseTimeout(value),
+      (e) =>
+        e instanceof UsageError &&
+        /^Cannot parse '--timeout' as it must be at most 24h/.test(e.message),
+    );
+  }
 });

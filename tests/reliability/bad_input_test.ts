@@ -104,6 +104,18 @@ function rows(): Row[] {
       message: parse("--timeout"),
     },
     {
+      name: "timeout of zero",
+      args: snap("--timeout", "0s"),
+      code: 2,
+      message: /^error: Cannot parse '--timeout' as it must be a duration from 1s to 24h/m,
+    },
+    {
+      name: "timeout beyond any timer",
+      args: snap("--timeout", "100000000h"),
+      code: 2,
+      message: /^error: Cannot parse '--timeout' as it must be at most 24h/m,
+    },
+    {
       name: "output cm:// without a name",
       args: snap("-o", "cm://"),
       code: 2,
