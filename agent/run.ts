@@ -43,6 +43,8 @@ export interface AgentOptions {
   transform?: (snapshot: Snapshot) => Snapshot;
   /** Cancels the run. */
   signal?: AbortSignal;
+  /** The ConfigMap target's UID when the controller created it (see `DeliverOptions`). */
+  configMapUid?: string;
 }
 
 /** What an agent run produced. */
@@ -130,6 +132,7 @@ export async function runAgent(deps: AgentDeps, options: AgentOptions): Promise<
     snapshot,
     version: deps.version,
     ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.configMapUid ? { configMapUid: options.configMapUid } : {}),
   });
   if (options.target.kind === "configmap") {
     deps.log.info("snapshot saved to ConfigMap", { uri: destination });

@@ -36,6 +36,11 @@ export interface DeliverOptions {
   version: string;
   /** Cancels a ConfigMap write. */
   signal?: AbortSignal;
+  /**
+   * The UID of the ConfigMap target when the controller created it (the staging ConfigMap,
+   * `AICR_CONFIGMAP_UID`): the write goes into that object only, never creating one.
+   */
+  configMapUid?: string;
 }
 
 /**
@@ -68,6 +73,7 @@ export async function deliverSnapshot(deps: SinkDeps, options: DeliverOptions): 
         version: options.version,
         writtenAt: deps.now(),
         ...(options.signal ? { signal: options.signal } : {}),
+        ...(options.configMapUid ? { uid: options.configMapUid } : {}),
       });
       return uri;
     }
@@ -75,12 +81,15 @@ export async function deliverSnapshot(deps: SinkDeps, options: DeliverOptions): 
 }
 
 /**
- * Server-side applies a snapshot ConfigMap (create or update in one call).
+ * Writes a snapshot ConfigMap: server-side applied (create or update in one call), or,
+ * with `uid`, an update of exactly that object (the staging ConfigMap the controller
+ * created), which refuses a missing or replaced object instead of creating one.
  *
  * @param kube the client
  * @param ref where
- * @param content the encoded snapshot, format, agent version and write time
- * @returns the applied object
+ * @param content the encoded snapshot, format, agent version, write time and pinned UID
+ * @returns the written object
+ * @throws {NotFoundError} / {ConflictError} when the pinned object is gone or replaced
  */
 export async function writeSnapshotConfigMap(
   kube: KubeClient,
@@ -91,10 +100,16 @@ export async function writeSnapshotConfigMap(
     version: string;
     writtenAt: Date;
     signal?: AbortSignal;
+    uid?: string;
   },
 ): Promise<unknown> {
-  return await kube.applyConfigMap(ref.namespace, ref.name, {
+  const body = {
     labels: snapshotConfigMapLabels(content.version),
     data: snapshotConfigMapData(content.encoded, content.format, content.writtenAt),
-  }, { timeoutMs: 30_000, ...(content.signal ? { signal: content.signal } : {}) });
+  };
+  const call = { timeoutMs: 30_000, ...(content.signal ? { signal: content.signal } : {}) };
+  if (content.uid !== undefined) {
+    return await kube.updateConfigMapIfUid(ref.namespace, ref.name, content.uid, body, call);
+  }
+  return await kube.applyConfigMap(ref.namespace, ref.name, body, call);
 }

@@ -24,7 +24,12 @@ import type { CliDeps } from "./context.ts";
  */
 export async function renderRolesForServiceAccount(
   deps: Pick<CliDeps, "cwd" | "now" | "stdout">,
-  options: { serviceAccount: string; namespace: string; discoverNetwork: boolean },
+  options: {
+    serviceAccount: string;
+    namespace: string;
+    discoverNetwork: boolean;
+    outputConfigMap?: string;
+  },
 ): Promise<string> {
   const serviceAccount = validateServiceAccountName(
     "--add-roles-to-service-account",
@@ -36,6 +41,7 @@ export async function renderRolesForServiceAccount(
     serviceAccount,
     runId,
     discoverNetwork: options.discoverNetwork,
+    ...(options.outputConfigMap ? { outputConfigMap: options.outputConfigMap } : {}),
     version: buildInfo().version,
   });
   const dir = join(deps.cwd, rendered.directory);

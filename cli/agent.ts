@@ -124,6 +124,11 @@ export interface LocalAgentOptions {
   hostRoot?: string;
   /** The controller-side projection files, read. */
   projections: Subtype[];
+  /**
+   * `AICR_CONFIGMAP_UID` (set by `aicr snapshot` on its agent Job): the staging ConfigMap
+   * the controller created; the snapshot goes into that object only.
+   */
+  configMapUid?: string;
 }
 
 /**
@@ -150,6 +155,7 @@ export async function localAgentOptions(
   );
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
+  const configMapUid = deps.env("AICR_CONFIGMAP_UID");
   return {
     target,
     output: flags.output,
@@ -159,6 +165,7 @@ export async function localAgentOptions(
     systemdUnits: flags.systemdUnit ?? [],
     ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
     projections,
+    ...(configMapUid ? { configMapUid } : {}),
   };
 }
 
@@ -205,6 +212,7 @@ export async function runLocalAgent(
       ...(options.systemdUnits.length ? { systemdUnits: [...options.systemdUnits] } : {}),
     },
     signal: deps.signal,
+    ...(options.configMapUid ? { configMapUid: options.configMapUid } : {}),
     ...(projections.length > 0
       ? { transform: (snapshot: Snapshot) => mergeProjections(snapshot, projections) }
       : {}),

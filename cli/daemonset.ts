@@ -38,9 +38,9 @@ import {
   formatManifest,
   isNodeOs,
   NODE_OS_FAMILIES,
-  parseTimeout,
   parseNodeSelectors,
   parseResourceList,
+  parseTimeout,
   parseTolerations,
   validateDaemonName,
 } from "../manifests/mod.ts";

@@ -230,10 +230,18 @@ export function snapshotCommand(deps: CliDeps): Command {
     const log = commandLogger(deps, globals, { prefixFromEnv: true });
     const context = { globals, log };
     if (flags.addRolesToServiceAccount !== undefined) {
+      const namespace = checkedNamespace(globals);
+      const target = flags.output === undefined ? undefined : parseSnapshotTarget(flags.output);
+      if (target?.kind === "configmap" && target.ref.namespace !== namespace) {
+        throw new UsageError(
+          `Cannot grant writing '${flags.output}' as its namespace must match '--namespace' (the Role grants ConfigMaps only there): current value is '${namespace}'`,
+        );
+      }
       await renderRolesForServiceAccount(deps, {
         serviceAccount: flags.addRolesToServiceAccount,
-        namespace: checkedNamespace(globals),
+        namespace,
         discoverNetwork: flags.discoverNetwork,
+        ...(target?.kind === "configmap" ? { outputConfigMap: target.ref.name } : {}),
       });
       return;
     }

@@ -20,20 +20,20 @@ import {
   KubeApiError,
   Ledger,
 } from "../kube/mod.ts";
-import type { KubeClient, KubeObject } from "../kube/mod.ts";
+import type { KubeClient, KubeObject, NewObject } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
 import {
   buildAgentJob,
+  exactStagingConfigMapName,
   GPU_PRESENT_LABEL,
   LABEL_INVOCATION_ID,
-  LABEL_NAME,
   LABEL_RUN_ID,
   newInvocationId,
   newRunId,
-  resolveAgentOutput,
   runLabels,
   runSelector,
   serviceAccountRunName,
+  stagingConfigMapName,
 } from "../manifests/mod.ts";
 import type { AgentJobConfig, JobManifest } from "../manifests/mod.ts";
 import { createAccessReviewer, runGate, runRbacObjects } from "../rbac/mod.ts";
@@ -161,8 +161,12 @@ interface RunPlan {
   output: ConfigMapRef;
   /** Whether cleanup owns (deletes) the output ConfigMap. */
   ownsOutput: boolean;
-  /** The Job, built. */
+  /** The Job, built (without the staging ConfigMap's UID, which its create returns). */
   job: JobManifest;
+  /** Builds the Job with the staging ConfigMap's UID. */
+  jobWithOutputUid: (uid: string) => JobManifest;
+  /** How the run got its ServiceAccount. */
+  mode: ServiceAccountMode;
   /** The run-scoped RBAC, in prefix mode. */
   rbac: RunRbac | undefined;
   /** Whether auto-targeting injected the GPU selector. */
@@ -291,7 +295,18 @@ async function planRun(
   const { kube, log } = deps;
   const { namespace } = options;
   const { runId, invocationId } = identity;
-  const { ref: output, ownsOutput } = resolveAgentOutput(options.output, namespace, runId);
+  // The agent writes the user's cm:// output, or a staging ConfigMap aicr creates for it:
+  // per run, or, as an existing ServiceAccount, one per account (so a rendered grant can name it).
+  const ownsOutput = options.output === undefined;
+  const outputFor = (mode: ServiceAccountMode, serviceAccount: string): ConfigMapRef =>
+    options.output ?? {
+      namespace,
+      name: mode === "exact"
+        ? exactStagingConfigMapName(serviceAccount)
+        : stagingConfigMapName(runId),
+    };
+  const configMapsFor = (ref: ConfigMapRef) =>
+    ownsOutput ? { staging: ref.name } : { target: ref.name };
   const gate = (mode: ServiceAccountMode, serviceAccount: string, createNamespace: boolean) =>
     runGate(createAccessReviewer(kube), {
       namespace,
@@ -300,6 +315,7 @@ async function planRun(
       ownsOutput,
       rewritesOutput: options.rewritesOutput ?? false,
       discoverNetwork: options.discoverNetwork,
+      configMaps: configMapsFor(outputFor(mode, serviceAccount)),
       ...(createNamespace ? { extraCaller: [CREATE_NAMESPACE_CHECK] } : {}),
       log,
       // Reviews persist nothing and are cheap: ask them all at once.
@@ -319,7 +335,7 @@ async function planRun(
     : await afterSettled(early, () =>
       allSettledOrThrow([
         resolveServiceAccount(kube, options),
-        options.autoTarget ? autoTarget(kube, log) : Promise.resolve(false),
+        options.autoTarget ? autoTarget(kube, log, options.signal) : Promise.resolve(false),
         checkNamespace(kube, namespace, {
           ...(options.signal ? { signal: options.signal } : {}),
           createIfAbsent: options.createNamespace ?? false,
@@ -329,8 +345,11 @@ async function planRun(
           : Promise.resolve(),
       ]));
   const createNamespace = namespaceState === "absent";
-  const { job, rbac } = await afterSettled(early, () => ({
-    job: buildAgentJob({
+  const output = outputFor(mode, serviceAccount);
+  // Built again with the staging ConfigMap's UID once aicr created it (the agent writes into
+  // that object only).
+  const agentJob = (outputUid?: string) =>
+    buildAgentJob({
       ...options.job,
       runId,
       invocationId,
@@ -338,10 +357,13 @@ async function planRun(
       serviceAccountName: mode === "prefix"
         ? serviceAccountRunName(options.serviceAccountPrefix, runId)
         : serviceAccount,
-      ...(ownsOutput ? {} : { output }),
+      output,
+      ...(outputUid ? { outputUid } : {}),
       autoTargetGpu: injectedSelector === true,
       timeoutMs: options.timeoutMs,
-    }),
+    });
+  const { job, rbac } = await afterSettled(early, () => ({
+    job: agentJob(),
     rbac: mode === "prefix"
       ? runRbacObjects({
         namespace,
@@ -349,6 +371,7 @@ async function planRun(
         invocationId,
         serviceAccountPrefix: options.serviceAccountPrefix,
         discoverNetwork: options.discoverNetwork,
+        configMaps: configMapsFor(output),
       })
       : undefined,
   }));
@@ -363,6 +386,8 @@ async function planRun(
     output,
     ownsOutput,
     job,
+    jobWithOutputUid: (uid) => agentJob(uid),
+    mode,
     rbac,
     injectedSelector: injectedSelector === true,
     createNamespace,
@@ -422,7 +447,21 @@ async function executeRun(
       }
       log.debug("run RBAC created", { serviceAccount: rbac.serviceAccount.metadata.name });
     }
-    const created = await ledger.create("Job", plan.job);
+    let job = plan.job;
+    if (plan.ownsOutput) {
+      // The staging ConfigMap is created here, carrying this invocation's labels, so the
+      // agent writes into it only by its UID and cleanup deletes it by that UID. An object
+      // already at the name (another run's, or anyone's) is never written into or deleted.
+      const staged = await createStagingConfigMap({ kube, ledger, log }, {
+        ref: output,
+        labels: plan.labels,
+        runId,
+        mode: plan.mode,
+      });
+      job = plan.jobWithOutputUid(staged);
+      throwIfInterrupted(options.signal);
+    }
+    const created = await ledger.create("Job", job);
     jobUid = created.metadata?.uid;
     if (!jobUid) throw new ToolError(`Cannot follow Job '${namespace}/${name}': no UID returned`);
     log.debug("agent Job created", { job: name, uid: jobUid });
@@ -462,7 +501,6 @@ async function executeRun(
         runId,
         jobName: name,
         ...(jobUid ? { jobUid } : {}),
-        ...(plan.ownsOutput ? { stagingConfigMap: output.name } : {}),
       });
       // The returned object is the one `done` holds: its count is filled in here, after cleanup.
       if (done) done.cleaned = cleanup.cleaned;
@@ -507,6 +545,64 @@ function interrupted(error: unknown, signal: AbortSignal | undefined): unknown {
       `Cannot finish the snapshot run: interrupted (${String(signal.reason)})`,
     )
     : error;
+}
+
+/** The WARN for an object at the staging name this invocation did not create. */
+export const FOREIGN_STAGING_WARNING =
+  "the staging ConfigMap's name is taken by an object this invocation did not create; it is left untouched (not written into, not adopted, not deleted)";
+
+/**
+ * Creates the run's staging ConfigMap (empty, with the invocation's labels) through the
+ * ledger and returns its UID. An object already at the name stops the run before the Job
+ * with the documented WARN and a conflict naming it and its labels; nothing is written
+ * into it and cleanup never deletes it.
+ */
+async function createStagingConfigMap(
+  { kube, ledger, log }: { kube: KubeClient; ledger: Ledger; log: Logger },
+  options: { ref: ConfigMapRef; labels: Record<string, string>; runId: string; mode: string },
+): Promise<string> {
+  const { ref } = options;
+  try {
+    const staging: NewObject & { data: Record<string, string> } = {
+      metadata: { name: ref.name, namespace: ref.namespace, labels: { ...options.labels } },
+      data: {},
+    };
+    const created = await ledger.create("ConfigMap", staging);
+    const uid = created.metadata?.uid;
+    if (!uid) {
+      throw new ToolError(
+        `Cannot stage the snapshot in '${formatConfigMapUri(ref)}': no UID returned`,
+      );
+    }
+    return uid;
+  } catch (error) {
+    if (!(error instanceof KubeApiError && error.isAlreadyExists)) throw error;
+    const objectRunId = await kube.get("ConfigMap", ref.namespace, ref.name).then(
+      (cm) => cm?.metadata?.labels?.[LABEL_RUN_ID],
+      () => undefined,
+    );
+    log.warn(FOREIGN_STAGING_WARNING, {
+      name: ref.name,
+      runID: options.runId,
+      objectRunID: objectRunId ?? "",
+    });
+    throw new ConflictError(
+      `Cannot stage the snapshot in '${
+        formatConfigMapUri(ref)
+      }': a ConfigMap this invocation did not create already has that name`,
+      {
+        cause: error,
+        details: [
+          options.mode === "exact"
+            ? "  another run as this ServiceAccount is using it; wait for it, or pass -o cm://<namespace>/<name>"
+            : "  another invocation is using this run ID; omit --run-id or pass a new one",
+          objectRunId
+            ? `  if it is a killed run's leftover: aicr cleanup --run-id ${objectRunId} -n ${ref.namespace}`
+            : `  it is not aicr's: rename or remove it yourself (kubectl get configmap ${ref.name} -n ${ref.namespace} -o yaml)`,
+        ],
+      },
+    );
+  }
 }
 
 /** A create met an object of the run's name: another invocation holds this run ID. */
@@ -569,20 +665,24 @@ async function checkRuntimeClass(kube: KubeClient, name: string): Promise<void> 
   }
 }
 
-async function autoTarget(kube: KubeClient, log: Logger): Promise<boolean> {
+async function autoTarget(kube: KubeClient, log: Logger, signal?: AbortSignal): Promise<boolean> {
   try {
     const nodes = await kube.list("Node", undefined, {
       labelSelector: `${GPU_PRESENT_LABEL}=true`,
       limit: 1,
       timeoutMs: 5000,
-      signal: AbortSignal.timeout(5000),
+      signal: signal
+        ? AbortSignal.any([signal, AbortSignal.timeout(5000)])
+        : AbortSignal.timeout(5000),
     });
     if (nodes.items.length === 0) return false;
     log.info("auto-targeting GPU nodes", { nodeSelector: `${GPU_PRESENT_LABEL}=true` });
     return true;
   } catch (error) {
-    // Fail open on what the API answered (or did not); a broken kubeconfig is the run's error.
+    // Fail open on what the API answered (or did not); a broken kubeconfig is the run's
+    // error, and a signal ends the run.
     if (error instanceof UsageError) throw error;
+    throwIfInterrupted(signal);
     log.warn("could not look for GPU nodes; running without a node selector", {
       error: error instanceof Error ? error.message.split("\n")[0] : String(error),
     });
@@ -679,10 +779,6 @@ async function awaitJobPodsGone(
   return remaining;
 }
 
-/** The WARN for a staging ConfigMap cleanup cannot sweep (upstream wording). */
-export const STAGING_CONFIGMAP_WARNING =
-  "cleanup left behind the ConfigMap at this run's staging name: this run no longer holds the Job whose agent would have written it";
-
 /** Options for {@link cleanupRun}. */
 export interface CleanupRunOptions {
   /** The run's ledger. */
@@ -695,15 +791,11 @@ export interface CleanupRunOptions {
   jobName: string;
   /** The Job's UID, when its create answered. */
   jobUid?: string;
-  /** The staging ConfigMap's name, when aicr owns the output. */
-  stagingConfigMap?: string;
 }
 
 /**
- * Cleans up one run: takes the staging ConfigMap's evidence (is this run's Job, by UID,
- * still standing?), deletes every ledger entry by UID, waits for the Job's pods to go,
- * then sweeps the staging ConfigMap only if that evidence held (else the documented
- * WARN), and reports what remains.
+ * Cleans up one run: deletes every ledger entry by UID (the staging ConfigMap is one: aicr
+ * created it), waits for the Job's pods to go, and reports what remains.
  *
  * @param deps client and logger
  * @param options the ledger and the run's names
@@ -716,23 +808,6 @@ export async function cleanupRun(
   const { kube, log } = deps;
   const { namespace, ledger } = options;
   const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
-  // The evidence for the staging ConfigMap is taken while the Job stands: whether the
-  // Job at its name is still this run's (by UID). The ConfigMap itself is read only
-  // after the Job's pods are gone, so a snapshot the agent writes while cleanup runs
-  // (a signal right after the Job's create) is swept too.
-  const liveJobUid = options.stagingConfigMap
-    ? await kube.get("Job", namespace, options.jobName, timeout()).then(
-      (job) => job?.metadata?.uid ?? "",
-      (error) => {
-        log.warn("cleanup could not check the staging ConfigMap", {
-          name: options.stagingConfigMap,
-          error: error instanceof Error ? error.message : String(error),
-        });
-        return undefined;
-      },
-    )
-    : undefined;
-  log.debug("cleanup: staging evidence taken", { liveJobUID: liveJobUid ?? "" });
   const outcomes = await ledger.cleanup({ log });
   log.debug("cleanup: run objects deleted", { count: outcomes.length });
   const remaining: string[] = [];
@@ -745,24 +820,7 @@ export async function cleanupRun(
     // Pods go with their Job through the garbage collector; wait (bounded) for them.
     remaining.push(...await awaitJobPodsGone(deps, { ...options, jobUid: options.jobUid }));
   }
-  let cleaned = outcomes.filter((o) => o.result === "deleted" || o.result === "gone").length;
-  if (options.stagingConfigMap && liveJobUid !== undefined) {
-    const swept = await sweepStagingConfigMap(kube, log, {
-      namespace,
-      name: options.stagingConfigMap,
-      jobName: options.jobName,
-      liveJobUid,
-      ...(options.jobUid ? { jobUid: options.jobUid } : {}),
-    }).catch((error) => {
-      log.warn("cleanup could not check the staging ConfigMap", {
-        name: options.stagingConfigMap,
-        error: error instanceof Error ? error.message : String(error),
-      });
-      return "kept" as const;
-    });
-    if (swept === "kept") remaining.push(`ConfigMap/${options.stagingConfigMap}`);
-    if (swept === "deleted") cleaned++;
-  }
+  const cleaned = outcomes.filter((o) => o.result === "deleted" || o.result === "gone").length;
   if (outcomes.some((o) => o.result === "failed")) {
     // The objects still carry the run's labels: the sweep can finish the job later.
     log.warn(
@@ -775,39 +833,4 @@ export async function cleanupRun(
   }
   log.debug("cleanup: done", { remaining: remaining.length });
   return { remaining, cleaned };
-}
-
-async function sweepStagingConfigMap(
-  kube: KubeClient,
-  log: Logger,
-  options: {
-    namespace: string;
-    name: string;
-    jobName: string;
-    jobUid?: string;
-    liveJobUid: string;
-  },
-): Promise<"kept" | "deleted" | "absent"> {
-  const cm = await kube.get("ConfigMap", options.namespace, options.name, {
-    timeoutMs: CLEANUP_TIMEOUT_MS,
-  });
-  if (!cm?.metadata?.uid) return "absent";
-  const isArtifact = cm.metadata.labels?.[LABEL_NAME] === "aicr";
-  if (!options.jobUid || options.liveJobUid !== options.jobUid || !isArtifact) {
-    log.warn(STAGING_CONFIGMAP_WARNING, {
-      name: options.name,
-      jobName: options.jobName,
-      jobUID: options.jobUid ?? "",
-      liveJobUID: options.liveJobUid,
-    });
-    return "kept";
-  }
-  const result = await kube.deleteIfUid(
-    "ConfigMap",
-    options.namespace,
-    options.name,
-    cm.metadata.uid,
-    { timeoutMs: CLEANUP_TIMEOUT_MS },
-  );
-  return result === "deleted" ? "deleted" : "absent";
 }

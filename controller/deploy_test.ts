@@ -7,18 +7,20 @@ import { snapshotConfigMapLabels, stagingConfigMapName } from "../manifests/mod.
 import { encodeSnapshot, formatConfigMapUri } from "../snapshot/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
-import { deploySnapshot } from "./deploy.ts";
+import { deploySnapshot, FOREIGN_STAGING_WARNING } from "./deploy.ts";
 import type { DeployOptions } from "./deploy.ts";
 
 const NS = "gpu-operator";
 const RUN = "20260102-150405-0123456789abcdef";
 /**
  * The run's creates in steps: the ServiceAccount and both roles at once, then both bindings (each
- * after its role), then the Job. Within a step the order of the calls is the order of the list.
+ * after its role), then the staging ConfigMap, then the Job. Within a step the order of the calls is
+ * the order of the list.
  */
 const CREATE_STEPS: KindName[][] = [
   ["ServiceAccount", "Role", "ClusterRole"],
   ["RoleBinding", "ClusterRoleBinding"],
+  ["ConfigMap"],
   ["Job"],
 ];
 const RBAC_ORDER: KindName[] = CREATE_STEPS.slice(0, 2).flat();
@@ -48,6 +50,14 @@ function agentOutput(job: KubeObject): { namespace: string; name: string } {
   const uri = args[args.indexOf("-o") + 1] ?? "";
   const [namespace = "", name = ""] = uri.replace("cm://", "").split("/");
   return { namespace, name };
+}
+
+function stagingUid(job: KubeObject): string | undefined {
+  const spec = job.spec as {
+    template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } };
+  };
+  return spec.template.spec.containers[0]?.env?.find((e) => e.name === "AICR_CONFIGMAP_UID")
+    ?.value;
 }
 
 function templateLabels(job: KubeObject): Record<string, string> {
@@ -152,8 +162,23 @@ function scene(options: SceneOptions = {}) {
       } as unknown as NewObject & { metadata: { name: string } },
     );
     if (agent === "succeeds") {
-      // The agent writes where its Job's `-o` says, as the real one does.
+      // The agent writes where its Job's `-o` says, as the real one does: into the staging
+      // ConfigMap of the UID its Job names (never creating one), or by apply to a cm:// output.
       const target = agentOutput(job);
+      const pinned = stagingUid(job);
+      if (pinned !== undefined) {
+        const key = `ConfigMap/${target.namespace}/${target.name}`;
+        const existing = fake.objects.get(key);
+        if (existing?.metadata?.uid !== pinned) return;
+        fake.objects.set(key, {
+          ...existing,
+          data: {
+            "snapshot.yaml": encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml"),
+            format: "yaml",
+          },
+        } as KubeObject);
+        return;
+      }
       fake.put(
         "ConfigMap",
         {
@@ -209,7 +234,8 @@ Deno.test("deploySnapshot() creates RBAC then the Job, reads the snapshot, and c
   assert.equal(result.nodeName, "gpu-1");
   assert.equal(result.snapshot.metadata["source-node"], "gpu-1");
   assert.equal(formatConfigMapUri(result.configMap), `cm://${NS}/${stagingConfigMapName(RUN)}`);
-  assert.deepEqual(s.created(), [...RBAC_ORDER, "Job"]);
+  // The staging ConfigMap is aicr's own create, before the Job; the agent only updates it.
+  assert.deepEqual(s.created(), [...RBAC_ORDER, "ConfigMap", "Job"]);
   // Every delete names the UID its create returned; the Job goes first.
   assert.equal(s.deletes[0]?.kind, "Job");
   for (const d of s.deletes) {
@@ -228,7 +254,7 @@ Deno.test("deploySnapshot() asks the gate before any create, and a denial create
   assert.deepEqual(s.left(), []);
 });
 
-for (const failAt of [...RBAC_ORDER, "Job"] as KindName[]) {
+for (const failAt of CREATE_STEPS.flat()) {
   Deno.test(`deploySnapshot() cleans up what it made when the ${failAt} create fails`, async () => {
     const s = scene({ refuseCreate: failAt });
     const error = await deploySnapshot(s.deps, options()).catch((e) => e);
@@ -312,7 +338,31 @@ Deno.test("deploySnapshot() with noCleanup leaves every object and says so", asy
   assert.ok(s.left().some((k) => k.startsWith("Job/")));
   assert.ok(s.lines.some((l) => l.includes("leaving the run's objects")));
   const kinds = new Set(s.left().map((k) => k.split("/")[0]));
-  for (const kind of [...RBAC_ORDER, "Job", "Pod"]) assert.ok(kinds.has(kind), kind);
+  for (const kind of [...RBAC_ORDER, "ConfigMap", "Job", "Pod"]) assert.ok(kinds.has(kind), kind);
+});
+
+Deno.test("deploySnapshot() with a pinned run ID never writes into, adopts or deletes a ConfigMap it did not create", async () => {
+  const s = scene();
+  s.fake.put(
+    "ConfigMap",
+    {
+      metadata: { name: stagingConfigMapName(RUN), namespace: NS, labels: { team: "a" } },
+      data: { precious: "data" },
+    } as unknown as NewObject & { metadata: { name: string } },
+  );
+  const before = s.fake.objects.get(`ConfigMap/${NS}/${stagingConfigMapName(RUN)}`);
+  const error = await deploySnapshot(s.deps, options()).catch((e) => e);
+  assert.equal(exitCodeOf(error), 2, String(error));
+  assert.match(error.message, /a ConfigMap this invocation did not create already has that name/);
+  assert.ok(s.lines.some((l) => l.startsWith(`WARN ${FOREIGN_STAGING_WARNING}`)), s.lines.join(""));
+  assert.ok(!s.created().includes("Job"), "no Job was created");
+  assert.deepEqual(
+    s.fake.objects.get(`ConfigMap/${NS}/${stagingConfigMapName(RUN)}`),
+    before,
+    "untouched",
+  );
+  assert.ok(!s.deletes.some((d) => d.kind === "ConfigMap"), "never deleted");
+  assert.deepEqual(s.left(), [`ConfigMap/${NS}/${stagingConfigMapName(RUN)}`]);
 });
 
 Deno.test("deploySnapshot() explains a Job ended at its activeDeadlineSeconds, and cleans up", async () => {
@@ -329,7 +379,7 @@ Deno.test("deploySnapshot() cleans up after a SIGINT during the wait and ends as
   const error = await deploySnapshot(s.deps, options({ signal: interrupt.signal })).catch((e) => e);
   assert.ok(error instanceof InterruptedError, String(error));
   assert.equal(exitCodeOf(error), 130);
-  assert.deepEqual(s.created(), [...RBAC_ORDER, "Job"]);
+  assert.deepEqual(s.created(), [...RBAC_ORDER, "ConfigMap", "Job"]);
   assert.deepEqual(s.left(), [], "everything the run made is gone");
 });
 

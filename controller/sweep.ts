@@ -4,14 +4,14 @@
  * run's labels (`aicr.run/run-id`, `app.kubernetes.io/name=aicr` and
  * `app.kubernetes.io/managed-by=aicr`, all three), and each is deleted pinned to the
  * UID just read, so an object that replaced it in between is never touched. The
- * staging ConfigMap carries no run label (the agent writes it); it is swept by its
- * run-scoped name only once no Job of the run still stands and it carries
- * `app.kubernetes.io/name=aicr`, otherwise it is kept with the documented WARN.
+ * staging ConfigMap is one of them (aicr creates it with the run's labels); an object at
+ * the run's staging name without those labels is not aicr's and is kept with the
+ * documented WARN.
  *
  * @module
  */
 import { sweepObjects } from "../kube/mod.ts";
-import type { KindName, KubeClient, KubeObject, SweptObject } from "../kube/mod.ts";
+import type { KindName, KubeClient, SweptObject } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
   APP_NAME,
@@ -21,12 +21,16 @@ import {
   LABEL_RUN_ID,
   stagingConfigMapName,
 } from "../manifests/mod.ts";
-import { STAGING_CONFIGMAP_WARNING } from "./deploy.ts";
+
+/** The WARN for an object at the run's staging name that lacks the run's labels. */
+export const STAGING_CONFIGMAP_WARNING =
+  "cleanup left behind the ConfigMap at this run's staging name: it does not carry the run's labels, so aicr did not create it";
 
 /** Kinds a run creates, in deletion order: the Job first, bindings before roles. */
 const SWEPT_KINDS: readonly KindName[] = [
   "Job",
   "Pod",
+  "ConfigMap",
   "RoleBinding",
   "ClusterRoleBinding",
   "Role",
@@ -80,7 +84,7 @@ export async function sweepRun(
     dryRun,
     timeoutMs,
   });
-  const staging = await sweepStaging(kube, log, { runId, namespace, dryRun, timeoutMs });
+  const staging = await sweepStaging(kube, log, { runId, namespace, timeoutMs });
   if (staging) out.push(staging);
   return out;
 }
@@ -88,39 +92,28 @@ export async function sweepRun(
 async function sweepStaging(
   kube: KubeClient,
   log: Logger,
-  options: { runId: string; namespace: string; dryRun: boolean; timeoutMs: number },
+  options: { runId: string; namespace: string; timeoutMs: number },
 ): Promise<SweptObject | undefined> {
   const { namespace, timeoutMs } = options;
   const name = stagingConfigMapName(options.runId);
   const cm = await kube.get("ConfigMap", namespace, name, { timeoutMs });
   const uid = cm?.metadata?.uid;
   if (!uid) return undefined;
-  const base = { kind: "ConfigMap" as const, namespace, name, uid };
-  // A Job of the run that still stands (one this sweep did not just delete, or one that
-  // reappeared) may still have an agent that writes here: keep the ConfigMap then.
-  const jobs = await kube.list<KubeObject>("Job", namespace, {
-    labelSelector: sweepSelector(options.runId),
-    timeoutMs,
+  // One carrying the run's labels was swept (or listed) above with the rest.
+  const labels = cm.metadata?.labels ?? {};
+  const ours = labels[LABEL_RUN_ID] === options.runId && labels[LABEL_NAME] === APP_NAME &&
+    labels[LABEL_MANAGED_BY] === APP_NAME;
+  if (ours) return undefined;
+  log.warn(STAGING_CONFIGMAP_WARNING, {
+    name,
+    objectRunID: labels[LABEL_RUN_ID] ?? "",
   });
-  const standing = jobs.items.filter((j) => !j.metadata?.deletionTimestamp || options.dryRun);
-  const isArtifact = cm.metadata?.labels?.[LABEL_NAME] === APP_NAME;
-  if ((standing.length > 0 && !options.dryRun) || !isArtifact) {
-    const live = standing[0];
-    log.warn(STAGING_CONFIGMAP_WARNING, {
-      name,
-      jobName: live?.metadata?.name ?? "",
-      jobUID: "",
-      liveJobUID: live?.metadata?.uid ?? "",
-    });
-    return {
-      ...base,
-      result: "kept",
-      detail: isArtifact
-        ? "a Job of the run still stands"
-        : "not labelled app.kubernetes.io/name=aicr",
-    };
-  }
-  if (options.dryRun) return { ...base, result: "found" };
-  const result = await kube.deleteIfUid("ConfigMap", namespace, name, uid, { timeoutMs });
-  return { ...base, result: result === "deleted" ? "deleted" : "gone" };
+  return {
+    kind: "ConfigMap",
+    namespace,
+    name,
+    uid,
+    result: "kept",
+    detail: "not labelled with this run's ID, app.kubernetes.io/name=aicr and managed-by=aicr",
+  };
 }

@@ -48,8 +48,12 @@ Deno.test("sweepSelector() requires the run ID, name and managed-by labels", () 
 Deno.test("sweepRun() deletes the run's objects by UID, Job first, and nothing else", async () => {
   const { fake, ns } = seed();
   fake.put("ConfigMap", {
+    metadata: { name: `aicr-agent-snapshot-${RUN}`, namespace: ns, labels: labels(RUN) },
+  });
+  // Labelled like aicr's ConfigMaps but not this run's: never swept.
+  fake.put("ConfigMap", {
     metadata: {
-      name: `aicr-agent-snapshot-${RUN}`,
+      name: "aicr-snapshot",
       namespace: ns,
       labels: { "app.kubernetes.io/name": "aicr" },
     },
@@ -58,30 +62,43 @@ Deno.test("sweepRun() deletes the run's objects by UID, Job first, and nothing e
   const swept = await sweepRun({ kube: fake.client, log }, { runId: RUN, namespace: ns });
   assert.deepEqual(swept.map((o) => [o.kind, o.result]), [
     ["Job", "deleted"],
+    ["ConfigMap", "deleted"],
     ["ClusterRole", "deleted"],
     ["ServiceAccount", "deleted"],
-    ["ConfigMap", "deleted"],
   ]);
   assert.deepEqual([...fake.objects.keys()].sort(), [
+    "ConfigMap/gpu/aicr-snapshot",
     "Role/gpu/other",
     "ServiceAccount/gpu/hand-made",
   ]);
   assert.deepEqual(lines, []);
 });
 
-Deno.test("sweepRun() keeps a staging ConfigMap that is not aicr's, with the documented WARN", async () => {
-  const { fake, ns } = seed();
-  fake.put("ConfigMap", {
-    metadata: { name: `aicr-agent-snapshot-${RUN}`, namespace: ns, labels: { team: "a" } },
-  });
-  const { log, lines } = capture();
-  const swept = await sweepRun({ kube: fake.client, log }, { runId: RUN, namespace: ns });
-  assert.equal(swept.at(-1)?.result, "kept");
-  assert.equal(
-    lines[0],
-    `WARN cleanup left behind the ConfigMap at this run's staging name: this run no longer holds the Job whose agent would have written it name=aicr-agent-snapshot-${RUN} jobName="" jobUID="" liveJobUID=""\n`,
-  );
-  assert.ok(fake.objects.has(`ConfigMap/${ns}/aicr-agent-snapshot-${RUN}`));
+Deno.test("sweepRun() keeps a ConfigMap at the staging name without the run's labels, with the documented WARN", async (t) => {
+  for (
+    const [what, cmLabels] of [
+      ["unlabelled", { team: "a" }],
+      ["aicr's name label only", { "app.kubernetes.io/name": "aicr" }],
+      ["another run's", labels(OTHER)],
+    ] as const
+  ) {
+    await t.step(what, async () => {
+      const { fake, ns } = seed();
+      fake.put("ConfigMap", {
+        metadata: { name: `aicr-agent-snapshot-${RUN}`, namespace: ns, labels: { ...cmLabels } },
+      });
+      const { log, lines } = capture();
+      const swept = await sweepRun({ kube: fake.client, log }, { runId: RUN, namespace: ns });
+      assert.equal(swept.at(-1)?.result, "kept");
+      assert.equal(
+        lines[0],
+        `WARN cleanup left behind the ConfigMap at this run's staging name: it does not carry the run's labels, so aicr did not create it name=aicr-agent-snapshot-${RUN} objectRunID=${
+          what === "another run's" ? OTHER : '""'
+        }\n`,
+      );
+      assert.ok(fake.objects.has(`ConfigMap/${ns}/aicr-agent-snapshot-${RUN}`));
+    });
+  }
 });
 
 Deno.test("sweepRun() never deletes an object that replaced the one it read", async () => {

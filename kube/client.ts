@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { ConflictError, NotFoundError } from "../errors.ts";
 import { KubeApiError } from "./errors.ts";
 import { createLazyRestClient, loadKubeConfig, planKubeConfig } from "./rest.ts";
 import type { KubeConfigSource, LineStream, Query, RestClient, RestClientOptions } from "./rest.ts";
@@ -198,6 +199,18 @@ export interface KubeClient {
   applyConfigMap(
     namespace: string,
     name: string,
+    content: { labels: Record<string, string>; data: Record<string, string> },
+    options?: CallOptions,
+  ): Promise<KubeObject>;
+  /**
+   * Writes a ConfigMap only if it is the object of this UID: reads it, refuses a missing
+   * or replaced one, and updates it pinned to the UID it read (never creates). Its own
+   * labels are kept; `content.labels` only adds missing ones.
+   */
+  updateConfigMapIfUid(
+    namespace: string,
+    name: string,
+    uid: string,
     content: { labels: Record<string, string>; data: Record<string, string> },
     options?: CallOptions,
   ): Promise<KubeObject>;
@@ -451,7 +464,7 @@ async function listPage<T extends KubeObject>(
 function streamAndApplyCalls(
   rest: RestClient,
   fieldManager: string,
-): Pick<KubeClient, "watch" | "applyConfigMap"> {
+): Pick<KubeClient, "watch" | "applyConfigMap" | "updateConfigMapIfUid"> {
   return {
     async watch<T extends KubeObject>(
       kind: KindName,
@@ -496,6 +509,64 @@ function streamAndApplyCalls(
         idempotent: true,
         ...call(options),
       });
+    },
+    async updateConfigMapIfUid(namespace, name, uid, content, options) {
+      const path = objectPath(RESOURCES.ConfigMap, namespace, name);
+      for (let attempt = 0;; attempt++) {
+        let current: KubeObject;
+        try {
+          current = await rest.json<KubeObject>({ method: "GET", path, ...call(options) });
+        } catch (error) {
+          if (error instanceof KubeApiError && error.isNotFound) {
+            throw new NotFoundError(
+              `Cannot write ConfigMap '${namespace}/${name}': it no longer exists (the run that created it has ended), and it is never created here`,
+              { cause: error },
+            );
+          }
+          throw error;
+        }
+        if (current.metadata?.uid !== uid) {
+          throw new ConflictError(
+            `Cannot write ConfigMap '${namespace}/${name}': it is not the object this run created (UID ${
+              current.metadata?.uid ?? "none"
+            }, expected ${uid}), so it is left untouched`,
+          );
+        }
+        try {
+          return await rest.json<KubeObject>({
+            method: "PUT",
+            path,
+            body: {
+              apiVersion: "v1",
+              kind: "ConfigMap",
+              metadata: {
+                name,
+                namespace,
+                // Both pin the write: a replaced object (other UID) or a newer version is a 409.
+                uid,
+                resourceVersion: current.metadata?.resourceVersion,
+                labels: { ...content.labels, ...current.metadata?.labels },
+                ...(current.metadata?.annotations
+                  ? { annotations: current.metadata.annotations }
+                  : {}),
+              },
+              data: content.data,
+            },
+            idempotent: false,
+            ...call(options),
+          });
+        } catch (error) {
+          // Someone else wrote in between: read again (the UID check runs again) and retry.
+          if (error instanceof KubeApiError && error.status === 409 && attempt < 3) continue;
+          if (error instanceof KubeApiError && error.isNotFound) {
+            throw new NotFoundError(
+              `Cannot write ConfigMap '${namespace}/${name}': it was deleted while being written, and it is never created here`,
+              { cause: error },
+            );
+          }
+          throw error;
+        }
+      }
     },
   };
 }

@@ -113,6 +113,11 @@ export interface AgentJobConfig extends RunIdentity, PodOptions {
   serviceAccountName: string;
   /** The user's `cm://` output (parsed, in {@link namespace}); otherwise the staging ConfigMap. */
   output?: ConfigMapRef;
+  /**
+   * The UID of the staging ConfigMap the controller created: the agent writes into that
+   * object only (`AICR_CONFIGMAP_UID`), never creating one.
+   */
+  outputUid?: string;
   /** `--format`; `json` is passed to the agent, which then writes `snapshot.json`. */
   format?: "yaml" | "json";
   /** `--require-gpu`: a GPU limit in privileged mode, and the in-pod GPU check. */
@@ -210,7 +215,13 @@ export function buildAgentJob(config: AgentJobConfig): JobManifest {
             image: pod.container.image,
             command: ["aicr"],
             args: agentArgs(config, output),
-            env: [{ name: "AICR_AGENT_MODE", value: "true" }, ...pod.env],
+            env: [
+              { name: "AICR_AGENT_MODE", value: "true" },
+              ...(config.outputUid
+                ? [{ name: "AICR_CONFIGMAP_UID", value: config.outputUid }]
+                : []),
+              ...pod.env,
+            ],
             resources: pod.container.resources,
             securityContext: pod.container.securityContext,
             volumeMounts: pod.container.volumeMounts,

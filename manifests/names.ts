@@ -271,6 +271,28 @@ export function stagingConfigMapName(runId: string): string {
 }
 
 /**
+ * The staging ConfigMap of runs as an existing ServiceAccount (`--service-account-name`
+ * naming one): `aicr-agent-snapshot-<sa>`, one name for every run as that account, so the
+ * grant `--add-roles-to-service-account` renders can name it (a per-run name cannot be
+ * granted ahead). Two such runs at once meet at its create: the second stops with a conflict.
+ *
+ * @param serviceAccount the ServiceAccount's name
+ * @returns the name
+ * @throws {UsageError} when the name would exceed 253 characters
+ */
+export function exactStagingConfigMapName(serviceAccount: string): string {
+  const name = `${STAGING_CONFIGMAP_PREFIX}-${serviceAccount}`;
+  if (name.length > 253) {
+    throw new UsageError(
+      `Cannot name the staging ConfigMap '${
+        name.slice(0, 40)
+      }...' as it must be at most 253 characters: the ServiceAccount name is ${serviceAccount.length} characters (at most 233)`,
+    );
+  }
+  return name;
+}
+
+/**
  * The directory `--add-roles-to-service-account` writes: `snapshot-rbac-<runID>`.
  *
  * @param runId the run ID

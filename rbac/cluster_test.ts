@@ -29,6 +29,7 @@ import {
   callerChecks,
   daemonRbacObjects,
   daemonRules,
+  renderedConfigMaps,
   renderRbacFiles,
   runGate,
   runRbacObjects,
@@ -45,6 +46,7 @@ function resourceAttributes(a: AccessAttributes): Obj {
     resource: a.resource,
     ...(a.subresource ? { subresource: a.subresource } : {}),
     ...(a.namespace ? { namespace: a.namespace } : {}),
+    ...(a.name ? { name: a.name } : {}),
   };
 }
 
@@ -160,21 +162,49 @@ Deno.test({
     const reviewer = reviewerFor(admin);
     try {
       for (const [runId, discoverNetwork] of [[RUN_A, false], [RUN_B, true]] as const) {
+        const configMaps = { staging: `aicr-agent-snapshot-${runId}` };
         const rbac = runRbacObjects({
           namespace: ns,
           runId,
           invocationId: INVOCATION,
           discoverNetwork,
+          configMaps,
         });
         await createAll(admin, Object.values(rbac));
         const sa = rbac.serviceAccount.metadata.name;
-        const questions = accessQuestions(agentRules({ discoverNetwork }), ns);
-        assert.equal(questions.length, discoverNetwork ? 49 : 20);
+        const questions = accessQuestions(agentRules({ discoverNetwork, configMaps }), ns);
+        assert.equal(questions.length, discoverNetwork ? 47 : 18);
         assert.deepEqual(await allowedFor(reviewer, ns, sa, questions), []);
-        // Not granted: writes outside the rule set, and ConfigMaps in another namespace.
+        // Not granted: writes outside the rule set, ConfigMaps in another namespace, and any
+        // ConfigMap of this namespace but the staging one (kube-root-ca.crt included).
         const outside: AccessAttributes[] = [
           { verb: "get", group: "", resource: "secrets", namespace: ns },
           { verb: "delete", group: "", resource: "nodes" },
+          ...(discoverNetwork ? [] : [
+            { verb: "create", group: "", resource: "configmaps", namespace: ns },
+            { verb: "get", group: "", resource: "configmaps", namespace: ns },
+          ]),
+          {
+            verb: "update",
+            group: "",
+            resource: "configmaps",
+            namespace: ns,
+            name: "kube-root-ca.crt",
+          },
+          {
+            verb: "patch",
+            group: "",
+            resource: "configmaps",
+            namespace: ns,
+            name: "kube-root-ca.crt",
+          },
+          {
+            verb: "update",
+            group: "",
+            resource: "configmaps",
+            namespace: ns,
+            name: "aicr-snapshot",
+          },
           // --discover-network grants ConfigMap and node writes cluster-wide, by design.
           ...(discoverNetwork ? [] : [
             { verb: "create", group: "", resource: "configmaps", namespace: "kube-system" },
@@ -206,12 +236,30 @@ Deno.test({
       namespace: ns,
       serviceAccount: "irsa-snapshotter",
       runId: RUN_A,
+      outputConfigMap: "aicr-snapshot",
       version: "0.1.0",
     });
     try {
       await createAll(admin, files.map((f) => parse(f.text)));
-      const questions = accessQuestions(agentRules(), ns);
+      const configMaps = renderedConfigMaps("irsa-snapshotter", "aicr-snapshot");
+      const questions = accessQuestions(agentRules({ configMaps }), ns);
       assert.deepEqual(await allowedFor(reviewerFor(admin), ns, "irsa-snapshotter", questions), []);
+      // Update and patch stop at the two names the grant carries.
+      const outside: AccessAttributes[] = [
+        {
+          verb: "update",
+          group: "",
+          resource: "configmaps",
+          namespace: ns,
+          name: "kube-root-ca.crt",
+        },
+        { verb: "patch", group: "", resource: "configmaps", namespace: ns, name: "other" },
+        { verb: "delete", group: "", resource: "configmaps", namespace: ns, name: "aicr-snapshot" },
+      ];
+      assert.deepEqual(
+        await allowedFor(reviewerFor(admin), ns, "irsa-snapshotter", outside),
+        outside.map((q) => `${q.verb} ${q.resource}`),
+      );
     } finally {
       await deleteClusterScoped(admin, [`aicr-agent-${ns}.irsa-snapshotter-rbac`]);
       await admin.request("DELETE", `/api/v1/namespaces/${ns}`);
@@ -240,7 +288,7 @@ Deno.test({
       assert.ok(denied instanceof PermissionError);
       const deniedLines = denied.message.split("\n");
       assert.equal(deniedLines[0], "missing required permissions:");
-      assert.equal(deniedLines.length, 1 + 23);
+      assert.equal(deniedLines.length, 1 + 24);
       assert.ok(
         deniedLines.includes(
           `- the caller (your kubeconfig identity) cannot "get" pods/log (namespace "${ns}")`,
@@ -293,24 +341,28 @@ Deno.test({
         if (!report) await new Promise((r) => setTimeout(r, 200));
       }
       assert.deepEqual(report, {
-        callerChecked: 23,
+        callerChecked: 24,
         serviceAccountChecked: 0,
         serviceAccountUnchecked: 0,
       });
 
       // Exact mode: this caller may not create SubjectAccessReviews, so the gate warns and goes on.
       lines.length = 0;
-      const exact = await runGate(reviewerFor(caller), { ...options, mode: "exact" });
+      const exact = await runGate(reviewerFor(caller), {
+        ...options,
+        mode: "exact",
+        configMaps: { staging: "aicr-agent-snapshot-irsa-snapshotter" },
+      });
       assert.deepEqual(exact, {
-        callerChecked: 13,
+        callerChecked: 14,
         serviceAccountChecked: 0,
-        serviceAccountUnchecked: 20,
+        serviceAccountUnchecked: 18,
       });
       assert.equal(lines.length, 1);
       assert.ok(
         lines[0]?.startsWith("WARN could not verify the agent ServiceAccount's own permissions"),
       );
-      assert.ok(lines[0]?.includes(`uncheckedRules=20 remedy="grant the caller`));
+      assert.ok(lines[0]?.includes(`uncheckedRules=18 remedy="grant the caller`));
     } finally {
       await admin.request("DELETE", `${RBAC}/clusterrolebindings/caller-${ns}`);
       await admin.request("DELETE", `${RBAC}/clusterroles/caller-${ns}`);

@@ -13,6 +13,7 @@ import { UNREACHABLE_HINTS } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { serviceAccountGroups, serviceAccountUser } from "../manifests/mod.ts";
 import { accessQuestions, agentRules, qualifiedResource } from "./rules.ts";
+import type { AgentConfigMaps } from "./rules.ts";
 import type { AccessAttributes, RuleSet } from "./rules.ts";
 
 /** Asks the API server authorization questions (implemented by `kube/`). */
@@ -91,7 +92,7 @@ const CREATE_DELETE = ["create", "delete"] as const;
 /**
  * What the caller must be able to do, in the documented order. Both modes: get
  * serviceaccounts; create, get, list, watch, delete jobs.batch; get, list, watch pods;
- * get pods/log; get, list configmaps; and delete configmaps when aicr owns the output.
+ * get pods/log; get, list configmaps; and create, delete configmaps when aicr owns the output.
  * Prefix mode only: create and delete serviceaccounts, roles, rolebindings (namespace)
  * and clusterroles, clusterrolebindings (cluster), because cleanup always runs.
  *
@@ -106,7 +107,8 @@ export function callerChecks(options: CallerCheckOptions): AccessAttributes[] {
     ...namespaced(namespace, "", "pods", ["get", "list", "watch"]),
     ...namespaced(namespace, "", "pods", ["get"], "log"),
     ...namespaced(namespace, "", "configmaps", ["get", "list"]),
-    ...(ownsOutput ? namespaced(namespace, "", "configmaps", ["delete"]) : []),
+    // aicr creates the staging ConfigMap before the Job and deletes it at cleanup.
+    ...(ownsOutput ? namespaced(namespace, "", "configmaps", CREATE_DELETE) : []),
     ...(rewritesOutput ? namespaced(namespace, "", "configmaps", ["patch"]) : []),
   ];
   if (mode === "prefix") {
@@ -214,9 +216,10 @@ export function formatDenial(identity: Identity, attributes: AccessAttributes): 
   const who = identity.kind === "caller"
     ? "the caller (your kubeconfig identity)"
     : `agent ServiceAccount ${JSON.stringify(identity.user)}`;
-  return `- ${who} cannot ${JSON.stringify(attributes.verb)} ${qualifiedResource(attributes)} ${
-    formatScope(attributes)
-  }`;
+  const name = attributes.name === undefined ? "" : ` ${JSON.stringify(attributes.name)}`;
+  return `- ${who} cannot ${JSON.stringify(attributes.verb)} ${
+    qualifiedResource(attributes)
+  }${name} ${formatScope(attributes)}`;
 }
 
 /** The first line of the gate's error. */
@@ -296,6 +299,8 @@ export interface GateOptions {
   rewritesOutput?: boolean;
   /** `--discover-network`: widen the agent questions. @default false */
   discoverNetwork?: boolean;
+  /** The ConfigMaps the agent writes, asked by name in exact mode. @default none */
+  configMaps?: AgentConfigMaps;
   /** Where the WARN goes. */
   log: Logger;
   /** Reviews in flight at once. @default 8 */
@@ -358,7 +363,12 @@ export async function runGate(reviewer: AccessReviewer, options: GateOptions): P
       })),
     ...(options.extraCaller ?? []),
   ];
-  const agent = mode === "exact" ? accessQuestions(agentRules({ discoverNetwork }), namespace) : [];
+  const agent = mode === "exact"
+    ? accessQuestions(
+      agentRules({ discoverNetwork, configMaps: options.configMaps ?? {} }),
+      namespace,
+    )
+    : [];
   type Task = { identity: Identity; attributes: AccessAttributes };
   const tasks: Task[] = [
     ...caller.map((attributes): Task => ({ identity: { kind: "caller" }, attributes })),

@@ -7,7 +7,7 @@ import { qualifiedResource } from "./rules.ts";
 import type { AccessAttributes } from "./rules.ts";
 
 function key(a: AccessAttributes): string {
-  return `${a.verb} ${qualifiedResource(a)} ${a.namespace ?? "*"}`;
+  return `${a.verb} ${qualifiedResource(a)}${a.name ? `/${a.name}` : ""} ${a.namespace ?? "*"}`;
 }
 
 interface FakeOptions {
@@ -92,9 +92,14 @@ const SECOND_GROUP = [
   "delete clusterrolebindings.rbac.authorization.k8s.io *",
 ];
 
-Deno.test("gate: prefix mode owning the output asks both groups and configmaps delete", () => {
+Deno.test("gate: prefix mode owning the output asks both groups and configmaps create, delete", () => {
   const checks = callerChecks({ mode: "prefix", ownsOutput: true, namespace: "ns" }).map(key);
-  assert.deepEqual(checks, [...FIRST_GROUP, "delete configmaps ns", ...SECOND_GROUP]);
+  assert.deepEqual(checks, [
+    ...FIRST_GROUP,
+    "create configmaps ns",
+    "delete configmaps ns",
+    ...SECOND_GROUP,
+  ]);
 });
 
 Deno.test("gate: prefix mode with a user cm:// output asks both groups without configmaps delete", () => {
@@ -102,9 +107,9 @@ Deno.test("gate: prefix mode with a user cm:// output asks both groups without c
   assert.deepEqual(checks, [...FIRST_GROUP, ...SECOND_GROUP]);
 });
 
-Deno.test("gate: exact mode owning the output asks only the first group and configmaps delete", () => {
+Deno.test("gate: exact mode owning the output asks only the first group and configmaps create, delete", () => {
   const checks = callerChecks({ mode: "exact", ownsOutput: true, namespace: "ns" }).map(key);
-  assert.deepEqual(checks, [...FIRST_GROUP, "delete configmaps ns"]);
+  assert.deepEqual(checks, [...FIRST_GROUP, "create configmaps ns", "delete configmaps ns"]);
 });
 
 Deno.test("gate: exact mode with a user cm:// output asks only the first group", () => {
@@ -138,10 +143,10 @@ Deno.test("gate: prefix mode asks only the caller and never the ServiceAccount",
     ownsOutput: true,
     log,
   });
-  assert.equal(fake.calls.self.length, 23);
+  assert.equal(fake.calls.self.length, 24);
   assert.equal(fake.calls.subject.length, 0);
   assert.deepEqual(report, {
-    callerChecked: 23,
+    callerChecked: 24,
     serviceAccountChecked: 0,
     serviceAccountUnchecked: 0,
   });
@@ -156,6 +161,7 @@ Deno.test("gate: exact mode asks the ServiceAccount the 20 rule-set questions as
     mode: "exact",
     serviceAccount: "irsa-snapshotter",
     ownsOutput: false,
+    configMaps: { target: "aicr-snapshot" },
     log,
   });
   assert.equal(fake.calls.subject.length, 20);
@@ -173,9 +179,9 @@ Deno.test("gate: exact mode asks the ServiceAccount the 20 rule-set questions as
   ]);
   assert.deepEqual(fake.calls.subject.map((c) => c.q).slice(0, 7), [
     "create configmaps gpu-operator",
-    "get configmaps gpu-operator",
-    "update configmaps gpu-operator",
-    "patch configmaps gpu-operator",
+    "get configmaps/aicr-snapshot gpu-operator",
+    "update configmaps/aicr-snapshot gpu-operator",
+    "patch configmaps/aicr-snapshot gpu-operator",
     "get pods gpu-operator",
     "list pods gpu-operator",
     "get nodes *",
@@ -190,9 +196,13 @@ Deno.test("gate: exact mode with --discover-network asks the widened rule set", 
     serviceAccount: "sa",
     ownsOutput: true,
     discoverNetwork: true,
+    configMaps: { staging: "aicr-agent-snapshot-sa" },
     log: captureLog().log,
   });
-  assert.equal(fake.calls.subject.length, 49);
+  // The staging ConfigMap's get and update (no create), the pods, the cluster rules.
+  assert.equal(fake.calls.subject.length, 47);
+  assert.ok(fake.calls.subject.some((c) => c.q === "update configmaps/aicr-agent-snapshot-sa ns"));
+  assert.ok(!fake.calls.subject.some((c) => c.q === "create configmaps ns"));
   assert.ok(fake.calls.subject.some((c) => c.q === "create pods/exec *"));
   assert.ok(fake.calls.subject.some((c) => c.q === "patch nodes *"));
 });
@@ -200,7 +210,10 @@ Deno.test("gate: exact mode with --discover-network asks the widened rule set", 
 Deno.test("gate: every denial of both identities comes back in one error, in the documented format", async () => {
   const fake = fakeReviewer({
     callerDenied: ["delete clusterroles.rbac.authorization.k8s.io *", "get pods/log gpu-operator"],
-    agentDenied: ["list nodes *", "create configmaps gpu-operator"],
+    agentDenied: [
+      "list nodes *",
+      "update configmaps/aicr-agent-snapshot-irsa-snapshotter gpu-operator",
+    ],
   });
   // Exact mode does not ask for clusterroles, so deny one of its own questions too.
   const error = await runGate(fake.reviewer, {
@@ -208,6 +221,7 @@ Deno.test("gate: every denial of both identities comes back in one error, in the
     mode: "exact",
     serviceAccount: "irsa-snapshotter",
     ownsOutput: true,
+    configMaps: { staging: "aicr-agent-snapshot-irsa-snapshotter" },
     log: captureLog().log,
   }).then(() => undefined, (e: unknown) => e);
   assert.ok(error instanceof PermissionError);
@@ -217,7 +231,7 @@ Deno.test("gate: every denial of both identities comes back in one error, in the
     [
       "missing required permissions:",
       '- the caller (your kubeconfig identity) cannot "get" pods/log (namespace "gpu-operator")',
-      '- agent ServiceAccount "system:serviceaccount:gpu-operator:irsa-snapshotter" cannot "create" configmaps (namespace "gpu-operator")',
+      '- agent ServiceAccount "system:serviceaccount:gpu-operator:irsa-snapshotter" cannot "update" configmaps "aicr-agent-snapshot-irsa-snapshotter" (namespace "gpu-operator")',
       '- agent ServiceAccount "system:serviceaccount:gpu-operator:irsa-snapshotter" cannot "list" nodes (cluster-scoped)',
     ].join("\n"),
   );
@@ -267,6 +281,7 @@ Deno.test("gate: a forbidden SubjectAccessReview logs the documented WARN and th
     mode: "exact",
     serviceAccount: "irsa-snapshotter",
     ownsOutput: false,
+    configMaps: { target: "aicr-snapshot" },
     log,
   });
   assert.deepEqual(report, {

@@ -17,6 +17,7 @@ function toResourceAttributes(attributes: AccessAttributes): AccessAttributes {
     resource: attributes.resource,
     ...(attributes.subresource ? { subresource: attributes.subresource } : {}),
     ...(attributes.namespace !== undefined ? { namespace: attributes.namespace } : {}),
+    ...(attributes.name !== undefined ? { name: attributes.name } : {}),
   };
 }
 

@@ -5,8 +5,10 @@
  *
  * ```ts
  * import { accessQuestions, agentRules, callerChecks } from "./mod.ts";
- * // What the gate asks of an existing ServiceAccount: 20 questions by default.
- * const agent = accessQuestions(agentRules(), "gpu-operator");
+ * // What the gate asks of an existing ServiceAccount writing its staging ConfigMap: 18
+ * // questions (get and update of that one ConfigMap, never every ConfigMap).
+ * const configMaps = { staging: "aicr-agent-snapshot-irsa-snapshotter" };
+ * const agent = accessQuestions(agentRules({ configMaps }), "gpu-operator");
  * // What it asks of the caller in exact mode with a user cm:// output: 12 questions.
  * const caller = callerChecks({ mode: "exact", ownsOutput: false, namespace: "gpu-operator" });
  * ```

@@ -7,6 +7,7 @@
  */
 import {
   DEFAULT_SERVICE_ACCOUNT_PREFIX,
+  exactStagingConfigMapName,
   nodeReaderName,
   renderedClusterRoleName,
   renderedLabels,
@@ -17,7 +18,7 @@ import {
 } from "../manifests/mod.ts";
 import type { Labels, ObjectMeta, RunIdentity } from "../manifests/mod.ts";
 import { agentRules } from "./rules.ts";
-import type { Rule, RuleSet } from "./rules.ts";
+import type { AgentConfigMaps, Rule, RuleSet } from "./rules.ts";
 
 /** An RBAC rule exactly as Kubernetes writes it. */
 export interface PolicyRule {
@@ -27,6 +28,8 @@ export interface PolicyRule {
   resources: string[];
   /** Verbs. */
   verbs: string[];
+  /** Object names the rule is limited to, when it is. */
+  resourceNames?: string[];
 }
 
 /** A binding's subject: always a ServiceAccount here. */
@@ -143,6 +146,7 @@ export function toPolicyRules(rules: readonly Rule[]): PolicyRule[] {
     apiGroups: [rule.group],
     resources: [...rule.resources],
     verbs: [...rule.verbs],
+    ...(rule.resourceNames ? { resourceNames: [...rule.resourceNames] } : {}),
   }));
 }
 
@@ -207,6 +211,8 @@ export interface RunRbacOptions extends RunIdentity {
   serviceAccountPrefix?: string;
   /** `--discover-network`. @default false */
   discoverNetwork?: boolean;
+  /** The one ConfigMap the agent writes: the staging name, or the `cm://` target. */
+  configMaps: AgentConfigMaps;
 }
 
 /**
@@ -232,7 +238,7 @@ export function runRbacObjects(options: RunRbacOptions): RunRbac {
     roleName: name,
     clusterRoleName: nodeReaderName(options.runId),
     labels,
-    rules: agentRules({ discoverNetwork }),
+    rules: agentRules({ discoverNetwork, configMaps: options.configMaps }),
   });
   return {
     serviceAccount: {
@@ -252,6 +258,25 @@ export interface RenderedRbacOptions {
   serviceAccount: string;
   /** `--discover-network`. @default false */
   discoverNetwork?: boolean;
+  /** The ConfigMaps runs as this ServiceAccount write (see {@link renderedConfigMaps}). */
+  configMaps: AgentConfigMaps;
+}
+
+/**
+ * The ConfigMaps runs as an existing ServiceAccount write: its own staging ConfigMap
+ * (`aicr-agent-snapshot-<sa>`, one name every run as it shares, so a grant can name it) and,
+ * when given, the `cm://` output.
+ *
+ * @param serviceAccount the ServiceAccount
+ * @param target the `cm://` output's name, when the runs write one
+ * @returns the names for {@link agentRules}
+ * @throws {UsageError} when the staging name would be too long
+ */
+export function renderedConfigMaps(serviceAccount: string, target?: string): AgentConfigMaps {
+  return {
+    staging: exactStagingConfigMapName(serviceAccount),
+    ...(target !== undefined ? { target } : {}),
+  };
 }
 
 /**
@@ -273,7 +298,7 @@ export function renderedRbacObjects(options: RenderedRbacOptions): RbacGrant {
     roleName: renderedRoleName(serviceAccount),
     clusterRoleName: renderedClusterRoleName(namespace, serviceAccount),
     labels: renderedLabels(),
-    rules: agentRules({ discoverNetwork }),
+    rules: agentRules({ discoverNetwork, configMaps: options.configMaps }),
   });
 }
 

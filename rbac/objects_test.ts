@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { daemonClusterRoleName, daemonLabels } from "../manifests/mod.ts";
 import {
   daemonRbacObjects,
+  renderedConfigMaps,
   renderedRbacObjects,
   runRbacObjects,
   toPolicyRules,
@@ -10,6 +11,7 @@ import { agentRules, daemonRules } from "./rules.ts";
 
 const RUN_ID = "20260103-103000-0123456789abcdef";
 const INVOCATION_ID = "fedcba9876543210";
+const STAGING = { staging: `aicr-agent-snapshot-${"20260103-103000-0123456789abcdef"}` };
 const RUN_LABELS = {
   "app.kubernetes.io/name": "aicr",
   "app.kubernetes.io/managed-by": "aicr",
@@ -23,6 +25,7 @@ Deno.test("objects: a run's five objects carry run-scoped names and all five lab
     namespace: "gpu-operator",
     runId: RUN_ID,
     invocationId: INVOCATION_ID,
+    configMaps: STAGING,
   });
   const sa = `aicr-${RUN_ID}`;
   const reader = `aicr-node-reader-${RUN_ID}`;
@@ -53,23 +56,33 @@ Deno.test("objects: a run's five objects carry run-scoped names and all five lab
 });
 
 Deno.test("objects: a run's Role and ClusterRole carry exactly the rule set", () => {
-  const plain = runRbacObjects({ namespace: "ns", runId: RUN_ID, invocationId: INVOCATION_ID });
-  assert.deepEqual(plain.role.rules, toPolicyRules(agentRules().namespaced));
-  assert.deepEqual(plain.clusterRole.rules, toPolicyRules(agentRules().cluster));
+  const plain = runRbacObjects({
+    namespace: "ns",
+    runId: RUN_ID,
+    invocationId: INVOCATION_ID,
+    configMaps: STAGING,
+  });
+  assert.deepEqual(plain.role.rules, toPolicyRules(agentRules({ configMaps: STAGING }).namespaced));
+  assert.deepEqual(
+    plain.clusterRole.rules,
+    toPolicyRules(agentRules({ configMaps: STAGING }).cluster),
+  );
   assert.deepEqual(plain.role.rules[0], {
     apiGroups: [""],
     resources: ["configmaps"],
-    verbs: ["create", "get", "update", "patch"],
+    verbs: ["get", "update"],
+    resourceNames: [STAGING.staging],
   });
   const wide = runRbacObjects({
     namespace: "ns",
     runId: RUN_ID,
     invocationId: INVOCATION_ID,
     discoverNetwork: true,
+    configMaps: STAGING,
   });
   assert.deepEqual(
     wide.clusterRole.rules,
-    toPolicyRules(agentRules({ discoverNetwork: true }).cluster),
+    toPolicyRules(agentRules({ discoverNetwork: true, configMaps: STAGING }).cluster),
   );
   assert.equal(wide.clusterRole.rules.length, 15);
 });
@@ -80,6 +93,7 @@ Deno.test("objects: the ServiceAccount prefix is cut so every name fits 63 chara
     runId: RUN_ID,
     invocationId: INVOCATION_ID,
     serviceAccountPrefix: "a-very-long-service-account-prefix-indeed",
+    configMaps: STAGING,
   });
   assert.equal(rbac.serviceAccount.metadata.name, `a-very-long-service-account-pr-${RUN_ID}`);
   assert.ok(rbac.serviceAccount.metadata.name.length <= 63);
@@ -93,6 +107,7 @@ Deno.test("objects: a run refuses a bad namespace or prefix by flag", () => {
         runId: RUN_ID,
         invocationId: INVOCATION_ID,
         serviceAccountPrefix: "A",
+        configMaps: STAGING,
       }),
     /'--service-account-name'/,
   );
@@ -102,6 +117,7 @@ Deno.test("objects: the rendered grant names the existing ServiceAccount and car
   const grant = renderedRbacObjects({
     namespace: "gpu-operator",
     serviceAccount: "irsa-snapshotter",
+    configMaps: renderedConfigMaps("irsa-snapshotter"),
   });
   assert.equal(grant.role.metadata.name, "aicr-agent-irsa-snapshotter-rbac");
   assert.equal(grant.roleBinding.metadata.name, "aicr-agent-irsa-snapshotter-rbac");
@@ -119,14 +135,21 @@ Deno.test("objects: the rendered grant names the existing ServiceAccount and car
       "app.kubernetes.io/component": "snapshot-agent",
     });
   }
-  // Same rules as a run-scoped grant: a shared ServiceAccount is never less capable.
+  // Same rules as a run-scoped grant, the staging ConfigMap named per ServiceAccount.
   const run = runRbacObjects({
     namespace: "gpu-operator",
     runId: RUN_ID,
     invocationId: INVOCATION_ID,
+    configMaps: { staging: "aicr-agent-snapshot-irsa-snapshotter" },
   });
   assert.deepEqual(grant.role.rules, run.role.rules);
   assert.deepEqual(grant.clusterRole.rules, run.clusterRole.rules);
+  assert.deepEqual(grant.role.rules[0]?.resourceNames, ["aicr-agent-snapshot-irsa-snapshotter"]);
+  assert.deepEqual(renderedConfigMaps("sa", "out"), {
+    staging: "aicr-agent-snapshot-sa",
+    target: "out",
+  });
+  assert.throws(() => renderedConfigMaps("a".repeat(234)), /at most 233/);
 });
 
 Deno.test("objects: the daemon gets a ClusterRole, and a Role only when it publishes a ConfigMap", () => {

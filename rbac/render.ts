@@ -10,7 +10,7 @@
 import { join } from "node:path";
 import { ConflictError, ToolError } from "../errors.ts";
 import { formatManifest, rbacDirectoryName } from "../manifests/mod.ts";
-import { renderedRbacObjects } from "./objects.ts";
+import { renderedConfigMaps, renderedRbacObjects } from "./objects.ts";
 import {
   agentRules,
   isMutating,
@@ -38,6 +38,8 @@ export interface RenderRbacOptions {
   runId: string;
   /** `--discover-network`: include the mutating discovery rules. @default false */
   discoverNetwork?: boolean;
+  /** The `cm://` output's name, when runs as this ServiceAccount write one. */
+  outputConfigMap?: string;
   /** The aicr version written in the headers. */
   version: string;
 }
@@ -79,7 +81,8 @@ function resourcesOf(rule: Rule): string {
 function explainRules(rules: readonly Rule[]): string[] {
   const lines: string[] = [];
   for (const rule of rules) {
-    lines.push("", ...wrap(`${resourcesOf(rule)}: ${rule.verbs.join(", ")}`, "  "));
+    const names = rule.resourceNames ? ` (only ${rule.resourceNames.join(", ")})` : "";
+    lines.push("", ...wrap(`${resourcesOf(rule)}${names}: ${rule.verbs.join(", ")}`, "  "));
     lines.push(...wrap(`${rule.why}.`, "    "));
   }
   return lines;
@@ -88,8 +91,8 @@ function explainRules(rules: readonly Rule[]): string[] {
 function generatedBy(options: RenderRbacOptions, directory: string): string[] {
   const flags =
     `--namespace ${options.namespace} --add-roles-to-service-account ${options.serviceAccount}${
-      options.discoverNetwork ? " --discover-network" : ""
-    }`;
+      options.outputConfigMap ? ` -o cm://${options.namespace}/${options.outputConfigMap}` : ""
+    }${options.discoverNetwork ? " --discover-network" : ""}`;
   return [
     `Written by aicr ${options.version}, which applied nothing:`,
     `  aicr snapshot ${flags}`,
@@ -155,8 +158,9 @@ function mutatingWarning(
  */
 export function renderRbacFiles(options: RenderRbacOptions): RenderedRbac {
   const { namespace, serviceAccount, discoverNetwork = false } = options;
-  const grant = renderedRbacObjects({ namespace, serviceAccount, discoverNetwork });
-  const rules = agentRules({ discoverNetwork });
+  const configMaps = renderedConfigMaps(serviceAccount, options.outputConfigMap);
+  const grant = renderedRbacObjects({ namespace, serviceAccount, discoverNetwork, configMaps });
+  const rules = agentRules({ discoverNetwork, configMaps });
   const directory = rbacDirectoryName(options.runId);
   const footer = generatedBy(options, directory);
   const sa = `ServiceAccount "${serviceAccount}" in namespace "${namespace}"`;
@@ -170,6 +174,15 @@ export function renderRbacFiles(options: RenderRbacOptions): RenderedRbac {
         "",
         ...wrap(
           `What the aicr snapshot agent, running as ${sa}, may do inside that namespace. Bound by 02-rolebinding.yaml. The rules, and why the agent needs each:`,
+          "",
+        ),
+        "",
+        ...wrap(
+          `Least privilege: the agent may write only the ConfigMaps named below, never the namespace's others (kube-root-ca.crt and your own included). Runs as this ServiceAccount stage their snapshot in "${configMaps.staging}", which aicr creates before each run and deletes after it${
+            configMaps.target === undefined
+              ? "; to have them write a cm:// output too, render again with that -o cm://<namespace>/<name>"
+              : ""
+          }.`,
           "",
         ),
         ...explainRules(rules.namespaced),

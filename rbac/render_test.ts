@@ -6,7 +6,7 @@ import { parseAllDocuments } from "yaml";
 import { ConflictError, ToolError } from "../errors.ts";
 import { rbacNextSteps, renderRbacFiles, writeRbacDirectory } from "./render.ts";
 import type { RbacDirectoryFs } from "./render.ts";
-import { renderedRbacObjects } from "./objects.ts";
+import { renderedConfigMaps, renderedRbacObjects } from "./objects.ts";
 import { assertGolden as assertGoldenFile } from "../tests/_golden.ts";
 
 const RUN_ID = "20260103-103000-0123456789abcdef";
@@ -45,7 +45,11 @@ Deno.test("render: the --discover-network ClusterRole matches its golden", () =>
 
 Deno.test("render: each file parses back to exactly the object it renders", () => {
   for (const discoverNetwork of [false, true]) {
-    const grant = renderedRbacObjects({ ...OPTIONS, discoverNetwork });
+    const grant = renderedRbacObjects({
+      ...OPTIONS,
+      discoverNetwork,
+      configMaps: renderedConfigMaps(OPTIONS.serviceAccount),
+    });
     const files = renderRbacFiles({ ...OPTIONS, discoverNetwork }).files;
     const objects = [grant.role, grant.roleBinding, grant.clusterRole, grant.clusterRoleBinding];
     files.forEach((file, i) => {

@@ -16,6 +16,8 @@ export interface Rule {
   readonly resources: readonly string[];
   /** Verbs, in the order they are written. */
   readonly verbs: readonly string[];
+  /** Object names the rule is limited to; absent for every object of the resources. */
+  readonly resourceNames?: readonly string[];
   /** Why the agent needs this rule: one sentence without a final period, shown in rendered headers. */
   readonly why: string;
 }
@@ -34,23 +36,68 @@ export type { AccessAttributes } from "../kube/mod.ts";
 /** Verbs that change nothing. */
 export const READ_ONLY_VERBS: readonly string[] = ["get", "list", "watch"];
 
-/** The agent's namespaced Role: "create/update ConfigMaps and list pods". */
-export const AGENT_NAMESPACED_RULES: readonly Rule[] = [
-  {
-    group: "",
-    resources: ["configmaps"],
-    verbs: ["create", "get", "update", "patch"],
-    why:
-      "The agent writes the snapshot into a ConfigMap in this namespace with a server-side apply: create the first time, update and patch after",
-  },
-  {
-    group: "",
-    resources: ["pods"],
-    verbs: ["get", "list"],
-    why:
-      "The agent reads the pods of its own namespace (its own pod, for the node it landed on); it reads nothing else here",
-  },
-];
+/** The agent's namespaced read of pods (its own pod, for its node). */
+export const AGENT_POD_RULE: Rule = {
+  group: "",
+  resources: ["pods"],
+  verbs: ["get", "list"],
+  why:
+    "The agent reads the pods of its own namespace (its own pod, for the node it landed on); it reads nothing else here",
+};
+
+/** The ConfigMaps the agent writes; every name is in the Role's namespace. */
+export interface AgentConfigMaps {
+  /**
+   * The staging ConfigMap aicr creates for the run (with this invocation's labels) and the
+   * agent only updates, pinned to its UID: `get, update` on this one name, no create.
+   */
+  staging?: string;
+  /** The user's `cm://` output, which the agent creates or updates by server-side apply. */
+  target?: string;
+}
+
+/**
+ * The agent's namespaced rules: `get, update` on the staging ConfigMap alone, or `create`
+ * plus `get, update, patch` on the `cm://` target alone, and reading pods. Never every
+ * ConfigMap of the namespace (`kube-root-ca.crt` and the user's own included).
+ *
+ * @param configMaps the staging name and the `cm://` target, as the run has them
+ * @returns the rules
+ */
+export function agentNamespacedRules(configMaps: AgentConfigMaps): Rule[] {
+  const rules: Rule[] = [];
+  if (configMaps.staging !== undefined) {
+    rules.push({
+      group: "",
+      resources: ["configmaps"],
+      verbs: ["get", "update"],
+      resourceNames: [configMaps.staging],
+      why:
+        `The agent writes the snapshot into the staging ConfigMap "${configMaps.staging}", which aicr creates (labelled with the invocation) before the Job; it reads it and updates it pinned to its UID, so it can neither create a ConfigMap there nor touch any other`,
+    });
+  }
+  if (configMaps.target !== undefined) {
+    rules.push(
+      {
+        group: "",
+        resources: ["configmaps"],
+        verbs: ["create"],
+        why:
+          `The agent creates the cm:// output "${configMaps.target}" the first time; a create cannot be limited by name (the API server authorizes it before the object has one)`,
+      },
+      {
+        group: "",
+        resources: ["configmaps"],
+        verbs: ["get", "update", "patch"],
+        resourceNames: [configMaps.target],
+        why:
+          `The agent writes the snapshot into the cm:// output "${configMaps.target}" with a server-side apply; limited by name to that ConfigMap`,
+      },
+    );
+  }
+  rules.push(AGENT_POD_RULE);
+  return rules;
+}
 
 /** The agent's read-only ClusterRole baseline. */
 export const AGENT_CLUSTER_RULES: readonly Rule[] = [
@@ -218,21 +265,23 @@ export function isMutating(rule: Rule): boolean {
 
 /** Options for {@link agentRules}. */
 export interface AgentRuleOptions {
+  /** The ConfigMaps the agent writes (the Role names them; nothing else is writable). */
+  configMaps: AgentConfigMaps;
   /** `--discover-network`: append the mutating discovery rules. @default false */
   discoverNetwork?: boolean;
 }
 
 /**
- * The agent's rules: the namespaced Role and the ClusterRole, the latter widened by
- * the mutating discovery rules under `--discover-network`.
+ * The agent's rules: the namespaced Role (limited to the ConfigMaps it writes) and the
+ * ClusterRole, the latter widened by the mutating discovery rules under `--discover-network`.
  *
- * @param options `discoverNetwork`
+ * @param options the ConfigMaps and `discoverNetwork`
  * @returns the rule set
  */
-export function agentRules(options: AgentRuleOptions = {}): RuleSet {
+export function agentRules(options: AgentRuleOptions): RuleSet {
   const { discoverNetwork = false } = options;
   return {
-    namespaced: [...AGENT_NAMESPACED_RULES],
+    namespaced: agentNamespacedRules(options.configMaps),
     cluster: discoverNetwork
       ? [...AGENT_CLUSTER_RULES, ...DISCOVER_NETWORK_RULES]
       : [...AGENT_CLUSTER_RULES],
@@ -294,16 +343,20 @@ export function accessQuestions(rules: RuleSet, namespace: string): AccessAttrib
   function add(rule: Rule, scope: string | undefined): void {
     for (const resource of rule.resources) {
       for (const verb of rule.verbs) {
-        const question: AccessAttributes = {
-          verb,
-          group: rule.group,
-          ...splitResource(resource),
-          ...(scope === undefined ? {} : { namespace: scope }),
-        };
-        const key = [verb, rule.group, resource, scope ?? ""].join("\u0000");
-        if (seen.has(key)) continue;
-        seen.add(key);
-        questions.push(question);
+        // A rule limited by names is asked once per name (a nameless question would be denied).
+        for (const name of rule.resourceNames ?? [undefined]) {
+          const question: AccessAttributes = {
+            verb,
+            group: rule.group,
+            ...splitResource(resource),
+            ...(scope === undefined ? {} : { namespace: scope }),
+            ...(name === undefined ? {} : { name }),
+          };
+          const key = [verb, rule.group, resource, scope ?? "", name ?? ""].join("\u0000");
+          if (seen.has(key)) continue;
+          seen.add(key);
+          questions.push(question);
+        }
       }
     }
   }

@@ -10,18 +10,41 @@ import {
 import type { AccessAttributes, Rule } from "./rules.ts";
 
 function summary(rules: readonly Rule[]): string[] {
-  return rules.map((r) => `${r.group || "core"} ${r.resources.join(",")}: ${r.verbs.join(",")}`);
+  return rules.map((r) =>
+    `${r.group || "core"} ${r.resources.join(",")}${
+      r.resourceNames ? `[${r.resourceNames.join(",")}]` : ""
+    }: ${r.verbs.join(",")}`
+  );
 }
 
-Deno.test("rules: the namespaced Role creates and updates ConfigMaps and lists pods", () => {
-  assert.deepEqual(summary(agentRules().namespaced), [
-    "core configmaps: create,get,update,patch",
+const STAGING = { staging: "aicr-agent-snapshot-20260103-103000-0123456789abcdef" };
+
+Deno.test("rules: the namespaced Role writes only the staging ConfigMap (no create) and reads pods", () => {
+  assert.deepEqual(summary(agentRules({ configMaps: STAGING }).namespaced), [
+    `core configmaps[${STAGING.staging}]: get,update`,
     "core pods: get,list",
   ]);
 });
 
+Deno.test("rules: with a cm:// output the Role creates ConfigMaps and writes only that one", () => {
+  assert.deepEqual(summary(agentRules({ configMaps: { target: "aicr-snapshot" } }).namespaced), [
+    "core configmaps: create",
+    "core configmaps[aicr-snapshot]: get,update,patch",
+    "core pods: get,list",
+  ]);
+  // A name-limited rule is asked once per name; a nameless question would be denied.
+  const questions = accessQuestions(agentRules({ configMaps: { target: "x" } }), "ns")
+    .filter((q) => q.resource === "configmaps");
+  assert.deepEqual(questions.map((q) => `${q.verb} ${q.name ?? "*"}`), [
+    "create *",
+    "get x",
+    "update x",
+    "patch x",
+  ]);
+});
+
 Deno.test("rules: the ClusterRole baseline is the documented read-only set", () => {
-  const cluster = agentRules().cluster;
+  const cluster = agentRules({ configMaps: STAGING }).cluster;
   assert.deepEqual(summary(cluster), [
     "core nodes: get,list",
     "core pods: get,list",
@@ -34,7 +57,7 @@ Deno.test("rules: the ClusterRole baseline is the documented read-only set", () 
 });
 
 Deno.test("rules: --discover-network appends the documented cluster-scoped rules", () => {
-  const cluster = agentRules({ discoverNetwork: true }).cluster;
+  const cluster = agentRules({ discoverNetwork: true, configMaps: STAGING }).cluster;
   assert.deepEqual(summary(cluster.slice(6)), [
     "apiextensions.k8s.io customresourcedefinitions: get,list,create,update,patch",
     "core namespaces: get,create,delete",
@@ -51,39 +74,43 @@ Deno.test("rules: --discover-network appends the documented cluster-scoped rules
     cluster.slice(6).filter((rule) => !isMutating(rule)).map((r) => r.resources[0]),
     ["nicdevices"],
   );
-  assert.equal(agentRules({ discoverNetwork: true }).namespaced.length, 2);
+  assert.equal(agentRules({ discoverNetwork: true, configMaps: STAGING }).namespaced.length, 2);
 });
 
 Deno.test("rules: every rule explains itself", () => {
   const all = [
-    ...agentRules({ discoverNetwork: true }).namespaced,
-    ...agentRules({ discoverNetwork: true }).cluster,
+    ...agentRules({ discoverNetwork: true, configMaps: STAGING }).namespaced,
+    ...agentRules({ discoverNetwork: true, configMaps: STAGING }).cluster,
     ...daemonRules({ publishConfigMap: true }).namespaced,
     ...daemonRules().cluster,
   ];
   for (const rule of all) assert.ok(rule.why.length > 20, rule.resources.join(","));
 });
 
-Deno.test("rules: the default rule set asks 20 questions, as the documented WARN's uncheckedRules=20", () => {
-  // 6 namespaced (configmaps x4, pods x2) + 14 cluster (nodes 2, pods 2, clusterpolicies 2,
-  // five Slinky lists, mariadbs 1, daemonsets 2).
-  const questions = accessQuestions(agentRules(), "gpu-operator");
-  assert.equal(questions.length, 20);
-  assert.equal(questions.filter((q) => q.namespace === "gpu-operator").length, 6);
+Deno.test("rules: the default rule set asks 18 questions (upstream's WARN example says 20: it grants every ConfigMap)", () => {
+  // 4 namespaced (the staging ConfigMap get, update; pods x2) + 14 cluster (nodes 2, pods 2,
+  // clusterpolicies 2, five Slinky lists, mariadbs 1, daemonsets 2).
+  const questions = accessQuestions(agentRules({ configMaps: STAGING }), "gpu-operator");
+  assert.equal(questions.length, 18);
+  assert.equal(questions.filter((q) => q.namespace === "gpu-operator").length, 4);
   assert.deepEqual(questions[0], {
-    verb: "create",
+    verb: "get",
     group: "",
     resource: "configmaps",
     namespace: "gpu-operator",
+    name: STAGING.staging,
   });
   assert.deepEqual(questions.at(-1), { verb: "list", group: "apps", resource: "daemonsets" });
 });
 
 Deno.test("rules: --discover-network questions drop the repeated DaemonSet reads and split subresources", () => {
-  const questions = accessQuestions(agentRules({ discoverNetwork: true }), "ns");
-  // 20 + CRDs 5 + namespaces 3 + daemonsets 3 new (watch, create, delete) + sa/cm 6 +
+  const questions = accessQuestions(
+    agentRules({ discoverNetwork: true, configMaps: STAGING }),
+    "ns",
+  );
+  // 18 + CRDs 5 + namespaces 3 + daemonsets 3 new (watch, create, delete) + sa/cm 6 +
   // roles/rolebindings 6 + pods/exec 1 + nodes patch 1 + nicdevices 2 + nicclusterpolicies 2.
-  assert.equal(questions.length, 49);
+  assert.equal(questions.length, 47);
   const daemonsets = questions.filter((q) => q.resource === "daemonsets").map((q) => q.verb);
   assert.deepEqual(daemonsets, ["get", "list", "watch", "create", "delete"]);
   const exec: AccessAttributes | undefined = questions.find((q) => q.subresource === "exec");

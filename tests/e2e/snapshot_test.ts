@@ -173,6 +173,8 @@ Deno.test({
               namespace,
               "--add-roles-to-service-account",
               sa,
+              "-o",
+              `cm://${namespace}/aicr-snapshot`,
             ], { cwd });
             assert.equal(render.code, 0, render.stderr);
             const [dir] = await readdir(cwd);
@@ -218,6 +220,27 @@ Deno.test({
             assert.equal(gpuData(snap).find((s) => s.subtype === "smi")?.data["gpu-count"], 8);
             // Exact mode creates no RBAC and no ServiceAccount of its own.
             assert.deepEqual(await runObjects(admin, namespace, again.runId!), []);
+            // Without a cm:// output the run stages in the ServiceAccount's own ConfigMap, the
+            // one name the grant carries, and removes it afterwards.
+            const staged = await aicr([
+              "snapshot",
+              "--kubeconfig",
+              kubeconfig,
+              "-n",
+              namespace,
+              "--service-account-name",
+              sa,
+            ]);
+            assert.equal(staged.code, 0, staged.stderr);
+            assert.equal(gpuData(parseSnapshot(staged.stdout)).length > 0, true);
+            assert.equal(
+              (await admin.request(
+                "GET",
+                `/api/v1/namespaces/${namespace}/configmaps/aicr-agent-snapshot-${sa}`,
+              )).status,
+              404,
+            );
+            assert.deepEqual(await runObjects(admin, namespace, staged.runId!), []);
             const sas = await admin.request(
               "GET",
               `/api/v1/namespaces/${namespace}/serviceaccounts`,

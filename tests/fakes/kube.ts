@@ -131,6 +131,7 @@ export function createFakeKube(): FakeKube {
     },
     watch: notImplemented("watch"),
     applyConfigMap: notImplemented("applyConfigMap"),
+    updateConfigMapIfUid: notImplemented("updateConfigMapIfUid"),
     podLog: notImplemented("podLog"),
     followPodLog: notImplemented("followPodLog"),
     selfAccessReview: notImplemented("selfAccessReview"),
