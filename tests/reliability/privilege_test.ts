@@ -4,10 +4,13 @@
  * its rendered grant, since `aicr snapshot` refuses that flag until NetworkTopology
  * exists) the
  * agent's identity is asked a wide matrix of SubjectAccessReviews (verbs × resources ×
- * its namespace, another namespace and cluster scope). What it may do beyond an unbound
+ * its namespace, another namespace and cluster scope, and ConfigMaps by name: the staging
+ * one, the `cm://` output and `kube-root-ca.crt`). What it may do beyond an unbound
  * ServiceAccount of the same namespace (same groups) must be exactly the spec's rules
- * (aicr-behaviour.md §4.2, written out here by hand, not taken from `rbac/rules.ts`), so
- * both a missing rule and an over-grant fail.
+ * (aicr-behaviour.md §4.2, written out here by hand, not taken from `rbac/rules.ts`),
+ * narrowed as issue #18 asks: ConfigMap writes limited by name to the staging ConfigMap
+ * (`get, update`; aicr creates it) or to the `cm://` output (`create`, which a name cannot
+ * limit, plus `get, update, patch`), so both a missing rule and an over-grant fail.
  *
  * `rbac/cluster_test.ts` proves the rule set's own questions against objects it applies
  * itself; this file proves what a real run's objects grant, and that nothing else is.
@@ -21,14 +24,39 @@ import type { Api } from "../kubelet/api.ts";
 import { record } from "./_report.ts";
 import { ENABLED, PENDING, snapshotArgs, spawnAicr, suiteEnv, until } from "./_env.ts";
 
-/** A spec rule: group, resources, verbs. */
-type SpecRule = readonly [group: string, resources: readonly string[], verbs: readonly string[]];
-
-/** §4.2: the Role in the deployment namespace. */
-const SPEC_ROLE: readonly SpecRule[] = [
-  ["", ["configmaps"], ["create", "get", "update", "patch"]],
-  ["", ["pods"], ["get", "list"]],
+/** A spec rule: group, resources, verbs, and the names it is limited to (if any). */
+type SpecRule = readonly [
+  group: string,
+  resources: readonly string[],
+  verbs: readonly string[],
+  names?: readonly string[],
 ];
+
+/** The ConfigMaps one identity writes. */
+interface Written {
+  staging?: string;
+  target?: string;
+}
+
+/**
+ * §4.2's Role in the deployment namespace (`configmaps: create, get, update, patch`;
+ * `pods: get, list`), narrowed by name: the staging ConfigMap `get, update` (aicr creates
+ * it), the `cm://` output `create` plus `get, update, patch`.
+ */
+function specRole(written: Written): SpecRule[] {
+  return [
+    ...(written.staging
+      ? [["", ["configmaps"], ["get", "update"], [written.staging]] as const]
+      : []),
+    ...(written.target
+      ? [
+        ["", ["configmaps"], ["create"]] as const,
+        ["", ["configmaps"], ["get", "update", "patch"], [written.target]] as const,
+      ]
+      : []),
+    ["", ["pods"], ["get", "list"]],
+  ];
+}
 /** §4.2 v1.0.0: the read-only ClusterRole. */
 const SPEC_CLUSTER_ROLE: readonly SpecRule[] = [
   ["", ["nodes", "pods"], ["get", "list"]],
@@ -110,33 +138,50 @@ interface Question {
   group: string;
   resource: string;
   namespace?: string;
+  name?: string;
 }
 
 const key = (q: Question) =>
-  `${q.verb} ${q.group ? `${q.resource}.${q.group}` : q.resource} @${q.namespace ?? "cluster"}`;
+  `${q.verb} ${q.group ? `${q.resource}.${q.group}` : q.resource}${q.name ? `/${q.name}` : ""} @${
+    q.namespace ?? "cluster"
+  }`;
 
 function grants(rules: readonly SpecRule[], q: Question): boolean {
-  return rules.some(([group, resources, verbs]) =>
-    group === q.group && resources.includes(q.resource) && verbs.includes(q.verb)
+  return rules.some(([group, resources, verbs, names]) =>
+    group === q.group && resources.includes(q.resource) && verbs.includes(q.verb) &&
+    (names === undefined || (q.name !== undefined && names.includes(q.name)))
   );
 }
 
 /** What the spec lets the agent do, for one question. */
-function expected(q: Question, ownNamespace: string, discoverNetwork: boolean): boolean {
+function expected(
+  q: Question,
+  ownNamespace: string,
+  discoverNetwork: boolean,
+  written: Written,
+): boolean {
   const cluster = discoverNetwork
     ? [...SPEC_CLUSTER_ROLE, ...SPEC_DISCOVER_NETWORK]
     : SPEC_CLUSTER_ROLE;
   if (grants(cluster, q)) return true;
-  return q.namespace === ownNamespace && grants(SPEC_ROLE, q);
+  return q.namespace === ownNamespace && grants(specRole(written), q);
 }
 
-function questions(ownNamespace: string): Question[] {
+function questions(ownNamespace: string, written: Written): Question[] {
   const out: Question[] = [];
+  const names = [written.staging, written.target, "kube-root-ca.crt"].filter((n) =>
+    n !== undefined
+  ) as string[];
   for (const [group, resources] of PROBED) {
     for (const r of resources) {
       for (const verb of VERBS) {
         for (const namespace of [ownNamespace, "kube-system", undefined]) {
           out.push({ verb, group, resource: r, ...(namespace ? { namespace } : {}) });
+        }
+        if (r === "configmaps") {
+          for (const name of names) {
+            out.push({ verb, group, resource: r, namespace: ownNamespace, name });
+          }
         }
       }
     }
@@ -158,6 +203,7 @@ async function review(admin: Api, user: string, groups: string[], q: Question): 
         resource,
         ...(subresource ? { subresource } : {}),
         ...(q.namespace ? { namespace: q.namespace } : {}),
+        ...(q.name ? { name: q.name } : {}),
       },
     },
   });
@@ -186,6 +232,7 @@ async function prove(
   namespace: string,
   serviceAccount: string,
   discoverNetwork: boolean,
+  written: Written,
 ): Promise<{ over: string[]; missing: string[]; asked: number }> {
   const groups = [
     "system:serviceaccounts",
@@ -199,15 +246,15 @@ async function prove(
     async () =>
       (await review(admin, user, groups, { verb: "list", group: "", resource: "nodes" })) &&
         (await review(admin, user, groups, {
-          verb: "create",
+          verb: "get",
           group: "",
-          resource: "configmaps",
+          resource: "pods",
           namespace,
         }))
         ? true
         : undefined,
   );
-  const qs = questions(namespace);
+  const qs = questions(namespace, written);
   const [agent, baseline] = await Promise.all([
     allowedSet(admin, user, groups, qs),
     allowedSet(admin, `system:serviceaccount:${namespace}:aicr-baseline-unbound`, groups, qs),
@@ -216,7 +263,7 @@ async function prove(
   const missing: string[] = [];
   for (const q of qs) {
     const k = key(q);
-    const want = expected(q, namespace, discoverNetwork);
+    const want = expected(q, namespace, discoverNetwork, written);
     if (agent.has(k) && !want && !baseline.has(k)) over.push(k);
     if (want && !agent.has(k)) missing.push(k);
   }
@@ -248,7 +295,8 @@ Deno.test({
           );
           const [, runId] = await run.waitFor(/runID=(\S+)/);
           await run.waitFor(/waiting for the agent/);
-          const proof = await prove(admin, ns, `aicr-${runId}`, discoverNetwork);
+          const written = { staging: `aicr-agent-snapshot-${runId}` };
+          const proof = await prove(admin, ns, `aicr-${runId}`, discoverNetwork, written);
           if (mode === "default") {
             // The prover itself: a grant slipped in beside the run's must be reported.
             const rbac = `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}`;
@@ -262,7 +310,7 @@ Deno.test({
               subjects: [{ kind: "ServiceAccount", name: `aicr-${runId}`, namespace: ns }],
             });
             const caught = await until("the slipped-in grant to be caught", async () => {
-              const again = await prove(admin, ns, `aicr-${runId}`, false);
+              const again = await prove(admin, ns, `aicr-${runId}`, false, written);
               return again.over.length > 0 ? again.over : undefined;
             });
             assert.deepEqual(caught, [`get secrets @${ns}`]);
@@ -306,9 +354,19 @@ Deno.test({
             ClusterRoleBinding: "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
           };
           const flag = discoverNetwork ? ["--discover-network"] : [];
+          const written = { staging: `aicr-agent-snapshot-${sa}`, target: "out" };
           try {
             const render = await aicr(
-              ["snapshot", "-n", ns, "--add-roles-to-service-account", sa, ...flag],
+              [
+                "snapshot",
+                "-n",
+                ns,
+                "--add-roles-to-service-account",
+                sa,
+                "-o",
+                `cm://${ns}/out`,
+                ...flag,
+              ],
               { cwd, env: { HOME: cwd } },
             );
             assert.equal(render.code, 0, render.stderr);
@@ -332,7 +390,7 @@ Deno.test({
               ...flag,
             );
             if (discoverNetwork) {
-              const proof = await prove(admin, ns, sa, true);
+              const proof = await prove(admin, ns, sa, true, written);
               const before = await suite.aicrObjects(ns);
               const refused = await aicr(args, { env: { HOME: cwd } });
               const left = (await suite.aicrObjects(ns)).filter((o) => !before.includes(o));
@@ -350,7 +408,7 @@ Deno.test({
             const run = spawnAicr(args);
             const [, runId] = await run.waitFor(/runID=(\S+)/);
             await run.waitFor(/waiting for the agent/);
-            const proof = await prove(admin, ns, sa, false);
+            const proof = await prove(admin, ns, sa, false, written);
             // The run itself created no identity and no grant.
             const runObjects = await suite.leftovers(ns, runId);
             run.kill("SIGINT");

@@ -14,7 +14,7 @@ import type { SuiteEnv } from "./_env.ts";
 
 const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 const STAGING_WARN =
-  "WARN cleanup left behind the ConfigMap at this run's staging name: this run no longer holds the Job whose agent would have written it";
+  "WARN cleanup left behind the ConfigMap at this run's staging name: it does not carry the run's labels, so aicr did not create it";
 
 /** Where a phase is held open (3 s) so a signal lands inside it. */
 function phaseRule(phase: string, namespace: string): FaultRule | undefined {
@@ -156,12 +156,22 @@ Deno.test({
           assert.deepEqual(before, [
             "ClusterRole",
             "ClusterRoleBinding",
+            "ConfigMap",
             "Job",
             "Pod",
             "Role",
             "RoleBinding",
             "ServiceAccount",
           ]);
+          // The run's staging ConfigMap (aicr created it, with the run's labels) is replaced by
+          // someone's own ConfigMap at that name: it must survive the sweep.
+          assert.equal(
+            (await env.admin.request(
+              "DELETE",
+              `/api/v1/namespaces/${ns}/configmaps/aicr-agent-snapshot-${runId}`,
+            )).status,
+            200,
+          );
           // Decoys: another run's Role, an object carrying the run ID but not managed by
           // aicr, and a ConfigMap at the staging name that is not aicr's.
           const otherRun = "20260101-000000-0000000000000000";
@@ -213,8 +223,8 @@ Deno.test({
             );
           assert.deepEqual(
             (await ofRun()).map((o) => o.split("/")[0]).sort(),
-            [...before, "ConfigMap"].sort(),
-            "a dry run deletes nothing",
+            before,
+            "a dry run deletes nothing (the staging name now holds the foreign ConfigMap)",
           );
 
           const swept = await aicr([
@@ -233,7 +243,7 @@ Deno.test({
           );
           assert.ok(
             swept.stderr.includes(
-              `${STAGING_WARN} name=aicr-agent-snapshot-${runId} jobName="" jobUID="" liveJobUID=""`,
+              `${STAGING_WARN} name=aicr-agent-snapshot-${runId} objectRunID=""`,
             ),
             swept.stderr,
           );

@@ -8,12 +8,14 @@ import assert from "node:assert/strict";
 import { parseSnapshot } from "../../snapshot/mod.ts";
 import { type FaultProxy, startFaultProxy } from "../faults/proxy.ts";
 import type { Obj } from "../kubelet/api.ts";
+import { aicr } from "../e2e/_aicr.ts";
 import { record } from "./_report.ts";
 import { ENABLED, getObject, PENDING, snapshotArgs, spawnAicr, suiteEnv, until } from "./_env.ts";
 import type { SuiteEnv } from "./_env.ts";
 
-const STAGING_WARN =
-  "WARN cleanup left behind the ConfigMap at this run's staging name: this run no longer holds the Job whose agent would have written it";
+/** The run's WARN when the staging name is taken before it could create it. */
+const FOREIGN_STAGING_WARN =
+  "WARN the staging ConfigMap's name is taken by an object this invocation did not create; it is left untouched (not written into, not adopted, not deleted)";
 const OTHER_INVOCATION = "eeeeeeeeeeeeeeee";
 
 Deno.test({
@@ -103,7 +105,7 @@ Deno.test({
       );
 
       await t.step(
-        "the Job is replaced after its agent wrote the snapshot: delivered, staging ConfigMap kept with the WARN",
+        "the Job is replaced after its agent wrote the snapshot: delivered, the staging ConfigMap (aicr's, by UID) removed",
         async () => {
           const ns = await suite.namespace("rel-job-replaced-late");
           const p = await startFaultProxy(env.cluster);
@@ -121,15 +123,13 @@ Deno.test({
           const done = await spawnAicr(snapshotArgs(p.kubeconfig, ns, "--timeout", "60s")).done;
           assert.ok(swap, done.stderr);
           const cmName = `aicr-agent-snapshot-${done.runId}`;
-          const warn =
-            `${STAGING_WARN} name=${cmName} jobName=${swap.name} jobUID=${swap.ours} liveJobUID=${swap.theirs}`;
           const cm = await getObject(env, `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
           const still = await getObject(env, `${jobsPath(ns)}/${swap.name}`);
           const left = (await suite.leftovers(ns, done.runId)).filter((o) =>
-            o !== `Job/${swap!.name}` && o !== `ConfigMap/${cmName}`
+            o !== `Job/${swap!.name}`
           );
-          const ok = done.code === 0 && done.stderr.includes(warn) && cm !== undefined &&
-            still?.metadata.uid === swap.theirs && left.length === 0;
+          const ok = done.code === 0 && cm === undefined && still?.metadata.uid === swap.theirs &&
+            left.length === 0;
           record("tamper: Job replaced after the write", {
             faultsInjected: 1,
             faultsSurvived: ok ? 1 : 0,
@@ -137,11 +137,9 @@ Deno.test({
           });
           assert.equal(done.code, 0, done.stderr);
           assert.equal(parseSnapshot(done.stdout).kind, "Snapshot");
-          assert.ok(done.stderr.includes(warn), done.stderr);
-          assert.ok(cm, "the staging ConfigMap is kept: this run cannot prove it wrote it");
+          assert.equal(cm, undefined, "aicr created the staging ConfigMap: its UID proves it");
           assert.equal(still?.metadata.uid, swap.theirs, "the other invocation's Job stays");
           assert.deepEqual(left, []);
-          await admin.request("DELETE", `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
           await admin.request("DELETE", `${jobsPath(ns)}/${swap.name}`, {
             propagationPolicy: "Background",
           });
@@ -197,40 +195,142 @@ Deno.test({
       });
 
       await t.step(
-        "the staging ConfigMap is taken by a foreign one mid-run: kept with the WARN",
+        "the staging ConfigMap is replaced by a foreign one mid-run: the replacement stays as it is",
         async () => {
           const ns = await suite.namespace("rel-cm-foreign");
           const run = spawnAicr(snapshotArgs(kubeconfig, ns, "--timeout", "6s", ...PENDING));
           const [, runId] = await run.waitFor(/runID=(\S+)/);
           await run.waitFor(/waiting for the agent .*phase=Pending/);
           const cmName = `aicr-agent-snapshot-${runId}`;
+          const ours = await getObject(env, `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
+          assert.equal(ours?.metadata.labels?.["aicr.run/run-id"], runId, "aicr created it");
+          assert.equal(
+            (await admin.request("DELETE", `/api/v1/namespaces/${ns}/configmaps/${cmName}`)).status,
+            200,
+          );
           const made = await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
             metadata: { name: cmName, labels: { team: "b" } },
             data: { mine: "yes" },
           });
           assert.equal(made.status, 201);
-          const jobUid = (await getObject(env, `${jobsPath(ns)}/aicr-${runId}`))?.metadata.uid ??
-            "";
           const done = await run.done;
           const cm = await getObject(env, `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
           const left = (await suite.leftovers(ns, runId)).filter((o) =>
             o !== `ConfigMap/${cmName}`
           );
-          const warned = done.stderr.includes(
-            `${STAGING_WARN} name=${cmName} jobName=aicr-${runId} jobUID=${jobUid} liveJobUID=${jobUid}`,
-          );
-          const ok = done.code === 5 && warned && jobUid !== "" &&
-            cm?.metadata.uid === made.body.metadata.uid && left.length === 0;
+          // Cleanup's delete is pinned to the UID aicr's create returned: the replacement
+          // answers 409 and is left as it is.
+          const ok = done.code === 5 && cm?.metadata.uid === made.body.metadata.uid &&
+            cm?.data?.mine === "yes" && left.length === 0;
           record("tamper: staging ConfigMap foreign", {
             faultsInjected: 1,
             faultsSurvived: ok ? 1 : 0,
             leftovers: left.length,
           });
           assert.equal(done.code, 5, done.stderr);
-          assert.ok(warned && jobUid !== "", done.stderr);
           assert.equal(cm?.metadata.uid, made.body.metadata.uid, "the foreign ConfigMap stays");
+          assert.deepEqual(cm?.data, { mine: "yes" }, "and nothing was written into it");
           assert.deepEqual(left, []);
           await admin.request("DELETE", `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
+        },
+      );
+
+      await t.step(
+        "a pinned --run-id whose staging name holds someone's ConfigMap: untouched, exit 2 before the Job",
+        async () => {
+          const ns = await suite.namespace("rel-cm-pinned");
+          const runId = "20260102-150405-00000000000000aa";
+          const cmName = `aicr-agent-snapshot-${runId}`;
+          const made = await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+            metadata: { name: cmName, labels: { team: "c" } },
+            data: { precious: "data" },
+          });
+          assert.equal(made.status, 201);
+          const done = await spawnAicr(
+            snapshotArgs(kubeconfig, ns, "--timeout", "30s", "--run-id", runId),
+          ).done;
+          const cm = await getObject(env, `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
+          const left = (await suite.leftovers(ns, runId)).filter((o) =>
+            o !== `ConfigMap/${cmName}`
+          );
+          const ok = done.code === 2 && done.stderr.includes(FOREIGN_STAGING_WARN) &&
+            cm?.metadata.resourceVersion === made.body.metadata.resourceVersion &&
+            left.length === 0;
+          record("tamper: pinned run ID meets a foreign staging ConfigMap", {
+            faultsInjected: 1,
+            faultsSurvived: ok ? 1 : 0,
+            leftovers: left.length,
+          });
+          assert.equal(done.code, 2, done.stderr);
+          assert.ok(done.stderr.includes(`${FOREIGN_STAGING_WARN} name=${cmName}`), done.stderr);
+          assert.match(
+            done.stderr,
+            /error: Cannot stage the snapshot in 'cm:\/\/.*': a ConfigMap this invocation did not create already has that name/,
+          );
+          assert.equal(
+            cm?.metadata.resourceVersion,
+            made.body.metadata.resourceVersion,
+            "not written into, not deleted",
+          );
+          assert.deepEqual(left, [], "the run's other objects are cleaned up");
+          // aicr cleanup of that run ID keeps it too.
+          const swept = await aicr([
+            "cleanup",
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            ns,
+            "--run-id",
+            runId,
+          ], {
+            env: { HOME: "/nonexistent" },
+          });
+          assert.equal(swept.code, 8, swept.stderr);
+          assert.equal(
+            (await getObject(env, `/api/v1/namespaces/${ns}/configmaps/${cmName}`))?.metadata
+              .resourceVersion,
+            made.body.metadata.resourceVersion,
+          );
+          await admin.request("DELETE", `/api/v1/namespaces/${ns}/configmaps/${cmName}`);
+        },
+      );
+
+      await t.step(
+        "the agent writes only into the ConfigMap of its UID: a replaced one and a missing one are refused",
+        async () => {
+          const ns = await suite.namespace("rel-agent-uid");
+          const made = await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
+            metadata: { name: "staging", labels: { team: "d" } },
+            data: { precious: "data" },
+          });
+          assert.equal(made.status, 201);
+          const agent = (name: string, uid: string) =>
+            aicr(["agent", "--kubeconfig", kubeconfig, "-o", `cm://${ns}/${name}`], {
+              env: { HOME: "/nonexistent", AICR_CONFIGMAP_UID: uid },
+            });
+          const replaced = await agent("staging", "00000000-0000-0000-0000-000000000000");
+          const missing = await agent("gone", "00000000-0000-0000-0000-000000000000");
+          const cm = await getObject(env, `/api/v1/namespaces/${ns}/configmaps/staging`);
+          const created = await getObject(env, `/api/v1/namespaces/${ns}/configmaps/gone`);
+          const ours = await agent("staging", made.body.metadata.uid);
+          const written = await getObject(env, `/api/v1/namespaces/${ns}/configmaps/staging`);
+          const ok = replaced.code === 2 && missing.code === 3 &&
+            cm?.metadata.resourceVersion === made.body.metadata.resourceVersion &&
+            created === undefined && ours.code === 0;
+          record("tamper: agent write pinned to the staging UID", {
+            faultsInjected: 2,
+            faultsSurvived: ok ? 2 : 0,
+          });
+          assert.equal(replaced.code, 2, replaced.stderr);
+          assert.match(replaced.stderr, /it is not the object this run created/);
+          assert.equal(cm?.metadata.resourceVersion, made.body.metadata.resourceVersion);
+          assert.equal(missing.code, 3, missing.stderr);
+          assert.match(missing.stderr, /it no longer exists .*never created here/);
+          assert.equal(created, undefined, "the agent created nothing");
+          assert.equal(ours.code, 0, ours.stderr);
+          assert.equal(written?.metadata.uid, made.body.metadata.uid);
+          assert.equal(written?.metadata.labels?.team, "d", "its own labels are kept");
+          assert.ok(written?.data?.["snapshot.yaml"], "the snapshot went into that object");
         },
       );
 
@@ -285,6 +385,7 @@ Deno.test({
               const path = {
                 Job: `${jobsPath(ns)}/${name}`,
                 Pod: `/api/v1/namespaces/${ns}/pods/${name}`,
+                ConfigMap: `/api/v1/namespaces/${ns}/configmaps/${name}`,
                 ServiceAccount: `/api/v1/namespaces/${ns}/serviceaccounts/${name}`,
                 Role: `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles/${name}`,
                 RoleBinding:
