@@ -7,6 +7,37 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
+import { isSnapshotFormat } from "../snapshot/mod.ts";
+import type { SnapshotFormat, SnapshotTarget } from "../snapshot/mod.ts";
+
+/**
+ * A snapshot verb's `-t/--format`: `yaml` or `json` (a document), or `table` (a view for a
+ * terminal: the document is collected as YAML and rendered; never into a ConfigMap).
+ *
+ * @param value the `--format` value
+ * @param target the parsed `--output`
+ * @returns the document format and whether to render a table
+ * @throws {UsageError} for another value, or `table` into a ConfigMap
+ */
+export function snapshotFormatFlag(
+  value: string,
+  target: SnapshotTarget,
+): { format: SnapshotFormat; table: boolean } {
+  if (value === "table") {
+    if (target.kind === "configmap") {
+      throw new UsageError(
+        "Cannot write '-t table' to a ConfigMap: a table is a view for a terminal; use -t yaml or -t json",
+      );
+    }
+    return { format: "yaml", table: true };
+  }
+  if (!isSnapshotFormat(value)) {
+    throw new UsageError(
+      `Cannot use '--format' as it must be 'yaml', 'json' or 'table': current value is '${value}'`,
+    );
+  }
+  return { format: value, table: false };
+}
 
 /** Format words that, given alone to `-o`, mean the user wanted `-t`. */
 export const FORMAT_WORDS: readonly string[] = [

@@ -3,7 +3,7 @@ import { exitCodeOf, formatError } from "../errors.ts";
 import { createLogger } from "../log.ts";
 import type { CliDeps } from "./context.ts";
 import { runCli } from "./mod.ts";
-import { checkOutputNotFormat } from "./_output.ts";
+import { checkOutputNotFormat, snapshotFormatFlag } from "./_output.ts";
 
 Deno.test("checkOutputNotFormat() refuses a bare format word, naming -t/--format", () => {
   for (const word of ["json", "yaml", "wide", "table", "JSON"]) {
@@ -105,4 +105,20 @@ Deno.test("-v prints the version; AICR_DEBUG passes --debug (with --log-json) to
       JSON.stringify({ env, args }),
     );
   }
+});
+
+Deno.test("snapshotFormatFlag() takes yaml, json and table; table never into a ConfigMap", () => {
+  assert.deepEqual(snapshotFormatFlag("json", { kind: "stdout" }), {
+    format: "json",
+    table: false,
+  });
+  assert.deepEqual(snapshotFormatFlag("table", { kind: "file", path: "x" }), {
+    format: "yaml",
+    table: true,
+  });
+  assert.throws(
+    () => snapshotFormatFlag("table", { kind: "configmap", ref: { namespace: "a", name: "b" } }),
+    /Cannot write '-t table' to a ConfigMap/,
+  );
+  assert.throws(() => snapshotFormatFlag("wide", { kind: "stdout" }), /'yaml', 'json' or 'table'/);
 });

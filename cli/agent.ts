@@ -6,16 +6,16 @@
  * @module
  */
 import { Command, Option } from "commander";
-import { runAgent } from "../agent/mod.ts";
+import { deliverSnapshot, runAgent } from "../agent/mod.ts";
 import type { AgentResult } from "../agent/mod.ts";
 import { mergeProjections } from "../collectors/mod.ts";
 import { UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { isSnapshotFormat, parseSnapshotTarget, resolveNodeName } from "../snapshot/mod.ts";
+import { formatSnapshotTable, parseSnapshotTarget, resolveNodeName } from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
-import { checkOutputNotFormat, refuseTemplate } from "./_output.ts";
+import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
 import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 import { createProjectionFileReader, readProjections } from "./_projections.ts";
@@ -66,7 +66,9 @@ export function addLocalAgentFlags(command: Command): Command {
   return command
     .option("-o, --output <target>", "'-' (stdout), a file path, or cm://<namespace>/<name>")
     .addOption(
-      new Option("-t, --format <format>", "yaml or json").default("yaml").env("AICR_FORMAT"),
+      new Option("-t, --format <format>", "yaml, json or table").default("yaml").env(
+        "AICR_FORMAT",
+      ),
     )
     .option(
       "--template <file>",
@@ -112,8 +114,10 @@ export interface LocalAgentOptions {
   target: SnapshotTarget;
   /** `--output` as given (for messages). */
   output: string | undefined;
-  /** `--format`. */
+  /** `--format` (the document's; yaml when rendering a table). */
   format: SnapshotFormat;
+  /** `-t table`: render the snapshot as a table. */
+  table: boolean;
   /** `--require-gpu`. */
   requireGpu: boolean;
   /** `--max-nodes-per-entry`. */
@@ -145,21 +149,18 @@ export async function localAgentOptions(
   flags: LocalAgentFlags,
 ): Promise<LocalAgentOptions> {
   refuseTemplate(flags.template);
-  if (!isSnapshotFormat(flags.format)) {
-    throw new UsageError(
-      `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
-    );
-  }
   const target = parseSnapshotTarget(
-    checkOutputNotFormat(flags.output, { formats: ["yaml", "json"] }),
+    checkOutputNotFormat(flags.output, { formats: ["yaml", "json", "table"] }),
   );
+  const { format, table } = snapshotFormatFlag(flags.format, target);
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
   const configMapUid = deps.env("AICR_CONFIGMAP_UID");
   return {
     target,
     output: flags.output,
-    format: flags.format,
+    format,
+    table,
     requireGpu: flags.requireGpu,
     maxNodesPerEntry,
     systemdUnits: flags.systemdUnit ?? [],
@@ -197,13 +198,18 @@ export async function runLocalAgent(
       ...(kube ? { kube } : {}),
       ...(options.hostRoot ? { hostRoot: options.hostRoot } : {}),
     }),
-    sink: { stdout: deps.stdout, now: deps.now, ...(kube ? { kube: () => kube } : {}) },
+    // `-t table`: the document goes nowhere; the table of what it holds is delivered below.
+    sink: {
+      stdout: options.table ? { write: () => {} } : deps.stdout,
+      now: deps.now,
+      ...(kube ? { kube: () => kube } : {}),
+    },
     log,
     now: deps.now,
     version: buildInfo().version,
   };
-  return await runAgent(agentDeps, {
-    target,
+  const result = await runAgent(agentDeps, {
+    target: options.table ? { kind: "stdout" } : target,
     format: options.format,
     requireGpu: options.requireGpu,
     nodeName: resolveNodeName(deps.env),
@@ -217,6 +223,16 @@ export async function runLocalAgent(
       ? { transform: (snapshot: Snapshot) => mergeProjections(snapshot, projections) }
       : {}),
   });
+  if (!options.table) return result;
+  const destination = await deliverSnapshot({ stdout: deps.stdout, now: deps.now }, {
+    target,
+    encoded: formatSnapshotTable(result.snapshot),
+    format: options.format,
+    snapshot: result.snapshot,
+    version: buildInfo().version,
+  });
+  if (target.kind === "file") log.info("snapshot table saved to file", { path: destination });
+  return { ...result, destination };
 }
 
 /**

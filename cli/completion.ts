@@ -50,8 +50,8 @@ const VALUE_HINTS: Readonly<Record<string, readonly string[]>> = {
   "--os": NODE_OS_FAMILIES,
   "--privileged": ["true", "false"],
   "--transport": ["auto", "direct", "proxy"],
-  "snapshot --format": ["yaml", "json"],
-  "agent --format": ["yaml", "json"],
+  "snapshot --format": ["yaml", "json", "table"],
+  "agent --format": ["yaml", "json", "table"],
   "version --format": ["text", "json"],
 };
 

@@ -62,7 +62,7 @@ Deno.test("completion bash: verbs, nested verbs, flags and the values of --os an
     "talos",
     "ubuntu",
   ]);
-  assert.deepEqual(await complete(bash, ["aicr", "snapshot", "-t", ""]), ["json", "yaml"]);
+  assert.deepEqual(await complete(bash, ["aicr", "snapshot", "-t", ""]), ["json", "table", "yaml"]);
   assert.deepEqual(await complete(bash, ["aicr", "diff", "--format", ""]), [
     "html",
     "json",

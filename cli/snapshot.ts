@@ -33,7 +33,7 @@ import type { AgentJobKnobs, DeployOptions, DeployResult } from "../controller/m
 import {
   encodeSnapshot,
   findMeasurement,
-  isSnapshotFormat,
+  formatSnapshotTable,
   parseSnapshotTarget,
 } from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
@@ -47,7 +47,7 @@ import {
 } from "./_projections.ts";
 import { renderRolesForServiceAccount } from "./_render_roles.ts";
 import type { CliDeps } from "./context.ts";
-import { checkOutputNotFormat, refuseTemplate } from "./_output.ts";
+import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
 import { fleetFetchOptions, runFleetFetch } from "./daemonset.ts";
 import {
   checkedNamespace,
@@ -371,7 +371,7 @@ function parseJobConfig(flags: SnapshotFlags, version: string): {
       "Cannot use '--require-gpu' together with '--runtime-class': prefer --runtime-class, which gives nvidia-smi access without consuming a GPU",
     );
   }
-  const format = flags.format as SnapshotFormat;
+  const format: SnapshotFormat = flags.format === "json" ? "json" : "yaml";
   const job = {
     image: flags.image ?? defaultImage(version),
     jobNamePrefix: flags.jobName,
@@ -406,8 +406,10 @@ interface SnapshotOptions {
   target: SnapshotTarget;
   /** `--output` as given (for messages). */
   output: string | undefined;
-  /** `--format`. */
+  /** `--format` (the document's; yaml when rendering a table). */
   format: SnapshotFormat;
+  /** `-t table`: render the snapshot as a table. */
+  table: boolean;
   /** The agent Job's knobs. */
   job: AgentJobKnobs;
   /** Whether GPU auto-targeting may apply. */
@@ -438,15 +440,11 @@ async function snapshotOptions(
   flags: SnapshotFlags,
 ): Promise<SnapshotOptions> {
   refuseTemplate(flags.template);
-  if (!isSnapshotFormat(flags.format)) {
-    throw new UsageError(
-      `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
-    );
-  }
   const namespace = checkedNamespace(globals);
   const target = parseSnapshotTarget(
-    checkOutputNotFormat(flags.output, { formats: ["yaml", "json"] }),
+    checkOutputNotFormat(flags.output, { formats: ["yaml", "json", "table"] }),
   );
+  const { format, table } = snapshotFormatFlag(flags.format, target);
   if (target.kind === "configmap" && target.ref.namespace !== namespace) {
     throw new UsageError(
       `Cannot write the snapshot to '${flags.output}' as its namespace must match '--namespace' (the agent's Role grants ConfigMaps only there): current value is '${namespace}'`,
@@ -467,7 +465,8 @@ async function snapshotOptions(
     namespace,
     target,
     output: flags.output,
-    format: flags.format,
+    format,
+    table,
     job,
     autoTarget,
     ...(flags.serviceAccountName !== undefined
@@ -527,7 +526,7 @@ async function runSnapshot(
     }
     warnPlacementMismatch(snapshot, log);
     const version = buildInfo().version;
-    encoded = encodeSnapshot(snapshot, format);
+    encoded = options.table ? formatSnapshotTable(snapshot) : encodeSnapshot(snapshot, format);
     if (target.kind === "configmap") {
       // The agent wrote its document (in --format) itself; only projections need a rewrite.
       if (projections.length > 0) {

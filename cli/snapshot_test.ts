@@ -69,8 +69,8 @@ const BAD_INPUT: { name: string; args: string[]; message: RegExp }[] = [
   },
   {
     name: "an unknown format",
-    args: ["--format", "table"],
-    message: /'--format' as it must be 'yaml' or 'json'/,
+    args: ["--format", "wide"],
+    message: /'--format' as it must be 'yaml', 'json' or 'table'/,
   },
   {
     name: "a namespace that is not a DNS label",

@@ -149,7 +149,7 @@ function rows(): Row[] {
       name: "unknown --format",
       args: snap("--format", "toml"),
       code: 2,
-      message: /must be 'yaml' or 'json'/,
+      message: /must be 'yaml', 'json' or 'table'/,
     },
     {
       name: "namespace over 63",

@@ -1,0 +1,44 @@
+/**
+ * `-t table` for one snapshot (upstream's `snapshot -t table`): a line of metadata, then one row
+ * per reading, `TYPE SUBTYPE KEY VALUE`, in the document's order, for a human at a terminal. It
+ * is a view, not a format to read back: `yaml` and `json` are.
+ *
+ * @module
+ */
+import { formatReading } from "./diff_render.ts";
+import type { Snapshot } from "./model.ts";
+
+/**
+ * Renders a snapshot as a table.
+ *
+ * @param snapshot the snapshot
+ * @param options the widest value cell
+ * @returns the text, newline-terminated
+ */
+export function formatSnapshotTable(
+  snapshot: Snapshot,
+  options: { maxWidth?: number } = {},
+): string {
+  const { maxWidth = 80 } = options;
+  const rows: string[][] = [["TYPE", "SUBTYPE", "KEY", "VALUE"]];
+  for (const measurement of snapshot.measurements) {
+    for (const subtype of measurement.subtypes) {
+      const entries = Object.entries(subtype.data);
+      if (entries.length === 0) {
+        rows.push([measurement.type, subtype.subtype, "-", subtype.context?.status ?? "-"]);
+      }
+      for (const [key, value] of entries) {
+        rows.push([measurement.type, subtype.subtype, key, formatReading(value, maxWidth)]);
+      }
+    }
+  }
+  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  const meta = Object.entries(snapshot.metadata).map(([k, v]) => `${k}=${v}`).join(" ");
+  return [
+    `SNAPSHOT ${meta}`.trimEnd(),
+    "",
+    ...rows.map((r) =>
+      r.map((cell, i) => (i < 3 ? cell.padEnd(widths[i] ?? 0) : cell)).join("  ").trimEnd()
+    ),
+  ].join("\n") + "\n";
+}
