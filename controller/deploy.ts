@@ -805,9 +805,8 @@ export async function cleanupRun(
   deps: { kube: KubeClient; log: Logger },
   options: CleanupRunOptions,
 ): Promise<{ remaining: string[]; cleaned: number }> {
-  const { kube, log } = deps;
+  const { log } = deps;
   const { namespace, ledger } = options;
-  const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
   const outcomes = await ledger.cleanup({ log });
   log.debug("cleanup: run objects deleted", { count: outcomes.length });
   const remaining: string[] = [];
