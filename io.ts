@@ -5,9 +5,9 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
+import { access, constants, mkdir, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
-import { ToolError, UsageError } from "./errors.ts";
+import { UsageError } from "./errors.ts";
 
 /**
  * Maps over items with at most `limit` calls in flight, keeping the results in order.
@@ -43,14 +43,61 @@ export async function mapConcurrent<T, R>(
 }
 
 /**
+ * Checks, before anything else happens, that a file can be written at a path: not a
+ * directory, an existing file or device writable, or else a nearest existing ancestor that
+ * is a writable directory (missing folders are created at write time). A path that can
+ * never exist (under a regular file or a device) is refused here instead of failing, or
+ * looping, after the work is done.
+ *
+ * @param path the destination
+ * @param what what is written, for the message @default "snapshot"
+ * @throws {UsageError} naming the path and why it cannot be written
+ */
+export async function checkOutputFile(path: string, what = "snapshot"): Promise<void> {
+  const fail = (why: string): never => {
+    throw new UsageError(`Cannot write ${what} to '${path}': ${why}`);
+  };
+  const full = resolve(path);
+  const target = await realpath(full).catch(() => full);
+  const existing = await stat(target).catch(() => undefined);
+  if (existing) {
+    if (existing.isDirectory()) fail("it is a directory; give a file path");
+    await access(target, constants.W_OK).catch(() => fail("it is not writable"));
+    return;
+  }
+  let dir = dirname(target);
+  for (;;) {
+    const info = await stat(dir).catch((error) => {
+      const code = (error as { code?: string }).code;
+      // ENOTDIR: a component above is not a folder; keep walking up to name it.
+      return code === "ENOENT" || code === "ENOTDIR"
+        ? undefined
+        : fail(`its folder '${dir}' cannot be read (${code})`);
+    });
+    if (info) {
+      if (!info.isDirectory()) fail(`'${dir}' is not a directory, so the path can never exist`);
+      await access(dir, constants.W_OK | constants.X_OK).catch(() =>
+        fail(`the folder '${dir}' is not writable`)
+      );
+      return;
+    }
+    const parent = dirname(dir);
+    if (parent === dir) fail("no folder of it exists");
+    dir = parent;
+  }
+}
+
+/**
  * Writes a file atomically: a temporary file beside it, then a rename.
  *
  * @param path the destination
  * @param text the content
  * @param mode file mode @default 0o644
- * @throws {ToolError} naming the path when it cannot be written
+ * @throws {UsageError} naming the path when it cannot be written (exit 2)
  */
 export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
+  // A path that can never exist fails here, before `mkdir -p` meets a file in its way.
+  await checkOutputFile(path);
   // Through symlinks (`-o /dev/stdout`, a linked config folder) to what they name.
   const target = await realpath(resolve(path)).catch(() => resolve(path));
   const existing = await stat(target).catch(() => undefined);
@@ -63,10 +110,8 @@ export async function writeFileAtomic(path: string, text: string, mode = 0o644):
       );
     }
     await writeFile(target, text).catch((error) => {
-      throw new ToolError(
+      throw new UsageError(
         `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
-        "internal",
-        500,
         { cause: error },
       );
     });
@@ -80,10 +125,8 @@ export async function writeFileAtomic(path: string, text: string, mode = 0o644):
     await rename(temp, target);
   } catch (error) {
     await rm(temp, { force: true }).catch(() => {});
-    throw new ToolError(
+    throw new UsageError(
       `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
-      "internal",
-      500,
       { cause: error },
     );
   }

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { allSettledOrThrow, mapConcurrent, writeFileAtomic } from "./io.ts";
+import { allSettledOrThrow, checkOutputFile, mapConcurrent, writeFileAtomic } from "./io.ts";
+import { UsageError } from "./errors.ts";
 
 Deno.test("mapConcurrent() keeps input order and rethrows the first failure", async () => {
   const out = await mapConcurrent([30, 10, 20], 2, async (ms, i) => {
@@ -55,4 +56,36 @@ Deno.test("allSettledOrThrow() rejects with the first failure only after every p
   assert.equal((error as Error).message, "first");
   assert.deepEqual(order, ["slow settled", "rejected"]);
   assert.deepEqual(await allSettledOrThrow([Promise.resolve(1), Promise.resolve("a")]), [1, "a"]);
+});
+
+Deno.test("checkOutputFile() refuses a folder, a path that can never exist and an unwritable device, naming the path", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/file`, "x");
+    const refused = async (path: string, why: RegExp) =>
+      await assert.rejects(
+        checkOutputFile(path),
+        (e) =>
+          e instanceof UsageError && e.exitCode === 2 &&
+          e.message.startsWith(`Cannot write snapshot to '${path}': `) && why.test(e.message),
+      );
+    await refused(dir, /it is a directory/);
+    await refused(`${dir}/file/under/it.yaml`, /is not a directory, so the path can never exist/);
+    await refused("/dev/null/x.yaml", /is not a directory/);
+    // Fine: a new file in a folder that exists, one in folders still to create, a device.
+    await checkOutputFile(`${dir}/new.yaml`);
+    await checkOutputFile(`${dir}/a/b/c.yaml`);
+    await checkOutputFile("/dev/null");
+    // writeFileAtomic() checks first: no `mkdir -p` ever meets the file in its way.
+    await assert.rejects(writeFileAtomic(`${dir}/file/x.yaml`, "y"), UsageError);
+    await writeFileAtomic(`${dir}/a/b/c.yaml`, "y");
+    assert.equal(await Deno.readTextFile(`${dir}/a/b/c.yaml`), "y");
+    // A device that refuses the write: exit 2 naming it, not an internal error.
+    await assert.rejects(
+      writeFileAtomic("/dev/full", "y"),
+      (e) => e instanceof UsageError && /^Cannot write snapshot to '\/dev\/full': /.test(e.message),
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -5,11 +5,13 @@
  *
  * @module
  */
+import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { deliverSnapshot, runAgent } from "../agent/mod.ts";
 import type { AgentResult } from "../agent/mod.ts";
 import { mergeProjections } from "../collectors/mod.ts";
 import { UsageError } from "../errors.ts";
+import { checkOutputFile } from "../io.ts";
 import type { Logger } from "../log.ts";
 import { formatSnapshotTable, parseSnapshotTarget, resolveNodeName } from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
@@ -156,6 +158,8 @@ export async function localAgentOptions(
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
   const configMapUid = deps.env("AICR_CONFIGMAP_UID");
+  // Checked before collection starts, so an output that cannot be written fails at once.
+  if (target.kind === "file") await checkOutputFile(resolve(deps.cwd, target.path));
   return {
     target,
     output: flags.output,

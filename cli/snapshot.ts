@@ -7,14 +7,15 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
+import { tmpdir } from "node:os";
 import { Command, Option } from "commander";
 import { deliverSnapshot, hasGpu } from "../agent/mod.ts";
 import { deploySnapshot, previewSnapshotRun } from "../controller/mod.ts";
 import { mergeProjections } from "../collectors/mod.ts";
 import { InterruptedError, UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { writeFileAtomic } from "../io.ts";
+import { checkOutputFile, writeFileAtomic } from "../io.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import {
   autoTargetingAllowed,
@@ -445,6 +446,9 @@ async function snapshotOptions(
     checkOutputNotFormat(flags.output, { formats: ["yaml", "json", "table"] }),
   );
   const { format, table } = snapshotFormatFlag(flags.format, target);
+  // The output file is checked before the cluster is touched: a folder, a path under a file or
+  // an unwritable place fails now (exit 2), not after the run.
+  if (target.kind === "file") await checkOutputFile(resolve(deps.cwd, target.path));
   if (target.kind === "configmap" && target.ref.namespace !== namespace) {
     throw new UsageError(
       `Cannot write the snapshot to '${flags.output}' as its namespace must match '--namespace' (the agent's Role grants ConfigMaps only there): current value is '${namespace}'`,
@@ -549,6 +553,10 @@ async function runSnapshot(
       format,
       snapshot,
       version,
+    }).catch(async (error) => {
+      // The snapshot is taken: it is not lost with the output that failed.
+      if (target.kind === "file") await keepSnapshot(deps, log, { result, encoded, format, error });
+      throw error;
     });
     if (target.kind === "file") log.info("snapshot saved to file", { path: where });
   };
@@ -566,6 +574,31 @@ async function runSnapshot(
     );
   }
   logSummary(log, { result, encoded, started, now: deps.now });
+}
+
+/**
+ * Keeps a taken snapshot whose output failed: a file in the temporary folder named after the run
+ * (`aicr-snapshot-<runID>.<format>`), else stdout, and says where with a WARN.
+ */
+async function keepSnapshot(
+  deps: CliDeps,
+  log: Logger,
+  kept: { result: DeployResult; encoded: string; format: string; error: unknown },
+): Promise<void> {
+  const reason = kept.error instanceof Error ? kept.error.message : String(kept.error);
+  const fallback = join(tmpdir(), `aicr-snapshot-${kept.result.runId}.${kept.format}`);
+  try {
+    await writeFileAtomic(fallback, kept.encoded);
+    log.warn("the output could not be written; the snapshot was saved here instead", {
+      path: fallback,
+      error: reason,
+    });
+  } catch {
+    deps.stdout.write(kept.encoded.endsWith("\n") ? kept.encoded : kept.encoded + "\n");
+    log.warn("the output could not be written; the snapshot was written to stdout instead", {
+      error: reason,
+    });
+  }
 }
 
 /** The run's closing line: where it ran, what it delivered, what it cleaned, how long it took. */

@@ -116,6 +116,25 @@ function rows(): Row[] {
       message: /^error: Cannot parse '--timeout' as it must be at most 24h/m,
     },
     {
+      name: "output that is a directory",
+      args: snap("-o", "DIR"),
+      code: 2,
+      message: /^error: Cannot write snapshot to '.*': it is a directory; give a file path/m,
+    },
+    {
+      name: "output under a file (a path that can never exist)",
+      args: snap("-o", "DIR/not.json/out.yaml"),
+      code: 2,
+      message:
+        /^error: Cannot write snapshot to '.*not\.json\/out\.yaml': .* is not a directory, so the path can never exist/m,
+    },
+    {
+      name: "output under a device",
+      args: snap("-o", "/dev/null/out.yaml"),
+      code: 2,
+      message: /^error: Cannot write snapshot to '\/dev\/null\/out\.yaml'/m,
+    },
+    {
       name: "output cm:// without a name",
       args: snap("-o", "cm://"),
       code: 2,

@@ -335,6 +335,32 @@ Deno.test({
       );
 
       await t.step(
+        "the output refuses the write after the snapshot is taken (/dev/full): exit 2 naming it, the snapshot kept",
+        async () => {
+          const ns = await suite.namespace("rel-out-full");
+          const done = await spawnAicr(
+            snapshotArgs(kubeconfig, ns, "--timeout", "60s", "-o", "/dev/full"),
+          ).done;
+          const kept = /the snapshot was saved here instead path=(\S+)/.exec(done.stderr)?.[1];
+          const text = kept ? await Deno.readTextFile(kept).catch(() => "") : "";
+          const left = await suite.leftovers(ns, done.runId);
+          const ok = done.code === 2 && text.includes("kind: Snapshot") && left.length === 0;
+          record("tamper: output write fails after the run", {
+            faultsInjected: 1,
+            faultsSurvived: ok ? 1 : 0,
+            leftovers: left.length,
+          });
+          assert.equal(done.code, 2, done.stderr);
+          assert.match(done.stderr, /^error: Cannot write snapshot to '\/dev\/full': /m);
+          assert.ok(kept, done.stderr);
+          assert.equal(parseSnapshot(text).kind, "Snapshot");
+          assert.ok(kept.endsWith(`aicr-snapshot-${done.runId}.yaml`), kept);
+          assert.deepEqual(left, []);
+          await Deno.remove(kept);
+        },
+      );
+
+      await t.step(
         "the staging ConfigMap is deleted after the agent wrote it: clear failure, clean",
         async () => {
           const ns = await suite.namespace("rel-cm-deleted");
