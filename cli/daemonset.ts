@@ -16,6 +16,7 @@ import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import {
+  DEFAULT_MAX_ANSWER_BYTES,
   fetchFleet,
   FLEET_TRANSPORTS,
   fleetError,
@@ -345,6 +346,11 @@ function fetchCommand(deps: CliDeps): Command {
     )
     .option("--concurrency <n>", "nodes asked at once", "16")
     .option("--timeout <duration>", "per-node deadline", "30s")
+    .option(
+      "--max-answer-bytes <n>",
+      "largest answer read from one daemon (streamed and cut; that node fails as too-large)",
+      String(DEFAULT_MAX_ANSWER_BYTES),
+    )
     .option("--node <name...>", "only these nodes (repeatable)");
   return addReportOptions(command, { junit: true })
     .action(async (flags: FetchFlags, cmd: Command) => {
@@ -384,6 +390,8 @@ export interface FleetFetchFlags {
   concurrency?: string;
   /** `--timeout` per node. @default "30s" */
   timeout?: string;
+  /** `--max-answer-bytes` per node. @default 16 MiB */
+  maxAnswerBytes?: string;
   /** `--node` filter. */
   node?: string[];
   /** `--report`: the JSON report's file, or `-`. */
@@ -404,6 +412,8 @@ export interface FleetFetchOptions {
   concurrency: number;
   /** Per-node deadline. */
   timeoutMs: number;
+  /** The largest answer read from one daemon. */
+  maxAnswerBytes: number;
   /** Only these nodes. */
   nodes?: string[];
   /** Where the snapshots go. */
@@ -447,6 +457,15 @@ export async function fleetFetchOptions(
     );
   }
   const timeoutMs = parseTimeout(flags.timeout, "--timeout");
+  const maxAnswerBytes = parseCount(
+    "--max-answer-bytes",
+    flags.maxAnswerBytes ?? String(DEFAULT_MAX_ANSWER_BYTES),
+  );
+  if (maxAnswerBytes < 1024 || maxAnswerBytes > 1 << 30) {
+    throw new UsageError(
+      `Cannot use '--max-answer-bytes' as it must be from 1024 to 1073741824: current value is '${flags.maxAnswerBytes}'`,
+    );
+  }
   const output = await fleetOutput(checkOutputNotFormat(flags.output), deps.cwd);
   const reports = await reportTargets(deps, flags, {
     ...(output.kind === "stream" && output.path === undefined ? { stdoutTaken: "-o -" } : {}),
@@ -457,6 +476,7 @@ export async function fleetFetchOptions(
     transport: flags.transport as FleetTransport,
     concurrency,
     timeoutMs,
+    maxAnswerBytes,
     ...(flags.node?.length ? { nodes: flags.node } : {}),
     output,
     reports,

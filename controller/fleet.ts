@@ -25,7 +25,7 @@ import {
   TimeoutError,
   ToolError,
 } from "../errors.ts";
-import { KubeApiError } from "../kube/mod.ts";
+import { KubeApiError, ResponseTooLargeError } from "../kube/mod.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
 import {
@@ -42,7 +42,25 @@ import { daemonPods } from "./install.ts";
 import type { DaemonPlacement, DaemonPodState } from "./install.ts";
 
 /** One node's outcome. */
-export type NodeStatus = "ok" | "not-ready" | "unreachable" | "denied" | "timed-out";
+export type NodeStatus =
+  | "ok"
+  | "not-ready"
+  | "unreachable"
+  | "denied"
+  | "timed-out"
+  | "too-large";
+
+/** The largest answer one daemon may send by default: one snapshot document's cap (16 MiB). */
+export const DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+/** A daemon's answer grew past the bound: the node's own failure (`too-large`). */
+export class AnswerTooLargeError extends Error {
+  /** @param maxBytes the bound */
+  constructor(maxBytes: number) {
+    super(`the answer exceeds the ${maxBytes}-byte bound (--max-answer-bytes); reading stopped`);
+    this.name = "AnswerTooLargeError";
+  }
+}
 
 /** How the CLI reaches the daemons. */
 export type FleetTransport = "auto" | "direct" | "proxy";
@@ -92,6 +110,8 @@ export interface DirectRequest {
   connectTimeoutMs: number;
   /** Aborts the request (the per-node deadline). */
   signal: AbortSignal;
+  /** Stop reading (and fail with {@link AnswerTooLargeError}) past this many bytes. @default 16 MiB */
+  maxBytes?: number;
 }
 
 /** A direct HTTPS GET; rejects with a `code`-carrying error when no answer came. */
@@ -125,6 +145,8 @@ export interface FleetOptions {
   timeoutMs?: number;
   /** Direct connect timeout (also what `auto` waits before falling back). @default 2000 */
   connectTimeoutMs?: number;
+  /** The largest answer read from one daemon (streamed, then cut). @default 16 MiB */
+  maxAnswerBytes?: number;
   /** Only these nodes. @default every node with a daemon pod */
   nodes?: readonly string[];
   /** SIGINT/SIGTERM. */
@@ -228,6 +250,7 @@ export async function readDaemonCa(
  * @returns the answer
  */
 export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
+  const maxBytes = req.maxBytes ?? DEFAULT_MAX_ANSWER_BYTES;
   return new Promise((resolve, reject) => {
     const r = httpsRequest(req.url, {
       method: "GET",
@@ -242,7 +265,23 @@ export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
     }, (res) => {
       clearTimeout(connectTimer);
       const chunks: Buffer[] = [];
-      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      let size = 0;
+      const declared = Number(res.headers["content-length"] ?? 0);
+      if (declared > maxBytes) {
+        r.destroy();
+        reject(new AnswerTooLargeError(maxBytes));
+        return;
+      }
+      res.on("data", (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > maxBytes) {
+          // Streamed and cut: one huge answer costs at most the bound, never the whole fetch.
+          r.destroy();
+          reject(new AnswerTooLargeError(maxBytes));
+          return;
+        }
+        chunks.push(chunk);
+      });
       res.on("error", reject);
       res.on("end", () => {
         const header = res.headers["retry-after"];
@@ -310,6 +349,9 @@ function fromAnswer(answer: HttpAnswer, node: string): Outcome {
 
 function fromError(error: unknown, deadline: AbortSignal): Outcome {
   const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof AnswerTooLargeError || error instanceof ResponseTooLargeError) {
+    return { status: "too-large", error: message };
+  }
   if (deadline.aborted || /timed out/i.test(message)) {
     return { status: "timed-out", error: message };
   }
@@ -339,6 +381,7 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     concurrency = 16,
     timeoutMs = 30_000,
     connectTimeoutMs = 2000,
+    maxAnswerBytes = DEFAULT_MAX_ANSWER_BYTES,
     signal,
   } = options;
   const { namespace } = options;
@@ -367,6 +410,7 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     token,
     connectTimeoutMs,
     timeoutMs,
+    maxAnswerBytes,
     directGet,
     clock,
     sleep,
@@ -450,6 +494,7 @@ interface NodeFetch {
   token: string;
   connectTimeoutMs: number;
   timeoutMs: number;
+  maxAnswerBytes: number;
   directGet: DirectGet;
   clock: () => number;
   sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
@@ -470,6 +515,7 @@ async function askDirect(
     token,
     connectTimeoutMs,
     signal: deadline,
+    maxBytes: ctx.maxAnswerBytes,
   });
 }
 
@@ -488,6 +534,7 @@ async function askProxy(
       idempotent: false,
       timeoutMs: timeoutMs,
       signal: deadline,
+      maxResponseBytes: ctx.maxAnswerBytes,
     });
     return { status: 200, body };
   } catch (error) {

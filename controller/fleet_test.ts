@@ -6,7 +6,13 @@ import { createLogger } from "../log.ts";
 import { encodeSnapshot, parseSnapshotStream } from "../snapshot/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
-import { fetchFleet, fleetError, fleetStream, formatFleetTable } from "./fleet.ts";
+import {
+  AnswerTooLargeError,
+  fetchFleet,
+  fleetError,
+  fleetStream,
+  formatFleetTable,
+} from "./fleet.ts";
 import type { DirectGet, DirectRequest, FleetResult, HttpAnswer } from "./fleet.ts";
 
 const NS = "aicr-system";
@@ -250,4 +256,30 @@ Deno.test("fleet: targeted nodes without a daemon pod are listed as not ready, u
     ["cpu-1", "not-ready"],
     ["gpu-1", "ok"],
   ]);
+});
+
+Deno.test("fleet: an answer over the bound is that node's own failure (too-large), the others kept", async () => {
+  const { fake } = cluster([
+    { node: "a-huge", ip: "10.0.0.1" },
+    { node: "b-ok", ip: "10.0.0.2" },
+  ]);
+  const bounds: (number | undefined)[] = [];
+  const directGet: DirectGet = (request) => {
+    bounds.push(request.maxBytes);
+    return new URL(request.url).hostname === "10.0.0.1"
+      ? Promise.reject(new AnswerTooLargeError(request.maxBytes ?? 0))
+      : Promise.resolve(snapshotAnswer("b-ok"));
+  };
+  const fleet = await fetchFleet({ kube: fake.client, log: quiet(), directGet }, {
+    namespace: NS,
+    transport: "direct",
+    maxAnswerBytes: 4096,
+  });
+  assert.deepEqual(fleet.results.map((r) => [r.node, r.status]), [
+    ["a-huge", "too-large"],
+    ["b-ok", "ok"],
+  ]);
+  assert.deepEqual(bounds, [4096, 4096]);
+  assert.match(fleet.results[0]?.error ?? "", /exceeds the 4096-byte bound/);
+  assert.equal(exitCodeOf(fleetError(fleet)), 9);
 });

@@ -26,7 +26,15 @@ export type {
   UninstallOptions,
   UninstallResult,
 } from "./install.ts";
-export { fetchFleet, FLEET_TRANSPORTS, fleetError, formatFleetTable, writeFleet } from "./fleet.ts";
+export {
+  AnswerTooLargeError,
+  DEFAULT_MAX_ANSWER_BYTES,
+  fetchFleet,
+  FLEET_TRANSPORTS,
+  fleetError,
+  formatFleetTable,
+  writeFleet,
+} from "./fleet.ts";
 export type {
   FleetDeps,
   FleetOptions,

@@ -12,7 +12,12 @@
 export * from "./client.ts";
 export * from "./errors.ts";
 export * from "./resources.ts";
-export { abortableSleep, NoKubeconfigError, readContextNamespace } from "./rest.ts";
+export {
+  abortableSleep,
+  NoKubeconfigError,
+  readContextNamespace,
+  ResponseTooLargeError,
+} from "./rest.ts";
 export type { KubeConfigSource, LineStream, RestClient, RestRequest } from "./rest.ts";
 export * from "./ledger.ts";
 export { checkNamespace, CREATE_NAMESPACE_CHECK, createNamespaceIfAbsent } from "./namespace.ts";

@@ -40,6 +40,11 @@ export interface RestRequest {
   /** Per-attempt timeout. @default 30000 */
   timeoutMs?: number;
   /**
+   * Stop reading the answer past this many bytes and fail with a
+   * {@link ResponseTooLargeError} (a daemon answering through the pod proxy). @default unbounded
+   */
+  maxResponseBytes?: number;
+  /**
    * Whether the request may be sent again after a retryable failure. GETs and
    * UID-pinned deletes are; creates are not (a lost response must not duplicate).
    * @default method === "GET"
@@ -316,7 +321,8 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
     const res = await send(request, false);
     // A connection cut mid-body is a connection failure too (retryable when idempotent),
     // not a bare "aborted".
-    const text = await readAll(res).catch((error) => {
+    const text = await readAll(res, request.maxResponseBytes).catch((error) => {
+      if (error instanceof ResponseTooLargeError) throw error;
       throw connectionError(request, server, error);
     });
     const status = res.statusCode ?? 0;
@@ -456,9 +462,26 @@ function lineStream(res: http.IncomingMessage): LineStream {
   };
 }
 
-async function readAll(res: http.IncomingMessage): Promise<string> {
+/** An answer grew past the request's `maxResponseBytes`; reading stopped there. */
+export class ResponseTooLargeError extends Error {
+  /** @param maxBytes the bound */
+  constructor(maxBytes: number) {
+    super(`the answer exceeds the ${maxBytes}-byte bound; reading stopped`);
+    this.name = "ResponseTooLargeError";
+  }
+}
+
+async function readAll(res: http.IncomingMessage, maxBytes = Infinity): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of res) chunks.push(chunk as Buffer);
+  let size = 0;
+  for await (const chunk of res) {
+    size += (chunk as Buffer).length;
+    if (size > maxBytes) {
+      res.destroy();
+      throw new ResponseTooLargeError(maxBytes);
+    }
+    chunks.push(chunk as Buffer);
+  }
   return Buffer.concat(chunks).toString("utf8");
 }
 

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { request } from "node:https";
 import { generateDaemonTls } from "../controller/_x509.ts";
-import { nodeDirectGet } from "../controller/fleet.ts";
+import { AnswerTooLargeError, nodeDirectGet } from "../controller/fleet.ts";
 import { serve, validateTls } from "../daemon/serve.ts";
 
 Deno.test("x509: the daemon's validateTls() accepts the installer's certificate and key", () => {
@@ -49,6 +49,31 @@ Deno.test("x509: serve() handshakes with the generated pair; a client trusting a
     assert.equal(res.body, "ok");
     const stranger = generateDaemonTls({ dnsNames: ["aicr-daemon.ns.svc"], now: new Date() });
     await assert.rejects(get(url, { ca: stranger.caCert, servername: "aicr-daemon.ns.svc" }));
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("fleet: the real direct transport stops reading an answer at the bound", async () => {
+  const tls = generateDaemonTls({ dnsNames: ["aicr-daemon.ns.svc"], now: new Date() });
+  const huge = new Uint8Array(3 << 20).fill(0x61);
+  const server = await serve(
+    () => new Response(huge),
+    { hostname: "127.0.0.1", port: 0, tls: { cert: tls.cert, key: tls.key } },
+  );
+  try {
+    await assert.rejects(
+      nodeDirectGet({
+        url: `https://127.0.0.1:${server.port}/v1/snapshot`,
+        token: "t",
+        connectTimeoutMs: 2000,
+        ca: tls.caCert,
+        servername: "aicr-daemon.ns.svc",
+        signal: AbortSignal.timeout(20_000),
+        maxBytes: 1 << 20,
+      }),
+      (e) => e instanceof AnswerTooLargeError && /1048576-byte bound/.test(e.message),
+    );
   } finally {
     await server.shutdown();
   }
