@@ -22,13 +22,13 @@ import {
   DEFAULT_IGNORE_PATTERNS,
   diffSnapshots,
   encodeSnapshot,
+  parseFleetText,
   parseSnapshot,
   renderDiff,
   renderFleetHtml,
   renderFleetTable,
 } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
-import { parseFleetText } from "../cli/diff.ts";
 import {
   makeLargeSnapshot,
   makeNodeSnapshot,

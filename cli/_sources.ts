@@ -9,17 +9,15 @@
 import { open, readdir, stat, writeFile } from "node:fs/promises";
 import { basename, extname, resolve } from "node:path";
 import process from "node:process";
-import { parseDocument } from "yaml";
 import { Buffer } from "node:buffer";
 import http from "node:http";
 import https from "node:https";
 import { NotFoundError, TimeoutError, ToolError, UnavailableError, UsageError } from "../errors.ts";
 import {
-  guardNesting,
   MAX_DOCUMENT_BYTES,
   parseConfigMapUri,
+  parseFleetText,
   parseSnapshot,
-  parseSnapshotStream,
 } from "../snapshot/mod.ts";
 import type { FleetMember, Snapshot } from "../snapshot/mod.ts";
 
@@ -499,63 +497,4 @@ export async function loadFleet(
     });
   }
   return members;
-}
-
-/**
- * Parses the text of a fleet stream: YAML documents, a JSON array, or JSON lines.
- *
- * @param text the stream
- * @param source its name for errors
- * @returns the snapshots in order
- * @throws {UsageError} on the first invalid document, naming the source
- */
-export function parseFleetText(text: string, source: string): Snapshot[] {
-  const start = text.trimStart();
-  if (start.startsWith("[")) {
-    // A JSON array: split it with the YAML parser (bigints stay exact), then validate each.
-    const doc = guardNesting(source, () => parseDocument(text, { intAsBigInt: true }));
-    const first = doc.errors[0];
-    if (first) throw new UsageError(`Cannot parse fleet '${source}': ${first.message}`);
-    const items = (doc.contents as { items?: unknown[] } | null)?.items ?? [];
-    return items.map((item, i) => parseSnapshot(String(item), { source: `${source}[${i}]` }));
-  }
-  if (start.startsWith("{")) {
-    const lines = text.split("\n").filter((l) => l.trim() !== "");
-    if (lines.length > 1 && lines.every((l) => l.trimStart().startsWith("{"))) {
-      return lines.map((line, i) => parseSnapshot(line, { source: `${source} line ${i + 1}` }));
-    }
-  }
-  const documents = splitYamlStream(text);
-  if (documents.length <= 1) return parseSnapshotStream(text, { source });
-  // One document at a time keeps one syntax tree in memory, not the whole fleet's.
-  return documents.map((doc, i) => parseSnapshot(doc, { source: `${source} (document ${i + 1})` }));
-}
-
-/**
- * Splits a YAML stream at its `---` document markers (at column 0; content after the
- * marker on the same line stays with its document), dropping empty documents. A stream
- * with directives (`%YAML`) or `...` end markers is returned whole.
- *
- * @param text the stream
- * @returns the documents' texts
- */
-export function splitYamlStream(text: string): string[] {
-  if (/^(%|\.\.\.(\s|$))/m.test(text)) return [text];
-  // Scan for marker lines instead of splitting into lines: a fleet stream can be 100 MiB.
-  const docs: string[] = [];
-  let start = 0;
-  // Content after a marker on its own line belongs to the document the marker starts.
-  let carried = "";
-  const push = (end: number) => {
-    const doc = carried + text.slice(start, end);
-    if (doc.replace(/#.*$/gm, "").trim() !== "") docs.push(doc.endsWith("\n") ? doc : doc + "\n");
-  };
-  for (const marker of text.matchAll(/^---(?=[ \t\r]|$)([^\n]*)(?:\n|$)/gm)) {
-    push(marker.index);
-    const rest = (marker[1] ?? "").trim();
-    carried = rest === "" ? "" : rest + "\n";
-    start = marker.index + marker[0].length;
-  }
-  push(text.length);
-  return docs;
 }

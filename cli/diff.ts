@@ -49,12 +49,7 @@ import { checkOutputNotFormat } from "./_output.ts";
 import type { KubeConfigSource } from "../kube/mod.ts";
 
 export type { SnapshotSourceLoader } from "./_sources.ts";
-export {
-  createFsSourceLoader,
-  createKubeConfigMapReader,
-  parseFleetText,
-  splitYamlStream,
-} from "./_sources.ts";
+export { createFsSourceLoader, createKubeConfigMapReader } from "./_sources.ts";
 
 /**
  * Dependencies of `aicr diff`: the parts of {@link CliDeps} it uses, plus where snapshots

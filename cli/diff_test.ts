@@ -11,7 +11,7 @@ import { encodeSnapshot, MAX_DOCUMENT_BYTES } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import { makeNodeSnapshot, setReading } from "../snapshot/testdata/generate.ts";
 import { makeMixedFleet } from "../snapshot/testdata/mixed_fleet.ts";
-import { createFsSourceLoader, diffCommand, splitYamlStream } from "./diff.ts";
+import { createFsSourceLoader, diffCommand } from "./diff.ts";
 import type { DiffDeps } from "./diff.ts";
 
 const TESTDATA = new URL("../snapshot/testdata/", import.meta.url).pathname;
@@ -431,29 +431,6 @@ Deno.test("aicr diff -b A --target B -t html writes one self-contained page of t
       ["modified GPU.gpu-0..7.power.limit.current", "modified GPU.smi.driver"],
     );
   });
-});
-
-Deno.test("splitYamlStream() splits at column-0 document markers only", () => {
-  const text = [
-    "# fleet fetch",
-    "---",
-    "kind: Snapshot",
-    "note: |",
-    "  ---",
-    "  not a marker",
-    "--- # second",
-    "kind: Snapshot",
-    "---",
-    "# only a comment",
-    "--- {kind: Snapshot}",
-    "",
-  ].join("\n");
-  assert.deepEqual(splitYamlStream(text), [
-    "kind: Snapshot\nnote: |\n  ---\n  not a marker\n",
-    "# second\nkind: Snapshot\n",
-    "{kind: Snapshot}\n",
-  ]);
-  assert.deepEqual(splitYamlStream("%YAML 1.2\n---\na: 1\n"), ["%YAML 1.2\n---\na: 1\n"]);
 });
 
 Deno.test("aicr diff --fleet names the stream document that is invalid", async () => {

@@ -11,6 +11,7 @@
  */
 export * from "./model.ts";
 export * from "./codec.ts";
+export * from "./stream.ts";
 export * from "./target.ts";
 export * from "./diff.ts";
 export * from "./fleet.ts";
