@@ -15,6 +15,19 @@
  * AICR_BIN=.cluster-runs/bench/aicr deno run -A bench/daemonset_bench.ts [--rounds=5] [--nodes=50]
  * ```
  *
+ * `--simulate=N` (e.g. 1000) measures the fetch alone at a scale the local cluster cannot hold:
+ * N daemons served from one child process (`_fleet_sim_servers.ts`: real daemon apps, real TLS
+ * with the installer's server name, each on its own loopback address, the real caching
+ * authorizer over a counting fake TokenReview/SubjectAccessReview), found through an in-memory
+ * API (DaemonSet, N pods with their loopback IPs, the CA ConfigMap, TokenRequest), and fetched by
+ * `fetchFleet()` with the real direct transport at several concurrency bounds. It prints time
+ * per round, the bytes moved, the daemons' reviews (the API server's load per fresh token) and
+ * the fetch process's peak memory; goal: 1,000 nodes under 10 s.
+ *
+ * ```sh
+ * deno run -A bench/daemonset_bench.ts --simulate=1000 [--rounds=3]
+ * ```
+ *
  * The cluster's state folder is `.cluster-runs/bench-daemonset-<pid>/` under the repository
  * (removed afterwards), or `AICR_CLUSTER_DIR` to reuse a running cluster and its nodes.
  *
@@ -29,6 +42,9 @@ import { fetchFleet } from "../controller/mod.ts";
 import { connectKube } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import { daemonCaConfigMapName, daemonSelectorLabels } from "../manifests/mod.ts";
+import { readFileSync } from "node:fs";
 import { aicr, AICR_BIN } from "../tests/e2e/_aicr.ts";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -52,7 +68,141 @@ function report(name: string, xs: number[], goal?: number): void {
   );
 }
 
-if (import.meta.main) {
+function peakMiB(): number {
+  const status = readFileSync("/proc/self/status", "utf8");
+  return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
+}
+
+/** `--simulate=N`: the fleet fetch against N simulated daemons (see the module doc). */
+async function simulate(total: number, rounds: number): Promise<void> {
+  const namespace = "aicr-bench";
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--no-prompt",
+      new URL("./_fleet_sim_servers.ts", import.meta.url).pathname,
+      String(total),
+    ],
+    env: { AICR_SIM_NAMESPACE: namespace },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const writer = child.stdin.getWriter();
+  let buffered = "";
+  const next = async () => {
+    while (!buffered.includes("\n")) {
+      const { value, done } = await lines.read();
+      if (done) throw new Error("the simulated daemons exited early");
+      buffered += value;
+    }
+    const at = buffered.indexOf("\n");
+    const line = buffered.slice(0, at);
+    buffered = buffered.slice(at + 1);
+    return JSON.parse(line);
+  };
+  const s0 = performance.now();
+  const sim = await next() as {
+    ca: string;
+    port: number;
+    nodes: { node: string; ip: string }[];
+    snapshotBytes: number;
+  };
+  out(
+    `simulated ${sim.nodes.length} daemons in one process (${
+      Math.round(performance.now() - s0)
+    } ms to start), one snapshot ${(sim.snapshotBytes / 1024).toFixed(0)} KiB as JSON`,
+  );
+  try {
+    const fake = createFakeKube();
+    const labels = daemonSelectorLabels("aicr-daemon");
+    fake.put(
+      "DaemonSet",
+      {
+        metadata: { name: "aicr-daemon", namespace, generation: 1 },
+        spec: { template: { spec: { nodeSelector: {}, tolerations: [] } } },
+        status: { desiredNumberScheduled: sim.nodes.length, observedGeneration: 1 },
+      } as Parameters<typeof fake.put>[1],
+    );
+    fake.put(
+      "ConfigMap",
+      {
+        metadata: { name: daemonCaConfigMapName("aicr-daemon"), namespace },
+        data: { "ca.crt": sim.ca },
+      } as Parameters<typeof fake.put>[1],
+    );
+    for (const [i, { node, ip }] of sim.nodes.entries()) {
+      fake.put(
+        "Pod",
+        {
+          metadata: { name: `aicr-daemon-${i}`, namespace, labels },
+          spec: {
+            nodeName: node,
+            containers: [{ name: "daemon", ports: [{ containerPort: sim.port }] }],
+          },
+          status: { podIP: ip, phase: "Running", conditions: [{ type: "Ready", status: "True" }] },
+        } as Parameters<typeof fake.put>[1],
+      );
+    }
+    // TokenRequest: the fake daemons know the reader's token.
+    const kube = {
+      ...fake.client,
+      rest: {
+        ...fake.client.rest,
+        json: <T>() => Promise.resolve({ status: { token: "token-reader" } } as T),
+      },
+    };
+    const log = createLogger({ write: () => {} });
+    for (const concurrency of [16, 64, 256]) {
+      const times: number[] = [];
+      let ok = 0;
+      let bytes = 0;
+      for (let round = 0; round < rounds; round++) {
+        const t0 = performance.now();
+        const fleet = await fetchFleet({ kube, log }, {
+          namespace,
+          transport: "direct",
+          concurrency,
+        });
+        times.push(performance.now() - t0);
+        ok = fleet.results.filter((r) => r.status === "ok").length;
+        if (round === 0) {
+          const bad = fleet.results.find((r) => r.status !== "ok");
+          if (bad) out(`  first failure: ${bad.node} ${bad.status} ${bad.error}`);
+        }
+        bytes = sim.snapshotBytes * ok;
+      }
+      await writer.write(new TextEncoder().encode("stats\n"));
+      const stats = await next() as { reviews: number; checks: number };
+      report(
+        `fetch of ${sim.nodes.length} simulated nodes, concurrency ${concurrency}, ${ok} ok, ~${
+          (bytes / 1024 / 1024).toFixed(0)
+        } MiB per round; daemons' TokenReviews so far ${stats.reviews}, SubjectAccessReviews ${stats.checks}`,
+        times,
+        10_000,
+      );
+    }
+    out(`fetch process peak memory (VmHWM): ${peakMiB().toFixed(0)} MiB`);
+  } finally {
+    await writer.write(new TextEncoder().encode("quit\n")).catch(() => {});
+    await writer.close().catch(() => {});
+    await lines.cancel().catch(() => {});
+    await child.status;
+  }
+}
+
+if (import.meta.main && Deno.args.some((a) => a.startsWith("--simulate"))) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      simulate: { type: "string", default: "1000" },
+      rounds: { type: "string", default: "3" },
+    },
+  });
+  await simulate(Number(values.simulate), Number(values.rounds));
+} else if (import.meta.main) {
   const { values } = parseArgs({
     args: Deno.args,
     options: {

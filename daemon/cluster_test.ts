@@ -19,6 +19,7 @@ import { create, createNamespace, useTestCluster } from "../tests/cluster/harnes
 import type { Api } from "../tests/kubelet/api.ts";
 import { createCachingAuthorizer, createDaemon, createKubeAuth, serve } from "./mod.ts";
 import { fakeCollector, generateTestTls } from "./_testing.ts";
+import { waitUntil } from "../tests/_wait.ts";
 
 const CLUSTER = Deno.env.get("AICR_CLUSTER_DIR");
 const AUDIENCE = "aicr-daemon";
@@ -60,7 +61,7 @@ function externalIPv4(): string | undefined {
 
 Deno.test({
   name:
-    "daemon on a real API server: 401, 200 and 403 by TokenReview and SubjectAccessReview, and the pod proxy's limits",
+    "daemon on a real API server: 401, 200 and 403 by TokenReview and SubjectAccessReview, /metrics with a default-audience token, and the pod proxy's limits",
   ignore: !CLUSTER,
   async fn() {
     const env = await useTestCluster();
@@ -73,7 +74,7 @@ Deno.test({
     let server: Awaited<ReturnType<typeof serve>> | undefined;
     let daemon: ReturnType<typeof createDaemon> | undefined;
     try {
-      for (const name of ["aicr-reader", "nobody", "aicr-daemon"]) {
+      for (const name of ["aicr-reader", "nobody", "aicr-daemon", "prometheus"]) {
         await create(admin, `/api/v1/namespaces/${ns}/serviceaccounts`, { metadata: { name } });
       }
       const rbac = "/apis/rbac.authorization.k8s.io/v1";
@@ -82,9 +83,16 @@ Deno.test({
         rules: [{ apiGroups: ["aicr.run"], resources: ["snapshots"], verbs: ["get"] }],
       });
       cleanup.push(`${rbac}/clusterroles/${role}`);
+      const scraper = `aicr-metrics-scraper-${ns}`;
+      await create(admin, `${rbac}/clusterroles`, {
+        metadata: { name: scraper },
+        rules: [{ apiGroups: [""], resources: ["nodes/metrics"], verbs: ["get"] }],
+      });
+      cleanup.push(`${rbac}/clusterroles/${scraper}`);
       for (
         const [name, roleName, sa] of [
           [role, role, "aicr-reader"],
+          [scraper, scraper, "prometheus"],
           [`aicr-daemon-delegator-${ns}`, "system:auth-delegator", "aicr-daemon"],
         ] as const
       ) {
@@ -121,6 +129,9 @@ Deno.test({
         log: createLogger({ write: () => {} }),
         build: { version: "test", commit: "test" },
         nodeName: "node-1",
+        // As `aicr daemon --token-audience aicr-daemon` builds it: /metrics takes the API
+        // server's own audience, like the kubelet.
+        metricsAuth: createCachingAuthorizer(createKubeAuth(kube, { audiences: [] })),
       });
       server = await serve(daemon.app.fetch, { hostname: "0.0.0.0", port: 0, tls });
       daemon.start();
@@ -138,6 +149,33 @@ Deno.test({
         401,
         "a token for the API server's audience is refused",
       );
+
+      // /metrics: a stock Prometheus token (the API server's default audience) with
+      // 'get nodes/metrics' is let in; the same token is refused on the snapshot, a dedicated-
+      // audience token is refused on /metrics, and a default-audience token without the
+      // permission is denied.
+      const metricsUrl = `https://127.0.0.1:${server.port}/metrics`;
+      const prometheus = await mint(admin, ns, "prometheus");
+      await waitUntil("the daemon's first collection", () => daemon?.cache.ready ?? false);
+      const scraped = await get(metricsUrl, tls.ca, { authorization: `Bearer ${prometheus}` });
+      assert.equal(scraped.status, 200, scraped.body);
+      assert.match(scraped.body, /^aicr_node_info\{node="node-1",/m);
+      assert.match(scraped.body, /^aicr_snapshot_last_change_timestamp_seconds \d+/m);
+      assert.equal(
+        (await get(url, tls.ca, { authorization: `Bearer ${prometheus}` })).status,
+        401,
+        "the snapshot keeps its dedicated audience",
+      );
+      assert.equal(
+        (await get(metricsUrl, tls.ca, { authorization: `Bearer ${reader}` })).status,
+        401,
+        "a token of the daemon's dedicated audience is not a scrape token",
+      );
+      const noPermission = await get(metricsUrl, tls.ca, {
+        authorization: `Bearer ${readerForApi}`,
+      });
+      assert.equal(noPermission.status, 403);
+      assert.match(JSON.parse(noPermission.body).message, /cannot get resource "nodes\/metrics"/);
 
       // The API server's pod proxy refuses loopback pod IPs (the local cluster's node IPs)...
       await create(admin, `/api/v1/namespaces/${ns}/pods`, {
