@@ -47,6 +47,7 @@ import {
   writeProjectedConfigMap,
 } from "./_projections.ts";
 import { renderRolesForServiceAccount } from "./_render_roles.ts";
+import { applySnapshotConfig } from "./_config.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
 import { fleetFetchOptions, runFleetFetch } from "./daemonset.ts";
@@ -82,6 +83,7 @@ interface SnapshotFlags extends LocalAgentFlags {
   createNamespace: boolean;
   dryRun: boolean;
   offline: boolean;
+  config?: string;
 }
 
 /** Single-value flags that may appear only once (upstream rejects duplicates). */
@@ -194,6 +196,10 @@ function addSnapshotFlags(command: Command): Command {
       false,
     )
     .option(
+      "--config <file>",
+      "an AICRConfig document (kind: AICRConfig) whose spec.snapshot sets what the flags set; flags win",
+    )
+    .option(
       "--offline",
       "with --dry-run: contact no cluster (the lookups' answers are assumed and listed)",
       false,
@@ -227,6 +233,12 @@ export function snapshotCommand(deps: CliDeps): Command {
   }
   return command.action(async (flags: SnapshotFlags, cmd: Command) => {
     rejectRepeatedGlobal(cmd, "namespace");
+    if (flags.config !== undefined) {
+      await applySnapshotConfig(cmd, flags as unknown as Record<string, unknown>, {
+        file: flags.config,
+        cwd: deps.cwd,
+      });
+    }
     const globals = globalOptions(cmd);
     const log = commandLogger(deps, globals, { prefixFromEnv: true });
     const context = { globals, log };

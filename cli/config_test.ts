@@ -1,0 +1,113 @@
+import assert from "node:assert/strict";
+import { createLogger } from "../log.ts";
+import type { CliDeps } from "./context.ts";
+import { runCli } from "./mod.ts";
+import { parseSnapshotConfig } from "./_config.ts";
+
+const CONFIG = `kind: AICRConfig
+apiVersion: aicr.run/v1beta1
+metadata:
+  name: gke-h100-training
+spec:
+  snapshot:
+    output:
+      format: json
+    agent:
+      namespace: aicr-validation
+      image: ghcr.io/example/aicr:test
+      imagePullSecrets: [secret-a]
+      jobName: snap-job
+      nodeSelector:
+        nodeGroup: gpu-worker
+      tolerations:
+        - dedicated=gpu-workload:NoSchedule
+      os: ubuntu
+      requests: "cpu=500m,memory=1Gi"
+      limits: "cpu=1,memory=2Gi"
+    execution:
+      timeout: 7m
+      privileged: false
+  recipe:
+    criteria: { service: gke }
+`;
+
+async function preview(args: string[], config: string) {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/aicr.yaml`, config);
+    let out = "";
+    let err = "";
+    const deps: CliDeps = {
+      stdout: { write: (t) => void (out += t) },
+      stderr: { write: (t) => void (err += t) },
+      env: () => undefined,
+      cwd: dir,
+      now: () => new Date("2026-12-02T18:00:00Z"),
+      stdoutIsTerminal: false,
+      stderrIsTerminal: false,
+      signal: new AbortController().signal,
+      makeLogger: () => createLogger({ write: (t) => void (err += t) }),
+      connectKube: () => {
+        throw new Error("the cluster must not be contacted");
+      },
+      collectorDeps: () => {
+        throw new Error("no collectors here");
+      },
+    };
+    const code = await runCli(
+      ["snapshot", "--dry-run", "--offline", "--config", "aicr.yaml", ...args],
+      deps,
+    );
+    return { code, out, err };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("--config: spec.snapshot sets what the flags set", async () => {
+  const run = await preview([], CONFIG);
+  assert.equal(run.code, 0, run.err);
+  const list = JSON.parse(run.out); // output.format: json
+  const job = list.items.at(-1);
+  assert.equal(job.metadata.namespace, "aicr-validation");
+  assert.match(job.metadata.name, /^snap-job-/);
+  const pod = job.spec.template.spec;
+  assert.equal(pod.containers[0].image, "ghcr.io/example/aicr:test");
+  assert.deepEqual(pod.imagePullSecrets, [{ name: "secret-a" }]);
+  assert.deepEqual(pod.nodeSelector, { nodeGroup: "gpu-worker" });
+  assert.deepEqual(pod.tolerations, [
+    { key: "dedicated", operator: "Equal", value: "gpu-workload", effect: "NoSchedule" },
+  ]);
+  assert.equal(pod.containers[0].resources.requests.cpu, "500m");
+  assert.notEqual(pod.containers[0].securityContext?.privileged, true);
+});
+
+Deno.test("--config: a flag on the command line wins over the file", async () => {
+  const run = await preview(
+    ["-n", "team-b", "--image", "example.com/aicr:flag", "-t", "yaml"],
+    CONFIG,
+  );
+  assert.equal(run.code, 0, run.err);
+  assert.match(run.out, /^---\n/, "-t yaml beat output.format: json");
+  assert.match(run.out, /namespace: team-b\n/);
+  assert.doesNotMatch(run.out, /aicr-validation/);
+  assert.match(run.out, /image: example\.com\/aicr:flag/);
+});
+
+Deno.test("--config: an unknown field is an error naming it; a wrong type names the field", async () => {
+  const typo = await preview([], CONFIG.replace("nodeSelector:", "nodeSelectr:"));
+  assert.equal(typo.code, 2);
+  assert.match(typo.err, /unknown field 'spec\.snapshot\.agent\.nodeSelectr'/);
+  assert.throws(
+    () => parseSnapshotConfig(CONFIG.replace("privileged: false", "privileged: nope"), "c.yaml"),
+    /'spec\.snapshot\.execution\.privileged' must be true or false/,
+  );
+  assert.throws(
+    () => parseSnapshotConfig(CONFIG.replace("kind: AICRConfig", "kind: Recipe"), "c.yaml"),
+    /'kind' must be AICRConfig/,
+  );
+  assert.throws(
+    () => parseSnapshotConfig(CONFIG.replace("v1beta1", "v9"), "c.yaml"),
+    /'apiVersion' must be one of aicr\.run\/v1alpha2, aicr\.run\/v1beta1/,
+  );
+});
