@@ -20,7 +20,7 @@ import { fakeKubeAuth, OK_REPORTS } from "../daemon/_testing.ts";
 import { NOOP_LOGGER } from "../log.ts";
 import { daemonServerName } from "../manifests/mod.ts";
 import { encodeSnapshot } from "../snapshot/mod.ts";
-import { generateMixedFleet } from "../snapshot/testdata/mixed_fleet.ts";
+import { generateMixedFleet, mixedCounts } from "../snapshot/testdata/mixed_fleet.ts";
 
 /** The loopback address of simulated node `i` (0-based): 127.0.1.1 … 127.0.4.250 for 1,000. */
 export function simulatedIp(i: number): string {
@@ -36,9 +36,7 @@ async function main(): Promise<void> {
     now: new Date(),
   });
   const auth = fakeKubeAuth();
-  const h100 = Math.floor(total * 0.55);
-  const gb200 = Math.floor(total * 0.3);
-  const counts = { "p5-h100": h100, "p6-gb200": gb200, "system-m7i": total - h100 - gb200 };
+  const counts = mixedCounts(total);
   const servers: { shutdown(): Promise<void> }[] = [];
   const daemons: { close(): Promise<void> }[] = [];
   const nodes: { node: string; ip: string }[] = [];

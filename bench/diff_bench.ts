@@ -35,7 +35,7 @@ import {
   padSnapshot,
   setReading,
 } from "../snapshot/testdata/generate.ts";
-import { generateMixedFleet } from "../snapshot/testdata/mixed_fleet.ts";
+import { generateMixedFleet, mixedCounts } from "../snapshot/testdata/mixed_fleet.ts";
 
 const MIB = 1024 * 1024;
 const FLEET_SIZE = 1000;
@@ -184,9 +184,7 @@ function childFleetStream(): Result {
  * per 1,000 nodes; fed to the builder one snapshot at a time.
  */
 function childMixedFleet(total: number): Result {
-  const h100 = Math.floor(total * 0.55);
-  const gb200 = Math.floor(total * 0.3);
-  const counts = { "p5-h100": h100, "p6-gb200": gb200, "system-m7i": total - h100 - gb200 };
+  const counts = mixedCounts(total);
   const builder = createFleetBuilder({ ignore: DEFAULT_IGNORE_PATTERNS });
   let addMs = 0;
   let addCpuMs = 0;

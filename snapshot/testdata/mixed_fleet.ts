@@ -17,6 +17,18 @@ import { makeNodeSnapshot, setReading } from "./generate.ts";
 /** Profile names in `tests/fixtures/node-profiles`. */
 export type ProfileName = "p5-h100" | "p6-gb200" | "system-m7i";
 
+/**
+ * Nodes per profile for a fleet of `total`: 55 % H100, 30 % GB200, the rest CPU nodes.
+ *
+ * @param total nodes in all
+ * @returns nodes per profile
+ */
+export function mixedCounts(total: number): Record<ProfileName, number> {
+  const h100 = Math.floor(total * 0.55);
+  const gb200 = Math.floor(total * 0.3);
+  return { "p5-h100": h100, "p6-gb200": gb200, "system-m7i": total - h100 - gb200 };
+}
+
 /** Options for {@link makeMixedFleet}. */
 export interface MixedFleetOptions {
   /** Extra node labels per node (e.g. a node pool), on top of the profile's. */
