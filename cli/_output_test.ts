@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { exitCodeOf, formatError } from "../errors.ts";
-import { createLogger } from "../log.ts";
-import type { CliDeps } from "./context.ts";
+import { fakeCli } from "../tests/fakes/cli.ts";
 import { runCli } from "./mod.ts";
 import { checkOutputNotFormat, snapshotFormatFlag } from "./_output.ts";
 
@@ -28,29 +27,7 @@ Deno.test("checkOutputNotFormat() lets paths, stdout and ConfigMaps through", ()
   }
 });
 
-function harness() {
-  let out = "";
-  let connects = 0;
-  const deps: CliDeps = {
-    stdout: { write: (text) => void (out += text) },
-    stderr: { write: () => {} },
-    env: () => undefined,
-    cwd: "/",
-    now: () => new Date("2026-12-02T18:00:00Z"),
-    stdoutIsTerminal: false,
-    stderrIsTerminal: false,
-    signal: new AbortController().signal,
-    makeLogger: () => createLogger({ write: () => {} }),
-    connectKube: () => {
-      connects++;
-      throw new Error("the cluster must not be contacted");
-    },
-    collectorDeps: () => {
-      throw new Error("no collectors here");
-    },
-  };
-  return { deps, stdout: () => out, connects: () => connects };
-}
+const harness = () => fakeCli();
 
 Deno.test("every verb refuses '-o json' with exit 2 before any cluster contact; version takes -t", async () => {
   for (
@@ -76,9 +53,8 @@ Deno.test("every verb refuses '-o json' with exit 2 before any cluster contact; 
 Deno.test("--template is refused with exit 2 pointing to -t json | jq", async () => {
   for (const verb of ["snapshot", "agent"]) {
     const h = harness();
-    let err = "";
-    h.deps.stderr = { write: (t) => void (err += t) };
     assert.equal(await runCli([verb, "--template", "t.tmpl"], h.deps), 2, verb);
+    const err = h.stderr();
     assert.match(err, /Go text\/template with Sprig functions is not supported/);
     assert.match(err, /aicr snapshot -t json \| jq/);
     assert.equal(h.connects(), 0);

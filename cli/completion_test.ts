@@ -1,29 +1,8 @@
 import assert from "node:assert/strict";
-import { createLogger } from "../log.ts";
-import type { CliDeps } from "./context.ts";
+import { fakeCli } from "../tests/fakes/cli.ts";
 import { runCli } from "./mod.ts";
 
-function harness() {
-  let out = "";
-  const deps: CliDeps = {
-    stdout: { write: (text) => void (out += text) },
-    stderr: { write: () => {} },
-    env: () => undefined,
-    cwd: "/",
-    now: () => new Date("2026-12-02T18:00:00Z"),
-    stdoutIsTerminal: false,
-    stderrIsTerminal: false,
-    signal: new AbortController().signal,
-    makeLogger: () => createLogger({ write: () => {} }),
-    connectKube: () => {
-      throw new Error("the cluster must not be contacted");
-    },
-    collectorDeps: () => {
-      throw new Error("no collectors here");
-    },
-  };
-  return { deps, stdout: () => out };
-}
+const harness = () => fakeCli();
 
 async function script(shell: string): Promise<string> {
   const h = harness();

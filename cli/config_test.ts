@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger } from "../log.ts";
-import type { CliDeps } from "./context.ts";
+import { fakeCli } from "../tests/fakes/cli.ts";
 import { runCli } from "./mod.ts";
 import { parseSnapshotConfig } from "./_config.ts";
 
@@ -35,30 +34,13 @@ async function preview(args: string[], config: string) {
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/aicr.yaml`, config);
-    let out = "";
-    let err = "";
-    const deps: CliDeps = {
-      stdout: { write: (t) => void (out += t) },
-      stderr: { write: (t) => void (err += t) },
-      env: () => undefined,
-      cwd: dir,
-      now: () => new Date("2026-12-02T18:00:00Z"),
-      stdoutIsTerminal: false,
-      stderrIsTerminal: false,
-      signal: new AbortController().signal,
-      makeLogger: () => createLogger({ write: (t) => void (err += t) }),
-      connectKube: () => {
-        throw new Error("the cluster must not be contacted");
-      },
-      collectorDeps: () => {
-        throw new Error("no collectors here");
-      },
-    };
+    const fake = fakeCli({ cwd: dir });
+    const deps = fake.deps;
     const code = await runCli(
       ["snapshot", "--dry-run", "--offline", "--config", "aicr.yaml", ...args],
       deps,
     );
-    return { code, out, err };
+    return { code, out: fake.stdout(), err: fake.stderr() };
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -1,35 +1,17 @@
 import assert from "node:assert/strict";
 import { parseAllDocuments } from "yaml";
-import { createLogger } from "../log.ts";
-import type { CliDeps } from "./context.ts";
+import { fakeCli } from "../tests/fakes/cli.ts";
 import { runCli } from "./mod.ts";
 
 function harness(contextNamespace: string | undefined) {
-  let out = "";
-  let err = "";
   const reads: string[] = [];
-  const deps: CliDeps = {
-    stdout: { write: (text) => void (out += text) },
-    stderr: { write: (text) => void (err += text) },
-    env: () => undefined,
-    cwd: "/",
-    now: () => new Date("2026-12-02T18:00:00Z"),
-    stdoutIsTerminal: false,
-    stderrIsTerminal: false,
-    signal: new AbortController().signal,
-    makeLogger: () => createLogger({ write: (text) => void (err += text) }),
-    connectKube: () => {
-      throw new Error("the cluster must not be contacted");
-    },
+  const fake = fakeCli({
     contextNamespace: (source) => {
       reads.push(source.context ?? "(current)");
       return Promise.resolve({ context: source.context ?? "lab", namespace: contextNamespace });
     },
-    collectorDeps: () => {
-      throw new Error("no collectors here");
-    },
-  };
-  return { deps, stdout: () => out, stderr: () => err, reads };
+  });
+  return { ...fake, reads };
 }
 
 const PREVIEW = ["snapshot", "--dry-run", "--offline"];
