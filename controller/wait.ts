@@ -168,7 +168,7 @@ export async function waitForAgentJob(
   deps: WaitDeps,
   options: WaitOptions,
 ): Promise<{ nodeName: string | undefined }> {
-  const { kube, log } = deps;
+  const { kube } = deps;
   const clock = deps.clock ?? (() => Date.now());
   const { namespace, jobName, jobUid, runId, timeoutMs, pollMs = 1000 } = options;
   const heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
@@ -186,80 +186,37 @@ export async function waitForAgentJob(
     signal: any,
     onEvent: () => wake?.(),
   });
-  let logStream: LineStream | undefined;
-  let logPump: Promise<void> | undefined;
-  const logOutput = { open: true };
-  let lastProgress = "";
-  let lastProgressAt = started;
-  let lastUnschedulable: string | undefined;
+  const agentLog = createLogFollower(kube, namespace, deps.stderr, any);
+  const reportProgress = createProgressReporter(deps, {
+    jobName,
+    timeoutMs,
+    heartbeatMs,
+    started,
+    ...(options.injectedSelector ? { injectedSelector: options.injectedSelector } : {}),
+  });
   let pod: PodObject | undefined;
   try {
     while (true) {
       if (options.signal?.aborted) throw options.signal.reason;
-      const job = await kube.get<JobObject>("Job", namespace, jobName, { signal: any }).catch(
-        (e) => {
-          // Aborted mid-read (signal or deadline): the checks after the pause below say
-          // which; an absent answer must not read as "the Job was deleted".
-          if (!any.aborted) log.debug("re-reading the Job failed; retrying", { error: String(e) });
-          return "retry" as const;
-        },
-      );
+      const job = await readJob(deps, options, any);
       if (job !== "retry") {
-        if (!job || job.metadata?.uid !== jobUid) {
-          throw new AgentJobError(
-            `Cannot get a snapshot: the agent Job '${namespace}/${jobName}' was deleted or replaced during the run`,
-          );
-        }
         const pods = await kube.list<PodObject>("Pod", namespace, {
           labelSelector: `aicr.run/run-id=${runId}`,
           signal: any,
         }).catch(() => undefined);
         if (pods) pod = selectAgentPod(pods.items, jobUid);
-        const progress = describePod(pod);
-        // A line on every change, and a heartbeat while nothing changes: a wait never looks hung.
-        if (progress !== lastProgress || clock() - lastProgressAt >= heartbeatMs) {
-          log.info("waiting for the agent", {
-            job: jobName,
-            ...Object.fromEntries(
-              progress.split(" ").map((kv) => kv.split("=") as [string, string]),
-            ),
-            elapsed: `${Math.round((clock() - started) / 1000)}s`,
-            timeout: `${Math.round(timeoutMs / 1000)}s`,
-          });
-          lastProgress = progress;
-          lastProgressAt = clock();
-        }
-        const unschedulable = unschedulableReason(pod);
-        if (unschedulable !== undefined && unschedulable !== lastUnschedulable) {
-          // Said at once, not at the timeout: the scheduler knows now, and a new node (the
-          // autoscaler) may still come, so the wait goes on.
-          log.warn("the agent pod cannot be scheduled", {
-            pod: pod?.metadata?.name ?? "",
-            reason: unschedulable,
-            remedy: placementRemedy(options.injectedSelector),
-          });
-        }
-        lastUnschedulable = unschedulable;
-        if (pod && !logStream && isStarted(pod)) {
-          const opened = await openLog(kube, namespace, pod, any);
-          if (opened) {
-            logStream = opened;
-            logPump = pumpLog(opened, deps.stderr, logOutput);
-          }
-        }
+        reportProgress(pod);
+        if (pod && isStarted(pod)) await agentLog.follow(pod);
         // With backoffLimit 0 the Job's fate is its one pod's: a Succeeded pod (found by
         // the Job's UID) means the snapshot is written, without waiting for the Job
         // controller's batched Complete condition. A Failed pod fails the run the same way.
         if (condition(job, "Complete") || pod?.status?.phase === "Succeeded") {
-          await settleLog(logPump, logStream);
+          await agentLog.settle();
           return { nodeName: pod?.spec?.nodeName };
         }
-        const failed = condition(job, "Failed") ??
-          (pod?.status?.phase === "Failed"
-            ? { reason: pod.status.reason ?? "PodFailed", message: pod.status.message ?? "" }
-            : undefined);
+        const failed = failureOf(job, pod);
         if (failed) {
-          await settleLog(logPump, logStream);
+          await agentLog.settle();
           throw await explainFailure(kube, namespace, pod, {
             reason: failed.reason ?? "Failed",
             message: failed.message ?? "",
@@ -268,42 +225,173 @@ export async function waitForAgentJob(
         }
         const waiting = pod?.status?.containerStatuses?.[0]?.state?.waiting;
         if (pod && imagePullFailed(pod.metadata?.name ?? "", waiting?.reason, clock())) {
-          throw new AgentJobError(
-            `Cannot get a snapshot: the agent image could not be pulled (${waiting?.reason})`,
-            [
-              ...(waiting?.message ? [`  ${waiting.message}`] : []),
-              "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
-              ...selectorFact(pod, options.injectedSelector),
-            ],
-          );
+          throw imagePullError(pod, options.injectedSelector);
         }
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, pollMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        if (any.aborted) {
-          clearTimeout(timer);
-          resolve();
-        }
-        any.addEventListener("abort", () => {
-          clearTimeout(timer);
-          resolve();
-        }, { once: true });
-      });
+      const pause = pauseUntilEvent(pollMs, any);
+      wake = pause.wake;
+      await pause.done;
       wake = undefined;
       if (options.signal?.aborted) throw options.signal.reason;
       if (deadline.aborted) throw timeoutError(pod, timeoutMs, options.injectedSelector);
     }
   } finally {
     stop.abort();
-    // No agent log line lands after the wait is over (after the run's error or summary line).
-    logOutput.open = false;
-    logStream?.close();
+    agentLog.close();
     for (const w of await watches) w.close();
   }
+}
+
+/** What the progress reporter needs besides the logger and clock. */
+interface ProgressContext {
+  jobName: string;
+  timeoutMs: number;
+  heartbeatMs: number;
+  started: number;
+  injectedSelector?: string;
+}
+
+/**
+ * Returns a function that logs the pod's progress: a line on every change and a heartbeat while
+ * nothing changes (a wait never looks hung), and a warning when the pod becomes unschedulable.
+ */
+function createProgressReporter(
+  deps: WaitDeps,
+  context: ProgressContext,
+): (pod: PodObject | undefined) => void {
+  const { log } = deps;
+  const clock = deps.clock ?? (() => Date.now());
+  const { jobName, timeoutMs, heartbeatMs, started } = context;
+  let lastProgress = "";
+  let lastProgressAt = started;
+  let lastUnschedulable: string | undefined;
+  return (pod) => {
+    const progress = describePod(pod);
+    if (progress !== lastProgress || clock() - lastProgressAt >= heartbeatMs) {
+      log.info("waiting for the agent", {
+        job: jobName,
+        ...Object.fromEntries(
+          progress.split(" ").map((kv) => kv.split("=") as [string, string]),
+        ),
+        elapsed: `${Math.round((clock() - started) / 1000)}s`,
+        timeout: `${Math.round(timeoutMs / 1000)}s`,
+      });
+      lastProgress = progress;
+      lastProgressAt = clock();
+    }
+    const unschedulable = unschedulableReason(pod);
+    if (unschedulable !== undefined && unschedulable !== lastUnschedulable) {
+      // Said at once, not at the timeout: the scheduler knows now, and a new node (the
+      // autoscaler) may still come, so the wait goes on.
+      log.warn("the agent pod cannot be scheduled", {
+        pod: pod?.metadata?.name ?? "",
+        reason: unschedulable,
+        remedy: placementRemedy(context.injectedSelector),
+      });
+    }
+    lastUnschedulable = unschedulable;
+  };
+}
+
+/** The Job's Failed condition, or the failure of its one pod (backoffLimit 0). */
+function failureOf(
+  job: JobObject | undefined,
+  pod: PodObject | undefined,
+): { reason?: string; message?: string } | undefined {
+  return condition(job, "Failed") ??
+    (pod?.status?.phase === "Failed"
+      ? { reason: pod.status.reason ?? "PodFailed", message: pod.status.message ?? "" }
+      : undefined);
+}
+
+function imagePullError(pod: PodObject, injected: string | undefined): AgentJobError {
+  const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
+  return new AgentJobError(
+    `Cannot get a snapshot: the agent image could not be pulled (${waiting?.reason})`,
+    [
+      ...(waiting?.message ? [`  ${waiting.message}`] : []),
+      "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
+      ...selectorFact(pod, injected),
+    ],
+  );
+}
+
+/** Sleeps up to `ms`; `wake()` (a watch event) or the signal ends the pause early. */
+function pauseUntilEvent(ms: number, signal: AbortSignal): { done: Promise<void>; wake(): void } {
+  let wake = () => {};
+  const done = new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    wake = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    if (signal.aborted) {
+      clearTimeout(timer);
+      resolve();
+    }
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
+  return { done, wake };
+}
+
+/**
+ * Re-reads the Job: "retry" when the read failed (aborted mid-read, the checks after the pause
+ * say which: an absent answer must not read as "the Job was deleted").
+ *
+ * @throws {AgentJobError} when the Job is gone or another Job took its name
+ */
+async function readJob(
+  deps: WaitDeps,
+  options: WaitOptions,
+  signal: AbortSignal,
+): Promise<JobObject | "retry"> {
+  const { namespace, jobName, jobUid } = options;
+  const job = await deps.kube.get<JobObject>("Job", namespace, jobName, { signal }).catch(
+    (e) => {
+      if (!signal.aborted) {
+        deps.log.debug("re-reading the Job failed; retrying", { error: String(e) });
+      }
+      return "retry" as const;
+    },
+  );
+  if (job === "retry") return job;
+  if (!job || job.metadata?.uid !== jobUid) {
+    throw new AgentJobError(
+      `Cannot get a snapshot: the agent Job '${namespace}/${jobName}' was deleted or replaced during the run`,
+    );
+  }
+  return job;
+}
+
+/** Streams the agent container's log to stderr once its pod has started; best effort. */
+function createLogFollower(
+  kube: KubeClient,
+  namespace: string,
+  stderr: TextWriter,
+  signal: AbortSignal,
+): { follow(pod: PodObject): Promise<void>; settle(): Promise<void>; close(): void } {
+  let stream: LineStream | undefined;
+  let pump: Promise<void> | undefined;
+  const output = { open: true };
+  return {
+    async follow(pod) {
+      if (stream) return;
+      const opened = await openLog(kube, namespace, pod, signal);
+      if (opened) {
+        stream = opened;
+        pump = pumpLog(opened, stderr, output);
+      }
+    },
+    settle: () => settleLog(pump, stream),
+    close() {
+      // No agent log line lands after the wait is over (after the run's error or summary line).
+      output.open = false;
+      stream?.close();
+    },
+  };
 }
 
 function isStarted(pod: PodObject): boolean {
