@@ -475,6 +475,42 @@ export async function installDaemonSet(
     runId,
     invocationId,
   });
+  const namespaceState = await checkBeforeInstall(deps, options, rendered);
+  // Logged once the inputs are proved and the install is about to write (not for bad input).
+  log.info(`daemon install: runID=${runId}`, { namespace, name });
+  if (namespaceState === "absent") await createNamespaceIfAbsent({ kube, log }, namespace);
+  const ledger = new Ledger(kube, {
+    labels: rendered.labels,
+    runIdLabel: LABEL_RUN_ID,
+    invocationIdLabel: LABEL_INVOCATION_ID,
+  });
+  await createInOrder(deps, ledger, rendered, options);
+  log.info("daemon installed", { namespace, name, objects: ledger.entries.length });
+  if (options.noWait) {
+    return { runId, created: ledger.entries, desired: 0, pods: [], ready: true };
+  }
+  const wait = await waitForPods(deps, { namespace, name, timeoutMs, pollMs, signal });
+  if (wait.pullFailed) {
+    throw await rollBackPullFailure(deps, ledger, options, wait.pullFailed);
+  }
+  return { runId, created: ledger.entries, ...wait };
+}
+
+/**
+ * The install's pre-flight, before anything is written: the daemon is not installed yet, the
+ * namespace is usable, and the gate passes.
+ *
+ * @returns whether the namespace exists or must be created
+ * @throws {ConflictError} when the daemon is already installed
+ * @throws {PermissionError} when the gate finds missing permissions
+ */
+async function checkBeforeInstall(
+  deps: InstallDeps,
+  options: InstallOptions,
+  rendered: RenderedDaemonSet,
+): Promise<Awaited<ReturnType<typeof checkNamespace>>> {
+  const { kube, log } = deps;
+  const { name = DEFAULT_DAEMON_NAME, namespace, signal } = options;
   const [existing, namespaceState] = await Promise.all([
     kube.get("DaemonSet", namespace, name, { timeoutMs: 10_000 }).catch((error) => {
       if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) {
@@ -498,14 +534,18 @@ export async function installDaemonSet(
     log,
     concurrency: 64,
   });
-  // Logged once the inputs are proved and the install is about to write (not for bad input).
-  log.info(`daemon install: runID=${runId}`, { namespace, name });
-  if (namespaceState === "absent") await createNamespaceIfAbsent({ kube, log }, namespace);
-  const ledger = new Ledger(kube, {
-    labels: rendered.labels,
-    runIdLabel: LABEL_RUN_ID,
-    invocationIdLabel: LABEL_INVOCATION_ID,
-  });
+  return namespaceState;
+}
+
+/** Creates the rendered objects in order; on any failure or signal, removes what was created. */
+async function createInOrder(
+  deps: InstallDeps,
+  ledger: Ledger,
+  rendered: RenderedDaemonSet,
+  options: InstallOptions,
+): Promise<void> {
+  const { log } = deps;
+  const { name = DEFAULT_DAEMON_NAME, namespace, signal } = options;
   try {
     for (const object of rendered.objects) {
       interrupted(signal);
@@ -530,33 +570,38 @@ export async function installDaemonSet(
     }
     throw error;
   }
-  log.info("daemon installed", { namespace, name, objects: ledger.entries.length });
-  if (options.noWait) {
-    return { runId, created: ledger.entries, desired: 0, pods: [], ready: true };
-  }
-  const wait = await waitForPods(deps, { namespace, name, timeoutMs, pollMs, signal });
-  if (wait.pullFailed) {
-    // The image will not come without a human: waiting out --timeout helps nobody, and a
-    // failed install cleans up after itself like any other failure path.
-    const failed = wait.pullFailed;
-    log.warn("the daemon's image cannot be pulled; removing what the install created", {
-      node: failed.node,
-      reason: failed.detail ?? "",
-    });
-    const outcomes = await ledger.cleanup({ log });
-    const left = outcomes.filter((o) => o.result === "kept" || o.result === "failed");
-    throw new DaemonImagePullError(
-      `Cannot install the daemon '${namespace}/${name}': its image could not be pulled on node '${failed.node}' (${failed.detail})`,
-      [
-        ...(failed.waitingMessage ? [`  ${failed.waitingMessage}`] : []),
-        "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
-        left.length === 0
-          ? `  the install was rolled back: ${outcomes.length} object(s) removed`
-          : `  the rollback left ${left.length} object(s); remove them with: aicr daemonset uninstall -n ${namespace}`,
-      ],
-    );
-  }
-  return { runId, created: ledger.entries, ...wait };
+}
+
+/**
+ * The image will not come without a human: waiting out --timeout helps nobody, and a failed
+ * install cleans up after itself like any other failure path.
+ *
+ * @returns the error to throw, saying what the rollback did
+ */
+async function rollBackPullFailure(
+  deps: InstallDeps,
+  ledger: Ledger,
+  options: InstallOptions,
+  failed: DaemonPodState,
+): Promise<DaemonImagePullError> {
+  const { log } = deps;
+  const { name = DEFAULT_DAEMON_NAME, namespace } = options;
+  log.warn("the daemon's image cannot be pulled; removing what the install created", {
+    node: failed.node,
+    reason: failed.detail ?? "",
+  });
+  const outcomes = await ledger.cleanup({ log });
+  const left = outcomes.filter((o) => o.result === "kept" || o.result === "failed");
+  return new DaemonImagePullError(
+    `Cannot install the daemon '${namespace}/${name}': its image could not be pulled on node '${failed.node}' (${failed.detail})`,
+    [
+      ...(failed.waitingMessage ? [`  ${failed.waitingMessage}`] : []),
+      "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
+      left.length === 0
+        ? `  the install was rolled back: ${outcomes.length} object(s) removed`
+        : `  the rollback left ${left.length} object(s); remove them with: aicr daemonset uninstall -n ${namespace}`,
+    ],
+  );
 }
 
 /** The daemon's image cannot be pulled: the install ended early and was rolled back (exit 8). */
