@@ -6,7 +6,7 @@
  * @module
  */
 import { Hono } from "hono";
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context, ErrorHandler, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { NotFoundError, PermissionError, ToolError, UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -218,24 +218,9 @@ function etagMatches(header: string | undefined, etag: string): boolean {
   });
 }
 
-/**
- * Builds the daemon's Hono app.
- *
- * Routes: `GET /healthz` (open), `GET /readyz` (open; 503 until the first successful
- * collection), `GET /metrics` (`get nodes/metrics`), `GET /v1/snapshot` and
- * `GET /v1/snapshot/{measurement}` (`get snapshots.aicr.run`, named after the node), with
- * `?format=yaml|json` (else `Accept`) and `?fresh=true`; `GET /v1/history` (same access): the
- * bounded list of this node's snapshot changes, when and which readings.
- *
- * @param deps cache, metrics, authorizer, logger and node name
- * @returns the app (serve it with `serve()` from `serve.ts`, or call `app.request()` in tests)
- */
-export function createApp(deps: AppDeps): Hono<DaemonEnv> {
-  const { cache, metrics, auth, log, nodeName, history } = deps;
-  const metricsAuth = "metricsAuth" in deps ? deps.metricsAuth : auth;
-  const app = new Hono<DaemonEnv>();
-
-  app.use(async function observe(c, next) {
+/** The access middleware: request count and duration per route, and a debug line per request. */
+function observeRequests(metrics: DaemonMetrics, log: Logger): MiddlewareHandler<DaemonEnv> {
+  return async function observe(c, next) {
     const start = performance.now();
     await next();
     const route = routeOf(c.req.path);
@@ -250,26 +235,19 @@ export function createApp(deps: AppDeps): Hono<DaemonEnv> {
       ms: Math.round(seconds * 1000),
       user: c.get("user")?.username,
     });
-  });
+  };
+}
 
-  app.get("/healthz", (c) => c.text("ok\n", 200, { "cache-control": "no-store" }));
-
-  app.get("/readyz", (c) => {
-    return cache.ready
-      ? c.text("ok\n", 200, { "cache-control": "no-store" })
-      : c.text("not ready: no successful collection yet\n", 503, { "cache-control": "no-store" });
-  });
-
-  app.get(
-    "/metrics",
-    requireAccess({ auth: metricsAuth, attributes: metricsAttributes(nodeName) }),
-    (c) => c.body(metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE }),
-  );
-
-  const snapshotAccess = requireAccess({ auth, attributes: snapshotAttributes(nodeName) });
+/**
+ * Returns the handler of `GET /v1/snapshot[/{measurement}]`: format negotiation, `?fresh`,
+ * conditional requests on the ETag.
+ */
+function createSnapshotHandler(
+  cache: SnapshotCache,
+  nodeName: string,
+): (c: Context<DaemonEnv>, typeName?: string) => Promise<Response> {
   // Response headers of each encoding, built once (the encodings live as long as their entry).
   const responseHeaders = new WeakMap<EncodedSnapshot, Record<string, string>>();
-
   async function serveSnapshot(c: Context<DaemonEnv>, typeName?: string): Promise<Response> {
     const format = negotiateFormat(c.req.query("format"), c.req.header("accept"));
     const fresh = parseFresh(c.req.query("fresh"));
@@ -309,49 +287,31 @@ export function createApp(deps: AppDeps): Hono<DaemonEnv> {
     }
     return c.body(encoded.bytes, 200, headers);
   }
+  return serveSnapshot;
+}
 
-  app.get("/v1/snapshot", snapshotAccess, (c) => serveSnapshot(c));
-  app.get(
-    "/v1/snapshot/:measurement",
-    snapshotAccess,
-    (c) => serveSnapshot(c, c.req.param("measurement")),
-  );
+/** The body of `GET /v1/history` (bigint readings as strings). */
+function historyBody(history: SnapshotHistory, nodeName: string) {
+  return {
+    node: nodeName,
+    capacity: "bounded",
+    dropped: history.dropped(),
+    entries: history.entries().map((e) => ({
+      at: e.at,
+      initial: e.initial,
+      total: e.total,
+      changes: e.changes.map((change) => ({
+        ...change,
+        ...(typeof change.before === "bigint" ? { before: String(change.before) } : {}),
+        ...(typeof change.after === "bigint" ? { after: String(change.after) } : {}),
+      })),
+    })),
+  };
+}
 
-  if (history) {
-    // What changed on this node and when: the same access as the snapshot itself.
-    app.get("/v1/history", snapshotAccess, (c) =>
-      c.json(
-        {
-          node: nodeName,
-          capacity: "bounded",
-          dropped: history.dropped(),
-          entries: history.entries().map((e) => ({
-            at: e.at,
-            initial: e.initial,
-            total: e.total,
-            changes: e.changes.map((change) => ({
-              ...change,
-              ...(typeof change.before === "bigint" ? { before: String(change.before) } : {}),
-              ...(typeof change.after === "bigint" ? { after: String(change.after) } : {}),
-            })),
-          })),
-        },
-        200,
-        { "cache-control": "no-store" },
-      ));
-  }
-
-  // notFound rather than a catch-all route: a catch-all would match (and slow) every request.
-  app.notFound((c) => {
-    if (KNOWN_PATH_REGEXP.test(c.req.path)) {
-      return errorResponse(405, `Cannot ${c.req.method} '${c.req.path}': only GET is served`, {
-        allow: "GET, HEAD",
-      });
-    }
-    return errorResponse(404, `Cannot find '${c.req.path}'`);
-  });
-
-  app.onError((error, c) => {
+/** Errors to responses: a ToolError's status and message; anything else is logged, 500. */
+function errorHandler(log: Logger): ErrorHandler<DaemonEnv> {
+  return (error, c) => {
     if (error instanceof HTTPException) return error.getResponse();
     if (!(error instanceof ToolError)) {
       log.error("request failed", {
@@ -368,7 +328,71 @@ export function createApp(deps: AppDeps): Hono<DaemonEnv> {
       log.warn("request failed", { path: c.req.path, error: error.message });
     }
     return errorResponse(error.httpStatus, error.message, headers);
+  };
+}
+
+/**
+ * Builds the daemon's Hono app.
+ *
+ * Routes: `GET /healthz` (open), `GET /readyz` (open; 503 until the first successful
+ * collection), `GET /metrics` (`get nodes/metrics`), `GET /v1/snapshot` and
+ * `GET /v1/snapshot/{measurement}` (`get snapshots.aicr.run`, named after the node), with
+ * `?format=yaml|json` (else `Accept`) and `?fresh=true`; `GET /v1/history` (same access): the
+ * bounded list of this node's snapshot changes, when and which readings.
+ *
+ * @param deps cache, metrics, authorizer, logger and node name
+ * @returns the app (serve it with `serve()` from `serve.ts`, or call `app.request()` in tests)
+ */
+export function createApp(deps: AppDeps): Hono<DaemonEnv> {
+  const { cache, metrics, auth, log, nodeName, history } = deps;
+  const metricsAuth = "metricsAuth" in deps ? deps.metricsAuth : auth;
+  const app = new Hono<DaemonEnv>();
+
+  app.use(observeRequests(metrics, log));
+
+  app.get("/healthz", (c) => c.text("ok\n", 200, { "cache-control": "no-store" }));
+
+  app.get("/readyz", (c) => {
+    return cache.ready
+      ? c.text("ok\n", 200, { "cache-control": "no-store" })
+      : c.text("not ready: no successful collection yet\n", 503, { "cache-control": "no-store" });
   });
+
+  app.get(
+    "/metrics",
+    requireAccess({ auth: metricsAuth, attributes: metricsAttributes(nodeName) }),
+    (c) => c.body(metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE }),
+  );
+
+  const snapshotAccess = requireAccess({ auth, attributes: snapshotAttributes(nodeName) });
+  const serveSnapshot = createSnapshotHandler(cache, nodeName);
+  app.get("/v1/snapshot", snapshotAccess, (c) => serveSnapshot(c));
+  app.get(
+    "/v1/snapshot/:measurement",
+    snapshotAccess,
+    (c) => serveSnapshot(c, c.req.param("measurement")),
+  );
+
+  if (history) {
+    // What changed on this node and when: the same access as the snapshot itself.
+    app.get(
+      "/v1/history",
+      snapshotAccess,
+      (c) => c.json(historyBody(history, nodeName), 200, { "cache-control": "no-store" }),
+    );
+  }
+
+  // notFound rather than a catch-all route: a catch-all would match (and slow) every request.
+  app.notFound((c) => {
+    if (KNOWN_PATH_REGEXP.test(c.req.path)) {
+      return errorResponse(405, `Cannot ${c.req.method} '${c.req.path}': only GET is served`, {
+        allow: "GET, HEAD",
+      });
+    }
+    return errorResponse(404, `Cannot find '${c.req.path}'`);
+  });
+
+  app.onError(errorHandler(log));
 
   return app;
 }
