@@ -497,6 +497,10 @@ Deno.test({
         assert.deepEqual(await runObjects(admin, name, run.runId!), []);
       });
     } finally {
+      // A failed step may leave an install: its cluster-scoped objects outlive the namespace.
+      for (const name of namespaces.filter((n) => n.startsWith("op-ds-"))) {
+        await aicr(["daemonset", "uninstall", "--kubeconfig", kubeconfig, "-n", name]);
+      }
       await rm(dir, { recursive: true, force: true });
       for (const name of namespaces) await admin.request("DELETE", `/api/v1/namespaces/${name}`);
       await env.stop();
