@@ -371,6 +371,68 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
     }
     return pid;
   }
+  /**
+   * Counts each distinct (path, value) once per node of the cohort, after duplicates were
+   * merged, and the nodes carrying each subtype ({@link resetCohortCounts} once it is done).
+   *
+   * @returns the measurement types the cohort carries
+   */
+  function countCohort(indices: readonly number[], subtypeLast: number[]): Set<MeasurementType> {
+    subtypeNodes.fill(0);
+    const cohortTypes = new Set<MeasurementType>();
+    for (const nodeIndex of indices) {
+      for (const [type, pairs] of configs[nodeIndex] as Map<MeasurementType, Int32Array>) {
+        cohortTypes.add(type);
+        for (let i = 0; i < pairs.length; i += 2) {
+          const table = paths[pairs[i] as number] as PathTable;
+          table.counts[pairs[i + 1] as number]!++;
+          table.present++;
+          if (subtypeLast[table.sid] !== nodeIndex) {
+            subtypeLast[table.sid] = nodeIndex;
+            subtypeNodes[table.sid]!++;
+          }
+        }
+      }
+    }
+    return cohortTypes;
+  }
+
+  function resetCohortCounts(indices: readonly number[]): void {
+    for (const nodeIndex of indices) {
+      for (const pairs of (configs[nodeIndex] as Map<MeasurementType, Int32Array>).values()) {
+        for (let i = 0; i < pairs.length; i += 2) {
+          const table = paths[pairs[i] as number] as PathTable;
+          table.counts[pairs[i + 1] as number] = 0;
+          table.present = 0;
+        }
+      }
+    }
+  }
+
+  /**
+   * Groups the cohort's nodes by their configuration of one type: by a hash, confirmed by
+   * comparing with the group's first. Largest group first; groups follow first appearance in
+   * name order and the sort is stable, so ties go to the first node.
+   */
+  function groupByConfiguration(indices: readonly number[], type: MeasurementType): number[][] {
+    const groups: number[][] = [];
+    const byHash = new Map<string, number[][]>();
+    for (const i of indices) {
+      const pairs = configs[i]?.get(type);
+      const hash = pairs ? hashPairs(pairs) : "absent";
+      let candidates = byHash.get(hash);
+      if (!candidates) byHash.set(hash, candidates = []);
+      let group = candidates.find((g) => samePairs(configs[g[0] as number]?.get(type), pairs));
+      if (!group) {
+        group = [];
+        candidates.push(group);
+        groups.push(group);
+      }
+      group.push(i);
+    }
+    return [...groups].sort((a, b) => b.length - a.length);
+  }
+
   return { add, finish };
 
   function finish(): FleetReport {
@@ -379,52 +441,16 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
       compareNodeNames(names[a] as string, names[b] as string)
     );
     const assignment = cohortReader.assign(names);
-    const cohortMembers = new Map<string, number[]>();
-    for (const i of order) {
-      const name = assignment.cohortOf[i] as string;
-      let list = cohortMembers.get(name);
-      if (!list) cohortMembers.set(name, list = []);
-      list.push(i);
-    }
-    const cohortNames = [...cohortMembers.keys()].sort((a, b) =>
-      (cohortMembers.get(b) as number[]).length - (cohortMembers.get(a) as number[]).length ||
-      compareKeys(a, b)
-    );
+    const cohortMembers = membersByCohort(order, assignment.cohortOf);
 
     const differences = new Map<number, FleetDifference[]>();
     const absences = new Map<number, FleetAbsentSubtype[]>();
     const cohorts: FleetCohort[] = [];
     const subtypeLast: number[] = subtypeNodes.map(() => -1);
-    for (const cohortName of cohortNames) {
-      const indices = cohortMembers.get(cohortName) as number[];
-      // Count each distinct (path, value) once per node of the cohort, after duplicates were
-      // merged, and the nodes carrying each subtype; reset once the cohort is done.
-      subtypeNodes.fill(0);
-      const cohortTypes = new Set<MeasurementType>();
-      for (const nodeIndex of indices) {
-        for (const [type, pairs] of configs[nodeIndex] as Map<MeasurementType, Int32Array>) {
-          cohortTypes.add(type);
-          for (let i = 0; i < pairs.length; i += 2) {
-            const table = paths[pairs[i] as number] as PathTable;
-            table.counts[pairs[i + 1] as number]!++;
-            table.present++;
-            if (subtypeLast[table.sid] !== nodeIndex) {
-              subtypeLast[table.sid] = nodeIndex;
-              subtypeNodes[table.sid]!++;
-            }
-          }
-        }
-      }
+    for (const [cohortName, indices] of cohortMembers) {
+      const cohortTypes = countCohort(indices, subtypeLast);
       const compared = compareCohort(indices, cohortTypes);
-      for (const nodeIndex of indices) {
-        for (const pairs of (configs[nodeIndex] as Map<MeasurementType, Int32Array>).values()) {
-          for (let i = 0; i < pairs.length; i += 2) {
-            const table = paths[pairs[i] as number] as PathTable;
-            table.counts[pairs[i + 1] as number] = 0;
-            table.present = 0;
-          }
-        }
-      }
+      resetCohortCounts(indices);
       cohorts.push({
         name: cohortName,
         key: assignment.values.get(cohortName) ?? {},
@@ -441,24 +467,7 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
       const columns = new Map<number, FleetColumn>();
       for (const type of MEASUREMENT_TYPES) {
         if (!typesSeen.has(type)) continue;
-        // Group by a hash of the configuration, confirmed by comparing with the group's first.
-        const groups: number[][] = [];
-        const byHash = new Map<string, number[][]>();
-        for (const i of indices) {
-          const pairs = configs[i]?.get(type);
-          const hash = pairs ? hashPairs(pairs) : "absent";
-          let candidates = byHash.get(hash);
-          if (!candidates) byHash.set(hash, candidates = []);
-          let group = candidates.find((g) => samePairs(configs[g[0] as number]?.get(type), pairs));
-          if (!group) {
-            group = [];
-            candidates.push(group);
-            groups.push(group);
-          }
-          group.push(i);
-        }
-        // groups follow first appearance in name order and sort is stable: ties go to the first node.
-        const sorted = [...groups].sort((a, b) => b.length - a.length);
+        const sorted = groupByConfiguration(indices, type);
         const reference = sorted[0] as number[];
         measurements.push({
           type,
@@ -510,22 +519,10 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
       return { measurements, columns };
     }
 
-    const outliers: FleetOutlier[] = order
-      .filter((i) => differences.has(i))
-      .map((i) => {
-        const outlier: FleetOutlier = {
-          node: names[i] as string,
-          cohort: assignment.cohortOf[i] as string,
-          differences: (differences.get(i) as FleetDifference[]).sort((a, b) =>
-            compareKeys(a.path, b.path)
-          ),
-        };
-        const absent = absences.get(i);
-        if (absent) {
-          outlier.absentSubtypes = absent.sort((a, b) => compareKeys(a.subtype, b.subtype));
-        }
-        return outlier;
-      });
+    const outliers = listOutliers(order, { names, cohortOf: assignment.cohortOf }, {
+      differences,
+      absences,
+    });
     return {
       nodes: order.map((i) => names[i] as string),
       groupBy: assignment.keys,
@@ -540,6 +537,52 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
       },
     };
   }
+}
+
+/** The members of each cohort (in `order`), largest cohort first, ties by name. */
+function membersByCohort(
+  order: readonly number[],
+  cohortOf: readonly string[],
+): Map<string, number[]> {
+  const members = new Map<string, number[]>();
+  for (const i of order) {
+    const name = cohortOf[i] as string;
+    let list = members.get(name);
+    if (!list) members.set(name, list = []);
+    list.push(i);
+  }
+  const names = [...members.keys()].sort((a, b) =>
+    (members.get(b) as number[]).length - (members.get(a) as number[]).length ||
+    compareKeys(a, b)
+  );
+  return new Map(names.map((name) => [name, members.get(name) as number[]]));
+}
+
+/** The nodes that differ from their cohort's majority, in `order`, findings sorted by path. */
+function listOutliers(
+  order: readonly number[],
+  nodes: { names: readonly string[]; cohortOf: readonly string[] },
+  found: {
+    differences: Map<number, FleetDifference[]>;
+    absences: Map<number, FleetAbsentSubtype[]>;
+  },
+): FleetOutlier[] {
+  return order
+    .filter((i) => found.differences.has(i))
+    .map((i) => {
+      const outlier: FleetOutlier = {
+        node: nodes.names[i] as string,
+        cohort: nodes.cohortOf[i] as string,
+        differences: (found.differences.get(i) as FleetDifference[]).sort((a, b) =>
+          compareKeys(a.path, b.path)
+        ),
+      };
+      const absent = found.absences.get(i);
+      if (absent) {
+        outlier.absentSubtypes = absent.sort((a, b) => compareKeys(a.subtype, b.subtype));
+      }
+      return outlier;
+    });
 }
 
 function addValue(table: PathTable, canonical: string | null, value: Reading): number {
