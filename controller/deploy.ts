@@ -421,50 +421,8 @@ async function executeRun(
   try {
     throwIfInterrupted(options.signal);
     if (plan.createNamespace) await createNamespaceIfAbsent({ kube, log }, namespace);
-    if (rbac) {
-      // The ServiceAccount and both roles at once, then both bindings (each after its role).
-      // A create in flight is not aborted (that would only make its outcome unknown), and every
-      // create of a step settles before the run goes on or fails, so cleanup sees all of them;
-      // a signal stops the next step.
-      for (
-        const step of [
-          [
-            ["ServiceAccount", rbac.serviceAccount],
-            ["Role", rbac.role],
-            ["ClusterRole", rbac.clusterRole],
-          ],
-          [
-            ["RoleBinding", rbac.roleBinding],
-            ["ClusterRoleBinding", rbac.clusterRoleBinding],
-          ],
-        ] as const
-      ) {
-        const outcomes = await Promise.allSettled(
-          step.map(([kind, object]) => ledger.create(kind, object)),
-        );
-        for (const outcome of outcomes) if (outcome.status === "rejected") throw outcome.reason;
-        throwIfInterrupted(options.signal);
-      }
-      log.debug("run RBAC created", { serviceAccount: rbac.serviceAccount.metadata.name });
-    }
-    let job = plan.job;
-    if (plan.ownsOutput) {
-      // The staging ConfigMap is created here, carrying this invocation's labels, so the
-      // agent writes into it only by its UID and cleanup deletes it by that UID. An object
-      // already at the name (another run's, or anyone's) is never written into or deleted.
-      const staged = await createStagingConfigMap({ kube, ledger, log }, {
-        ref: output,
-        labels: plan.labels,
-        runId,
-        mode: plan.mode,
-      });
-      job = plan.jobWithOutputUid(staged);
-      throwIfInterrupted(options.signal);
-    }
-    const created = await ledger.create("Job", job);
-    jobUid = created.metadata?.uid;
-    if (!jobUid) throw new ToolError(`Cannot follow Job '${namespace}/${name}': no UID returned`);
-    log.debug("agent Job created", { job: name, uid: jobUid });
+    if (rbac) await createRunRbac({ ledger, log }, rbac, options.signal);
+    jobUid = await createAgentJob({ kube, ledger, log }, options, plan);
     const { nodeName } = await waitForAgentJob({ kube, log, stderr: deps.stderr }, {
       namespace,
       jobName: name,
@@ -506,6 +464,75 @@ async function executeRun(
       if (done) done.cleaned = cleanup.cleaned;
     }
   }
+}
+
+/**
+ * Creates the run's RBAC: the ServiceAccount and both roles at once, then both bindings (each
+ * after its role). A create in flight is not aborted (that would only make its outcome unknown),
+ * and every create of a step settles before the run goes on or fails, so cleanup sees all of
+ * them; a signal stops the next step.
+ */
+async function createRunRbac(
+  deps: { ledger: Ledger; log: Logger },
+  rbac: NonNullable<RunPlan["rbac"]>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const { ledger, log } = deps;
+  for (
+    const step of [
+      [
+        ["ServiceAccount", rbac.serviceAccount],
+        ["Role", rbac.role],
+        ["ClusterRole", rbac.clusterRole],
+      ],
+      [
+        ["RoleBinding", rbac.roleBinding],
+        ["ClusterRoleBinding", rbac.clusterRoleBinding],
+      ],
+    ] as const
+  ) {
+    const outcomes = await Promise.allSettled(
+      step.map(([kind, object]) => ledger.create(kind, object)),
+    );
+    for (const outcome of outcomes) if (outcome.status === "rejected") throw outcome.reason;
+    throwIfInterrupted(signal);
+  }
+  log.debug("run RBAC created", { serviceAccount: rbac.serviceAccount.metadata.name });
+}
+
+/**
+ * Creates the agent Job (after the staging ConfigMap it writes into, when aicr owns the output).
+ *
+ * @returns the Job's UID
+ */
+async function createAgentJob(
+  deps: { kube: KubeClient; ledger: Ledger; log: Logger },
+  options: DeployOptions,
+  plan: RunPlan,
+): Promise<string> {
+  const { kube, ledger, log } = deps;
+  const { namespace } = options;
+  const { runId, output } = plan;
+  const name = plan.job.metadata.name;
+  let job = plan.job;
+  if (plan.ownsOutput) {
+    // The staging ConfigMap is created here, carrying this invocation's labels, so the
+    // agent writes into it only by its UID and cleanup deletes it by that UID. An object
+    // already at the name (another run's, or anyone's) is never written into or deleted.
+    const staged = await createStagingConfigMap({ kube, ledger, log }, {
+      ref: output,
+      labels: plan.labels,
+      runId,
+      mode: plan.mode,
+    });
+    job = plan.jobWithOutputUid(staged);
+    throwIfInterrupted(options.signal);
+  }
+  const created = await ledger.create("Job", job);
+  const jobUid = created.metadata?.uid;
+  if (!jobUid) throw new ToolError(`Cannot follow Job '${namespace}/${name}': no UID returned`);
+  log.debug("agent Job created", { job: name, uid: jobUid });
+  return jobUid;
 }
 
 /** A promise's outcome, held without rejecting (so an early gate is never an unhandled rejection). */
