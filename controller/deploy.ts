@@ -37,7 +37,7 @@ import {
 } from "../manifests/mod.ts";
 import type { AgentJobConfig, JobManifest } from "../manifests/mod.ts";
 import { createAccessReviewer, runGate, runRbacObjects } from "../rbac/mod.ts";
-import type { RunRbac, ServiceAccountMode } from "../rbac/mod.ts";
+import type { GateReport, RunRbac, ServiceAccountMode } from "../rbac/mod.ts";
 import { formatConfigMapUri, parseSnapshot, snapshotFromConfigMapData } from "../snapshot/mod.ts";
 import type { ConfigMapRef, Snapshot } from "../snapshot/mod.ts";
 import { waitForAgentJob } from "./wait.ts";
@@ -282,6 +282,81 @@ function snapshotLookups(options: DeployOptions, offline: boolean): string[] {
   ];
 }
 
+/** Where a run's agent writes, and how the gate and RBAC name that ConfigMap. */
+interface OutputNaming {
+  /** Whether aicr creates (and deletes) the output: a staging ConfigMap. */
+  ownsOutput: boolean;
+  /** The output for a ServiceAccount mode and account. */
+  outputFor(mode: ServiceAccountMode, serviceAccount: string): ConfigMapRef;
+  /** The ConfigMap grant for an output. */
+  configMapsFor(ref: ConfigMapRef): { staging: string } | { target: string };
+}
+
+/**
+ * The agent writes the user's cm:// output, or a staging ConfigMap aicr creates for it: per run,
+ * or, as an existing ServiceAccount, one per account (so a rendered grant can name it).
+ */
+function outputNaming(options: DeployOptions, runId: string): OutputNaming {
+  const ownsOutput = options.output === undefined;
+  return {
+    ownsOutput,
+    outputFor: (mode, serviceAccount) =>
+      options.output ?? {
+        namespace: options.namespace,
+        name: mode === "exact"
+          ? exactStagingConfigMapName(serviceAccount)
+          : stagingConfigMapName(runId),
+      },
+    configMapsFor: (ref) => ownsOutput ? { staging: ref.name } : { target: ref.name },
+  };
+}
+
+/** The run's permission gate, for a ServiceAccount mode and account. */
+function createRunGate(
+  deps: DeployDeps,
+  options: DeployOptions,
+  naming: OutputNaming,
+): (
+  mode: ServiceAccountMode,
+  serviceAccount: string,
+  createNamespace: boolean,
+) => Promise<GateReport> {
+  return (mode, serviceAccount, createNamespace) =>
+    runGate(createAccessReviewer(deps.kube), {
+      namespace: options.namespace,
+      mode,
+      serviceAccount,
+      ownsOutput: naming.ownsOutput,
+      rewritesOutput: options.rewritesOutput ?? false,
+      discoverNetwork: options.discoverNetwork,
+      configMaps: naming.configMapsFor(naming.outputFor(mode, serviceAccount)),
+      ...(createNamespace ? { extraCaller: [CREATE_NAMESPACE_CHECK] } : {}),
+      log: deps.log,
+      // Reviews persist nothing and are cheap: ask them all at once.
+      concurrency: 64,
+    });
+}
+
+/**
+ * The pre-flight reads, all at once: the ServiceAccount, auto-targeting, the namespace, the
+ * RuntimeClass. Every read settles before a failure is thrown: none logs after the run's error
+ * line.
+ */
+function readCluster(deps: DeployDeps, options: DeployOptions) {
+  const { kube, log } = deps;
+  return allSettledOrThrow([
+    resolveServiceAccount(kube, options),
+    options.autoTarget ? autoTarget(kube, log, options.signal) : Promise.resolve(false),
+    checkNamespace(kube, options.namespace, {
+      ...(options.signal ? { signal: options.signal } : {}),
+      createIfAbsent: options.createNamespace ?? false,
+    }),
+    options.job.runtimeClass
+      ? checkRuntimeClass(kube, options.job.runtimeClass)
+      : Promise.resolve(),
+  ]);
+}
+
 /**
  * The pre-flight half of a run: every read at once, every name and manifest built (and so
  * validated), then the permission gate. Nothing is written.
@@ -292,35 +367,12 @@ async function planRun(
   identity: { runId: string; invocationId: string },
   planMode: PlanMode = { gate: true, offline: false },
 ): Promise<RunPlan> {
-  const { kube, log } = deps;
+  const { log } = deps;
   const { namespace } = options;
   const { runId, invocationId } = identity;
-  // The agent writes the user's cm:// output, or a staging ConfigMap aicr creates for it:
-  // per run, or, as an existing ServiceAccount, one per account (so a rendered grant can name it).
-  const ownsOutput = options.output === undefined;
-  const outputFor = (mode: ServiceAccountMode, serviceAccount: string): ConfigMapRef =>
-    options.output ?? {
-      namespace,
-      name: mode === "exact"
-        ? exactStagingConfigMapName(serviceAccount)
-        : stagingConfigMapName(runId),
-    };
-  const configMapsFor = (ref: ConfigMapRef) =>
-    ownsOutput ? { staging: ref.name } : { target: ref.name };
-  const gate = (mode: ServiceAccountMode, serviceAccount: string, createNamespace: boolean) =>
-    runGate(createAccessReviewer(kube), {
-      namespace,
-      mode,
-      serviceAccount,
-      ownsOutput,
-      rewritesOutput: options.rewritesOutput ?? false,
-      discoverNetwork: options.discoverNetwork,
-      configMaps: configMapsFor(outputFor(mode, serviceAccount)),
-      ...(createNamespace ? { extraCaller: [CREATE_NAMESPACE_CHECK] } : {}),
-      log,
-      // Reviews persist nothing and are cheap: ask them all at once.
-      concurrency: 64,
-    });
+  const naming = outputNaming(options, runId);
+  const { ownsOutput, outputFor, configMapsFor } = naming;
+  const gate = createRunGate(deps, options, naming);
   // Without --service-account-name (and --create-namespace) the gate's questions are known
   // before any read, so its reviews run beside the pre-flight reads. Its verdict still comes
   // second: a read's or a manifest's error is reported before a permission error, as when they
@@ -331,19 +383,7 @@ async function planRun(
     : undefined;
   const [{ mode, serviceAccount }, injectedSelector, namespaceState] = planMode.offline
     ? [{ mode: "prefix" as const, serviceAccount: "" }, false, "exists" as const]
-    // Every read settles before a failure is thrown: none logs after the run's error line.
-    : await afterSettled(early, () =>
-      allSettledOrThrow([
-        resolveServiceAccount(kube, options),
-        options.autoTarget ? autoTarget(kube, log, options.signal) : Promise.resolve(false),
-        checkNamespace(kube, namespace, {
-          ...(options.signal ? { signal: options.signal } : {}),
-          createIfAbsent: options.createNamespace ?? false,
-        }),
-        options.job.runtimeClass
-          ? checkRuntimeClass(kube, options.job.runtimeClass)
-          : Promise.resolve(),
-      ]));
+    : await afterSettled(early, () => readCluster(deps, options));
   const createNamespace = namespaceState === "absent";
   const output = outputFor(mode, serviceAccount);
   // Built again with the staging ConfigMap's UID once aicr created it (the agent writes into
