@@ -364,6 +364,35 @@ function isConnectFailure(outcome: Outcome): boolean {
 }
 
 /**
+ * The `auto` transport: one ready pod is fetched directly; when that cannot connect, the fleet
+ * is fetched through the API server's pod proxy. A probe that connected keeps its result (at
+ * its index in `results`).
+ *
+ * @returns the transport for the rest of the fleet
+ */
+async function probeDirect(
+  sorted: readonly DaemonPodState[],
+  results: NodeResult[],
+  deps: {
+    fetchNode: (pod: DaemonPodState, via: "direct" | "proxy") => Promise<NodeResult>;
+    log: Logger;
+  },
+): Promise<"direct" | "proxy"> {
+  const probeIndex = sorted.findIndex((p) => p.ready && p.ip && p.port !== undefined);
+  if (probeIndex < 0) return "direct";
+  const first = await deps.fetchNode(sorted[probeIndex] as DaemonPodState, "direct");
+  if (isConnectFailure(first)) {
+    deps.log.info("daemons not reachable directly; using the API server's pod proxy", {
+      node: first.node,
+      error: first.error ?? "",
+    });
+    return "proxy";
+  }
+  results[probeIndex] = first;
+  return "direct";
+}
+
+/**
  * Fetches every targeted node's snapshot. Never throws for one node's failure: each node gets
  * its status. Throws only when nothing can be asked (no CA, no token, no pods readable).
  *
@@ -420,23 +449,10 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     fetchNodeSnapshot(node, pod, via);
 
   const sorted = [...pods].sort((a, b) => a.node.localeCompare(b.node));
-  let via: "direct" | "proxy" = transport === "proxy" ? "proxy" : "direct";
   const results: NodeResult[] = new Array(sorted.length);
-  if (transport === "auto") {
-    const probeIndex = sorted.findIndex((p) => p.ready && p.ip && p.port !== undefined);
-    if (probeIndex >= 0) {
-      const first = await fetchNode(sorted[probeIndex] as DaemonPodState, "direct");
-      if (isConnectFailure(first)) {
-        log.info("daemons not reachable directly; using the API server's pod proxy", {
-          node: first.node,
-          error: first.error ?? "",
-        });
-        via = "proxy";
-      } else {
-        results[probeIndex] = first;
-      }
-    }
-  }
+  const via = transport === "auto"
+    ? await probeDirect(sorted, results, { fetchNode, log })
+    : transport;
   const rest = sorted.map((pod, index) => ({ pod, index })).filter(({ index }) =>
     results[index] === undefined
   );
