@@ -315,53 +315,19 @@ export async function serve(
     requestTimeoutMs,
     keepAliveTimeoutMs,
   });
-  // For TLS, the socket of `secureConnection` is the request's `req.socket` (checked under Deno
-  // and Node); the raw TCP socket of `connection` is not, and is its `_parent`.
-  server.on(
-    tls ? "secureConnection" : "connection",
-    (socket: Socket) => connections.onConnection(socket),
-  );
-  if (tls) server.on("connection", (socket: Socket) => connections.onRawConnection(socket));
-  server.on("clientError", answerClientError);
-  server.on(
-    "tlsClientError",
-    (error: Error) => log.debug("TLS handshake failed", { error: error.message }),
-  );
+  trackConnections(server, { tls: tls !== undefined, connections, log });
 
-  await new Promise<void>((resolve, reject) => {
-    const onListenError = (error: Error) => {
-      clearInterval(sweep);
-      reject(error);
-    };
-    server.once("error", onListenError);
-    server.listen(port, hostname, () => {
-      server.off("error", onListenError);
-      resolve();
-    });
-  });
+  await listen(server, { port, hostname, sweep });
   server.on("error", (error: Error) => log.error("server error", { error: error.message }));
   const address = server.address() as AddressInfo;
   const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
 
-  let resolveFinished!: () => void;
-  const finished = new Promise<void>((resolve) => (resolveFinished = resolve));
-  let shutdownPromise: Promise<void> | undefined;
-
-  function shutdown(): Promise<void> {
-    if (shutdownPromise) return shutdownPromise;
-    state.draining = true;
-    signal?.removeEventListener("abort", onAbort);
-    log.info("shutting down", { inFlight: state.inFlight });
-    shutdownPromise = drain(server, state, { log, drainTimeoutMs })
-      .then(() => clearInterval(sweep))
-      .then(() => resolveFinished());
-    return shutdownPromise;
-  }
-  function onAbort() {
-    void shutdown();
-  }
-  if (signal?.aborted) void shutdown();
-  else signal?.addEventListener("abort", onAbort, { once: true });
+  const { shutdown, finished } = createShutdown(server, state, {
+    log,
+    drainTimeoutMs,
+    sweep,
+    ...(signal ? { signal } : {}),
+  });
 
   log.info("listening", {
     url: `${scheme}://${shownHost}:${address.port}`,
@@ -544,6 +510,85 @@ async function handleRequest(
 }
 
 /** The node:http(s) server with aicr's limits on heads, requests and keep-alive. */
+/**
+ * The graceful shutdown, once, on `shutdown()` or the signal: stop accepting, drain the
+ * requests in flight (up to `drainTimeoutMs`), stop the sweep, then resolve `finished`.
+ */
+function createShutdown(
+  server: http.Server,
+  state: ServeState,
+  options: {
+    log: Logger;
+    drainTimeoutMs: number;
+    sweep: ReturnType<typeof setInterval>;
+    signal?: AbortSignal;
+  },
+): { shutdown(): Promise<void>; finished: Promise<void> } {
+  const { log, drainTimeoutMs, sweep, signal } = options;
+  let resolveFinished!: () => void;
+  const finished = new Promise<void>((resolve) => (resolveFinished = resolve));
+  let shutdownPromise: Promise<void> | undefined;
+
+  function shutdown(): Promise<void> {
+    if (shutdownPromise) return shutdownPromise;
+    state.draining = true;
+    signal?.removeEventListener("abort", onAbort);
+    log.info("shutting down", { inFlight: state.inFlight });
+    shutdownPromise = drain(server, state, { log, drainTimeoutMs })
+      .then(() => clearInterval(sweep))
+      .then(() => resolveFinished());
+    return shutdownPromise;
+  }
+  function onAbort() {
+    void shutdown();
+  }
+  if (signal?.aborted) void shutdown();
+  else signal?.addEventListener("abort", onAbort, { once: true });
+  return { shutdown, finished };
+}
+
+/**
+ * Tracks the server's connections (for idle deadlines and the drain) and answers or logs
+ * connections that fail before a request.
+ */
+function trackConnections(
+  server: http.Server,
+  options: { tls: boolean; connections: ConnectionTracker; log: Logger },
+): void {
+  const { tls, connections, log } = options;
+  // For TLS, the socket of `secureConnection` is the request's `req.socket` (checked under Deno
+  // and Node); the raw TCP socket of `connection` is not, and is its `_parent`.
+  server.on(
+    tls ? "secureConnection" : "connection",
+    (socket: Socket) => connections.onConnection(socket),
+  );
+  if (tls) server.on("connection", (socket: Socket) => connections.onRawConnection(socket));
+  server.on("clientError", answerClientError);
+  server.on(
+    "tlsClientError",
+    (error: Error) => log.debug("TLS handshake failed", { error: error.message }),
+  );
+}
+
+/** Listens; when that fails (port taken), stops the sweep and rejects with the error. */
+function listen(
+  server: http.Server,
+  options: { port: number; hostname: string; sweep: ReturnType<typeof setInterval> },
+): Promise<void> {
+  const { port, hostname, sweep } = options;
+  return new Promise<void>((resolve, reject) => {
+    const onListenError = (error: Error) => {
+      clearInterval(sweep);
+      reject(error);
+    };
+    server.once("error", onListenError);
+    server.listen(port, hostname, () => {
+      server.off("error", onListenError);
+      resolve();
+    });
+  });
+}
+
 function createNodeServer(
   listener: (req: IncomingMessage, res: ServerResponse) => void,
   options: {
