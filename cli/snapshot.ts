@@ -192,7 +192,7 @@ function addSnapshotFlags(command: Command): Command {
     )
     .option(
       "--dry-run",
-      "print the objects a run would create (ServiceAccount, Role, RoleBinding, ClusterRole, ClusterRoleBinding, Job) in -t yaml|json; create nothing",
+      "print the objects a run would create (ServiceAccount, Role, RoleBinding, ClusterRole, ClusterRoleBinding, staging ConfigMap, Job) in -t yaml|json; create nothing",
       false,
     )
     .option(

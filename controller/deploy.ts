@@ -248,6 +248,18 @@ export async function previewSnapshotRun(
         { kind: "ClusterRoleBinding", manifest: as(plan.rbac.clusterRoleBinding) },
       ]
       : []),
+    // The staging ConfigMap a run creates before the Job (none when the user names a cm://);
+    // the Job a run sends also carries that ConfigMap's UID, which only its create returns.
+    ...(plan.ownsOutput
+      ? [{
+        kind: "ConfigMap",
+        manifest: as({
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          ...stagingConfigMap(plan.output, plan.labels),
+        }),
+      }]
+      : []),
     { kind: "Job", manifest: as(plan.job) },
   ];
   return { runId, objects, lookups };
@@ -614,6 +626,17 @@ function interrupted(error: unknown, signal: AbortSignal | undefined): unknown {
     : error;
 }
 
+/** The staging ConfigMap aicr creates for the agent to write into: empty, with the run's labels. */
+function stagingConfigMap(
+  ref: ConfigMapRef,
+  labels: Record<string, string>,
+): NewObject & { data: Record<string, string> } {
+  return {
+    metadata: { name: ref.name, namespace: ref.namespace, labels: { ...labels } },
+    data: {},
+  };
+}
+
 /** The WARN for an object at the staging name this invocation did not create. */
 export const FOREIGN_STAGING_WARNING =
   "the staging ConfigMap's name is taken by an object this invocation did not create; it is left untouched (not written into, not adopted, not deleted)";
@@ -630,11 +653,7 @@ async function createStagingConfigMap(
 ): Promise<string> {
   const { ref } = options;
   try {
-    const staging: NewObject & { data: Record<string, string> } = {
-      metadata: { name: ref.name, namespace: ref.namespace, labels: { ...options.labels } },
-      data: {},
-    };
-    const created = await ledger.create("ConfigMap", staging);
+    const created = await ledger.create("ConfigMap", stagingConfigMap(ref, options.labels));
     const uid = created.metadata?.uid;
     if (!uid) {
       throw new ToolError(

@@ -373,7 +373,7 @@ Deno.test({
       );
 
       await t.step(
-        "--dry-run prints the run's six objects (yaml and json), states its lookups, creates nothing",
+        "--dry-run prints the run's seven objects (yaml and json), states its lookups, creates nothing",
         async () => {
           const namespace = await ns("op-dry");
           const before = await aicrObjects(admin, namespace);
@@ -393,8 +393,18 @@ Deno.test({
             "RoleBinding",
             "ClusterRole",
             "ClusterRoleBinding",
+            "ConfigMap",
             "Job",
           ]);
+          // The staging ConfigMap a run creates before its Job, with the run's labels.
+          const staging = docs.at(-2);
+          assert.match(staging.metadata.name, /^aicr-agent-snapshot-/);
+          assert.equal(staging.metadata.namespace, namespace);
+          assert.equal(staging.metadata.labels["app.kubernetes.io/name"], "aicr");
+          assert.equal(
+            staging.metadata.labels["aicr.run/run-id"],
+            docs[0].metadata.labels["aicr.run/run-id"],
+          );
           const job = docs.at(-1);
           assert.equal(job.metadata.namespace, namespace);
           // Auto-targeting looked the GPU nodes up, as a run would, and the Job carries the result.
@@ -410,7 +420,7 @@ Deno.test({
             yaml.stderr,
             /read-only lookup request="list nodes -l nvidia\.com\/gpu\.present=true --limit 1"/,
           );
-          assert.match(yaml.stderr, /dry run: nothing was created namespace=\S+ objects=6/);
+          assert.match(yaml.stderr, /dry run: nothing was created namespace=\S+ objects=7/);
           assert.doesNotMatch(yaml.stderr, /snapshot agent run: runID=/);
           const json = await aicr([
             "snapshot",
@@ -455,7 +465,7 @@ Deno.test({
             "--offline",
           ]);
           assert.equal(offline.code, 0, offline.stderr);
-          assert.equal(parseAllDocuments(offline.stdout).length, 6);
+          assert.equal(parseAllDocuments(offline.stdout).length, 7);
           assert.match(
             offline.stderr,
             /assumed \(offline\): no node is labelled nvidia\.com\/gpu\.present=true/,
