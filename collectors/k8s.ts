@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { Logger } from "../log.ts";
 import type { Measurement, ReadingMap, SourceStatus, Subtype } from "../snapshot/mod.ts";
 import { messageOf, statusOf, subtype, throwIfAborted } from "./status.ts";
 import type {
@@ -340,6 +341,120 @@ function findResources(
     .sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : 0));
 }
 
+/** The cluster reads the K8s subtypes share: one API discovery per collection. */
+interface K8sReads {
+  cluster: ClusterReader;
+  signal: AbortSignal | undefined;
+  listOptions: { signal?: AbortSignal };
+  /** The served API resources (discovered once, on first use). */
+  resources(): Promise<KubeApiResource[]>;
+  /** Every object of a custom kind, or undefined when its group does not serve it. */
+  customObjects(group: string, kind: string): Promise<KubeObject[] | undefined>;
+}
+
+function createK8sReads(cluster: ClusterReader, signal: AbortSignal | undefined): K8sReads {
+  const listOptions = signal ? { signal } : {};
+  let discovery: Promise<KubeApiResource[]> | undefined;
+  function resources(): Promise<KubeApiResource[]> {
+    discovery ??= cluster.listApiResources(signal);
+    return discovery;
+  }
+  async function customObjects(group: string, kind: string): Promise<KubeObject[] | undefined> {
+    const found = findResources(await resources(), group, kind)[0];
+    if (found === undefined) return undefined;
+    return await listAll(
+      (o) => cluster.listCustomObjects(found.group, found.version, found.plural, o),
+      listOptions,
+    );
+  }
+  return { cluster, signal, listOptions, resources, customObjects };
+}
+
+/** Every ClusterPolicy's spec, flattened (any group; a group that fails to list is skipped). */
+async function readClusterPolicies(reads: K8sReads, log: Logger): Promise<ReadingMap> {
+  const data: ReadingMap = {};
+  for (const resource of findResources(await reads.resources(), undefined, "ClusterPolicy")) {
+    let items: KubeObject[];
+    try {
+      items = await listAll(
+        (o) =>
+          reads.cluster.listCustomObjects(resource.group, resource.version, resource.plural, o),
+        reads.listOptions,
+      );
+    } catch (error) {
+      log.debug("ClusterPolicy list skipped", {
+        group: resource.group,
+        error: messageOf(error),
+      });
+      continue;
+    }
+    for (const item of items.sort(byName)) flattenSpec(item.spec, "", data);
+  }
+  return data;
+}
+
+async function readNodeSubtype(reads: K8sReads, nodeName: string): Promise<Subtype> {
+  const source = `GET /api/v1/nodes/${nodeName}`;
+  if (nodeName === "") {
+    return subtype(
+      "node",
+      {},
+      "absent",
+      source,
+      "Cannot read the node: no node name (NODE_NAME, KUBERNETES_NODE_NAME, HOSTNAME)",
+    );
+  }
+  return await step(
+    "node",
+    source,
+    async () => nodeReadings(await reads.cluster.getNode(nodeName, reads.signal), nodeName),
+  );
+}
+
+async function readSlinky(reads: K8sReads): Promise<Subtype> {
+  const source = `LIST ${SLINKY_GROUP}`;
+  try {
+    const objects: Record<string, KubeObject[]> = {};
+    for (const kind of Object.keys(SLINKY_KINDS)) {
+      const list = await reads.customObjects(SLINKY_GROUP, kind);
+      if (list !== undefined) objects[kind] = list;
+    }
+    if (Object.keys(objects).length === 0) {
+      return subtype(
+        "slinky",
+        {},
+        "absent",
+        source,
+        `Cannot find Slinky: the API group '${SLINKY_GROUP}' is not served`,
+      );
+    }
+    return subtype("slinky", slinkyReadings(objects), "ok", source);
+  } catch (error) {
+    return subtype("slinky", {}, statusOf(error), source, messageOf(error));
+  }
+}
+
+async function readMariadb(reads: K8sReads): Promise<Subtype> {
+  const source = `LIST ${MARIADB_GROUP} ${MARIADB_KIND}`;
+  try {
+    const list = await reads.customObjects(MARIADB_GROUP, MARIADB_KIND);
+    if (list === undefined) {
+      return subtype(
+        "mariadb",
+        { present: false },
+        "absent",
+        source,
+        `Cannot find MariaDB: the API group '${MARIADB_GROUP}' is not served`,
+      );
+    }
+    const data: ReadingMap = { present: list.length > 0, count: list.length };
+    for (const object of [...list].sort(byName)) data[objectId(object)] = true;
+    return subtype("mariadb", data, "ok", source);
+  } catch (error) {
+    return subtype("mariadb", {}, statusOf(error), source, messageOf(error));
+  }
+}
+
 /**
  * Reads every K8s subtype. Never throws: each failing read gives its subtype with
  * `data: {}` (server: null values, as upstream) and a non-ok status.
@@ -360,21 +475,8 @@ export async function collectK8s(
     );
   }
   const { signal, nodeName } = options;
-  const listOptions = signal ? { signal } : {};
-  let discovery: Promise<KubeApiResource[]> | undefined;
-  function resources(): Promise<KubeApiResource[]> {
-    discovery ??= cluster!.listApiResources(signal);
-    return discovery;
-  }
-
-  async function customObjects(group: string, kind: string): Promise<KubeObject[] | undefined> {
-    const found = findResources(await resources(), group, kind)[0];
-    if (found === undefined) return undefined;
-    return await listAll(
-      (o) => cluster!.listCustomObjects(found.group, found.version, found.plural, o),
-      listOptions,
-    );
-  }
+  const reads = createK8sReads(cluster, signal);
+  const { listOptions } = reads;
 
   const subtypes = await Promise.all([
     step("server", "GET /version", async () => {
@@ -390,85 +492,14 @@ export async function collectK8s(
       "LIST /api/v1/pods",
       async () => imageReadings(await listAll((o) => cluster.listPods(o), listOptions)),
     ),
-    step("policy", "LIST kind ClusterPolicy (any group)", async () => {
-      const data: ReadingMap = {};
-      for (const resource of findResources(await resources(), undefined, "ClusterPolicy")) {
-        let items: KubeObject[];
-        try {
-          items = await listAll(
-            (o) => cluster.listCustomObjects(resource.group, resource.version, resource.plural, o),
-            listOptions,
-          );
-        } catch (error) {
-          deps.log.debug("ClusterPolicy list skipped", {
-            group: resource.group,
-            error: messageOf(error),
-          });
-          continue;
-        }
-        for (const item of items.sort(byName)) flattenSpec(item.spec, "", data);
-      }
-      return data;
-    }),
-    (async () => {
-      const source = `GET /api/v1/nodes/${nodeName}`;
-      if (nodeName === "") {
-        return subtype(
-          "node",
-          {},
-          "absent",
-          source,
-          "Cannot read the node: no node name (NODE_NAME, KUBERNETES_NODE_NAME, HOSTNAME)",
-        );
-      }
-      return await step(
-        "node",
-        source,
-        async () => nodeReadings(await cluster.getNode(nodeName, signal), nodeName),
-      );
-    })(),
-    (async () => {
-      const source = `LIST ${SLINKY_GROUP}`;
-      try {
-        const objects: Record<string, KubeObject[]> = {};
-        for (const kind of Object.keys(SLINKY_KINDS)) {
-          const list = await customObjects(SLINKY_GROUP, kind);
-          if (list !== undefined) objects[kind] = list;
-        }
-        if (Object.keys(objects).length === 0) {
-          return subtype(
-            "slinky",
-            {},
-            "absent",
-            source,
-            `Cannot find Slinky: the API group '${SLINKY_GROUP}' is not served`,
-          );
-        }
-        return subtype("slinky", slinkyReadings(objects), "ok", source);
-      } catch (error) {
-        return subtype("slinky", {}, statusOf(error), source, messageOf(error));
-      }
-    })(),
-    (async () => {
-      const source = `LIST ${MARIADB_GROUP} ${MARIADB_KIND}`;
-      try {
-        const list = await customObjects(MARIADB_GROUP, MARIADB_KIND);
-        if (list === undefined) {
-          return subtype(
-            "mariadb",
-            { present: false },
-            "absent",
-            source,
-            `Cannot find MariaDB: the API group '${MARIADB_GROUP}' is not served`,
-          );
-        }
-        const data: ReadingMap = { present: list.length > 0, count: list.length };
-        for (const object of [...list].sort(byName)) data[objectId(object)] = true;
-        return subtype("mariadb", data, "ok", source);
-      } catch (error) {
-        return subtype("mariadb", {}, statusOf(error), source, messageOf(error));
-      }
-    })(),
+    step(
+      "policy",
+      "LIST kind ClusterPolicy (any group)",
+      () => readClusterPolicies(reads, deps.log),
+    ),
+    readNodeSubtype(reads, nodeName),
+    readSlinky(reads),
+    readMariadb(reads),
     step(
       "oke",
       "LIST apps/v1 daemonsets",
