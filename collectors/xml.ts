@@ -122,8 +122,8 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
   let pos = 0;
   const length = input.length;
 
-  function fail(reason: string): never {
-    throw new XmlError(`Cannot parse XML at offset ${pos}: ${reason}`);
+  function fail(reason: string, at = pos): never {
+    throw new XmlError(`Cannot parse XML at offset ${at}: ${reason}`);
   }
   function appendText(text: string): void {
     const top = stack[stack.length - 1];
@@ -163,55 +163,21 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
       if (root !== undefined || stack.length > 0) fail("DOCTYPE after the root element");
       pos = skipDoctype(input, pos + 9, fail);
     } else if (input.startsWith("</", pos)) {
-      NAME_REGEXP.lastIndex = pos + 2;
-      const match = NAME_REGEXP.exec(input);
-      if (!match) fail("bad end tag");
-      const name = match[0];
-      const close = indexOrFail(">", pos + 2 + name.length, "end tag");
-      if (input.slice(pos + 2 + name.length, close).trim() !== "") fail(`bad end tag '${name}'`);
+      const { name, close } = readEndTag(input, pos, fail);
       const top = stack.pop();
       selections.pop();
       if (!top || top.name !== name) fail(`end tag '${name}' does not match '${top?.name ?? ""}'`);
       if (stack.length === 0) root = top;
       pos = close + 1;
     } else {
-      NAME_REGEXP.lastIndex = pos + 1;
-      const match = NAME_REGEXP.exec(input);
-      if (!match) fail("bad start tag");
-      const element: XmlElement = { name: match[0], attributes: {}, children: [], text: "" };
-      pos += 1 + element.name.length;
-      for (;;) {
-        ATTRIBUTE_REGEXP.lastIndex = pos;
-        const attribute = ATTRIBUTE_REGEXP.exec(input);
-        if (!attribute) break;
-        element.attributes[attribute[1] as string] = decodeEntities(
-          attribute[3] ?? attribute[4] ?? "",
-        );
-        pos = ATTRIBUTE_REGEXP.lastIndex;
-      }
-      while (pos < length && /\s/.test(input[pos] as string)) pos++;
-      let selfClosing = false;
-      if (input.startsWith("/>", pos)) {
-        selfClosing = true;
-        pos += 2;
-      } else if (input[pos] === ">") {
-        pos += 1;
-      } else {
-        fail(pos >= length ? "unterminated start tag" : `bad start tag '${element.name}'`);
-      }
+      const tag = readStartTag(input, pos, fail);
+      const { element, selfClosing } = tag;
+      pos = tag.end;
       if (++elements > maxElements) fail(`too many elements: limit is ${maxElements}`);
       const parent = stack[stack.length - 1];
       const parentSelection = selections[selections.length - 1];
       // The root is always built; below it, what the selection names.
-      const selection = !parent
-        ? select
-        : parentSelection === SKIP
-        ? SKIP
-        : parentSelection === undefined
-        ? undefined
-        : Object.hasOwn(parentSelection, element.name)
-        ? parentSelection[element.name]
-        : SKIP;
+      const selection = !parent ? select : childSelection(parentSelection, element.name);
       if (selection === SKIP) element.attributes = {};
       else if (++kept > maxKept) fail(`too many elements to keep: limit is ${maxKept}`);
       if (parent) {
@@ -238,6 +204,68 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
 }
 
 const SKIP = Symbol("skip");
+
+/**
+ * Reads a start tag at `start` (its `<`): the name, the attributes (decoded), and whether it
+ * closes itself.
+ *
+ * @returns the element (no children yet) and the offset after the tag
+ */
+function readStartTag(
+  input: string,
+  start: number,
+  fail: (reason: string, at: number) => never,
+): { element: XmlElement; selfClosing: boolean; end: number } {
+  NAME_REGEXP.lastIndex = start + 1;
+  const match = NAME_REGEXP.exec(input);
+  if (!match) fail("bad start tag", start);
+  const element: XmlElement = { name: match[0], attributes: {}, children: [], text: "" };
+  let pos = start + 1 + element.name.length;
+  for (;;) {
+    ATTRIBUTE_REGEXP.lastIndex = pos;
+    const attribute = ATTRIBUTE_REGEXP.exec(input);
+    if (!attribute) break;
+    element.attributes[attribute[1] as string] = decodeEntities(
+      attribute[3] ?? attribute[4] ?? "",
+    );
+    pos = ATTRIBUTE_REGEXP.lastIndex;
+  }
+  while (pos < input.length && /\s/.test(input[pos] as string)) pos++;
+  if (input.startsWith("/>", pos)) return { element, selfClosing: true, end: pos + 2 };
+  if (input[pos] === ">") return { element, selfClosing: false, end: pos + 1 };
+  return fail(
+    pos >= input.length ? "unterminated start tag" : `bad start tag '${element.name}'`,
+    pos,
+  );
+}
+
+/** Reads an end tag at `start` (its `</`): the name and the offset of its `>`. */
+function readEndTag(
+  input: string,
+  start: number,
+  fail: (reason: string, at: number) => never,
+): { name: string; close: number } {
+  NAME_REGEXP.lastIndex = start + 2;
+  const match = NAME_REGEXP.exec(input);
+  if (!match) fail("bad end tag", start);
+  const name = match[0];
+  const close = input.indexOf(">", start + 2 + name.length);
+  if (close < 0) fail("unterminated end tag", start);
+  if (input.slice(start + 2 + name.length, close).trim() !== "") {
+    fail(`bad end tag '${name}'`, start);
+  }
+  return { name, close };
+}
+
+/** A child element's selection: SKIP below a skipped element or for a name not selected. */
+function childSelection(
+  parent: XmlSelection | typeof SKIP | undefined,
+  name: string,
+): XmlSelection | typeof SKIP | undefined {
+  if (parent === SKIP) return SKIP;
+  if (parent === undefined) return undefined;
+  return Object.hasOwn(parent, name) ? parent[name] : SKIP;
+}
 
 function isLeaf(selection: XmlSelection): boolean {
   for (const _ in selection) return false;
