@@ -180,6 +180,98 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
   return htmlPage(title, STYLE, out.join("\n"));
 }
 
+/**
+ * The cohort matrix's columns, sorted by key: a subtype some outlier lacks entirely, then its
+ * readings, per-GPU readings collapsed into one column when every GPU's cohort value agrees.
+ */
+function matrixColumns(
+  absentSubtypes: readonly FleetAbsentSubtype[],
+  readings: readonly FleetColumn[],
+): Column[] {
+  return [
+    ...absentSubtypes.map((a) => ({
+      key: a.subtype,
+      type: a.subtype.slice(0, a.subtype.indexOf(".")),
+      paths: [],
+      fleetNodes: a.fleetNodes,
+      absent: a,
+    })),
+    ...collapsePerGpu(readings, {
+      path: (c) => c.path,
+      same: (a, b) => formatReading(a.fleet, 1e4) === formatReading(b.fleet, 1e4),
+    }).map((entry) => {
+      const first = entry.items[0] as FleetColumn;
+      const column: Column = {
+        key: entry.path,
+        type: first.type,
+        paths: entry.items.map((c) => c.path),
+        reading: first,
+        fleetNodes: Math.min(...entry.items.map((c) => c.fleetNodes)),
+      };
+      if (entry.gpus) column.gpus = entry.gpus;
+      return column;
+    }),
+  ].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/** A column's header: type, subtype, key, the cohort's value and how many nodes carry it. */
+function headerCell(
+  c: Column,
+  options: { typeStart: boolean; nodes: number; maxCellWidth: number },
+): string {
+  const { nodes: n, maxCellWidth } = options;
+  const start = options.typeStart ? ` class="type-start"` : "";
+  const rest = c.key.slice(c.type.length + 1);
+  const cut = c.absent ? rest.length : subtypeEnd(c, rest);
+  const sub = rest.slice(0, cut);
+  const key = c.absent ? ".*" : rest.slice(cut);
+  const fleetText = c.absent
+    ? `${c.absent.readings} readings`
+    : `${escapeHtml(formatReading(c.reading?.fleet, maxCellWidth))}${
+      c.reading?.fleet === undefined ? " (absent)" : ""
+    }`;
+  const tip = c.absent
+    ? `${c.key}.* (whole subtype)`
+    : `${c.key}\ncohort: ${
+      c.reading?.fleet === undefined ? "(absent)" : formatReading(c.reading.fleet, 80)
+    }`;
+  return `<th scope="col"${start} data-path="${
+    escapeHtml(c.absent ? `${c.key}.*` : c.key)
+  }" title="${escapeHtml(tip)}"><div class="h-type">${escapeHtml(c.type)}</div><div class="h-sub">${
+    breakablePath(sub)
+  }</div><div class="h-key">${
+    breakablePath(key)
+  }</div><div class="h-fleet">${fleetText}</div><div class="h-count">on ${c.fleetNodes}/${n} nodes</div></th>`;
+}
+
+/** The cohort's outliers as a list, one link per finding to the node's row. */
+function outlierLinks(
+  outliers: readonly FleetOutlier[],
+  findings: {
+    absentOf: Map<string, FleetAbsentSubtype[]>;
+    shownOf: Map<string, FleetDifference[]>;
+  },
+): string[] {
+  const out = [
+    `<details open><summary>${outliers.length} node${
+      outliers.length === 1 ? " differs" : "s differ"
+    } from the cohort</summary><ul class="outliers">`,
+  ];
+  for (const o of outliers) {
+    const link = (text: string) => `<li><a href="#${rowId(o.node)}">${escapeHtml(text)}</a></li>`;
+    for (const a of findings.absentOf.get(o.node) ?? []) {
+      out.push(link(formatAbsentSubtype(o.node, a)));
+    }
+    for (const entry of collapseDifferences(findings.shownOf.get(o.node) ?? [])) {
+      out.push(
+        link(formatFleetDifference(o.node, entry.items[0] as FleetDifference, 80, entry.path)),
+      );
+    }
+  }
+  out.push(`</ul></details>`);
+  return out;
+}
+
 function renderCohort(
   cohort: FleetCohort,
   index: number,
@@ -209,51 +301,12 @@ function renderCohort(
     shownOf.set(o.node, shown);
     byNode.set(o.node, new Map(shown.map((d) => [d.path, d])));
   }
-  if (outliers.length > 0) {
-    out.push(
-      `<details open><summary>${outliers.length} node${
-        outliers.length === 1 ? " differs" : "s differ"
-      } from the cohort</summary><ul class="outliers">`,
-    );
-    for (const o of outliers) {
-      const link = (text: string) => `<li><a href="#${rowId(o.node)}">${escapeHtml(text)}</a></li>`;
-      for (const a of absentOf.get(o.node) ?? []) out.push(link(formatAbsentSubtype(o.node, a)));
-      for (const entry of collapseDifferences(shownOf.get(o.node) ?? [])) {
-        out.push(
-          link(formatFleetDifference(o.node, entry.items[0] as FleetDifference, 80, entry.path)),
-        );
-      }
-    }
-    out.push(`</ul></details>`);
-  }
+  if (outliers.length > 0) out.push(...outlierLinks(outliers, { absentOf, shownOf }));
 
   const used = new Set<string>();
   for (const diffs of byNode.values()) for (const path of diffs.keys()) used.add(path);
   const readingColumns = cohort.columns.filter((c) => allReadings || used.has(c.path));
-  const columns: Column[] = [
-    ...[...subtypeColumns.values()].map((a) => ({
-      key: a.subtype,
-      type: a.subtype.slice(0, a.subtype.indexOf(".")),
-      paths: [],
-      fleetNodes: a.fleetNodes,
-      absent: a,
-    })),
-    ...collapsePerGpu(readingColumns, {
-      path: (c) => c.path,
-      same: (a, b) => formatReading(a.fleet, 1e4) === formatReading(b.fleet, 1e4),
-    }).map((entry) => {
-      const first = entry.items[0] as FleetColumn;
-      const column: Column = {
-        key: entry.path,
-        type: first.type,
-        paths: entry.items.map((c) => c.path),
-        reading: first,
-        fleetNodes: Math.min(...entry.items.map((c) => c.fleetNodes)),
-      };
-      if (entry.gpus) column.gpus = entry.gpus;
-      return column;
-    }),
-  ].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const columns = matrixColumns([...subtypeColumns.values()], readingColumns);
   if (columns.length === 0) {
     out.push(`</section>`);
     return out.join("\n");
@@ -265,31 +318,8 @@ function renderCohort(
   );
   let lastType = "";
   for (const c of columns) {
-    const start = c.type !== lastType ? ` class="type-start"` : "";
+    out.push(headerCell(c, { typeStart: c.type !== lastType, nodes: n, maxCellWidth }));
     lastType = c.type;
-    const rest = c.key.slice(c.type.length + 1);
-    const cut = c.absent ? rest.length : subtypeEnd(c, rest);
-    const sub = rest.slice(0, cut);
-    const key = c.absent ? ".*" : rest.slice(cut);
-    const fleetText = c.absent
-      ? `${c.absent.readings} readings`
-      : `${escapeHtml(formatReading(c.reading?.fleet, maxCellWidth))}${
-        c.reading?.fleet === undefined ? " (absent)" : ""
-      }`;
-    const tip = c.absent
-      ? `${c.key}.* (whole subtype)`
-      : `${c.key}\ncohort: ${
-        c.reading?.fleet === undefined ? "(absent)" : formatReading(c.reading.fleet, 80)
-      }`;
-    out.push(
-      `<th scope="col"${start} data-path="${escapeHtml(c.absent ? `${c.key}.*` : c.key)}" title="${
-        escapeHtml(tip)
-      }"><div class="h-type">${escapeHtml(c.type)}</div><div class="h-sub">${
-        breakablePath(sub)
-      }</div><div class="h-key">${
-        breakablePath(key)
-      }</div><div class="h-fleet">${fleetText}</div><div class="h-count">on ${c.fleetNodes}/${n} nodes</div></th>`,
-    );
   }
   out.push(`</tr></thead><tbody>`);
   const outlierNodes = new Set(outliers.map((o) => o.node));
