@@ -510,64 +510,72 @@ function streamAndApplyCalls(
         ...call(options),
       });
     },
-    async updateConfigMapIfUid(namespace, name, uid, content, options) {
-      const path = objectPath(RESOURCES.ConfigMap, namespace, name);
-      for (let attempt = 0;; attempt++) {
-        let current: KubeObject;
-        try {
-          current = await rest.json<KubeObject>({ method: "GET", path, ...call(options) });
-        } catch (error) {
-          if (error instanceof KubeApiError && error.isNotFound) {
-            throw new NotFoundError(
-              `Cannot write ConfigMap '${namespace}/${name}': it no longer exists (the run that created it has ended), and it is never created here`,
-              { cause: error },
-            );
-          }
-          throw error;
-        }
-        if (current.metadata?.uid !== uid) {
-          throw new ConflictError(
-            `Cannot write ConfigMap '${namespace}/${name}': it is not the object this run created (UID ${
-              current.metadata?.uid ?? "none"
-            }, expected ${uid}), so it is left untouched`,
+    updateConfigMapIfUid: createConfigMapUpdater(rest),
+  };
+}
+
+/**
+ * `updateConfigMapIfUid`: read, check the UID, replace pinned by UID and resourceVersion; a
+ * conflicting write in between is read and checked again (up to 3 retries). Never creates.
+ */
+function createConfigMapUpdater(rest: RestClient): KubeClient["updateConfigMapIfUid"] {
+  return async function updateConfigMapIfUid(namespace, name, uid, content, options) {
+    const path = objectPath(RESOURCES.ConfigMap, namespace, name);
+    for (let attempt = 0;; attempt++) {
+      let current: KubeObject;
+      try {
+        current = await rest.json<KubeObject>({ method: "GET", path, ...call(options) });
+      } catch (error) {
+        if (error instanceof KubeApiError && error.isNotFound) {
+          throw new NotFoundError(
+            `Cannot write ConfigMap '${namespace}/${name}': it no longer exists (the run that created it has ended), and it is never created here`,
+            { cause: error },
           );
         }
-        try {
-          return await rest.json<KubeObject>({
-            method: "PUT",
-            path,
-            body: {
-              apiVersion: "v1",
-              kind: "ConfigMap",
-              metadata: {
-                name,
-                namespace,
-                // Both pin the write: a replaced object (other UID) or a newer version is a 409.
-                uid,
-                resourceVersion: current.metadata?.resourceVersion,
-                labels: { ...content.labels, ...current.metadata?.labels },
-                ...(current.metadata?.annotations
-                  ? { annotations: current.metadata.annotations }
-                  : {}),
-              },
-              data: content.data,
-            },
-            idempotent: false,
-            ...call(options),
-          });
-        } catch (error) {
-          // Someone else wrote in between: read again (the UID check runs again) and retry.
-          if (error instanceof KubeApiError && error.status === 409 && attempt < 3) continue;
-          if (error instanceof KubeApiError && error.isNotFound) {
-            throw new NotFoundError(
-              `Cannot write ConfigMap '${namespace}/${name}': it was deleted while being written, and it is never created here`,
-              { cause: error },
-            );
-          }
-          throw error;
-        }
+        throw error;
       }
-    },
+      if (current.metadata?.uid !== uid) {
+        throw new ConflictError(
+          `Cannot write ConfigMap '${namespace}/${name}': it is not the object this run created (UID ${
+            current.metadata?.uid ?? "none"
+          }, expected ${uid}), so it is left untouched`,
+        );
+      }
+      try {
+        return await rest.json<KubeObject>({
+          method: "PUT",
+          path,
+          body: {
+            apiVersion: "v1",
+            kind: "ConfigMap",
+            metadata: {
+              name,
+              namespace,
+              // Both pin the write: a replaced object (other UID) or a newer version is a 409.
+              uid,
+              resourceVersion: current.metadata?.resourceVersion,
+              labels: { ...content.labels, ...current.metadata?.labels },
+              ...(current.metadata?.annotations
+                ? { annotations: current.metadata.annotations }
+                : {}),
+            },
+            data: content.data,
+          },
+          idempotent: false,
+          ...call(options),
+        });
+      } catch (error) {
+        // Someone else wrote in between: read again (the UID check runs again) and retry.
+        if (error instanceof KubeApiError && error.status === 409 && attempt < 3) continue;
+        if (error instanceof KubeApiError && error.isNotFound) {
+          throw new NotFoundError(
+            `Cannot write ConfigMap '${namespace}/${name}': it was deleted while being written, and it is never created here`,
+            { cause: error },
+          );
+        }
+        throw error;
+      }
+    }
   };
 }
 
