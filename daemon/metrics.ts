@@ -458,27 +458,8 @@ export interface CollectionOutcome {
   snapshot?: Snapshot;
 }
 
-/**
- * Creates the daemon's metric set.
- *
- * @param build version and commit for `aicr_build_info`
- * @param options where the `process_*` metrics come from (left out without it)
- * @returns the metrics
- */
-export function createDaemonMetrics(
-  build: { version: string; commit: string; backend?: string },
-  options: { processStats?: () => ProcessStats } = {},
-): DaemonMetrics {
-  const buildInfo = new Gauge({
-    name: "aicr_build_info",
-    help: "Build information of the running aicr binary (always 1).",
-    labelNames: ["version", "commit", "backend"],
-  });
-  buildInfo.set(1, {
-    version: build.version,
-    commit: build.commit,
-    backend: build.backend ?? "unknown",
-  });
+/** The collection families: per collector and whole-snapshot duration, results, last success. */
+function createCollectionMetrics() {
   const collectorDuration = new Gauge({
     name: "aicr_collector_duration_seconds",
     help: "Duration of the last run of each collector.",
@@ -503,6 +484,11 @@ export function createDaemonMetrics(
     help: "Unix time the last successful collection ended (0 before the first).",
   });
   lastSuccess.set(0);
+  return { collectorDuration, collectorErrors, collectionDuration, collections, lastSuccess };
+}
+
+/** The HTTP families: requests by route and code, latency by route. */
+function createHttpMetrics() {
   const httpRequests = new Counter({
     name: "aicr_http_requests_total",
     help: "HTTP requests by route and status code.",
@@ -513,6 +499,11 @@ export function createDaemonMetrics(
     help: "HTTP request latency by route.",
     labelNames: ["route"],
   });
+  return { httpRequests, httpDuration };
+}
+
+/** The node's facts and its snapshot's changes. */
+function createChangeMetrics() {
   const nodeInfo = new Gauge({
     name: "aicr_node_info",
     help: "Facts of this node from its last snapshot (always 1).",
@@ -528,6 +519,34 @@ export function createDaemonMetrics(
     help: "Collections whose readings differed from the one before.",
   });
   changes.inc({}, 0);
+  return { nodeInfo, lastChange, changes };
+}
+
+/**
+ * Creates the daemon's metric set.
+ *
+ * @param build version and commit for `aicr_build_info`
+ * @param options where the `process_*` metrics come from (left out without it)
+ * @returns the metrics
+ */
+export function createDaemonMetrics(
+  build: { version: string; commit: string; backend?: string },
+  options: { processStats?: () => ProcessStats } = {},
+): DaemonMetrics {
+  const buildInfo = new Gauge({
+    name: "aicr_build_info",
+    help: "Build information of the running aicr binary (always 1).",
+    labelNames: ["version", "commit", "backend"],
+  });
+  buildInfo.set(1, {
+    version: build.version,
+    commit: build.commit,
+    backend: build.backend ?? "unknown",
+  });
+  const { collectorDuration, collectorErrors, collectionDuration, collections, lastSuccess } =
+    createCollectionMetrics();
+  const { httpRequests, httpDuration } = createHttpMetrics();
+  const { nodeInfo, lastChange, changes } = createChangeMetrics();
   const families: MetricFamily[] = [
     buildInfo,
     nodeInfo,
