@@ -196,83 +196,108 @@ export function createCommandRunner(options: { path?: string } = {}): CommandRun
       if (signal?.aborted) {
         throw new TimeoutError(`Cannot run '${display}': the collection was cancelled`);
       }
-      return await new Promise<RunResult>((resolve, reject) => {
-        // Its own process group, so a timeout kills the whole tree (a wrapper script's
-        // children would otherwise keep stdout open).
-        const child = spawn(executable, args, {
-          stdio: ["ignore", "pipe", "pipe"],
-          detached: true,
-        });
-        const chunks: Uint8Array[] = [];
-        let size = 0;
-        let stderr = "";
-        let failure: ToolError | undefined;
-        function stop(error: ToolError): void {
-          if (failure === undefined) failure = error;
-          try {
-            if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
-          } catch {
-            child.kill("SIGKILL");
-          }
-        }
-        const timer = setTimeout(
-          () =>
-            stop(
-              new TimeoutError(`Cannot run '${display}': it did not finish within ${timeoutMs} ms`),
-            ),
-          timeoutMs,
-        );
-        function onAbort(): void {
-          stop(new TimeoutError(`Cannot run '${display}': the collection was cancelled`));
-        }
-        signal?.addEventListener("abort", onAbort, { once: true });
-        child.stdout.on("data", (chunk: Uint8Array) => {
-          size += chunk.length;
-          if (size > maxOutputBytes) {
-            stop(
-              new ToolError(
-                `Cannot run '${display}': its output is too large: current limit is ${maxOutputBytes} bytes`,
-              ),
-            );
-            return;
-          }
-          chunks.push(chunk);
-        });
-        child.stderr.setEncoding("utf8");
-        child.stderr.on("data", (text: string) => {
-          if (stderr.length < MAX_STDERR_CHARS) {
-            stderr += text.slice(0, MAX_STDERR_CHARS - stderr.length);
-          }
-        });
-        child.on("error", (error) => {
-          if (failure === undefined) failure = toToolError(error, `run '${display}'`);
-        });
-        child.on("exit", () => {
-          // Once killed, do not wait for grandchildren to close the pipes.
-          if (failure !== undefined) {
-            child.stdout.destroy();
-            child.stderr.destroy();
-          }
-        });
-        child.on("close", (code, killSignal) => {
-          clearTimeout(timer);
-          signal?.removeEventListener("abort", onAbort);
-          if (failure !== undefined) {
-            reject(failure);
-            return;
-          }
-          const out = new Uint8Array(size);
-          let offset = 0;
-          for (const chunk of chunks) {
-            out.set(chunk, offset);
-            offset += chunk.length;
-          }
-          const exitCode = code ?? (killSignal ? 128 + signalNumber(killSignal) : 1);
-          resolve({ exitCode, stdout: out, stderr });
-        });
+      return await runProcess(executable, args, {
+        display,
+        timeoutMs,
+        maxOutputBytes,
+        ...(signal ? { signal } : {}),
       });
     },
   };
+}
+
+/**
+ * Runs a found executable in its own process group and collects its output: the whole group is
+ * killed on timeout, cancellation or too much output.
+ *
+ * @returns exit code (128 + signal number when killed by a signal), stdout, stderr (bounded)
+ */
+function runProcess(
+  executable: string,
+  args: string[],
+  options: { display: string; timeoutMs: number; maxOutputBytes: number; signal?: AbortSignal },
+): Promise<RunResult> {
+  const { display, timeoutMs, maxOutputBytes, signal } = options;
+  return new Promise<RunResult>((resolve, reject) => {
+    // Its own process group, so a timeout kills the whole tree (a wrapper script's
+    // children would otherwise keep stdout open).
+    const child = spawn(executable, args, {
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    let stderr = "";
+    let failure: ToolError | undefined;
+    function stop(error: ToolError): void {
+      if (failure === undefined) failure = error;
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+      } catch {
+        child.kill("SIGKILL");
+      }
+    }
+    const timer = setTimeout(
+      () =>
+        stop(
+          new TimeoutError(`Cannot run '${display}': it did not finish within ${timeoutMs} ms`),
+        ),
+      timeoutMs,
+    );
+    function onAbort(): void {
+      stop(new TimeoutError(`Cannot run '${display}': the collection was cancelled`));
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+    child.stdout.on("data", (chunk: Uint8Array) => {
+      size += chunk.length;
+      if (size > maxOutputBytes) {
+        stop(
+          new ToolError(
+            `Cannot run '${display}': its output is too large: current limit is ${maxOutputBytes} bytes`,
+          ),
+        );
+        return;
+      }
+      chunks.push(chunk);
+    });
+    child.stderr.setEncoding("utf8");
+    child.stderr.on("data", (text: string) => {
+      if (stderr.length < MAX_STDERR_CHARS) {
+        stderr += text.slice(0, MAX_STDERR_CHARS - stderr.length);
+      }
+    });
+    child.on("error", (error) => {
+      if (failure === undefined) failure = toToolError(error, `run '${display}'`);
+    });
+    child.on("exit", () => {
+      // Once killed, do not wait for grandchildren to close the pipes.
+      if (failure !== undefined) {
+        child.stdout.destroy();
+        child.stderr.destroy();
+      }
+    });
+    child.on("close", (code, killSignal) => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      if (failure !== undefined) {
+        reject(failure);
+        return;
+      }
+      const out = joinChunks(chunks, size);
+      const exitCode = code ?? (killSignal ? 128 + signalNumber(killSignal) : 1);
+      resolve({ exitCode, stdout: out, stderr });
+    });
+  });
+}
+
+function joinChunks(chunks: readonly Uint8Array[], size: number): Uint8Array {
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return out;
 }
 
 function signalNumber(name: string): number {
