@@ -488,24 +488,17 @@ export interface DbusConnection {
 }
 
 /**
- * Connects to a D-Bus socket and authenticates with EXTERNAL.
+ * Connects to a Unix socket, bounded by `timeoutMs` and cancelled by the signal.
  *
- * @param socketPath a unix socket path
- * @param options `hello`: send `Hello` first (message buses); `timeoutMs` for connect and auth;
- *   `signal` aborts connecting (and destroys the socket)
- * @returns the connection
- * @throws {UnavailableError} when the socket is missing, refuses, or rejects authentication
+ * @throws {UnavailableError} when nothing answers in time or the connect fails
+ * @throws {TimeoutError} when cancelled
  */
-export async function connectDbus(
+function openSocket(
   socketPath: string,
-  options: { hello?: boolean; timeoutMs?: number; uid?: number; signal?: AbortSignal } = {},
-): Promise<DbusConnection> {
-  const { hello = false, timeoutMs = 5000, signal } = options;
-  if (signal?.aborted) {
-    throw new TimeoutError(`Cannot connect to D-Bus at '${socketPath}': it was cancelled`);
-  }
-  const uid = options.uid ?? process.getuid?.() ?? 0;
-  const socket: Socket = await new Promise((resolve, reject) => {
+  options: { timeoutMs: number; signal?: AbortSignal },
+): Promise<Socket> {
+  const { timeoutMs, signal } = options;
+  return new Promise<Socket>((resolve, reject) => {
     const s = createConnection({ path: socketPath });
     function onAbort(): void {
       clearTimeout(timer);
@@ -539,6 +532,27 @@ export async function connectDbus(
       );
     });
   });
+}
+
+/**
+ * Connects to a D-Bus socket and authenticates with EXTERNAL.
+ *
+ * @param socketPath a unix socket path
+ * @param options `hello`: send `Hello` first (message buses); `timeoutMs` for connect and auth;
+ *   `signal` aborts connecting (and destroys the socket)
+ * @returns the connection
+ * @throws {UnavailableError} when the socket is missing, refuses, or rejects authentication
+ */
+export async function connectDbus(
+  socketPath: string,
+  options: { hello?: boolean; timeoutMs?: number; uid?: number; signal?: AbortSignal } = {},
+): Promise<DbusConnection> {
+  const { hello = false, timeoutMs = 5000, signal } = options;
+  if (signal?.aborted) {
+    throw new TimeoutError(`Cannot connect to D-Bus at '${socketPath}': it was cancelled`);
+  }
+  const uid = options.uid ?? process.getuid?.() ?? 0;
+  const socket = await openSocket(socketPath, { timeoutMs, ...(signal ? { signal } : {}) });
   let buffer = new Uint8Array(0);
   let authenticated = false;
   let authWaiter: { resolve(line: string): void; reject(error: Error): void } | undefined;
