@@ -307,12 +307,6 @@ export function connectKube(
 export function createKubeClient(rest: RestClient, options: KubeClientOptions = {}): KubeClient {
   const { fieldManager = "aicr" } = options;
 
-  const list = <T extends KubeObject>(
-    kind: KindName,
-    namespace: string | undefined,
-    options?: ListOptions,
-  ) => listPage<T>(rest, kind, namespace, options);
-
   return {
     get server() {
       return rest.server;
@@ -321,6 +315,25 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
       return rest.defaultNamespace;
     },
     rest,
+    ...objectCalls(rest),
+    ...streamAndApplyCalls(rest, fieldManager),
+    ...podLogCalls(rest),
+    ...reviewCalls(rest),
+    ...discoveryCalls(rest),
+  };
+}
+
+/** Create, get, list and the UID-pinned delete of any kind. */
+function objectCalls(
+  rest: RestClient,
+): Pick<KubeClient, "create" | "get" | "list" | "listAll" | "deleteIfUid"> {
+  const list = <T extends KubeObject>(
+    kind: KindName,
+    namespace: string | undefined,
+    options?: ListOptions,
+  ) => listPage<T>(rest, kind, namespace, options);
+
+  return {
     async create(kind: KindName, object: NewObject, options?: CallOptions) {
       const resource = res(kind);
       const body = { apiVersion: apiVersionOf(resource), kind: resource.kind, ...object };
@@ -383,10 +396,6 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
         throw error;
       }
     },
-    ...streamAndApplyCalls(rest, fieldManager),
-    ...podLogCalls(rest),
-    ...reviewCalls(rest),
-    ...discoveryCalls(rest),
   };
 }
 
