@@ -727,6 +727,68 @@ export async function connectDbus(
   }
 }
 
+/** A connection to systemd: its private socket, or the system bus (then with a destination). */
+interface SystemdConnection {
+  connection: DbusConnection;
+  destination?: string;
+  source: string;
+}
+
+/**
+ * Connects to systemd's private socket, else to the system bus.
+ *
+ * @throws {UnavailableError} when neither answers, with both reasons
+ */
+async function connectSystemd(
+  sockets: { privateSocket: string; systemSocket: string; timeoutMs: number },
+  signal: AbortSignal,
+): Promise<SystemdConnection> {
+  const { privateSocket, systemSocket, timeoutMs } = sockets;
+  const reasons: string[] = [];
+  try {
+    const connection = await connectDbus(privateSocket, { timeoutMs, signal });
+    return { connection, source: privateSocket };
+  } catch (error) {
+    reasons.push(error instanceof Error ? error.message : String(error));
+  }
+  try {
+    const connection = await connectDbus(systemSocket, { hello: true, timeoutMs, signal });
+    return { connection, destination: SYSTEMD_DESTINATION, source: systemSocket };
+  } catch (error) {
+    reasons.push(error instanceof Error ? error.message : String(error));
+  }
+  throw new UnavailableError(
+    `Cannot reach systemd: neither '${privateSocket}' nor '${systemSocket}' answered`,
+    { details: reasons },
+  );
+}
+
+/** `org.freedesktop.DBus.Properties.GetAll` on a unit's object. */
+async function getAllProperties(
+  connected: SystemdConnection,
+  unit: string,
+  signal: AbortSignal | undefined,
+): Promise<Record<string, DbusValue>> {
+  const { connection, destination } = connected;
+  const call: DbusCall = {
+    path: unitObjectPath(unit),
+    interface: "org.freedesktop.DBus.Properties",
+    member: "GetAll",
+    signature: "s",
+    args: [""],
+  };
+  if (destination) call.destination = destination;
+  const reply = await connection.call(call, signal);
+  if (reply.signature !== "a{sv}") {
+    throw new DbusProtocolError(
+      `Cannot read properties of '${unit}': the reply signature is '${reply.signature}'`,
+    );
+  }
+  const out: Record<string, DbusValue> = {};
+  for (const [name, variant] of reply.body[0] as [string, DbusValue][]) out[name] = variant;
+  return out;
+}
+
 /**
  * Creates a {@link SystemdBus} that connects lazily on first use: first to systemd's
  * private socket, then to the system bus.
@@ -742,36 +804,10 @@ export function createSystemdBus(
     systemSocket = SYSTEM_BUS_SOCKET,
     timeoutMs = 5000,
   } = options;
-  let connecting:
-    | Promise<{ connection: DbusConnection; destination?: string; source: string }>
-    | undefined;
+  let connecting: Promise<SystemdConnection> | undefined;
   // Aborted by close(), so a close during a slow connect does not wait for its timeout.
   let lifetime = new AbortController();
-  async function connect(): Promise<
-    { connection: DbusConnection; destination?: string; source: string }
-  > {
-    const reasons: string[] = [];
-    try {
-      const connection = await connectDbus(privateSocket, { timeoutMs, signal: lifetime.signal });
-      return { connection, source: privateSocket };
-    } catch (error) {
-      reasons.push(error instanceof Error ? error.message : String(error));
-    }
-    try {
-      const connection = await connectDbus(systemSocket, {
-        hello: true,
-        timeoutMs,
-        signal: lifetime.signal,
-      });
-      return { connection, destination: SYSTEMD_DESTINATION, source: systemSocket };
-    } catch (error) {
-      reasons.push(error instanceof Error ? error.message : String(error));
-    }
-    throw new UnavailableError(
-      `Cannot reach systemd: neither '${privateSocket}' nor '${systemSocket}' answered`,
-      { details: reasons },
-    );
-  }
+  const connect = () => connectSystemd({ privateSocket, systemSocket, timeoutMs }, lifetime.signal);
   return {
     async getUnitProperties(
       unit: string,
@@ -787,24 +823,7 @@ export function createSystemdBus(
       } finally {
         signal?.removeEventListener("abort", stopConnect);
       }
-      const { connection, destination } = connected;
-      const call: DbusCall = {
-        path: unitObjectPath(unit),
-        interface: "org.freedesktop.DBus.Properties",
-        member: "GetAll",
-        signature: "s",
-        args: [""],
-      };
-      if (destination) call.destination = destination;
-      const reply = await connection.call(call, signal);
-      if (reply.signature !== "a{sv}") {
-        throw new DbusProtocolError(
-          `Cannot read properties of '${unit}': the reply signature is '${reply.signature}'`,
-        );
-      }
-      const out: Record<string, DbusValue> = {};
-      for (const [name, variant] of reply.body[0] as [string, DbusValue][]) out[name] = variant;
-      return out;
+      return await getAllProperties(connected, unit, signal);
     },
     async close(): Promise<void> {
       if (!connecting) return;
