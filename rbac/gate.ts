@@ -329,6 +329,48 @@ type Outcome =
   | { kind: "denied"; line: string }
   | { kind: "unchecked" };
 
+/** One access question, for the caller or the agent's ServiceAccount. */
+interface ReviewTask {
+  identity: Identity;
+  attributes: AccessAttributes;
+}
+
+/**
+ * Asks one question: a self review for the caller, a subject review for the ServiceAccount
+ * (unchecked when the caller may not ask that).
+ *
+ * @throws {ToolError} when the review itself fails
+ */
+async function review(
+  reviewer: AccessReviewer,
+  task: ReviewTask,
+  context: { groups: readonly string[]; log: Logger },
+): Promise<Outcome> {
+  const { identity, attributes } = task;
+  try {
+    if (identity.kind === "caller") {
+      const answer = await reviewer.selfReview(attributes);
+      if (answer.allowed) return { kind: "allowed" };
+      if (answer.reason) {
+        context.log.debug("permission denied", {
+          verb: attributes.verb,
+          resource: qualifiedResource(attributes),
+          reason: answer.reason,
+        });
+      }
+    } else {
+      const answer = await reviewer.subjectReview(identity.user, [...context.groups], attributes);
+      if (answer.allowed) return { kind: "allowed" };
+    }
+    return { kind: "denied", line: formatDenial(identity, attributes) };
+  } catch (error) {
+    if (identity.kind === "serviceAccount" && error instanceof PermissionError) {
+      return { kind: "unchecked" };
+    }
+    throw reviewFailure(error, attributes);
+  }
+}
+
 /**
  * Runs the gate: every caller question, and in exact mode every agent question derived
  * from the rule set, concurrently (bounded). When the caller may not create
@@ -369,39 +411,18 @@ export async function runGate(reviewer: AccessReviewer, options: GateOptions): P
       namespace,
     )
     : [];
-  type Task = { identity: Identity; attributes: AccessAttributes };
-  const tasks: Task[] = [
-    ...caller.map((attributes): Task => ({ identity: { kind: "caller" }, attributes })),
-    ...agent.map((attributes): Task => ({
+  const tasks: ReviewTask[] = [
+    ...caller.map((attributes): ReviewTask => ({ identity: { kind: "caller" }, attributes })),
+    ...agent.map((attributes): ReviewTask => ({
       identity: { kind: "serviceAccount", user },
       attributes,
     })),
   ];
-  const outcomes = await mapConcurrent(tasks, concurrency, async (task): Promise<Outcome> => {
-    const { identity, attributes } = task;
-    try {
-      if (identity.kind === "caller") {
-        const answer = await reviewer.selfReview(attributes);
-        if (answer.allowed) return { kind: "allowed" };
-        if (answer.reason) {
-          log.debug("permission denied", {
-            verb: attributes.verb,
-            resource: qualifiedResource(attributes),
-            reason: answer.reason,
-          });
-        }
-      } else {
-        const answer = await reviewer.subjectReview(user, [...groups], attributes);
-        if (answer.allowed) return { kind: "allowed" };
-      }
-      return { kind: "denied", line: formatDenial(identity, attributes) };
-    } catch (error) {
-      if (identity.kind === "serviceAccount" && error instanceof PermissionError) {
-        return { kind: "unchecked" };
-      }
-      throw reviewFailure(error, attributes);
-    }
-  });
+  const outcomes = await mapConcurrent(
+    tasks,
+    concurrency,
+    (task) => review(reviewer, task, { groups, log }),
+  );
   const unchecked = outcomes.filter((o) => o.kind === "unchecked").length;
   if (unchecked > 0) {
     log.warn(UNVERIFIED_SERVICE_ACCOUNT_WARNING, {
