@@ -29,7 +29,13 @@ import {
 } from "./names.ts";
 import { agentPodParts } from "./_pod.ts";
 import type { PodOptions } from "./_pod.ts";
-import type { DaemonSetManifest, Probe, ResourceRequirements } from "./types.ts";
+import type {
+  Container,
+  DaemonSetManifest,
+  Probe,
+  ResourceRequirements,
+  VolumeMount,
+} from "./types.ts";
 
 /** The daemon's default port (the `aicr daemon --port` default). */
 export const DEFAULT_DAEMON_PORT = 8443;
@@ -108,6 +114,38 @@ export function daemonArgs(
   ];
 }
 
+/** The daemon's container: `aicr daemon` listening on the pod IP, probed on its own port. */
+function daemonContainer(
+  config: DaemonSetConfig,
+  pod: ReturnType<typeof agentPodParts>,
+  serving: { port: number; scheme: "HTTP" | "HTTPS"; mounts: VolumeMount[] },
+): Container {
+  const { port, scheme, mounts } = serving;
+  const { tls, listenOnPodIp = true } = config;
+  return {
+    name: "aicr",
+    image: pod.container.image,
+    command: ["aicr"],
+    args: daemonArgs(port, tls, [
+      ...(listenOnPodIp ? ["--listen", "$(POD_IP)"] : []),
+      ...(config.tokenAudience !== undefined ? ["--token-audience", config.tokenAudience] : []),
+      ...(config.extraArgs ?? []),
+    ]),
+    env: [
+      ...(listenOnPodIp
+        ? [{ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }]
+        : []),
+      ...pod.env,
+    ],
+    ports: [{ name: scheme.toLowerCase(), containerPort: port, protocol: "TCP" }],
+    resources: pod.container.resources,
+    securityContext: pod.container.securityContext,
+    volumeMounts: mounts,
+    livenessProbe: { ...probe("/healthz", port, scheme, 20), failureThreshold: 3 },
+    readinessProbe: probe("/readyz", port, scheme, 10),
+  };
+}
+
 /**
  * Builds the DaemonSet.
  *
@@ -122,7 +160,6 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
     port = DEFAULT_DAEMON_PORT,
     privileged = true,
     tls,
-    listenOnPodIp = true,
   } = config;
   validateDaemonName(name);
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
@@ -167,30 +204,7 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
           ...(host.hostNetwork ? { dnsPolicy: "ClusterFirstWithHostNet" as const } : {}),
           ...pod.placement,
           securityContext: pod.podSecurityContext,
-          containers: [{
-            name: "aicr",
-            image: pod.container.image,
-            command: ["aicr"],
-            args: daemonArgs(port, tls, [
-              ...(listenOnPodIp ? ["--listen", "$(POD_IP)"] : []),
-              ...(config.tokenAudience !== undefined
-                ? ["--token-audience", config.tokenAudience]
-                : []),
-              ...(config.extraArgs ?? []),
-            ]),
-            env: [
-              ...(listenOnPodIp
-                ? [{ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }]
-                : []),
-              ...pod.env,
-            ],
-            ports: [{ name: scheme.toLowerCase(), containerPort: port, protocol: "TCP" }],
-            resources: pod.container.resources,
-            securityContext: pod.container.securityContext,
-            volumeMounts: mounts,
-            livenessProbe: { ...probe("/healthz", port, scheme, 20), failureThreshold: 3 },
-            readinessProbe: probe("/readyz", port, scheme, 10),
-          }],
+          containers: [daemonContainer(config, pod, { port, scheme, mounts })],
           volumes,
         },
       },
