@@ -1,6 +1,7 @@
 /**
  * Floor-0 helpers both controller-side and node-side code need: bounded concurrency
- * ({@link mapConcurrent}) and atomic file writes ({@link writeFileAtomic}).
+ * ({@link mapConcurrent}), atomic file writes ({@link writeFileAtomic}) and joining read chunks
+ * ({@link concatBytes}).
  *
  * @module
  */
@@ -148,4 +149,21 @@ export async function allSettledOrThrow<T extends readonly unknown[]>(
   const failed = settled.find((r): r is PromiseRejectedResult => r.status === "rejected");
   if (failed) throw failed.reason;
   return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
+
+/**
+ * Joins chunks read from a stream or file into one array.
+ *
+ * @param chunks the chunks, in order
+ * @param total their summed length
+ * @returns one array of `total` bytes
+ */
+export function concatBytes(chunks: readonly Uint8Array[], total: number): Uint8Array {
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return out;
 }

@@ -13,6 +13,7 @@ import { Buffer } from "node:buffer";
 import http from "node:http";
 import https from "node:https";
 import { NotFoundError, TimeoutError, ToolError, UnavailableError, UsageError } from "../errors.ts";
+import { concatBytes } from "../io.ts";
 import {
   MAX_DOCUMENT_BYTES,
   parseConfigMapUri,
@@ -144,7 +145,7 @@ export function createFsSourceLoader(options: FsSourceLoaderOptions = {}): Snaps
         }
         chunks.push(bytes);
       }
-      return new TextDecoder().decode(concat(chunks, total));
+      return new TextDecoder().decode(concatBytes(chunks, total));
     },
     readConfigMap: options.readConfigMap ?? (async (namespace, name) => {
       await Promise.resolve();
@@ -291,20 +292,10 @@ async function readBounded(path: string, maxBytes: number): Promise<string> {
       if (total > maxBytes) throw new Error(`it exceeds the ${maxBytes}-byte cap`);
       chunks.push(buffer.subarray(0, bytesRead));
     }
-    return new TextDecoder().decode(concat(chunks, total));
+    return new TextDecoder().decode(concatBytes(chunks, total));
   } finally {
     await handle.close();
   }
-}
-
-function concat(chunks: readonly Uint8Array[], total: number): Uint8Array {
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.length;
-  }
-  return out;
 }
 
 /** Options for reading sources. */

@@ -16,6 +16,7 @@ import {
   ToolError,
   UnavailableError,
 } from "../errors.ts";
+import { concatBytes } from "../io.ts";
 import type { CommandRunner, DirEntry, HostReader, RunOptions, RunResult } from "./types.ts";
 
 /** Default read bound: upstream's file parser rejects files above 1 MiB. */
@@ -88,13 +89,7 @@ function readBounded(full: string, hostPath: string, maxBytes: number): Uint8Arr
       );
     }
     if (chunks.length === 1) return chunks[0] as Uint8Array;
-    const out = new Uint8Array(total);
-    let offset = 0;
-    for (const chunk of chunks) {
-      out.set(chunk, offset);
-      offset += chunk.length;
-    }
-    return out;
+    return concatBytes(chunks, total);
   } finally {
     closeSync(fd);
   }
@@ -283,21 +278,11 @@ function runProcess(
         reject(failure);
         return;
       }
-      const out = joinChunks(chunks, size);
+      const out = concatBytes(chunks, size);
       const exitCode = code ?? (killSignal ? 128 + signalNumber(killSignal) : 1);
       resolve({ exitCode, stdout: out, stderr });
     });
   });
-}
-
-function joinChunks(chunks: readonly Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return out;
 }
 
 function signalNumber(name: string): number {
