@@ -231,50 +231,66 @@ async function runDiff(
     }
   };
 
-  if (fleet.length > 0) {
-    const members = await loadFleet(fleet, loader, { cwd: deps.cwd, flag: "--fleet" });
-    const report = buildFleetReport(members, {
-      ignore,
-      allReadings: flags.allReadings,
-      groupBy: flags.groupBy,
-    });
-    const format = flags.format as typeof FLEET_FORMATS[number];
-    await write(
-      format === "html"
-        ? renderFleetHtml(report, {
-          allReadings: flags.allReadings,
-          subtitle: `${fleet.join(", ")} · ${deps.now().toISOString().replace(/\.\d+Z$/, "Z")}`,
-        })
-        : format === "table"
-        ? renderFleetTable(report, { color })
-        : encodeDocument(fleetDocument(report), format),
-    );
-    if (flags.failOnDrift && report.outliers.length > 0) {
-      throw new ToolError(
-        `drift detected: ${report.outliers.length} outlier node(s) found`,
-        "drift",
-      );
-    }
-    return;
-  }
+  const run = { loader, ignore, color, write };
+  if (fleet.length > 0) await diffFleet(deps, flags, run);
+  else await diffPair(deps, flags, run);
+}
 
+/** What both kinds of diff share: where snapshots come from, what is ignored, where text goes. */
+interface DiffRun {
+  loader: ReturnType<typeof createFsSourceLoader>;
+  ignore: string[];
+  color: boolean;
+  write: (text: string) => Promise<void>;
+}
+
+/** `--fleet`: every node against its cohort's majority. */
+async function diffFleet(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promise<void> {
+  const fleet = flags.fleet ?? [];
+  const members = await loadFleet(fleet, run.loader, { cwd: deps.cwd, flag: "--fleet" });
+  const report = buildFleetReport(members, {
+    ignore: run.ignore,
+    allReadings: flags.allReadings,
+    groupBy: flags.groupBy,
+  });
+  const format = flags.format as typeof FLEET_FORMATS[number];
+  await run.write(
+    format === "html"
+      ? renderFleetHtml(report, {
+        allReadings: flags.allReadings,
+        subtitle: `${fleet.join(", ")} · ${deps.now().toISOString().replace(/\.\d+Z$/, "Z")}`,
+      })
+      : format === "table"
+      ? renderFleetTable(report, { color: run.color })
+      : encodeDocument(fleetDocument(report), format),
+  );
+  if (flags.failOnDrift && report.outliers.length > 0) {
+    throw new ToolError(
+      `drift detected: ${report.outliers.length} outlier node(s) found`,
+      "drift",
+    );
+  }
+}
+
+/** `--baseline` against `--target`. */
+async function diffPair(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promise<void> {
   const cwd = deps.cwd;
   const [baseline, target] = await Promise.all([
-    loadSnapshot(flags.baseline as string, loader, { cwd, flag: "--baseline" }),
-    loadSnapshot(flags.target as string, loader, { cwd, flag: "--target" }),
+    loadSnapshot(flags.baseline as string, run.loader, { cwd, flag: "--baseline" }),
+    loadSnapshot(flags.target as string, run.loader, { cwd, flag: "--target" }),
   ]);
   const result = diffSnapshots(baseline, target, {
     baselineSource: flags.baseline as string,
     targetSource: flags.target as string,
-    ignore,
+    ignore: run.ignore,
   });
   const format = flags.format as typeof DIFF_FORMATS[number];
-  await write(
+  await run.write(
     format === "html"
       ? renderDiffHtml(result, {
         subtitle: deps.now().toISOString().replace(/\.\d+Z$/, "Z"),
       })
-      : renderDiff(result, format, { color }),
+      : renderDiff(result, format, { color: run.color }),
   );
   if (flags.failOnDrift && result.summary.total > 0) {
     throw new ToolError(`drift detected: ${result.summary.total} change(s) found`, "drift");
