@@ -304,6 +304,45 @@ export async function daemonOptions(
 }
 
 /**
+ * The daemon's authorizers: snapshot reads with the dedicated token audience, /metrics with the
+ * API server's own; none with --insecure-no-auth (said loudly).
+ *
+ * @throws {UsageError} when authentication is on and there is no Kubernetes client
+ */
+function createAuthorizers(
+  deps: DaemonCommandDeps,
+  context: { kube: ReturnType<typeof connectOptional>; log: Logger },
+  options: DaemonOptions,
+): { auth?: RequestAuthorizer; metricsAuth?: RequestAuthorizer } {
+  const { kube, log } = context;
+  if (options.insecureNoAuth) {
+    log.warn(
+      "authentication is OFF (--insecure-no-auth): anyone who reaches the port reads this node's snapshot",
+    );
+    return {};
+  }
+  if (!kube) {
+    throw new UsageError(
+      "Cannot authenticate callers without a Kubernetes client: run in a pod, pass '--kubeconfig', or '--insecure-no-auth' for a local test",
+    );
+  }
+  const makeAuth = deps.makeAuth ??
+    ((options: MakeAuthOptions) => createKubeAuth(options.kube, { audiences: options.audiences }));
+  const auth = createCachingAuthorizer(
+    makeAuth({ log, kube, audiences: options.tokenAudiences }),
+    { clock: () => deps.now().getTime() },
+  );
+  // /metrics takes tokens of the API server's own audience, as the kubelet does, so a stock
+  // Prometheus can scrape it (still authorized with 'get nodes/metrics'); the snapshot keeps
+  // the dedicated audience.
+  const metricsAuth = options.tokenAudiences.length === 0 ? auth : createCachingAuthorizer(
+    makeAuth({ log, kube, audiences: [] }),
+    { clock: () => deps.now().getTime() },
+  );
+  return { auth, metricsAuth };
+}
+
+/**
  * Runs the daemon until `deps.signal` aborts, then drains and returns.
  *
  * @param deps CLI dependencies and factories
@@ -321,33 +360,7 @@ export async function runDaemon(
   const { nodeName, maxNodesPerEntry, port, drainTimeoutMs, tlsReloadMs } = options;
   const tls = options.tls ? { cert: options.tls.cert, key: options.tls.key } : undefined;
   const kube = connectOptional(deps, context.globals, log);
-  let auth: RequestAuthorizer | undefined;
-  let metricsAuth: RequestAuthorizer | undefined;
-  if (options.insecureNoAuth) {
-    log.warn(
-      "authentication is OFF (--insecure-no-auth): anyone who reaches the port reads this node's snapshot",
-    );
-  } else {
-    if (!kube) {
-      throw new UsageError(
-        "Cannot authenticate callers without a Kubernetes client: run in a pod, pass '--kubeconfig', or '--insecure-no-auth' for a local test",
-      );
-    }
-    const makeAuth = deps.makeAuth ??
-      ((options: MakeAuthOptions) =>
-        createKubeAuth(options.kube, { audiences: options.audiences }));
-    auth = createCachingAuthorizer(
-      makeAuth({ log, kube, audiences: options.tokenAudiences }),
-      { clock: () => deps.now().getTime() },
-    );
-    // /metrics takes tokens of the API server's own audience, as the kubelet does, so a stock
-    // Prometheus can scrape it (still authorized with 'get nodes/metrics'); the snapshot keeps
-    // the dedicated audience.
-    metricsAuth = options.tokenAudiences.length === 0 ? auth : createCachingAuthorizer(
-      makeAuth({ log, kube, audiences: [] }),
-      { clock: () => deps.now().getTime() },
-    );
-  }
+  const { auth, metricsAuth } = createAuthorizers(deps, { kube, log }, options);
   if (options.insecureHttp) log.warn("serving plain HTTP (--insecure-http): for local tests only");
   const makeCollect = deps.makeCollect ?? defaultMakeCollect(deps);
   const collect = makeCollect({
