@@ -331,6 +331,14 @@ async function localRows(
       "",
     ]);
   }
+  rows.push(
+    ...await daemonRows(ours, {
+      agentCpuMs: m(agent.ours, "cpuMs"),
+      work,
+      path,
+      collections: 10,
+    }),
+  );
   const layer = (file: string) => gzipSync(readFileSync(file), { level: 6 }).length / (1 << 20);
   rows.push([
     "image layer: the binary, gzip -6",
@@ -340,6 +348,89 @@ async function localRows(
     floorBin ? `floor ${mib(layer(floorBin))}` : "",
   ]);
   return rows;
+}
+
+/** Reads a process's resident set (VmRSS) and CPU time (utime + stime) from /proc. */
+function procFigures(pid: number): { rssMiB: number; cpuMs: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024;
+  // Fields after the command name's closing parenthesis: utime and stime are the 12th and 13th.
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return { rssMiB: rss, cpuMs: ticks * 10 };
+}
+
+/**
+ * The daemon on the same fake H100 node (plain HTTP, no auth, loopback only): its steady RSS after
+ * 100 cached requests, and its CPU per collection over fresh collections (`?fresh=true`).
+ */
+async function daemonRows(
+  ours: string,
+  options: { agentCpuMs: number; work: string; path: string; collections: number },
+): Promise<string[][]> {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const child = spawn(ours, [
+    "daemon",
+    "--insecure-http",
+    "--insecure-no-auth",
+    "--listen",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--max-age",
+    "1h",
+    "--fresh-min-interval",
+    "0",
+    "--node-name",
+    "bench-h100",
+  ], { env: { PATH: options.path }, cwd: options.work, stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const ready = await fetch(`${base}/readyz`).then((r) => r.ok, () => false);
+      if (ready) break;
+      if (Date.now() > deadline || child.exitCode !== null) {
+        throw new Error(`Cannot start the daemon for the bench:\n${stderr.slice(-2000)}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    for (let i = 0; i < 100; i++) {
+      const res = await fetch(`${base}/v1/snapshot`);
+      await res.text();
+      if (!res.ok) throw new Error(`daemon answered ${res.status} to a cached request`);
+    }
+    const steady = procFigures(child.pid!);
+    const cpuBefore = procFigures(child.pid!).cpuMs;
+    for (let i = 0; i < options.collections; i++) {
+      const res = await fetch(`${base}/v1/snapshot?fresh=true`);
+      await res.text();
+      if (!res.ok) throw new Error(`daemon answered ${res.status} to ?fresh=true`);
+    }
+    const perCollection = (procFigures(child.pid!).cpuMs - cpuBefore) / options.collections;
+    return [
+      [
+        "daemon: steady RSS after 100 cached requests",
+        "",
+        `${steady.rssMiB.toFixed(1)} MiB`,
+        "",
+        steady.rssMiB <= 64 ? "ok (goal <= 64 MiB)" : "OVER (goal <= 64 MiB)",
+      ],
+      [
+        `daemon: CPU per fresh collection (${options.collections}) beside the local agent's CPU`,
+        "",
+        `${fmtMs(perCollection)} vs ${fmtMs(options.agentCpuMs)}`,
+        ratio(perCollection, options.agentCpuMs),
+        perCollection / options.agentCpuMs <= 1.5 ? "ok (goal <= 1.5x)" : "OVER (goal <= 1.5x)",
+      ],
+    ];
+  } finally {
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("exit", r));
+  }
 }
 
 /** Phase boundaries: the first `--debug` line matching each, in order. */
