@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger } from "../log.ts";
+import { fakeCli } from "../tests/fakes/cli.ts";
 import type { CliDeps } from "./context.ts";
 import { VERBS, verbsFor } from "./commands.ts";
 import { runCli } from "./mod.ts";
@@ -24,29 +24,8 @@ Deno.test("verbsFor: root help, help <verb>, unknown verbs and '--' load every v
 });
 
 function deps(): { deps: CliDeps; out: () => string; err: () => string } {
-  let out = "";
-  let err = "";
-  return {
-    deps: {
-      stdout: { write: (text) => void (out += text) },
-      stderr: { write: (text) => void (err += text) },
-      env: () => undefined,
-      cwd: "/",
-      now: () => new Date("2026-12-02T18:00:00Z"),
-      stdoutIsTerminal: false,
-      stderrIsTerminal: false,
-      signal: new AbortController().signal,
-      makeLogger: () => createLogger({ write: () => {} }),
-      connectKube: () => {
-        throw new Error("the cluster must not be contacted");
-      },
-      collectorDeps: () => {
-        throw new Error("no collectors here");
-      },
-    },
-    out: () => out,
-    err: () => err,
-  };
+  const fake = fakeCli();
+  return { deps: fake.deps, out: fake.stdout, err: fake.stderr };
 }
 
 Deno.test("runCli: a verb's help and errors read the same whether one verb or all are loaded", async () => {
