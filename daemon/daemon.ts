@@ -15,6 +15,8 @@ import type { SnapshotHistory } from "./history.ts";
 import { createDaemonMetrics } from "./metrics.ts";
 import type { DaemonMetrics, ProcessStats } from "./metrics.ts";
 import type { RequestAuthorizer } from "./auth.ts";
+import { createBaselineTracker } from "./baseline.ts";
+import type { BaselineTracker, ConfigMapReader } from "./baseline.ts";
 
 /** Dependencies of {@link createDaemon}. */
 export interface DaemonDeps {
@@ -37,6 +39,11 @@ export interface DaemonDeps {
   metricsAuth?: RequestAuthorizer | undefined;
   /** What the process uses, for the `process_*` metrics. @default none */
   processStats?: () => ProcessStats;
+  /**
+   * Where the cohort's baseline is read (`aicr_drift_readings`): a reader of the daemon's
+   * namespace's ConfigMaps, the daemon's name and the poll interval. @default no baseline
+   */
+  baseline?: { read: ConfigMapReader; daemonName: string; intervalMs?: number };
 }
 
 /** A daemon: the app and what it stands on. */
@@ -49,6 +56,8 @@ export interface Daemon {
   metrics: DaemonMetrics;
   /** The bounded history of this node's snapshot changes (`GET /v1/history`). */
   history: SnapshotHistory;
+  /** The cohort's baseline and the drift from it, when the daemon reads one. */
+  baseline: BaselineTracker | undefined;
   /** Starts the first collection (retried until it succeeds) and periodic refresh. */
   start(): void;
   /** Stops background work and waits for a running collection to end. */
@@ -68,6 +77,15 @@ export function createDaemon(deps: DaemonDeps, options: SnapshotCacheOptions = {
     deps.processStats ? { processStats: deps.processStats } : {},
   );
   const history = createSnapshotHistory();
+  const baseline = deps.baseline
+    ? createBaselineTracker({
+      read: deps.baseline.read,
+      metrics,
+      log: deps.log,
+      daemonName: deps.baseline.daemonName,
+      nodeName: deps.nodeName,
+    }, deps.baseline.intervalMs !== undefined ? { intervalMs: deps.baseline.intervalMs } : {})
+    : undefined;
   const cache = new SnapshotCache({
     collect: deps.collect,
     clock: deps.clock,
@@ -77,6 +95,9 @@ export function createDaemon(deps: DaemonDeps, options: SnapshotCacheOptions = {
       if (!outcome.snapshot) return;
       metrics.nodeInfo.reset();
       metrics.nodeInfo.set(1, nodeInfoLabels(outcome.snapshot, deps.nodeName));
+      baseline?.observe(outcome.snapshot).catch((error) => {
+        deps.log.warn("baseline comparison failed", { error: String(error) });
+      });
       const entry = history.record(outcome.snapshot, outcome.endedAt);
       if (entry) {
         metrics.lastChange.set(entry.atMs / 1000);
@@ -104,7 +125,14 @@ export function createDaemon(deps: DaemonDeps, options: SnapshotCacheOptions = {
     cache,
     metrics,
     history,
-    start: () => cache.start(),
-    close: () => cache.close(),
+    baseline,
+    start: () => {
+      cache.start();
+      baseline?.start();
+    },
+    close: async () => {
+      await baseline?.close();
+      await cache.close();
+    },
   };
 }

@@ -438,6 +438,12 @@ export interface DaemonMetrics {
   lastChange: Gauge;
   /** `aicr_snapshot_changes_total`: collections that changed some reading. */
   changes: Counter;
+  /** `aicr_drift_readings{measurement,cohort}`: readings differing from the cohort's baseline. */
+  driftReadings: Gauge;
+  /** `aicr_baseline_info{cohort,configmap,state}` 1: whether the cohort's baseline was read. */
+  baselineInfo: Gauge;
+  /** `aicr_baseline_read_errors_total{reason}`: baseline reads that failed, by reason. */
+  baselineReadErrors: Counter;
   /** Records one finished collection. */
   recordCollection(outcome: CollectionOutcome): void;
   /** Renders the exposition document. */
@@ -522,6 +528,29 @@ function createChangeMetrics() {
   return { nodeInfo, lastChange, changes };
 }
 
+/** Drift from the cohort's baseline, and whether the baseline could be read. */
+function createBaselineMetrics() {
+  const driftReadings = new Gauge({
+    name: "aicr_drift_readings",
+    help:
+      "Readings of this node that differ from its cohort's baseline, per measurement type (volatile, identity and cluster-scoped readings ignored, as aicr diff --fleet).",
+    labelNames: ["measurement", "cohort"],
+  });
+  const baselineInfo = new Gauge({
+    name: "aicr_baseline_info",
+    help:
+      "The cohort's baseline as this daemon last read it (always 1): state ok, missing, malformed, wrong-cohort, forbidden or unreachable.",
+    labelNames: ["cohort", "configmap", "state"],
+  });
+  const baselineReadErrors = new Counter({
+    name: "aicr_baseline_read_errors_total",
+    help:
+      "Reads of the cohort's baseline that failed, by reason (malformed, wrong-cohort, forbidden, unreachable).",
+    labelNames: ["reason"],
+  });
+  return { driftReadings, baselineInfo, baselineReadErrors };
+}
+
 /**
  * Creates the daemon's metric set.
  *
@@ -547,11 +576,15 @@ export function createDaemonMetrics(
     createCollectionMetrics();
   const { httpRequests, httpDuration } = createHttpMetrics();
   const { nodeInfo, lastChange, changes } = createChangeMetrics();
+  const { driftReadings, baselineInfo, baselineReadErrors } = createBaselineMetrics();
   const families: MetricFamily[] = [
     buildInfo,
     nodeInfo,
     lastChange,
     changes,
+    driftReadings,
+    baselineInfo,
+    baselineReadErrors,
     collections,
     collectionDuration,
     collectorDuration,
@@ -565,6 +598,9 @@ export function createDaemonMetrics(
     nodeInfo,
     lastChange,
     changes,
+    driftReadings,
+    baselineInfo,
+    baselineReadErrors,
     buildInfo,
     collectorDuration,
     collectorErrors,

@@ -28,3 +28,5 @@ export { createKubeAuth } from "./kube_auth.ts";
 export type { KubeAuthOptions } from "./kube_auth.ts";
 export { serve, validateTls } from "./serve.ts";
 export type { FetchHandler, RunningServer, ServeOptions, TlsMaterial } from "./serve.ts";
+export { createBaselineTracker, judgeBaseline } from "./baseline.ts";
+export type { BaselineState, BaselineTracker, ConfigMapReader } from "./baseline.ts";

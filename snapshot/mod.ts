@@ -20,4 +20,5 @@ export * from "./fleet_html.ts";
 export * from "./diff_html.ts";
 export * from "./cohort.ts";
 export * from "./per_gpu.ts";
+export * from "./baseline.ts";
 export * from "./table.ts";

@@ -1,0 +1,121 @@
+import assert from "node:assert/strict";
+import { KubeApiError } from "../kube/mod.ts";
+import type { KubeObject } from "../kube/mod.ts";
+import { createLogger } from "../log.ts";
+import {
+  BASELINE_COHORT_ANNOTATION,
+  BASELINE_COHORT_KEY_LABEL,
+  BASELINE_VALUES_ANNOTATION,
+  baselineConfigMapName,
+  baselineSnapshot,
+  encodeSnapshot,
+  snapshotCohort,
+} from "../snapshot/mod.ts";
+import type { Snapshot } from "../snapshot/mod.ts";
+import { setReading } from "../snapshot/testdata/generate.ts";
+import { sampleSnapshot } from "./_testing.ts";
+import { createBaselineTracker } from "./baseline.ts";
+import { createDaemonMetrics } from "./metrics.ts";
+
+function configMap(snapshot: Snapshot, version = "1", cohortOf: Snapshot = snapshot): KubeObject {
+  const cohort = snapshotCohort(cohortOf);
+  return {
+    metadata: {
+      name: baselineConfigMapName("aicr-daemon", cohort.key),
+      resourceVersion: version,
+      labels: { [BASELINE_COHORT_KEY_LABEL]: cohort.key },
+      annotations: {
+        [BASELINE_COHORT_ANNOTATION]: cohort.name,
+        [BASELINE_VALUES_ANNOTATION]: JSON.stringify(cohort.values),
+      },
+    },
+    data: { "snapshot.yaml": encodeSnapshot(baselineSnapshot(snapshot)), format: "yaml" },
+  } as KubeObject;
+}
+
+function setup(read: (name: string) => Promise<KubeObject | undefined>) {
+  const metrics = createDaemonMetrics({ version: "1", commit: "c" });
+  const lines: string[] = [];
+  const names: string[] = [];
+  const tracker = createBaselineTracker({
+    read: (name) => {
+      names.push(name);
+      return read(name);
+    },
+    metrics,
+    log: createLogger({ write: (line: string) => lines.push(line) }),
+    daemonName: "aicr-daemon",
+    nodeName: "node-1",
+  }, { intervalMs: 0 });
+  return { metrics, lines, names, tracker };
+}
+
+function drift(metrics: ReturnType<typeof createDaemonMetrics>): string[] {
+  return metrics.driftReadings.render().split("\n").filter((l) => l.startsWith("aicr_drift"));
+}
+
+Deno.test("createBaselineTracker() exports drift 0 against its cohort's baseline, then the planted change", async () => {
+  const node = sampleSnapshot();
+  const cohort = snapshotCohort(node, "node-1");
+  let stored: KubeObject | undefined = configMap(sampleSnapshot());
+  const { metrics, lines, names, tracker } = setup(() => Promise.resolve(stored));
+  await tracker.observe(node);
+  assert.deepEqual(names, [`aicr-daemon-baseline-${cohort.key}`]);
+  assert.equal(tracker.state(), "ok");
+  assert.equal(metrics.driftReadings.get({ measurement: "GPU", cohort: cohort.name }), 0);
+  assert.equal(
+    metrics.baselineInfo.get({ cohort: cohort.name, configmap: names[0]!, state: "ok" }),
+    1,
+  );
+  const changed = sampleSnapshot();
+  setReading(changed, "GPU.smi.driver", "580.95.05");
+  await tracker.observe(changed);
+  assert.equal(metrics.driftReadings.get({ measurement: "GPU", cohort: cohort.name }), 1);
+  assert.ok(drift(metrics).every((l) => l.endsWith(" 0") || l.includes('measurement="GPU"')));
+  // A new baseline with the new driver: drift back to 0 on the next read.
+  stored = configMap(changed, "2");
+  await tracker.refresh();
+  assert.equal(metrics.driftReadings.get({ measurement: "GPU", cohort: cohort.name }), 0);
+  // Deleted: state missing, drift series gone, one log line per change of state.
+  stored = undefined;
+  await tracker.refresh();
+  await tracker.refresh();
+  assert.equal(tracker.state(), "missing");
+  assert.deepEqual(drift(metrics), []);
+  assert.equal(lines.filter((l) => l.includes("baseline missing")).length, 1, lines.join(""));
+  await tracker.close();
+});
+
+Deno.test("createBaselineTracker() says malformed, wrong-cohort, forbidden and unreachable in its state metric and keeps going", async () => {
+  const node = sampleSnapshot();
+  const gb200 = sampleSnapshot();
+  setReading(gb200, "GPU.smi.gpu.model", "NVIDIA GB200 192GB HBM3e");
+  let answer: () => Promise<KubeObject | undefined> = () => {
+    const cm = configMap(node);
+    (cm as { data: Record<string, string> }).data = { "snapshot.yaml": "kind: NotASnapshot\n" };
+    return Promise.resolve(cm);
+  };
+  const { metrics, lines, tracker } = setup(() => answer());
+  await tracker.observe(node);
+  assert.equal(tracker.state(), "malformed");
+  assert.equal(metrics.baselineReadErrors.get({ reason: "malformed" }), 1);
+  // The GB200's baseline filed under this node's cohort name (a hand-made ConfigMap).
+  answer = () => Promise.resolve(configMap(gb200, "2", node));
+  await tracker.refresh();
+  assert.equal(tracker.state(), "wrong-cohort");
+  assert.match(lines.at(-1) ?? "", /GPU\.smi\.gpu\.model is 'NVIDIA GB200 192GB HBM3e'/);
+  answer = () => Promise.resolve(configMap(node, "3", gb200));
+  await tracker.refresh();
+  assert.equal(tracker.state(), "wrong-cohort");
+  answer = () => Promise.reject(new KubeApiError("configmaps is forbidden", 403, "Forbidden"));
+  await tracker.refresh();
+  assert.equal(tracker.state(), "forbidden");
+  answer = () => Promise.reject(new KubeApiError("connection refused", 0, ""));
+  await tracker.refresh();
+  assert.equal(tracker.state(), "unreachable");
+  assert.deepEqual(drift(metrics), []);
+  const info = metrics.baselineInfo.render().split("\n").filter((l) => l.startsWith("aicr_"));
+  assert.equal(info.length, 1, "one state series at a time");
+  assert.match(info[0] ?? "", /state="unreachable"/);
+  await tracker.close();
+});
