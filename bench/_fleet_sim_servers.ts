@@ -14,7 +14,7 @@
  */
 import process from "node:process";
 import { createInterface } from "node:readline";
-import { generateDaemonTls } from "../controller/_x509.ts";
+import { generateDaemonTls } from "../x509.ts";
 import { createCachingAuthorizer, createDaemon, serve } from "../daemon/mod.ts";
 import { fakeKubeAuth, OK_REPORTS } from "../daemon/_testing.ts";
 import { NOOP_LOGGER } from "../log.ts";

@@ -71,10 +71,10 @@ import {
   runGate,
 } from "../rbac/mod.ts";
 import type { AccessAttributes, RuleSet } from "../rbac/mod.ts";
-import { generateDaemonTls } from "./_x509.ts";
+import { generateDaemonTls } from "../x509.ts";
 import { createImagePullCheck, HEARTBEAT_MS, unschedulableReason } from "./wait.ts";
 import type { PodObject } from "./wait.ts";
-import type { DaemonTlsBundle } from "./_x509.ts";
+import type { DaemonTlsBundle } from "../x509.ts";
 
 /** The knobs of one daemon install (the same placement and pod flags as `aicr snapshot`). */
 export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {

@@ -2,7 +2,7 @@
  * The controller side of both modes: what acts on the user's cluster, from typed, already-checked
  * options. Job mode (`deploy.ts`: gate → create → wait → read → deliver → cleanup, `wait.ts`),
  * the sweep after a killed run (`sweep.ts`), and DaemonSet mode (`install.ts`: install,
- * uninstall and render with the daemon's certificate from `_x509.ts`; `fleet.ts`: fetch every
+ * uninstall and render; `signer.ts`: the daemons' certificates; `fleet.ts`: fetch every
  * node's snapshot).
  *
  * ```ts ignore

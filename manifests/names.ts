@@ -596,6 +596,21 @@ export function daemonSelectorLabels(name: string): Labels {
 /** The audience of the tokens the fleet fetch mints and the installed daemons require. */
 export const DAEMON_TOKEN_AUDIENCE = "aicr-daemon";
 
+/**
+ * The audience of a reader token for one node's daemon: `aicr-daemon:<node>`. Each daemon's
+ * TokenReview asks only for its own node's, so a token one daemon received is refused by every
+ * other (node names cannot hold ':').
+ *
+ * @param node the node
+ * @returns the audience
+ */
+export function daemonNodeAudience(node: string): string {
+  return `${DAEMON_TOKEN_AUDIENCE}:${node}`;
+}
+
+/** The signer name of the daemons' serving certificates (CertificateSigningRequest `signerName`). */
+export const DAEMON_CSR_SIGNER = "aicr.run/daemon-serving";
+
 /** The reader ServiceAccount of the default daemon: the fleet fetch mints its token for it. */
 export const DEFAULT_DAEMON_READER_NAME = "aicr-reader";
 
@@ -633,6 +648,18 @@ export function daemonReaderClusterRoleName(namespace: string, name: string): st
  */
 export function daemonTlsSecretName(name: string): string {
   return `${validateDaemonName(name)}-tls`;
+}
+
+/**
+ * The Secret holding the install's CA key and certificate (`tls.key`, `tls.crt`): `<name>-signer`.
+ * Never mounted: only the installer and the fetch (the caller's RBAC) read it to sign.
+ *
+ * @param name the daemon's name
+ * @returns the Secret name
+ * @throws {UsageError} when the name is invalid
+ */
+export function daemonSignerSecretName(name: string): string {
+  return `${validateDaemonName(name)}-signer`;
 }
 
 /**

@@ -243,6 +243,22 @@ export const DAEMON_READER_RULES: readonly Rule[] = [
   },
 ];
 
+/**
+ * What a daemon needs to get its own serving certificate (daemon/README.md, "Per-node
+ * identity"): create its CertificateSigningRequest and read it back until it is signed. No
+ * update, no approval, no signing: only the installer (or a fetch) signs, and only requests it
+ * can match to a live pod of the DaemonSet on the node the request names.
+ */
+export const DAEMON_CSR_RULES: readonly Rule[] = [
+  {
+    group: "certificates.k8s.io",
+    resources: ["certificatesigningrequests"],
+    verbs: ["create", "get"],
+    why:
+      "The daemon asks for its own serving certificate (signer aicr.run/daemon-serving) with its pod-bound token and reads it back once signed",
+  },
+];
+
 /** Rules the daemon needs to publish its snapshot into a ConfigMap of its namespace. */
 export const DAEMON_CONFIGMAP_RULES: readonly Rule[] = [
   {
@@ -294,6 +310,8 @@ export interface DaemonRuleOptions {
   delegatedAuth?: boolean;
   /** Let the daemon publish its snapshot into a ConfigMap of its namespace. @default false */
   publishConfigMap?: boolean;
+  /** Let the daemon request its serving certificate through the CSR API. @default false */
+  servingCertificate?: boolean;
 }
 
 /**
@@ -305,11 +323,13 @@ export interface DaemonRuleOptions {
  * @returns the rule set
  */
 export function daemonRules(options: DaemonRuleOptions = {}): RuleSet {
-  const { delegatedAuth = true, publishConfigMap = false } = options;
+  const { delegatedAuth = true, publishConfigMap = false, servingCertificate = false } = options;
   return {
     namespaced: publishConfigMap ? [...DAEMON_CONFIGMAP_RULES] : [],
-    cluster: delegatedAuth ? [...AGENT_CLUSTER_RULES, ...DAEMON_AUTH_RULES] : [
+    cluster: [
       ...AGENT_CLUSTER_RULES,
+      ...(delegatedAuth ? DAEMON_AUTH_RULES : []),
+      ...(servingCertificate ? DAEMON_CSR_RULES : []),
     ],
   };
 }

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { request } from "node:https";
-import { generateDaemonTls } from "../controller/_x509.ts";
+import { generateDaemonTls } from "../x509.ts";
 import { AnswerTooLargeError, nodeDirectGet } from "../controller/fleet.ts";
 import { serve, validateTls } from "../daemon/serve.ts";
 

@@ -22,6 +22,7 @@ const FLOORS: Record<string, number> = {
   "runtime.ts": 0,
   "version.ts": 0,
   "io.ts": 0,
+  "x509.ts": 0,
   "package.json": 0,
   "deno.json": 0,
   kube: 1,

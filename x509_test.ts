@@ -5,7 +5,19 @@ import { createPrivateKey, X509Certificate } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { derInteger, derOid, derTime, generateDaemonTls } from "./_x509.ts";
+import {
+  buildCsr,
+  canonicalIp,
+  derInteger,
+  derOid,
+  derTime,
+  generateDaemonCa,
+  generateDaemonTls,
+  generateServingKey,
+  issueServingCertificate,
+  parseCsr,
+  placeholderCertificate,
+} from "./x509.ts";
 
 const NOW = new Date("2026-12-02T18:00:00Z");
 
@@ -95,6 +107,87 @@ Deno.test({
       assert.match(leafText, /TLS Web Server Authentication/);
       assert.match(leafText, /DNS:aicr-daemon\.ns\.svc/);
       assert.match(leafText, /CA:FALSE/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+});
+
+Deno.test("x509: a CSR reads back with its names and key; a changed byte breaks its signature", () => {
+  const key = generateServingKey();
+  const pem = buildCsr({
+    commonName: "gpu-node-1",
+    dnsNames: ["gpu-node-1"],
+    ipAddresses: ["10.0.0.7", "fd00::1"],
+    ...key,
+  });
+  assert.match(pem, /^-----BEGIN CERTIFICATE REQUEST-----\n/);
+  const parsed = parseCsr(pem);
+  assert.equal(parsed.commonName, "gpu-node-1");
+  assert.deepEqual(parsed.dnsNames, ["gpu-node-1"]);
+  assert.deepEqual(parsed.ipAddresses, ["10.0.0.7", canonicalIp("fd00::1")]);
+  assert.deepEqual(parsed.otherNames, []);
+  assert.ok(parsed.isP256);
+  assert.ok(parsed.signatureValid);
+  assert.ok(parsed.publicKey.equals(key.publicKey));
+  // Another key's signature over the same request: no proof of possession.
+  const der = Buffer.from(pem.replace(/-----[A-Z ]+-----|\s/g, ""), "base64");
+  const nameAt = der.indexOf(Buffer.from("gpu-node-1"));
+  const tampered = Buffer.from(der);
+  tampered[nameAt] = "x".charCodeAt(0);
+  assert.equal(parseCsr(tampered).signatureValid, false);
+  assert.throws(() => parseCsr("not a request"), RangeError);
+  assert.equal(canonicalIp("fd00::1"), "fd00:0:0:0:0:0:0:1");
+});
+
+Deno.test("x509: a served certificate is issued by the CA for the node and pod IP only", () => {
+  const ca = generateDaemonCa({ now: NOW });
+  const key = generateServingKey();
+  const cert = new X509Certificate(issueServingCertificate({
+    ca,
+    publicKey: key.publicKey,
+    node: "gpu-node-1",
+    ipAddresses: ["10.0.0.7"],
+    now: NOW,
+    lifetimeSeconds: 30 * 86_400,
+  }));
+  const caCert = new X509Certificate(ca.caCert);
+  assert.ok(cert.verify(caCert.publicKey));
+  assert.ok(cert.checkIssued(caCert));
+  assert.equal(cert.checkHost("gpu-node-1"), "gpu-node-1");
+  assert.equal(cert.checkHost("gpu-node-2"), undefined);
+  assert.equal(cert.checkIP("10.0.0.7"), "10.0.0.7");
+  assert.ok(cert.checkPrivateKey(key.privateKey));
+  assert.equal(
+    new Date(cert.validTo).getTime() - new Date(cert.validFrom).getTime(),
+    30 * 86_400_000 + 300_000,
+  );
+  const placeholder = new X509Certificate(placeholderCertificate(key, NOW));
+  assert.equal(placeholder.verify(caCert.publicKey), false, "the placeholder is not the CA's");
+  assert.ok(placeholder.checkPrivateKey(key.privateKey));
+});
+
+Deno.test({
+  name: "x509: openssl verifies the CSR's signature and reads its names",
+  ignore: !hasOpenssl(),
+  fn() {
+    const key = generateServingKey();
+    const dir = mkdtempSync(join(tmpdir(), "aicr-csr-"));
+    try {
+      writeFileSync(
+        join(dir, "req.pem"),
+        buildCsr({ commonName: "n1", dnsNames: ["n1"], ipAddresses: ["10.1.2.3"], ...key }),
+      );
+      const out = execFileSync("openssl", [
+        "req",
+        "-verify",
+        "-noout",
+        "-text",
+        "-in",
+        join(dir, "req.pem"),
+      ], { stdio: "pipe" }).toString();
+      assert.match(out, /DNS:n1, IP Address:10\.1\.2\.3/);
+      assert.match(out, /CN ?= ?n1/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
