@@ -24,7 +24,12 @@ import {
   validateTls,
 } from "../daemon/mod.ts";
 import { UsageError } from "../errors.ts";
-import { parseDuration } from "../manifests/mod.ts";
+import {
+  DEFAULT_DAEMON_NAME,
+  parseDuration,
+  validateDaemonName,
+  validateNamespace,
+} from "../manifests/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { resolveNodeName } from "../snapshot/mod.ts";
@@ -110,6 +115,12 @@ export interface DaemonFlags {
   systemdUnit?: string[];
   /** `--max-nodes-per-entry`. */
   maxNodesPerEntry: string;
+  /** `--baseline-namespace`. */
+  baselineNamespace?: string;
+  /** `--baseline-name`. */
+  baselineName: string;
+  /** `--baseline-interval`. */
+  baselineInterval: string;
 }
 
 function parsePort(value: string): number {
@@ -223,6 +234,8 @@ export interface DaemonOptions {
   hostRoot?: string;
   /** `--systemd-unit`. */
   systemdUnits: string[];
+  /** Where the cohort's baseline is read; absent: no drift metric. */
+  baseline?: { namespace: string; daemonName: string; intervalMs: number };
 }
 
 /**
@@ -284,7 +297,21 @@ export async function daemonOptions(
       "Cannot run the daemon as the node name is unknown: set '--node-name' or NODE_NAME",
     );
   }
+  const baselineIntervalMs = parseDuration(flags.baselineInterval, "--baseline-interval");
+  if (flags.baselineNamespace !== undefined) {
+    validateNamespace("--baseline-namespace", flags.baselineNamespace);
+    validateDaemonName(flags.baselineName);
+  }
   return {
+    ...(flags.baselineNamespace !== undefined
+      ? {
+        baseline: {
+          namespace: flags.baselineNamespace,
+          daemonName: flags.baselineName,
+          intervalMs: baselineIntervalMs,
+        },
+      }
+      : {}),
     listen: flags.listen,
     port,
     cache: cacheOptions,
@@ -371,7 +398,23 @@ export async function runDaemon(
     ...(options.hostRoot ? { hostRoot: options.hostRoot } : {}),
     ...(options.systemdUnits.length ? { systemdUnits: options.systemdUnits } : {}),
   });
+  const baseline = options.baseline;
+  if (baseline && !kube) {
+    throw new UsageError(
+      "Cannot read the cohort's baseline without a Kubernetes client: run in a pod, pass '--kubeconfig', or leave out '--baseline-namespace'",
+    );
+  }
   const daemon = createDaemon({
+    ...(baseline && kube
+      ? {
+        baseline: {
+          read: (name: string, signal: AbortSignal) =>
+            kube.get("ConfigMap", baseline.namespace, name, { timeoutMs: 10_000, signal }),
+          daemonName: baseline.daemonName,
+          intervalMs: baseline.intervalMs,
+        },
+      }
+      : {}),
     collect,
     auth,
     clock: () => deps.now().getTime(),
@@ -464,6 +507,18 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
       new Option("--max-nodes-per-entry <n>", "truncate NodeTopology node lists (0: no limit)")
         .default("0").env("AICR_MAX_NODES_PER_ENTRY"),
     )
+    .addOption(
+      new Option(
+        "--baseline-namespace <namespace>",
+        "read this node's cohort baseline (aicr daemonset baseline set) from this namespace and export aicr_drift_readings (default: off)",
+      ).env("AICR_BASELINE_NAMESPACE"),
+    )
+    .option(
+      "--baseline-name <name>",
+      "the daemon install whose baselines to read (ConfigMaps <name>-baseline-<cohort key>)",
+      DEFAULT_DAEMON_NAME,
+    )
+    .option("--baseline-interval <duration>", "read the baseline again this often", "60s")
     .action(async (flags: DaemonFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals, { prefix: "daemon" });

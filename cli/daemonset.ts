@@ -76,6 +76,8 @@ interface InstallFlags extends CommonFlags {
   wait: boolean;
   report?: string;
   createNamespace?: boolean;
+  service: boolean;
+  serviceMonitor: boolean;
 }
 
 /** Flags of fetch. */
@@ -127,7 +129,15 @@ function placement(command: Command): Command {
     .option("--requests <list>", "container requests, e.g. cpu=100m,memory=256Mi")
     .option("--limits <list>", "container limits, e.g. cpu=1,memory=1Gi")
     .option("--timeout <duration>", "how long install waits for the pods to be Ready", "2m")
-    .option("--no-wait", "do not wait for the pods");
+    .option("--no-wait", "do not wait for the pods")
+    .option(
+      "--no-service",
+      "no headless Service <name> over the daemon pods (for Prometheus discovery)",
+    )
+    .option(
+      "--no-service-monitor",
+      "no ServiceMonitor, even where the monitoring.coreos.com/v1 CRD exists",
+    );
 }
 
 function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOptions {
@@ -170,6 +180,9 @@ function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOp
     ...(flags.os !== undefined && isNodeOs(flags.os) ? { os: flags.os } : {}),
     ...(flags.requests ? { requests: parseResourceList(flags.requests, "--requests") } : {}),
     ...(flags.limits ? { limits: parseResourceList(flags.limits, "--limits") } : {}),
+    service: flags.service,
+    // Left undefined, the install asks discovery whether the CRD exists.
+    ...(flags.serviceMonitor ? {} : { serviceMonitor: false }),
   };
 }
 
@@ -267,6 +280,11 @@ function renderCommand(deps: CliDeps): Command {
       deps.stdout.write(
         rendered.objects.map((o) => `---\n${formatManifest(o.manifest)}`).join(""),
       );
+      if (options.service !== false) {
+        log.info(
+          "render: no ServiceMonitor (the CRD cannot be checked without a cluster); the Service carries prometheus.io/scrape annotations",
+        );
+      }
       log.warn("the rendered Secret holds a freshly made private key: keep the output private");
     });
 }

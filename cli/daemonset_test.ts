@@ -34,7 +34,7 @@ async function run(deps: CliDeps, args: string[]): Promise<void> {
   await (await createProgram(deps)).parseAsync(["daemonset", ...args], { from: "user" });
 }
 
-Deno.test("daemonset render: one YAML stream of the nine objects, without contacting a cluster", async () => {
+Deno.test("daemonset render: one YAML stream of the twelve objects, without contacting a cluster", async () => {
   const h = harness();
   await run(h.deps, [
     "render",
@@ -50,14 +50,17 @@ Deno.test("daemonset render: one YAML stream of the nine objects, without contac
     "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
     "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
     "Secret",
     "ConfigMap",
     "DaemonSet",
+    "Service",
   ]);
-  const ds = docs.at(-1);
+  const ds = docs.find((d) => d.kind === "DaemonSet");
   assert.equal(ds.metadata.namespace, "gpu-ops");
   assert.equal(ds.spec.template.spec.containers[0].image, "example.com/aicr:v1");
   assert.equal(ds.spec.template.spec.containers[0].ports[0].containerPort, 9443);

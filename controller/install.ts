@@ -91,6 +91,17 @@ export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
   allNodes?: boolean;
   /** More `aicr daemon` flags. */
   extraArgs?: readonly string[];
+  /**
+   * A headless Service `<name>` selecting the daemon pods on their https port (the name the
+   * serving certificate carries), for Prometheus service discovery. @default true
+   */
+  service?: boolean;
+  /**
+   * A prometheus-operator ServiceMonitor for that Service (only where the
+   * `monitoring.coreos.com/v1` CRD exists; the install checks by discovery). Without it the
+   * Service carries `prometheus.io/*` scrape annotations instead. @default false
+   */
+  serviceMonitor?: boolean;
 }
 
 /** Options for {@link renderDaemonSet}. */
@@ -159,7 +170,7 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     ? { runId: options.runId, invocationId: options.invocationId }
     : {};
   const labels = daemonLabels({ name, ...identity });
-  const rules = daemonRules();
+  const rules = daemonRules({ readBaselines: true });
   const readerRules: RuleSet = { namespaced: [], cluster: DAEMON_READER_RULES };
   const daemon = daemonRbacObjects({
     namespace,
@@ -176,7 +187,13 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     rules: readerRules,
   });
   const secretName = daemonTlsSecretName(name);
-  const { extraArgs, port = DEFAULT_DAEMON_PORT, ...pod } = options;
+  const {
+    extraArgs,
+    port = DEFAULT_DAEMON_PORT,
+    service = true,
+    serviceMonitor = false,
+    ...pod
+  } = options;
   const daemonSet = buildDaemonSet({
     ...pod,
     namespace,
@@ -186,7 +203,8 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     tokenAudience: DAEMON_TOKEN_AUDIENCE,
     autoTargetGpu: !allNodes && Object.keys(options.nodeSelector ?? {}).length === 0,
     ...(allNodes ? { nodeSelector: {} } : {}),
-    ...(extraArgs ? { extraArgs } : {}),
+    // Each daemon reads its cohort's baseline from this namespace (aicr daemonset baseline set).
+    extraArgs: ["--baseline-namespace", namespace, "--baseline-name", name, ...(extraArgs ?? [])],
     ...identity,
   });
   const meta = (objectName: string) => ({ name: objectName, namespace, labels: { ...labels } });
@@ -194,6 +212,12 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     { kind: "ServiceAccount", manifest: daemon.serviceAccount },
     { kind: "ClusterRole", manifest: daemon.clusterRole },
     { kind: "ClusterRoleBinding", manifest: daemon.clusterRoleBinding },
+    ...(daemon.role && daemon.roleBinding
+      ? [
+        { kind: "Role" as const, manifest: daemon.role },
+        { kind: "RoleBinding" as const, manifest: daemon.roleBinding },
+      ]
+      : []),
     { kind: "ServiceAccount", manifest: reader.serviceAccount },
     { kind: "ClusterRole", manifest: reader.clusterRole },
     { kind: "ClusterRoleBinding", manifest: reader.clusterRoleBinding },
@@ -217,8 +241,94 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
       } as RenderedObject["manifest"],
     },
     { kind: "DaemonSet", manifest: daemonSet as unknown as RenderedObject["manifest"] },
+    ...(service ? scrapeObjects({ namespace, name, port, labels, serviceMonitor }) : []),
   ];
   return { objects, grants: [rules, readerRules], labels };
+}
+
+/** The container port's name, which the Service and the ServiceMonitor refer to. */
+const DAEMON_PORT_NAME = "https";
+
+/**
+ * The headless Service over the daemon pods and, when asked, its ServiceMonitor; without one the
+ * Service carries the `prometheus.io/*` annotations that annotation-driven scrape jobs read.
+ */
+function scrapeObjects(
+  options: {
+    namespace: string;
+    name: string;
+    port: number;
+    labels: Labels;
+    serviceMonitor: boolean;
+  },
+): RenderedObject[] {
+  const { namespace, name, port, labels, serviceMonitor } = options;
+  const annotations = serviceMonitor ? {} : {
+    annotations: {
+      "prometheus.io/scrape": "true",
+      "prometheus.io/scheme": "https",
+      "prometheus.io/port": String(port),
+      "prometheus.io/path": "/metrics",
+    },
+  };
+  const service = {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name, namespace, labels: { ...labels }, ...annotations },
+    spec: {
+      clusterIP: "None",
+      selector: daemonSelectorLabels(name),
+      ports: [{ name: DAEMON_PORT_NAME, port, targetPort: port, protocol: "TCP" }],
+    },
+  };
+  const objects: RenderedObject[] = [
+    { kind: "Service", manifest: service as unknown as RenderedObject["manifest"] },
+  ];
+  if (serviceMonitor) {
+    const monitor = {
+      apiVersion: "monitoring.coreos.com/v1",
+      kind: "ServiceMonitor",
+      metadata: { name, namespace, labels: { ...labels } },
+      spec: {
+        selector: { matchLabels: daemonSelectorLabels(name) },
+        namespaceSelector: { matchNames: [namespace] },
+        endpoints: [{
+          port: DAEMON_PORT_NAME,
+          scheme: "https",
+          path: "/metrics",
+          // Prometheus's own ServiceAccount token (API server audience): the daemon reviews it
+          // and asks 'get nodes/metrics', as the kubelet does.
+          bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+          tlsConfig: {
+            ca: { configMap: { name: daemonCaConfigMapName(name), key: "ca.crt" } },
+            serverName: daemonServerName(namespace, name),
+          },
+          relabelings: [{ sourceLabels: ["__meta_kubernetes_pod_node_name"], targetLabel: "node" }],
+        }],
+      },
+    };
+    objects.push({
+      kind: "ServiceMonitor",
+      manifest: monitor as unknown as RenderedObject["manifest"],
+    });
+  }
+  return objects;
+}
+
+/** The API group of prometheus-operator's ServiceMonitor. */
+export const SERVICE_MONITOR_GROUP = "monitoring.coreos.com";
+
+/**
+ * Whether the cluster serves `monitoring.coreos.com/v1` ServiceMonitors (discovery).
+ *
+ * @param kube the client
+ * @returns whether the CRD is installed and served
+ */
+export async function hasServiceMonitorCrd(kube: KubeClient): Promise<boolean> {
+  const resources = await kube.discoverResources({ timeoutMs: 10_000 });
+  return resources.some((r) =>
+    r.group === SERVICE_MONITOR_GROUP && r.version === "v1" && r.plural === "servicemonitors"
+  );
 }
 
 function resourceOf(kind: KindName, namespace: string): {
@@ -260,19 +370,28 @@ export function installCallerChecks(
  * ConfigMap has them.
  */
 const UNINSTALL_KINDS: readonly KindName[] = DELETE_ORDER.filter((kind) =>
-  kind !== "Job" && kind !== "Service"
+  kind !== "Job" && kind !== "ServiceMonitor"
 );
+
+/** The kinds an uninstall sweeps: ServiceMonitors too where their CRD is served. */
+function uninstallKinds(withServiceMonitor: boolean): KindName[] {
+  return withServiceMonitor ? ["ServiceMonitor", ...UNINSTALL_KINDS] : [...UNINSTALL_KINDS];
+}
 
 /**
  * What the caller must be able to do to uninstall: list and delete every kind the sweep
  * visits, and list the pods it waits for.
  *
  * @param namespace `--namespace`
+ * @param kinds the kinds swept @default every kind but ServiceMonitor
  * @returns the questions
  */
-export function uninstallCallerChecks(namespace: string): AccessAttributes[] {
+export function uninstallCallerChecks(
+  namespace: string,
+  kinds: readonly KindName[] = UNINSTALL_KINDS,
+): AccessAttributes[] {
   return creatorChecks({
-    creates: UNINSTALL_KINDS.map((kind) => resourceOf(kind, namespace)),
+    creates: kinds.map((kind) => resourceOf(kind, namespace)),
     namespace,
     verbs: ["list", "delete"],
     extra: [{ verb: "list", group: "", resource: "pods", namespace }],
@@ -469,8 +588,16 @@ export async function installDaemonSet(
     createNamespace: _createNamespace,
     ...daemonOptions
   } = options;
+  const serviceMonitor = daemonOptions.service !== false &&
+    (daemonOptions.serviceMonitor ?? await hasServiceMonitorCrd(kube).catch((error) => {
+      log.warn("could not ask the API server for the ServiceMonitor CRD; none is created", {
+        error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+      });
+      return false;
+    }));
   const rendered = renderDaemonSet({
     ...daemonOptions,
+    serviceMonitor,
     tls: makeDaemonTls({ namespace, name, now: deps.now() }),
     runId,
     invocationId,
@@ -486,6 +613,14 @@ export async function installDaemonSet(
   });
   await createInOrder(deps, ledger, rendered, options);
   log.info("daemon installed", { namespace, name, objects: ledger.entries.length });
+  if (daemonOptions.service !== false) {
+    log.info(
+      serviceMonitor
+        ? "scrape: ServiceMonitor created for the headless Service (monitoring.coreos.com/v1 is served)"
+        : "scrape: no ServiceMonitor CRD (monitoring.coreos.com/v1); the headless Service carries prometheus.io/scrape annotations instead",
+      { service: `${namespace}/${name}`, port: options.port ?? DEFAULT_DAEMON_PORT },
+    );
+  }
   if (options.noWait) {
     return { runId, created: ledger.entries, desired: 0, pods: [], ready: true };
   }
@@ -757,12 +892,13 @@ export async function uninstallDaemonSet(
   const { name = DEFAULT_DAEMON_NAME, timeoutMs = 60_000, dryRun = false, pollMs = 500 } = options;
   const { namespace } = options;
   const sleep = deps.sleep ?? defaultSleep;
+  const kinds = uninstallKinds(await hasServiceMonitorCrd(kube).catch(() => false));
   await runGate(createAccessReviewer(kube), {
     namespace,
     mode: "prefix",
     serviceAccount: "",
     ownsOutput: false,
-    caller: uninstallCallerChecks(namespace),
+    caller: uninstallCallerChecks(namespace, kinds),
     log,
     concurrency: 64,
   });
@@ -777,13 +913,13 @@ export async function uninstallDaemonSet(
     accept: (kind: KindName, object: KubeObject) =>
       RESOURCES[kind].namespaced || ours.has(object.metadata?.name ?? ""),
   };
-  const swept = await sweepObjects(deps, { ...sweep, kinds: UNINSTALL_KINDS, dryRun });
+  const swept = await sweepObjects(deps, { ...sweep, kinds, dryRun });
   if (dryRun) return { swept, remaining: [] };
   const deadline = deps.now().getTime() + timeoutMs;
   for (;;) {
     const left = await sweepObjects(deps, {
       ...sweep,
-      kinds: [...UNINSTALL_KINDS, "Pod"],
+      kinds: [...kinds, "Pod"],
       dryRun: true,
     });
     const remaining = left.map((o) => `${o.kind}/${o.name}`);
@@ -794,7 +930,7 @@ export async function uninstallDaemonSet(
     }
     // A pod still terminating is expected; anything else was created since (or failed): sweep again.
     if (left.some((o) => o.kind !== "Pod")) {
-      await sweepObjects(deps, { ...sweep, kinds: UNINSTALL_KINDS });
+      await sweepObjects(deps, { ...sweep, kinds });
     }
     await sleep(pollMs);
   }

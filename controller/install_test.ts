@@ -28,18 +28,21 @@ function render(extra: Partial<Parameters<typeof renderDaemonSet>[0]> = {}) {
   });
 }
 
-Deno.test("install: render gives the nine objects in creation order, all with the daemon's labels", () => {
+Deno.test("install: render gives the twelve objects in creation order, all with the daemon's labels", () => {
   const { objects, labels } = render();
   assert.deepEqual(objects.map((o) => `${o.kind}/${o.manifest.metadata.name}`), [
     "ServiceAccount/aicr-daemon",
     "ClusterRole/aicr-daemon-aicr-system.aicr-daemon",
     "ClusterRoleBinding/aicr-daemon-aicr-system.aicr-daemon",
+    "Role/aicr-daemon",
+    "RoleBinding/aicr-daemon",
     "ServiceAccount/aicr-reader",
     "ClusterRole/aicr-snapshot-reader-aicr-system.aicr-daemon",
     "ClusterRoleBinding/aicr-snapshot-reader-aicr-system.aicr-daemon",
     "Secret/aicr-daemon-tls",
     "ConfigMap/aicr-daemon-ca",
     "DaemonSet/aicr-daemon",
+    "Service/aicr-daemon",
   ]);
   for (const o of objects) assert.deepEqual(o.manifest.metadata.labels, labels);
   assert.equal(labels["aicr.run/invocation-id"], "fedcba9876543210");
@@ -90,7 +93,7 @@ Deno.test("install: the Secret is a kubernetes.io/tls pair for the service name,
 
 Deno.test("install: GPU nodes by default, every node with allNodes, the selector given otherwise", () => {
   const spec = (extra: Parameters<typeof render>[0]) =>
-    (render(extra).objects.at(-1)?.manifest as unknown as {
+    (render(extra).objects.find((o) => o.kind === "DaemonSet")?.manifest as unknown as {
       spec: {
         template: {
           spec: { nodeSelector?: Record<string, string>; containers: { args: string[] }[] };
@@ -103,6 +106,54 @@ Deno.test("install: GPU nodes by default, every node with allNodes, the selector
   const args = spec({}).containers[0]?.args ?? [];
   assert.equal(args[args.indexOf("--token-audience") + 1], "aicr-daemon");
   assert.equal(args[args.indexOf("--listen") + 1], "$(POD_IP)");
+  assert.equal(args[args.indexOf("--baseline-namespace") + 1], "aicr-system");
+  assert.equal(args[args.indexOf("--baseline-name") + 1], "aicr-daemon");
+});
+
+Deno.test("install: the daemon's Role may only get ConfigMaps of its namespace (its cohort's baseline)", () => {
+  const role = render().objects.find((o) => o.kind === "Role")?.manifest as unknown as {
+    metadata: { namespace: string };
+    rules: unknown[];
+  };
+  assert.equal(role.metadata.namespace, "aicr-system");
+  assert.deepEqual(role.rules, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }]);
+});
+
+Deno.test("install: a headless Service on the https port, scrape annotations without a ServiceMonitor, none with one", () => {
+  type Service = {
+    metadata: { annotations?: Record<string, string> };
+    spec: {
+      clusterIP: string;
+      selector: Record<string, string>;
+      ports: { name: string; port: number }[];
+    };
+  };
+  const plain = render({ port: 9443 }).objects;
+  const service = plain.find((o) => o.kind === "Service")?.manifest as unknown as Service;
+  assert.equal(service.spec.clusterIP, "None");
+  assert.deepEqual(service.spec.ports.map((p) => [p.name, p.port]), [["https", 9443]]);
+  assert.deepEqual(service.spec.selector, {
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "aicr-daemon",
+  });
+  assert.deepEqual(service.metadata.annotations, {
+    "prometheus.io/scrape": "true",
+    "prometheus.io/scheme": "https",
+    "prometheus.io/port": "9443",
+    "prometheus.io/path": "/metrics",
+  });
+  assert.ok(!plain.some((o) => o.kind === "ServiceMonitor"));
+  const monitored = render({ serviceMonitor: true }).objects;
+  const withMonitor = monitored.find((o) => o.kind === "Service")?.manifest as unknown as Service;
+  assert.equal(withMonitor.metadata.annotations, undefined, "no double scrape");
+  const monitor = monitored.find((o) => o.kind === "ServiceMonitor")?.manifest as unknown as {
+    spec: { endpoints: { port: string; tlsConfig: { serverName: string } }[] };
+  };
+  assert.equal(monitor.spec.endpoints[0]?.port, "https");
+  assert.equal(monitor.spec.endpoints[0]?.tlsConfig.serverName, "aicr-daemon.aicr-system.svc");
+  const none = render({ service: false, serviceMonitor: true }).objects;
+  assert.ok(!none.some((o) => o.kind === "Service" || o.kind === "ServiceMonitor"));
 });
 
 Deno.test("install: the caller matrix covers every created kind and every granted rule", () => {
@@ -124,9 +175,22 @@ Deno.test("install: the caller matrix covers every created kind and every grante
   assert.equal(new Set(keys).size, keys.length, "no question twice");
 });
 
-function fakeCluster(options: { denied?: string[] } = {}) {
+function fakeCluster(options: { denied?: string[]; serviceMonitorCrd?: boolean } = {}) {
   const fake = createFakeKube();
   fake.put("Namespace", { metadata: { name: "aicr-system" } });
+  fake.client.discoverResources = () =>
+    Promise.resolve(
+      options.serviceMonitorCrd
+        ? [{
+          group: "monitoring.coreos.com",
+          version: "v1",
+          plural: "servicemonitors",
+          kind: "ServiceMonitor",
+          namespaced: true,
+          verbs: ["create", "delete", "get", "list"],
+        }]
+        : [],
+    );
   fake.client.selfAccessReview = (attributes) =>
     Promise.resolve({
       allowed: !options.denied?.includes(`${attributes.verb} ${attributes.resource}`),
@@ -169,7 +233,7 @@ Deno.test("install: a failure midway deletes what was created, by UID, and rethr
     [],
     "every created object is gone",
   );
-  assert.equal(fake.calls.filter((c) => c.method === "delete").length, 8);
+  assert.equal(fake.calls.filter((c) => c.method === "delete").length, 10);
 });
 
 Deno.test("install: an existing DaemonSet is a conflict before anything is created", async () => {
@@ -282,7 +346,7 @@ Deno.test("install: a pull that fails ends the wait early and rolls the install 
   const text = formatError(error);
   assert.match(text, /its image could not be pulled on node 'gpu-1' \(ImagePullBackOff\)/);
   assert.match(text, /Back-off pulling image "aicr:nope"/);
-  assert.match(text, /the install was rolled back: 9 object\(s\) removed/);
+  assert.match(text, /the install was rolled back: 12 object\(s\) removed/);
   assert.ok(clock - NOW.getTime() < 120_000, "ended before its timeout");
   assert.deepEqual(
     [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/") && !k.startsWith("Pod/")),
@@ -304,12 +368,28 @@ Deno.test("install: uninstall deletes this namespace's objects only, then finds 
   fake.put("Namespace", { metadata: { name: "other" } });
   await installDaemonSet(deps(fake), { ...OPTIONS, namespace: "other" });
   const result = await uninstallDaemonSet(deps(fake), { namespace: "aicr-system" });
-  assert.equal(result.swept.length, 9);
+  assert.equal(result.swept.length, 12);
   assert.ok(result.swept.every((o) => o.result === "deleted"));
   assert.deepEqual(result.remaining, []);
   const left = [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/"));
-  assert.equal(left.length, 9, "the other namespace's install is untouched");
+  assert.equal(left.length, 12, "the other namespace's install is untouched");
   assert.ok(left.every((k) => k.includes("other")), left.join(", "));
+});
+
+Deno.test("install: a ServiceMonitor only where discovery shows its CRD; uninstall removes it", async () => {
+  const without = fakeCluster();
+  await installDaemonSet(deps(without), OPTIONS);
+  assert.ok(![...without.objects.keys()].some((k) => k.startsWith("ServiceMonitor/")));
+  const fake = fakeCluster({ serviceMonitorCrd: true });
+  await installDaemonSet(deps(fake), OPTIONS);
+  assert.ok(fake.objects.has("ServiceMonitor/aicr-system/aicr-daemon"));
+  assert.ok(fake.objects.has("Service/aicr-system/aicr-daemon"));
+  const result = await uninstallDaemonSet(deps(fake), { namespace: "aicr-system" });
+  assert.ok(result.swept.some((o) => o.kind === "ServiceMonitor" && o.result === "deleted"));
+  assert.deepEqual([...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/")), []);
+  const opted = fakeCluster({ serviceMonitorCrd: true });
+  await installDaemonSet(deps(opted), { ...OPTIONS, serviceMonitor: false });
+  assert.ok(![...opted.objects.keys()].some((k) => k.startsWith("ServiceMonitor/")));
 });
 
 Deno.test("install: a signal midway stops the creates and deletes what was created", async () => {

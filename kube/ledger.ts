@@ -57,6 +57,7 @@ export const UNPROVEN_OBJECT_WARNING =
 export const DELETE_ORDER: readonly KindName[] = [
   "Job",
   "DaemonSet",
+  "ServiceMonitor",
   "Service",
   "Secret",
   "ConfigMap",

@@ -270,6 +270,24 @@ export const DAEMON_CONFIGMAP_RULES: readonly Rule[] = [
 ];
 
 /**
+ * What the daemon needs to read its cohort's baseline: `get` on ConfigMaps of its own namespace.
+ * Not limited by name: the baseline ConfigMaps are named per cohort
+ * (`<daemon>-baseline-<cohort key>`) when someone sets a baseline, after the install made this
+ * rule, and `resourceNames` cannot hold a prefix. No `list` or `watch`: those could not be
+ * narrowed by name at all, and would hand the daemon every ConfigMap's content at once; the
+ * daemon polls `get` on its own cohort's name instead.
+ */
+export const DAEMON_BASELINE_RULES: readonly Rule[] = [
+  {
+    group: "",
+    resources: ["configmaps"],
+    verbs: ["get"],
+    why:
+      "The daemon reads its cohort's baseline ConfigMap by name (aicr daemonset baseline set) to export aicr_drift_readings; get only, no list or watch",
+  },
+];
+
+/**
  * Whether a rule can change the cluster: any verb other than get, list or watch.
  *
  * @param rule the rule
@@ -312,6 +330,8 @@ export interface DaemonRuleOptions {
   publishConfigMap?: boolean;
   /** Let the daemon request its serving certificate through the CSR API. @default false */
   servingCertificate?: boolean;
+  /** Let the daemon read its cohort's baseline ConfigMap in its namespace. @default false */
+  readBaselines?: boolean;
 }
 
 /**
@@ -319,13 +339,21 @@ export interface DaemonRuleOptions {
  * collectors), the delegated-auth rules, and ConfigMap writes only when it publishes.
  * It never gets the discovery rules: a long-lived identity must not mutate the cluster.
  *
- * @param options `delegatedAuth`, `publishConfigMap`
+ * @param options `delegatedAuth`, `publishConfigMap`, `readBaselines`
  * @returns the rule set
  */
 export function daemonRules(options: DaemonRuleOptions = {}): RuleSet {
-  const { delegatedAuth = true, publishConfigMap = false, servingCertificate = false } = options;
+  const {
+    delegatedAuth = true,
+    publishConfigMap = false,
+    servingCertificate = false,
+    readBaselines = false,
+  } = options;
   return {
-    namespaced: publishConfigMap ? [...DAEMON_CONFIGMAP_RULES] : [],
+    namespaced: [
+      ...(publishConfigMap ? DAEMON_CONFIGMAP_RULES : []),
+      ...(readBaselines ? DAEMON_BASELINE_RULES : []),
+    ],
     cluster: [
       ...AGENT_CLUSTER_RULES,
       ...(delegatedAuth ? DAEMON_AUTH_RULES : []),
