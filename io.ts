@@ -6,7 +6,8 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import { access, constants, mkdir, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
+import { access, constants, mkdir, open, realpath, rename, rm, stat } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "./errors.ts";
 
@@ -88,17 +89,34 @@ export async function checkOutputFile(path: string, what = "snapshot"): Promise<
   }
 }
 
+/** A file written in pieces and published whole ({@link openAtomicFile}). */
+export interface AtomicFile {
+  /** Appends text. @throws {UsageError} naming the path */
+  write(text: string): Promise<void>;
+  /** Publishes the file: the temporary file is renamed over the path. @throws {UsageError} */
+  commit(): Promise<void>;
+  /** Removes the temporary file; nothing is published. Never throws. */
+  discard(): Promise<void>;
+}
+
 /**
- * Writes a file atomically: a temporary file beside it, then a rename.
+ * Opens a file to be written in pieces and published atomically: a temporary file beside it,
+ * renamed over it by {@link AtomicFile.commit}. A device or pipe (`-o /dev/stdout`) is written
+ * into directly instead.
  *
  * @param path the destination
- * @param text the content
  * @param mode file mode @default 0o644
+ * @returns the open file
  * @throws {UsageError} naming the path when it cannot be written (exit 2)
  */
-export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
+export async function openAtomicFile(path: string, mode = 0o644): Promise<AtomicFile> {
   // A path that can never exist fails here, before `mkdir -p` meets a file in its way.
   await checkOutputFile(path);
+  const failure = (error: unknown) =>
+    new UsageError(
+      `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
+      { cause: error },
+    );
   // Through symlinks (`-o /dev/stdout`, a linked config folder) to what they name.
   const target = await realpath(resolve(path)).catch(() => resolve(path));
   const existing = await stat(target).catch(() => undefined);
@@ -110,27 +128,63 @@ export async function writeFileAtomic(path: string, text: string, mode = 0o644):
         `Cannot write snapshot to '${path}': it is a directory; give a file path`,
       );
     }
-    await writeFile(target, text).catch((error) => {
-      throw new UsageError(
-        `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
-        { cause: error },
-      );
+    const device = await open(target, "w").catch((error) => {
+      throw failure(error);
     });
-    return;
+    return {
+      write: (text) => device.writeFile(text).catch((error) => Promise.reject(failure(error))),
+      commit: () => device.close().catch((error) => Promise.reject(failure(error))),
+      discard: () => device.close().catch(() => {}),
+    };
   }
   const dir = dirname(target);
   const temp = join(dir, `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`);
+  let handle: FileHandle;
   try {
     await mkdir(dir, { recursive: true });
-    await writeFile(temp, text, { mode, flag: "wx" });
-    await rename(temp, target);
+    handle = await open(temp, "wx", mode);
   } catch (error) {
     await rm(temp, { force: true }).catch(() => {});
-    throw new UsageError(
-      `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
-      { cause: error },
-    );
+    throw failure(error);
   }
+  const discard = async () => {
+    await handle.close().catch(() => {});
+    await rm(temp, { force: true }).catch(() => {});
+  };
+  return {
+    async write(text) {
+      try {
+        await handle.writeFile(text);
+      } catch (error) {
+        await discard();
+        throw failure(error);
+      }
+    },
+    async commit() {
+      try {
+        await handle.close();
+        await rename(temp, target);
+      } catch (error) {
+        await rm(temp, { force: true }).catch(() => {});
+        throw failure(error);
+      }
+    },
+    discard,
+  };
+}
+
+/**
+ * Writes a file atomically: a temporary file beside it, then a rename.
+ *
+ * @param path the destination
+ * @param text the content
+ * @param mode file mode @default 0o644
+ * @throws {UsageError} naming the path when it cannot be written (exit 2)
+ */
+export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
+  const file = await openAtomicFile(path, mode);
+  await file.write(text);
+  await file.commit();
 }
 
 /**

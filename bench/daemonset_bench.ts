@@ -19,13 +19,17 @@
  * N daemons served from one child process (`_fleet_sim_servers.ts`: real daemon apps, real TLS
  * with the installer's server name, each on its own loopback address, the real caching
  * authorizer over a counting fake TokenReview/SubjectAccessReview), found through an in-memory
- * API (DaemonSet, N pods with their loopback IPs, the CA ConfigMap, TokenRequest), and fetched by
- * `fetchFleet()` with the real direct transport at several concurrency bounds. It prints time
- * per round, the bytes moved, the daemons' reviews (the API server's load per fresh token) and
- * the fetch process's peak memory; goal: 1,000 nodes under 10 s.
+ * API (DaemonSet, N pods with their loopback IPs, the CA ConfigMap, TokenRequest), and fetched
+ * by the whole `aicr daemonset fetch` command (`_fleet_fetch_child.ts`, one process per run so
+ * each run's peak memory is its own) with the real direct transport, at several concurrency
+ * bounds and outputs: `dir` (`-o dir/`), `file` (`-o fleet.yaml`, one stream) and `hold` (the
+ * fetch as before the streaming writer: every snapshot kept, then written). It prints time per
+ * run, the bytes moved, the daemons' reviews (the API server's load per fresh token) and each
+ * run's peak RSS; goal: 1,000 nodes under 10 s, with memory bounded.
  *
  * ```sh
- * deno run -A bench/daemonset_bench.ts --simulate=1000 [--rounds=3]
+ * deno run -A bench/daemonset_bench.ts --simulate=1000 [--rounds=3] [--concurrency=16,64,256] \
+ *   [--outputs=dir,file,hold]
  * ```
  *
  * The cluster's state folder is `.cluster-runs/bench-daemonset-<pid>/` under the repository
@@ -42,9 +46,6 @@ import { fetchFleet } from "../controller/mod.ts";
 import { connectKube } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
-import { createFakeKube } from "../tests/fakes/kube.ts";
-import { daemonCaConfigMapName, daemonSelectorLabels } from "../manifests/mod.ts";
-import { readFileSync } from "node:fs";
 import { aicr, AICR_BIN } from "../tests/e2e/_aicr.ts";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -68,13 +69,13 @@ function report(name: string, xs: number[], goal?: number): void {
   );
 }
 
-function peakMiB(): number {
-  const status = readFileSync("/proc/self/status", "utf8");
-  return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
-}
-
 /** `--simulate=N`: the fleet fetch against N simulated daemons (see the module doc). */
-async function simulate(total: number, rounds: number): Promise<void> {
+async function simulate(
+  total: number,
+  rounds: number,
+  concurrencies: number[],
+  outputs: string[],
+): Promise<void> {
   const namespace = "aicr-bench";
   const child = new Deno.Command(Deno.execPath(), {
     args: [
@@ -116,75 +117,74 @@ async function simulate(total: number, rounds: number): Promise<void> {
     } ms to start), one snapshot ${(sim.snapshotBytes / 1024).toFixed(0)} KiB as JSON`,
   );
   try {
-    const fake = createFakeKube();
-    const labels = daemonSelectorLabels("aicr-daemon");
-    fake.put(
-      "DaemonSet",
-      {
-        metadata: { name: "aicr-daemon", namespace, generation: 1 },
-        spec: { template: { spec: { nodeSelector: {}, tolerations: [] } } },
-        status: { desiredNumberScheduled: sim.nodes.length, observedGeneration: 1 },
-      } as Parameters<typeof fake.put>[1],
-    );
-    fake.put(
-      "ConfigMap",
-      {
-        metadata: { name: daemonCaConfigMapName("aicr-daemon"), namespace },
-        data: { "ca.crt": sim.ca },
-      } as Parameters<typeof fake.put>[1],
-    );
-    for (const [i, { node, ip }] of sim.nodes.entries()) {
-      fake.put(
-        "Pod",
-        {
-          metadata: { name: `aicr-daemon-${i}`, namespace, labels },
-          spec: {
-            nodeName: node,
-            containers: [{ name: "daemon", ports: [{ containerPort: sim.port }] }],
-          },
-          status: { podIP: ip, phase: "Running", conditions: [{ type: "Ready", status: "True" }] },
-        } as Parameters<typeof fake.put>[1],
-      );
-    }
-    // TokenRequest: the fake daemons know the reader's token.
-    const kube = {
-      ...fake.client,
-      rest: {
-        ...fake.client.rest,
-        json: <T>() => Promise.resolve({ status: { token: "token-reader" } } as T),
-      },
+    const input = new TextEncoder().encode(JSON.stringify({ ...sim, namespace }));
+    const scratch = await mkdtemp(join(ROOT, ".cluster-runs", "bench-fetch-"));
+    const ask = async (concurrency: number, output: string, hold: boolean) => {
+      const fetcher = new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "-A",
+          "--no-prompt",
+          new URL("./_fleet_fetch_child.ts", import.meta.url).pathname,
+          String(concurrency),
+          output,
+          ...(hold ? ["--hold"] : []),
+        ],
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "inherit",
+      }).spawn();
+      const w = fetcher.stdin.getWriter();
+      await w.write(input);
+      await w.close();
+      const done = await fetcher.output();
+      return JSON.parse(new TextDecoder().decode(done.stdout)) as {
+        ms: number;
+        peakMiB: number;
+        code: number;
+      };
     };
-    const log = createLogger({ write: () => {} });
-    for (const concurrency of [16, 64, 256]) {
-      const times: number[] = [];
-      let ok = 0;
-      let bytes = 0;
-      for (let round = 0; round < rounds; round++) {
-        const t0 = performance.now();
-        const fleet = await fetchFleet({ kube, log }, {
-          namespace,
-          transport: "direct",
-          concurrency,
-        });
-        times.push(performance.now() - t0);
-        ok = fleet.results.filter((r) => r.status === "ok").length;
-        if (round === 0) {
-          const bad = fleet.results.find((r) => r.status !== "ok");
-          if (bad) out(`  first failure: ${bad.node} ${bad.status} ${bad.error}`);
+    try {
+      for (const concurrency of concurrencies) {
+        for (const kind of outputs) {
+          const times: number[] = [];
+          const peaks: number[] = [];
+          const codes = new Set<number>();
+          let files = 0;
+          for (let round = 0; round < rounds; round++) {
+            const target = kind === "file" ? join(scratch, "fleet.yaml") : `${scratch}/fleet/`;
+            const run = await ask(concurrency, target, kind === "hold");
+            times.push(run.ms);
+            peaks.push(run.peakMiB);
+            codes.add(run.code);
+            files = kind === "file" ? 1 : (await readdir(join(scratch, "fleet")).catch(() => []))
+              .length;
+            await rm(join(scratch, "fleet"), { recursive: true, force: true });
+            await rm(join(scratch, "fleet.yaml"), { force: true });
+          }
+          await writer.write(new TextEncoder().encode("stats\n"));
+          const stats = await next() as { reviews: number; checks: number };
+          const what = kind === "hold"
+            ? "fetchFleet keeping every snapshot, then writeFleet -o dir/ (as before)"
+            : kind === "file"
+            ? "aicr daemonset fetch -o fleet.yaml (one stream)"
+            : "aicr daemonset fetch -o dir/";
+          report(
+            `${what}, ${sim.nodes.length} nodes, concurrency ${concurrency}, exit ${
+              [...codes].join("/")
+            }, ${files} file(s), ~${
+              (sim.snapshotBytes * sim.nodes.length / 1024 / 1024).toFixed(0)
+            } MiB moved; peak RSS median ${median(peaks).toFixed(0)} MiB (max ${
+              Math.max(...peaks).toFixed(0)
+            }); daemons' TokenReviews so far ${stats.reviews}`,
+            times,
+            10_000,
+          );
         }
-        bytes = sim.snapshotBytes * ok;
       }
-      await writer.write(new TextEncoder().encode("stats\n"));
-      const stats = await next() as { reviews: number; checks: number };
-      report(
-        `fetch of ${sim.nodes.length} simulated nodes, concurrency ${concurrency}, ${ok} ok, ~${
-          (bytes / 1024 / 1024).toFixed(0)
-        } MiB per round; daemons' TokenReviews so far ${stats.reviews}, SubjectAccessReviews ${stats.checks}`,
-        times,
-        10_000,
-      );
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
     }
-    out(`fetch process peak memory (VmHWM): ${peakMiB().toFixed(0)} MiB`);
   } finally {
     await writer.write(new TextEncoder().encode("quit\n")).catch(() => {});
     await writer.close().catch(() => {});
@@ -199,9 +199,17 @@ if (import.meta.main && Deno.args.some((a) => a.startsWith("--simulate"))) {
     options: {
       simulate: { type: "string", default: "1000" },
       rounds: { type: "string", default: "3" },
+      concurrency: { type: "string", default: "16,64,256" },
+      outputs: { type: "string", default: "dir,file,hold" },
     },
   });
-  await simulate(Number(values.simulate), Number(values.rounds));
+  await mkdir(join(ROOT, ".cluster-runs"), { recursive: true });
+  await simulate(
+    Number(values.simulate),
+    Number(values.rounds),
+    values.concurrency.split(",").map(Number),
+    values.outputs.split(","),
+  );
 } else if (import.meta.main) {
   const { values } = parseArgs({
     args: Deno.args,

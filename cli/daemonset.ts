@@ -16,6 +16,7 @@ import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import {
+  createFleetWriter,
   DEFAULT_MAX_ANSWER_BYTES,
   fetchFleet,
   FLEET_TRANSPORTS,
@@ -28,7 +29,6 @@ import {
   renderDaemonSet,
   uninstallDaemonSet,
   uninstallReportContent,
-  writeFleet,
 } from "../controller/mod.ts";
 import type { DaemonSetOptions, FleetOutput, FleetTransport } from "../controller/mod.ts";
 import { TimeoutError, ToolError, UsageError } from "../errors.ts";
@@ -524,11 +524,22 @@ export async function runFleetFetch(
     namespace: options.namespace,
     name: options.name,
   }, async () => {
-    const fleet = await fetchFleet({ kube: connect(deps, context.globals), log }, {
-      ...fetch,
-      signal: deps.signal,
-    });
-    const written = await writeFleet(fleet.results, output, deps.stdout);
+    // Each snapshot is written as it arrives and dropped: memory is bounded by the answers in
+    // flight (--concurrency), not the fleet.
+    const writer = createFleetWriter(output, deps.stdout);
+    let fleet: Awaited<ReturnType<typeof fetchFleet>>;
+    let written: string[];
+    try {
+      fleet = await fetchFleet({ kube: connect(deps, context.globals), log }, {
+        ...fetch,
+        signal: deps.signal,
+        onResult: writer.put,
+      });
+      written = await writer.close();
+    } catch (error) {
+      await writer.abort();
+      throw error;
+    }
     deps.stderr.write(formatFleetTable(fleet.results));
     log.info("fleet fetched", {
       nodes: fleet.results.length,

@@ -16,8 +16,7 @@ import { Buffer } from "node:buffer";
 import { request as httpsRequest } from "node:https";
 import { checkServerIdentity } from "node:tls";
 import type { PeerCertificate } from "node:tls";
-import { join } from "node:path";
-import { mapConcurrent, writeFileAtomic } from "../io.ts";
+import { mapConcurrent } from "../io.ts";
 import {
   IncompleteError,
   NotFoundError,
@@ -27,7 +26,7 @@ import {
 } from "../errors.ts";
 import { KubeApiError, ResponseTooLargeError } from "../kube/mod.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
-import type { Logger, TextWriter } from "../log.ts";
+import type { Logger } from "../log.ts";
 import {
   DAEMON_TOKEN_AUDIENCE,
   daemonCaConfigMapName,
@@ -151,6 +150,13 @@ export interface FleetOptions {
   nodes?: readonly string[];
   /** SIGINT/SIGTERM. */
   signal?: AbortSignal;
+  /**
+   * Takes each asked node's result as soon as it is known (the snapshot with it, when ok), with
+   * the node's position in name order. When given, the returned results carry no snapshots:
+   * the fetch keeps a small summary per node and memory stays bounded by the answers in flight
+   * (see `createFleetWriter`). A rejection ends the fetch after the nodes in flight.
+   */
+  onResult?: (result: NodeResult, position: number) => Promise<void>;
 }
 
 /** What a fetch returns. */
@@ -453,12 +459,20 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   const via = transport === "auto"
     ? await probeDirect(sorted, results, { fetchNode, log })
     : transport;
+  const settle = async (index: number, result: NodeResult) => {
+    if (!options.onResult) return void (results[index] = result);
+    await options.onResult(result, index);
+    const { snapshot: _handedOver, ...summary } = result;
+    results[index] = summary;
+  };
   const rest = sorted.map((pod, index) => ({ pod, index })).filter(({ index }) =>
     results[index] === undefined
   );
+  const probed = results.findIndex((r) => r !== undefined);
+  if (probed >= 0) await settle(probed, results[probed] as NodeResult);
   log.debug("fetching the fleet", { nodes: sorted.length, transport: via, concurrency });
   await mapConcurrent(rest, concurrency, async ({ pod, index }) => {
-    results[index] = await fetchNode(pod, via);
+    await settle(index, await fetchNode(pod, via));
   });
   const absent = missing.map((node): NodeResult => ({
     node,
@@ -659,11 +673,6 @@ async function targetedNodes(kube: KubeClient, placement: DaemonPlacement): Prom
   }).map((node) => node.metadata?.name ?? "").filter((name) => name !== "");
 }
 
-/** Where fetched snapshots go. */
-export type FleetOutput =
-  | { kind: "directory"; path: string }
-  | { kind: "stream"; path: string | undefined };
-
 /**
  * One multi-document YAML stream of the ok nodes' snapshots (what `aicr diff --fleet` reads).
  *
@@ -673,40 +682,6 @@ export type FleetOutput =
 export function fleetStream(results: readonly NodeResult[]): string {
   return results.flatMap((r) => r.snapshot ? [`---\n${encodeSnapshot(r.snapshot, "yaml")}`] : [])
     .join("");
-}
-
-/**
- * Writes the ok nodes' snapshots: one `<node>.yaml` per node into a directory (each written
- * atomically), or one stream to a file (atomically) or to stdout.
- *
- * @param results the fetch results
- * @param output where
- * @param stdout standard output
- * @returns the paths written (empty for stdout)
- * @throws {ToolError} naming the path when a file cannot be written
- */
-export async function writeFleet(
-  results: readonly NodeResult[],
-  output: FleetOutput,
-  stdout: TextWriter,
-): Promise<string[]> {
-  if (output.kind === "directory") {
-    const written: string[] = [];
-    for (const r of results) {
-      if (!r.snapshot) continue;
-      const path = join(output.path, `${r.node}.yaml`);
-      await writeFileAtomic(path, encodeSnapshot(r.snapshot, "yaml"));
-      written.push(path);
-    }
-    return written;
-  }
-  const text = fleetStream(results);
-  if (output.path === undefined) {
-    stdout.write(text);
-    return [];
-  }
-  await writeFileAtomic(output.path, text);
-  return [output.path];
 }
 
 /**

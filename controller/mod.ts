@@ -3,7 +3,7 @@
  * options. Job mode (`deploy.ts`: gate → create → wait → read → deliver → cleanup, `wait.ts`),
  * the sweep after a killed run (`sweep.ts`), and DaemonSet mode (`install.ts`: install,
  * uninstall and render; `signer.ts`: the daemons' certificates; `fleet.ts`: fetch every
- * node's snapshot).
+ * node's snapshot, `fleet_writer.ts`: write each as it arrives).
  *
  * ```ts ignore
  * const result = await deploySnapshot(deps, options);
@@ -33,12 +33,12 @@ export {
   FLEET_TRANSPORTS,
   fleetError,
   formatFleetTable,
-  writeFleet,
 } from "./fleet.ts";
+export { createFleetWriter, DEFAULT_REORDER_BYTES, writeFleet } from "./fleet_writer.ts";
+export type { FleetOutput, FleetWriter, FleetWriterOptions } from "./fleet_writer.ts";
 export type {
   FleetDeps,
   FleetOptions,
-  FleetOutput,
   FleetResult,
   FleetTransport,
   NodeResult,

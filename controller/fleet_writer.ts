@@ -1,0 +1,198 @@
+/**
+ * The fleet fetch's streaming sink: each node's snapshot is written the moment it arrives, so a
+ * fetch of 1,000 or 10,000 nodes holds the answers in flight, not every snapshot until the end.
+ *
+ * - A directory gets `<node>.yaml` per ok node, each written atomically as it arrives.
+ * - A stream (a file, written to a temporary file and renamed at the end, or stdout) gets the ok
+ *   nodes' documents in node-name order, as before: an answer that arrives before an earlier
+ *   node's waits in memory up to {@link DEFAULT_REORDER_BYTES}, and past that in a temporary
+ *   folder (a node that hangs until its deadline cannot make the fetch hold the fleet).
+ *
+ * Output bytes are the same as writing every result at the end ({@link writeFleet}).
+ *
+ * @module
+ */
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openAtomicFile, writeFileAtomic } from "../io.ts";
+import type { AtomicFile } from "../io.ts";
+import type { TextWriter } from "../log.ts";
+import { encodeSnapshot } from "../snapshot/mod.ts";
+import type { NodeResult } from "./fleet.ts";
+
+/** Where fetched snapshots go. */
+export type FleetOutput =
+  | { kind: "directory"; path: string }
+  | { kind: "stream"; path: string | undefined };
+
+/** Stream documents held in memory, waiting for an earlier node, before they are spooled. */
+export const DEFAULT_REORDER_BYTES = 64 * 1024 * 1024;
+
+/** Writes a fetch's results as they arrive (see the module doc). */
+export interface FleetWriter {
+  /**
+   * Takes one asked node's result, at its position in node-name order; every position at most
+   * once, in any order, concurrently.
+   *
+   * @throws {UsageError} naming the path when it cannot be written
+   */
+  put(result: NodeResult, position: number): Promise<void>;
+  /**
+   * Writes what is still waiting, publishes the stream file, and removes the spool.
+   *
+   * @returns the paths written (node files in name order, or the stream file; none for stdout)
+   */
+  close(): Promise<string[]>;
+  /** After a failure: removes the spool and the unpublished stream file. Never throws. */
+  abort(): Promise<void>;
+}
+
+/** Options of {@link createFleetWriter}. */
+export interface FleetWriterOptions {
+  /** Bytes of stream documents held in memory out of order. @default 64 MiB */
+  reorderBytes?: number;
+  /** The spool's parent folder. @default the system's temporary folder */
+  spoolParent?: string;
+}
+
+/**
+ * Makes the streaming sink for one fetch (give its `put` to `fetchFleet`'s `onResult`).
+ *
+ * @param output a directory, a stream file, or stdout
+ * @param stdout standard output
+ * @param options the reorder bound and spool folder
+ * @returns the writer
+ */
+export function createFleetWriter(
+  output: FleetOutput,
+  stdout: TextWriter,
+  options: FleetWriterOptions = {},
+): FleetWriter {
+  if (output.kind === "directory") return directoryWriter(output.path);
+  return streamWriter(output.path, stdout, options);
+}
+
+function directoryWriter(dir: string): FleetWriter {
+  const written: { node: string; path: string }[] = [];
+  return {
+    async put(result) {
+      if (!result.snapshot) return;
+      const path = join(dir, `${result.node}.yaml`);
+      await writeFileAtomic(path, encodeSnapshot(result.snapshot, "yaml"));
+      written.push({ node: result.node, path });
+    },
+    close: () =>
+      Promise.resolve(
+        written.sort((a, b) => a.node.localeCompare(b.node)).map((w) => w.path),
+      ),
+    abort: () => Promise.resolve(),
+  };
+}
+
+/** A document waiting for its turn: in memory, spooled to a file, or none (a failed node). */
+type Waiting = { text: string } | { spooled: string } | null;
+
+function streamWriter(
+  path: string | undefined,
+  stdout: TextWriter,
+  options: FleetWriterOptions,
+): FleetWriter {
+  const reorderBytes = options.reorderBytes ?? DEFAULT_REORDER_BYTES;
+  const waiting = new Map<number, Waiting>();
+  let next = 0;
+  let held = 0;
+  let file: Promise<AtomicFile> | undefined;
+  let spool: Promise<string> | undefined;
+  // Writes happen one at a time, in position order.
+  let queue: Promise<void> = Promise.resolve();
+
+  const sink = (): Promise<AtomicFile> => file ??= openAtomicFile(path as string);
+  const emit = async (text: string) => {
+    if (path === undefined) stdout.write(text);
+    else await (await sink()).write(text);
+  };
+  const spoolDir = () => spool ??= mkdtemp(join(options.spoolParent ?? tmpdir(), "aicr-fetch-"));
+  const textOf = async (item: Waiting): Promise<string> => {
+    if (item === null) return "";
+    if ("text" in item) {
+      held -= item.text.length;
+      return item.text;
+    }
+    const text = await readFile(item.spooled, "utf8");
+    await rm(item.spooled, { force: true });
+    return text;
+  };
+  const drain = async (all: boolean) => {
+    const positions = all ? [...waiting.keys()].sort((a, b) => a - b) : [];
+    for (;;) {
+      const position = all ? positions.shift() : next;
+      if (position === undefined || !waiting.has(position)) return;
+      const item = waiting.get(position) as Waiting;
+      waiting.delete(position);
+      next = position + 1;
+      const text = await textOf(item);
+      if (text !== "") await emit(text);
+    }
+  };
+  const serial = (step: () => Promise<void>): Promise<void> => {
+    const run = queue.then(step);
+    queue = run.catch(() => {});
+    return run;
+  };
+
+  return {
+    async put(result, position) {
+      const text = result.snapshot ? `---\n${encodeSnapshot(result.snapshot, "yaml")}` : "";
+      await serial(async () => {
+        if (position !== next && text !== "" && held + text.length > reorderBytes) {
+          const spooled = join(await spoolDir(), `${position}.yaml`);
+          await writeFile(spooled, text);
+          waiting.set(position, { spooled });
+        } else {
+          held += text.length;
+          waiting.set(position, text === "" ? null : { text });
+        }
+        await drain(false);
+      });
+    },
+    async close() {
+      await serial(() => drain(true));
+      if (spool) await rm(await spool, { recursive: true, force: true });
+      if (path === undefined) return [];
+      // No ok node: the stream file is still written, empty.
+      await (await sink()).commit();
+      return [path];
+    },
+    async abort() {
+      await queue;
+      if (spool) await rm(await spool, { recursive: true, force: true }).catch(() => {});
+      if (file) await (await file.catch(() => undefined))?.discard();
+    },
+  };
+}
+
+/**
+ * Writes the ok nodes' snapshots of a finished fetch: one `<node>.yaml` per node into a
+ * directory (each written atomically), or one stream to a file (atomically) or to stdout.
+ *
+ * @param results the fetch results, in node-name order
+ * @param output where
+ * @param stdout standard output
+ * @returns the paths written (empty for stdout)
+ * @throws {ToolError} naming the path when a file cannot be written
+ */
+export async function writeFleet(
+  results: readonly NodeResult[],
+  output: FleetOutput,
+  stdout: TextWriter,
+): Promise<string[]> {
+  const writer = createFleetWriter(output, stdout);
+  try {
+    for (const [position, result] of results.entries()) await writer.put(result, position);
+    return await writer.close();
+  } catch (error) {
+    await writer.abort();
+    throw error;
+  }
+}
