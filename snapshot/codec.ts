@@ -5,17 +5,17 @@
  * @module
  */
 import {
-  Document,
   isMap,
   isScalar,
   isSeq,
   LineCounter,
   parseAllDocuments,
   parseDocument,
-  Scalar,
   stringify,
   visit,
 } from "yaml";
+import type { Document } from "yaml";
+import { snapshotYamlDocument, writeSnapshotYaml, YAML_WRITE_OPTIONS } from "./yaml_writer.ts";
 import { UsageError } from "../errors.ts";
 import {
   ACCEPTED_API_VERSIONS,
@@ -74,21 +74,36 @@ export function isSnapshotFormat(value: unknown): value is SnapshotFormat {
  * @returns the document text
  */
 export function encodeSnapshot(snapshot: Snapshot, format: SnapshotFormat = "yaml"): string {
-  const doc = toPlainDocument(normalizeSnapshot(snapshot));
+  const normalized = normalizeSnapshot(snapshot);
+  if (format === "yaml") {
+    const fast = writeSnapshotYaml(normalized);
+    if (fast !== undefined) return fast;
+  }
+  const doc = toPlainDocument(normalized);
   if (format === "json") return encodeJson(doc) + "\n";
-  // YAML 1.1 quoting keeps `"yes"`, `"on"` and timestamps strings for YAML 1.1 readers too.
-  const yaml = new Document(doc, { version: "1.1" });
-  // A tab inside a plain scalar is legal YAML 1.2 but PyYAML and ruamel.yaml (YAML 1.1)
-  // refuse it (`/proc/sys/fs/dentry-state` holds tabs): such strings are double-quoted,
-  // as upstream's encoder writes them.
-  visit(yaml, {
-    Scalar(_key, node) {
-      if (typeof node.value === "string" && node.value.includes("\t")) {
-        node.type = Scalar.QUOTE_DOUBLE;
-      }
-    },
-  });
-  return yaml.toString({ indent: 2, lineWidth: 0, minContentWidth: 0, indentSeq: true });
+  return encodeYamlWithLibrary(doc);
+}
+
+/**
+ * The `yaml` library's encoding of a plain snapshot document, which {@link encodeSnapshot}
+ * matches byte for byte without it (see `yaml_writer.ts`), falling back to it only for
+ * multi-line strings.
+ *
+ * @param doc the plain document (kind, apiVersion, metadata, measurements)
+ * @returns the YAML text
+ */
+export function encodeYamlWithLibrary(doc: unknown): string {
+  return snapshotYamlDocument(doc).toString(YAML_WRITE_OPTIONS);
+}
+
+/**
+ * A snapshot as the plain document the encoders write (for comparing encoders).
+ *
+ * @param snapshot the snapshot
+ * @returns kind, apiVersion, metadata and measurements, normalised
+ */
+export function plainSnapshotDocument(snapshot: Snapshot): Record<string, unknown> {
+  return toPlainDocument(normalizeSnapshot(snapshot));
 }
 
 /**

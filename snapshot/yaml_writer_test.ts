@@ -1,0 +1,203 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
+import {
+  encodeSnapshot,
+  encodeYamlWithLibrary,
+  parseSnapshot,
+  plainSnapshotDocument,
+} from "./codec.ts";
+import { normalizeSnapshot, setOwn } from "./model.ts";
+import type { Reading, Snapshot } from "./model.ts";
+import { writeSnapshotYaml } from "./yaml_writer.ts";
+import { makeLargeSnapshot } from "./testdata/generate.ts";
+import { makeMixedFleet } from "./testdata/mixed_fleet.ts";
+
+/** What the library writes for the same snapshot. */
+function library(snapshot: Snapshot): string {
+  return encodeYamlWithLibrary(plainSnapshotDocument(snapshot));
+}
+
+/** Strings YAML 1.1 and 1.2 read as something else, or that need quoting or escapes. */
+const TRICKY: string[] = [
+  "",
+  " ",
+  "yes",
+  "No",
+  "ON",
+  "off",
+  "y",
+  "n",
+  "~",
+  "null",
+  "Null",
+  "true",
+  "False",
+  " lead",
+  "trail ",
+  "a: b",
+  "a:b",
+  "a #b",
+  "#x",
+  "- x",
+  "-",
+  "?",
+  "? x",
+  ":x",
+  "1.0",
+  "1e3",
+  "0x1F",
+  "0o7",
+  "017",
+  "0b101",
+  "1_000",
+  "1:30",
+  "190:20:30",
+  "2026-03-21",
+  "2026-03-21T10:30:00Z",
+  "2026-3-1 1:2:3",
+  ".inf",
+  "-.Inf",
+  ".nan",
+  "+1",
+  "-1",
+  "0",
+  "a\tb",
+  "\t",
+  "a\nb",
+  "a\n",
+  "\n",
+  "'q'",
+  '"dq"',
+  "it's",
+  'say "hi"',
+  "back\\slash",
+  "{x}",
+  "[x]",
+  "x]",
+  "a,b",
+  "&a",
+  "*a",
+  "!tag",
+  "%x",
+  "@x",
+  "`x",
+  "|",
+  ">",
+  "é and ü",
+  "日本",
+  "🚀",
+  "\u0000",
+  "\u0007bell",
+  "\u007f",
+  "\u0085",
+  "\u00a0nbsp",
+  "\u2028",
+  "\ufeffbom",
+  "x".repeat(5000),
+  "word ".repeat(300),
+  "=",
+  "<<",
+  "---",
+  "...",
+  "--- x",
+  "a  b",
+  "/proc/sys/fs/dentry-state",
+  "12345\t0\t0\t0",
+  "BOOT_IMAGE=/vmlinuz root=UUID=1 ro quiet splash iommu=pt",
+];
+
+const READINGS: Reading[] = [
+  ...TRICKY,
+  0,
+  -0,
+  1,
+  -1,
+  1.5,
+  0.1,
+  1e21,
+  1e-7,
+  123456789012,
+  Number.MAX_SAFE_INTEGER,
+  NaN,
+  Infinity,
+  -Infinity,
+  2n ** 70n,
+  -(2n ** 64n),
+  true,
+  false,
+  null,
+];
+
+/** Multi-line in YAML (a block scalar, or an explicit key over 1,024 characters). */
+const multiLine = (s: string) => /[\n\u0085\u2028]/.test(s) || s.length > 1024;
+
+function tricky(options: { singleLine?: boolean } = {}): Snapshot {
+  const keep = (v: Reading) => !options.singleLine || typeof v !== "string" || !multiLine(v);
+  const data: Record<string, Reading> = {};
+  READINGS.filter(keep).forEach((value, i) => data[`k${i}`] = value);
+  const keyed: Record<string, Reading> = {};
+  for (const key of [...TRICKY, "__proto__", "1", "10", "2", "x".repeat(2000)].filter(keep)) {
+    setOwn(keyed, key, 1);
+  }
+  return {
+    kind: "Snapshot",
+    apiVersion: "aicr.run/v1",
+    metadata: { "source-node": "yes", timestamp: "2026-03-21T10:30:00Z", version: "1.0" },
+    measurements: [
+      { type: "OS", subtypes: [{ subtype: "sysctl", data }] },
+      {
+        type: "K8s",
+        subtypes: [
+          { subtype: "server", data: keyed, context: { status: "ok", "a: b": "no" } },
+          { subtype: "empty", data: {} },
+        ],
+      },
+      { type: "GPU", subtypes: [] },
+    ],
+  } as unknown as Snapshot;
+}
+
+Deno.test("yaml writer: every snapshot shape and scalar is written as the yaml library writes it", () => {
+  const fixture = parseSnapshot(
+    readFileSync(new URL("./testdata/h100-gpu-node-1.yaml", import.meta.url), "utf8"),
+  );
+  const cases: [string, Snapshot][] = [
+    ["sample", sampleSnapshot({ nodeName: "n1" })],
+    ["fixture", fixture],
+    ["large", makeLargeSnapshot("gpu-node-1", 256 * 1024)],
+    ...makeMixedFleet({ "p5-h100": 2, "p6-gb200": 2, "system-m7i": 2 }).map((
+      s,
+    ): [string, Snapshot] => [s.metadata["source-node"], s]),
+  ];
+  // Each one-value document too, so a difference names its value.
+  for (const [i, value] of READINGS.entries()) {
+    const one = tricky();
+    (one.measurements[0] as { subtypes: { data: Record<string, Reading> }[] }).subtypes[0]!.data = {
+      v: value,
+    };
+    assert.equal(
+      encodeSnapshot(one),
+      library(one),
+      `reading ${i}: ${JSON.stringify(String(value))}`,
+    );
+  }
+  for (const [name, snapshot] of [...cases, ["tricky single-line", tricky({ singleLine: true })]]) {
+    assert.ok(writeSnapshotYaml(normalizeSnapshot(snapshot as Snapshot)), `${name}: the fast path`);
+  }
+  cases.push(["tricky", tricky()], ["tricky single-line", tricky({ singleLine: true })]);
+  for (const [name, snapshot] of cases) {
+    assert.equal(encodeSnapshot(snapshot), library(snapshot), name);
+    // And it reads back to the same snapshot.
+    assert.deepEqual(parseSnapshot(encodeSnapshot(snapshot)), parseSnapshot(library(snapshot)));
+  }
+});
+
+Deno.test("yaml writer: a multi-line string falls back to the library's block scalar", () => {
+  const snapshot = sampleSnapshot({ nodeName: "n1" });
+  (snapshot.measurements[0]!.subtypes[0]!.data as Record<string, Reading>).motd =
+    "line 1\nline 2\n";
+  const text = encodeSnapshot(snapshot);
+  assert.equal(text, library(snapshot));
+  assert.match(text, /motd: \|/);
+});
