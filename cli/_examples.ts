@@ -60,6 +60,26 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     "# The manifests for review or GitOps (the Secret holds a private key: keep it private)",
     "aicr daemonset render -n aicr-system > aicr-daemonset.yaml",
   ],
+  "daemonset baseline": [
+    "aicr daemonset baseline set -n aicr-system --from-node gpu-node-1",
+    "aicr daemonset baseline list -n aicr-system",
+  ],
+  "daemonset baseline set": [
+    "# A node's current snapshot becomes its cohort's baseline (every daemon of that cohort compares with it)",
+    "aicr daemonset baseline set -n aicr-system --from-node gpu-node-1",
+    "# A reviewed file, refused unless it belongs to the cohort named",
+    "aicr daemonset baseline set -n aicr-system -f golden-h100.yaml --cohort 3f2a9c0d1e4b5a67",
+  ],
+  "daemonset baseline get": [
+    "aicr daemonset baseline get -n aicr-system --cohort 3f2a9c0d1e4b5a67 > baseline.yaml",
+  ],
+  "daemonset baseline list": [
+    "aicr daemonset baseline list -n aicr-system",
+  ],
+  "daemonset baseline delete": [
+    "aicr daemonset baseline delete -n aicr-system --cohort 3f2a9c0d1e4b5a67",
+    "aicr daemonset baseline delete -n aicr-system --all",
+  ],
   completion: [
     "# bash: this shell, or every new one",
     "source <(aicr completion bash)",

@@ -50,6 +50,7 @@ import { parseCount } from "./agent.ts";
 import { addReportOptions, reportTargets, runReported } from "./_report.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { ReportTargets } from "./_report.ts";
+import { baselineCommand } from "./baseline.ts";
 import type { CliDeps } from "./context.ts";
 import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
@@ -393,7 +394,8 @@ export function daemonsetCommand(deps: CliDeps): Command {
     .addCommand(installCommand(deps))
     .addCommand(fetchCommand(deps))
     .addCommand(uninstallCommand(deps))
-    .addCommand(renderCommand(deps));
+    .addCommand(renderCommand(deps))
+    .addCommand(baselineCommand(deps));
 }
 
 /** The fetch flags (`aicr daemonset fetch`, `aicr snapshot --from-daemonset`). */

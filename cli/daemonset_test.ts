@@ -5,6 +5,9 @@ import { parse as parseYaml, parseAllDocuments } from "yaml";
 import type { CliDeps } from "./context.ts";
 import { createProgram } from "./mod.ts";
 
+/** A document that is not a Snapshot (the fixture `aicr diff` refuses too). */
+const MALFORMED = new URL("../snapshot/testdata/invalid-kind.yaml", import.meta.url).pathname;
+
 function harness(): { deps: CliDeps; stdout: () => string; connects: () => number } {
   let out = "";
   let connects = 0;
@@ -89,6 +92,13 @@ Deno.test("daemonset: bad flags are usage errors before any cluster contact", as
       [["fetch", "--report", "-", "--junit", "-"], /--report - and --junit - to stdout together/],
       [["install", "--report", "/nonexistent-dir/r.json"], /its directory does not exist/],
       [["uninstall", "--report", "/"], /Cannot write the report to '\/' as it is a directory/],
+      [["baseline", "set"], /exactly one of '-f\/--file' and '--from-node'/],
+      [["baseline", "set", "-f", "a.yaml", "--from-node", "n"], /exactly one of/],
+      [["baseline", "delete"], /exactly one of '--cohort' and '--all'/],
+      [
+        ["baseline", "set", "-f", MALFORMED],
+        /field 'kind' \(line 1\) must be 'Snapshot': current value is 'ConfigMap'/,
+      ],
     ] as const
   ) {
     const h = harness();

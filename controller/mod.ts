@@ -46,3 +46,13 @@ export type {
 } from "./fleet.ts";
 export * from "./report.ts";
 export { DaemonImagePullError } from "./install.ts";
+export {
+  baselineSetChecks,
+  deleteBaselines,
+  FOREIGN_BASELINE_WARNING,
+  formatBaselineTable,
+  getBaseline,
+  listBaselines,
+  setBaseline,
+} from "./baseline.ts";
+export type { BaselineDeps, BaselineRecord, SetBaselineOptions } from "./baseline.ts";

@@ -695,3 +695,23 @@ export function daemonServerName(namespace: string, name: string): string {
 export function daemonSweepLabels(name: string): Labels {
   return { ...daemonSelectorLabels(name), [LABEL_MANAGED_BY]: APP_NAME };
 }
+
+/** Component of the per-cohort baseline ConfigMaps (`aicr daemonset baseline set`). */
+export const COMPONENT_BASELINE = "baseline";
+
+/**
+ * The labels of a daemon's baseline ConfigMaps: name, managed-by, component `baseline`,
+ * instance (the daemon's name). Not the daemon's sweep labels (component `daemon`): a
+ * baseline is the operator's data and outlives an uninstall and re-install.
+ *
+ * @param name the daemon's name
+ * @returns the labels
+ */
+export function baselineLabels(name: string): Labels {
+  return {
+    [LABEL_NAME]: APP_NAME,
+    [LABEL_MANAGED_BY]: APP_NAME,
+    [LABEL_COMPONENT]: COMPONENT_BASELINE,
+    [LABEL_INSTANCE]: validateDaemonName(name),
+  };
+}

@@ -32,13 +32,24 @@ export function formatSnapshotTable(
       }
     }
   }
-  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
   const meta = Object.entries(snapshot.metadata).map(([k, v]) => `${k}=${v}`).join(" ");
-  return [
-    `SNAPSHOT ${meta}`.trimEnd(),
-    "",
-    ...rows.map((r) =>
-      r.map((cell, i) => (i < 3 ? cell.padEnd(widths[i] ?? 0) : cell)).join("  ").trimEnd()
-    ),
-  ].join("\n") + "\n";
+  return `${`SNAPSHOT ${meta}`.trimEnd()}\n\n${alignColumns(rows)}`;
+}
+
+/**
+ * Aligns rows into columns two spaces apart, the last column left ragged.
+ *
+ * @param rows the cells, header first
+ * @returns the lines, each newline-terminated
+ */
+export function alignColumns(rows: readonly (readonly string[])[]): string {
+  const columns = Math.max(0, ...rows.map((r) => r.length));
+  const widths = Array.from(
+    { length: columns },
+    (_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)),
+  );
+  return rows.map((r) =>
+    r.map((cell, i) => (i < r.length - 1 ? cell.padEnd(widths[i] ?? 0) : cell)).join("  ")
+      .trimEnd() + "\n"
+  ).join("");
 }

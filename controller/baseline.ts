@@ -1,0 +1,377 @@
+/**
+ * Per-cohort baselines in the cluster (`aicr daemonset baseline set|get|list|delete`): one
+ * ConfigMap per cohort in the daemon's namespace, `<daemon>-baseline-<cohort key>`, which each
+ * daemon of that cohort reads to export `aicr_drift_readings` (see `daemon/baseline.ts`).
+ *
+ * Every verb runs the pre-flight gate first (the caller's ConfigMap permissions, plus what the
+ * fetch of `--from-node` needs). `set` proves its input before anything is written: a document
+ * that is not a Snapshot, or one whose cohort is not the cohort the user named, is refused with
+ * the reason (exit 2). It writes only into an object aicr created: a ConfigMap at the name
+ * without the baseline's labels is somebody else's, left untouched with a WARN and exit 2, as
+ * the staging ConfigMap of `aicr snapshot`. Updates and deletes are pinned to the UID just read.
+ *
+ * @module
+ */
+import { ConflictError, NotFoundError, ToolError, UsageError } from "../errors.ts";
+import { createAccessReviewer, runGate } from "../rbac/mod.ts";
+import type { AccessAttributes } from "../rbac/mod.ts";
+import type { KubeClient, KubeObject, NewObject } from "../kube/mod.ts";
+import type { Logger } from "../log.ts";
+import {
+  baselineLabels,
+  daemonReaderName,
+  DEFAULT_DAEMON_NAME,
+  formatLabelSelector,
+  matchesLabels,
+} from "../manifests/mod.ts";
+import {
+  alignColumns,
+  assertFitsConfigMap,
+  BASELINE_COHORT_ANNOTATION,
+  BASELINE_COHORT_KEY_LABEL,
+  BASELINE_VALUES_ANNOTATION,
+  baselineCohortOf,
+  baselineConfigMapName,
+  baselineSnapshot,
+  checkBaselineCohort,
+  cohortMatches,
+  encodeSnapshot,
+  snapshotConfigMapData,
+  snapshotFromConfigMapData,
+} from "../snapshot/mod.ts";
+import type { BaselineCohort, Snapshot } from "../snapshot/mod.ts";
+
+/** What the baseline verbs need. */
+export interface BaselineDeps {
+  /** The client (the caller's kubeconfig identity). */
+  kube: KubeClient;
+  /** Logger (stderr). */
+  log: Logger;
+  /** Clock. */
+  now: () => Date;
+}
+
+/** Which daemon's baselines. */
+export interface BaselineScope {
+  /** The daemon's namespace. */
+  namespace: string;
+  /** The daemon's name. @default "aicr-daemon" */
+  name?: string;
+}
+
+/** One stored baseline, as `list` shows it. */
+export interface BaselineRecord {
+  /** Its cohort. */
+  cohort: BaselineCohort;
+  /** The ConfigMap. */
+  configMap: string;
+  /** The ConfigMap's UID. */
+  uid: string;
+  /** Where it came from (`node <name>`, `file <path>`). */
+  source: string;
+  /** The node whose snapshot it is. */
+  node: string;
+  /** When it was written (RFC3339). */
+  updated: string;
+}
+
+/** Data key saying where a baseline came from. */
+const SOURCE_KEY = "source";
+
+/** The WARN for an object at a baseline's name that aicr did not create. */
+export const FOREIGN_BASELINE_WARNING =
+  "the baseline ConfigMap's name is taken by an object aicr did not create; it is left untouched (not written into, not adopted, not deleted)";
+
+function configMapChecks(namespace: string, verbs: readonly string[]): AccessAttributes[] {
+  return verbs.map((verb) => ({ verb, group: "", resource: "configmaps", namespace }));
+}
+
+async function gate(deps: BaselineDeps, namespace: string, questions: AccessAttributes[]) {
+  await runGate(createAccessReviewer(deps.kube), {
+    namespace,
+    mode: "prefix",
+    serviceAccount: "",
+    ownsOutput: false,
+    caller: questions,
+    log: deps.log,
+  });
+}
+
+/**
+ * The questions of `baseline set`: read, create and update ConfigMaps; with `--from-node`, also
+ * what the fetch needs (the daemon pods, the CA ConfigMap, the reader's token).
+ *
+ * @param scope namespace and daemon name
+ * @param fromNode whether a node's snapshot is fetched
+ * @returns the questions
+ */
+export function baselineSetChecks(scope: BaselineScope, fromNode: boolean): AccessAttributes[] {
+  const { namespace, name = DEFAULT_DAEMON_NAME } = scope;
+  return [
+    ...configMapChecks(namespace, ["get", "create", "update"]),
+    ...(fromNode
+      ? [
+        { verb: "list", group: "", resource: "pods", namespace },
+        {
+          verb: "create",
+          group: "",
+          resource: "serviceaccounts",
+          subresource: "token",
+          namespace,
+          name: daemonReaderName(name),
+        },
+      ]
+      : []),
+  ];
+}
+
+function recordOf(object: KubeObject): BaselineRecord | undefined {
+  const metadata = object.metadata ?? {};
+  const cohort = baselineCohortOf(
+    metadata as { labels?: Record<string, string>; annotations?: Record<string, string> },
+  );
+  if (!cohort || !metadata.name || !metadata.uid) return undefined;
+  const data = (object as { data?: Record<string, string> }).data ?? {};
+  const text = snapshotFromConfigMapData(data) ?? "";
+  const node = /^\s*source-node:\s*"?([^"\n]*)"?\s*$/m.exec(text)?.[1] ?? "";
+  return {
+    cohort,
+    configMap: metadata.name,
+    uid: metadata.uid,
+    source: data[SOURCE_KEY] ?? "",
+    node,
+    updated: data.timestamp ?? "",
+  };
+}
+
+/** Options of {@link setBaseline}. */
+export interface SetBaselineOptions extends BaselineScope {
+  /** Fetches the snapshot (a file read, or a node's daemon); runs after the gate. */
+  load: () => Promise<Snapshot>;
+  /** Where it came from, for `list` (`node gpu-1`, `file base.yaml`). */
+  source: string;
+  /** The cohort the user named (`--cohort`), by name or key; the snapshot must be of it. */
+  cohort?: string;
+  /** Whether `load` fetches from a node (the gate then asks what the fetch needs). */
+  fromNode?: boolean;
+}
+
+/**
+ * Stores a snapshot as its cohort's baseline: gate, load, prove (a Snapshot, of the cohort
+ * named, fitting a ConfigMap), then create the ConfigMap or update aicr's own one by UID.
+ *
+ * @param deps client, logger, clock
+ * @param options scope, the snapshot's loader and source, the cohort named
+ * @returns the stored baseline
+ * @throws {PermissionError} when the gate finds missing permissions (nothing written)
+ * @throws {UsageError} for a snapshot of another cohort, or one too large (nothing written)
+ * @throws {ConflictError} when an object aicr did not create holds the name (left untouched)
+ */
+export async function setBaseline(
+  deps: BaselineDeps,
+  options: SetBaselineOptions,
+): Promise<BaselineRecord> {
+  const { kube, log } = deps;
+  const { namespace, name = DEFAULT_DAEMON_NAME } = options;
+  await gate(deps, namespace, baselineSetChecks(options, options.fromNode ?? false));
+  const snapshot = await options.load();
+  const cohort = checkBaselineCohort(snapshot, options.cohort);
+  const configMap = baselineConfigMapName(name, cohort.key);
+  const stored = baselineSnapshot(snapshot);
+  const encoded = encodeSnapshot(stored, "yaml");
+  assertFitsConfigMap(stored, encoded, `the baseline ConfigMap '${namespace}/${configMap}'`);
+  const labels = { ...baselineLabels(name), [BASELINE_COHORT_KEY_LABEL]: cohort.key };
+  const data = {
+    ...snapshotConfigMapData(encoded, "yaml", deps.now()),
+    [SOURCE_KEY]: options.source,
+  };
+  const existing = await kube.get("ConfigMap", namespace, configMap, { timeoutMs: 10_000 });
+  let written: KubeObject;
+  if (existing) {
+    const uid = existing.metadata?.uid ?? "";
+    if (
+      !matchesLabels(existing.metadata?.labels, labels) ||
+      !baselineCohortOf(existing.metadata ?? {})
+    ) {
+      throw foreignBaseline(log, { namespace, configMap, cohort });
+    }
+    written = await kube.updateConfigMapIfUid(namespace, configMap, uid, { labels, data }, {
+      timeoutMs: 10_000,
+    });
+  } else {
+    const object: NewObject & { data: Record<string, string> } = {
+      metadata: {
+        name: configMap,
+        namespace,
+        labels,
+        annotations: {
+          [BASELINE_COHORT_ANNOTATION]: cohort.name,
+          [BASELINE_VALUES_ANNOTATION]: JSON.stringify(cohort.values),
+        },
+      },
+      data,
+    };
+    written = await kube.create("ConfigMap", object, { timeoutMs: 10_000 });
+  }
+  const record = recordOf(written);
+  if (!record) {
+    throw new ToolError(`Cannot read back the baseline ConfigMap '${namespace}/${configMap}'`);
+  }
+  log.info(existing ? "baseline replaced" : "baseline set", {
+    cohort: cohort.name,
+    key: cohort.key,
+    configmap: `${namespace}/${configMap}`,
+    source: options.source,
+    bytes: encoded.length,
+  });
+  return record;
+}
+
+function foreignBaseline(
+  log: Logger,
+  where: { namespace: string; configMap: string; cohort: BaselineCohort },
+): ConflictError {
+  log.warn(FOREIGN_BASELINE_WARNING, {
+    name: `${where.namespace}/${where.configMap}`,
+    cohort: where.cohort.name,
+  });
+  return new ConflictError(
+    `Cannot store the baseline of cohort '${where.cohort.name}' in '${where.namespace}/${where.configMap}': a ConfigMap aicr did not create already has that name`,
+    {
+      details: [
+        `  it is not aicr's: rename or remove it yourself (kubectl get configmap ${where.configMap} -n ${where.namespace} -o yaml)`,
+      ],
+    },
+  );
+}
+
+/**
+ * Every baseline of a daemon, sorted by cohort name (`baseline list`).
+ *
+ * @param deps client, logger
+ * @param scope namespace and daemon name
+ * @returns the baselines
+ * @throws {PermissionError} when the caller cannot list ConfigMaps
+ */
+export async function listBaselines(
+  deps: Pick<BaselineDeps, "kube" | "log">,
+  scope: BaselineScope,
+): Promise<BaselineRecord[]> {
+  await gate(deps as BaselineDeps, scope.namespace, configMapChecks(scope.namespace, ["list"]));
+  return await readBaselines(deps.kube, scope);
+}
+
+async function readBaselines(kube: KubeClient, scope: BaselineScope): Promise<BaselineRecord[]> {
+  const { namespace, name = DEFAULT_DAEMON_NAME } = scope;
+  const items = await kube.listAll("ConfigMap", namespace, {
+    labelSelector: formatLabelSelector(baselineLabels(name)),
+    timeoutMs: 30_000,
+  });
+  return items.flatMap((o) => recordOf(o) ?? [])
+    .sort((a, b) => a.cohort.name.localeCompare(b.cohort.name));
+}
+
+function pick(records: readonly BaselineRecord[], cohort: string | undefined, verb: string) {
+  if (cohort === undefined) {
+    if (records.length === 1) return records[0] as BaselineRecord;
+    throw new UsageError(
+      records.length === 0
+        ? `Cannot ${verb} a baseline: none is set (aicr daemonset baseline set)`
+        : `Cannot ${verb} a baseline as '--cohort' is not set and ${records.length} cohorts have one`,
+      { details: records.map((r) => `  ${r.cohort.key}  ${r.cohort.name}`) },
+    );
+  }
+  const found = records.find((r) => cohortMatches(r.cohort, cohort));
+  if (!found) {
+    throw new NotFoundError(`Cannot ${verb} the baseline of cohort '${cohort}': none is set`, {
+      details: records.length
+        ? [
+          "  cohorts with a baseline:",
+          ...records.map((r) => `  ${r.cohort.key}  ${r.cohort.name}`),
+        ]
+        : ["  no cohort has a baseline yet (aicr daemonset baseline set)"],
+    });
+  }
+  return found;
+}
+
+/**
+ * One cohort's baseline (`baseline get`): the record and the stored snapshot's text.
+ *
+ * @param deps client, logger
+ * @param options scope and the cohort (by name or key; may be left out when only one is set)
+ * @returns the record and the snapshot YAML
+ * @throws {NotFoundError} when that cohort has no baseline
+ * @throws {UsageError} when no cohort is named and several have one
+ */
+export async function getBaseline(
+  deps: Pick<BaselineDeps, "kube" | "log">,
+  options: BaselineScope & { cohort?: string },
+): Promise<{ record: BaselineRecord; text: string }> {
+  const { namespace } = options;
+  await gate(deps as BaselineDeps, namespace, configMapChecks(namespace, ["list", "get"]));
+  const record = pick(await readBaselines(deps.kube, options), options.cohort, "get");
+  const object = await deps.kube.get("ConfigMap", namespace, record.configMap, {
+    timeoutMs: 10_000,
+  });
+  const text = snapshotFromConfigMapData(
+    (object as { data?: Record<string, string> } | undefined)?.data,
+  );
+  if (text === undefined) {
+    throw new NotFoundError(
+      `Cannot get the baseline of cohort '${record.cohort.name}': its ConfigMap is gone or empty`,
+    );
+  }
+  return { record, text };
+}
+
+/**
+ * Deletes baselines (`baseline delete --cohort C` or `--all`), each pinned to the UID just read.
+ *
+ * @param deps client, logger
+ * @param options scope, the cohort or all
+ * @returns the records deleted
+ * @throws {NotFoundError} when the cohort named has no baseline
+ */
+export async function deleteBaselines(
+  deps: Pick<BaselineDeps, "kube" | "log">,
+  options: BaselineScope & { cohort?: string; all?: boolean },
+): Promise<BaselineRecord[]> {
+  const { namespace } = options;
+  if (!options.all && options.cohort === undefined) {
+    throw new UsageError("Cannot delete a baseline as neither '--cohort' nor '--all' is set");
+  }
+  await gate(deps as BaselineDeps, namespace, configMapChecks(namespace, ["list", "delete"]));
+  const records = await readBaselines(deps.kube, options);
+  const doomed = options.all ? records : [pick(records, options.cohort, "delete")];
+  for (const record of doomed) {
+    const result = await deps.kube.deleteIfUid(
+      "ConfigMap",
+      namespace,
+      record.configMap,
+      record.uid,
+      {
+        timeoutMs: 10_000,
+      },
+    );
+    deps.log.info(result === "deleted" ? "baseline deleted" : "baseline already gone", {
+      cohort: record.cohort.name,
+      configmap: `${namespace}/${record.configMap}`,
+    });
+  }
+  return doomed;
+}
+
+/**
+ * The `baseline list` table: key, cohort, node, source, updated.
+ *
+ * @param records the baselines
+ * @returns the table text
+ */
+export function formatBaselineTable(records: readonly BaselineRecord[]): string {
+  const rows = [
+    ["KEY", "COHORT", "NODE", "SOURCE", "UPDATED"],
+    ...records.map((r) => [r.cohort.key, r.cohort.name, r.node, r.source, r.updated]),
+  ];
+  return alignColumns(rows);
+}

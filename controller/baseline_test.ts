@@ -1,0 +1,161 @@
+import assert from "node:assert/strict";
+import {
+  ConflictError,
+  exitCodeOf,
+  NotFoundError,
+  PermissionError,
+  UsageError,
+} from "../errors.ts";
+import type { KubeObject } from "../kube/mod.ts";
+import { createLogger } from "../log.ts";
+import { parseSnapshot, snapshotCohort } from "../snapshot/mod.ts";
+import type { Snapshot } from "../snapshot/mod.ts";
+import { setReading } from "../snapshot/testdata/generate.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
+import {
+  deleteBaselines,
+  FOREIGN_BASELINE_WARNING,
+  formatBaselineTable,
+  getBaseline,
+  listBaselines,
+  setBaseline,
+} from "./baseline.ts";
+
+const NS = "aicr-system";
+
+function cluster(options: { denied?: string[] } = {}) {
+  const fake = createFakeKube();
+  const lines: string[] = [];
+  fake.client.selfAccessReview = (a) =>
+    Promise.resolve({ allowed: !options.denied?.includes(`${a.verb} ${a.resource}`) });
+  fake.client.updateConfigMapIfUid = (namespace, name, uid, content) => {
+    const key = `ConfigMap/${namespace}/${name}`;
+    const found = fake.objects.get(key);
+    if (!found || found.metadata?.uid !== uid) return Promise.reject(new Error("replaced"));
+    const next = {
+      ...found,
+      metadata: { ...found.metadata, labels: { ...content.labels, ...found.metadata?.labels } },
+      data: content.data,
+    } as KubeObject;
+    fake.objects.set(key, next);
+    return Promise.resolve(structuredClone(next));
+  };
+  const deps = {
+    kube: fake.client,
+    log: createLogger({ write: (l: string) => void lines.push(l) }),
+    now: () => new Date("2026-12-03T12:00:00Z"),
+  };
+  return { fake, deps, lines };
+}
+
+function gb200(): Snapshot {
+  const s = sampleSnapshot();
+  s.metadata["source-node"] = "gb-1";
+  setReading(s, "GPU.smi.gpu.model", "NVIDIA GB200 192GB HBM3e");
+  return s;
+}
+
+const writes = (fake: ReturnType<typeof createFakeKube>) =>
+  fake.calls.filter((c) => c.method === "create" || c.method === "delete").length;
+
+Deno.test("setBaseline() files a snapshot under its cohort's ConfigMap, replaces aicr's own by UID, and list/get/delete find it", async () => {
+  const { fake, deps } = cluster();
+  const h100 = sampleSnapshot();
+  const cohort = snapshotCohort(h100);
+  const first = await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(h100),
+    source: "node node-1",
+  });
+  assert.equal(first.configMap, `aicr-daemon-baseline-${cohort.key}`);
+  assert.equal(first.cohort.name, cohort.name);
+  const stored = fake.objects.get(`ConfigMap/${NS}/${first.configMap}`) as KubeObject & {
+    data: Record<string, string>;
+  };
+  assert.equal(stored.metadata?.labels?.["app.kubernetes.io/component"], "baseline");
+  assert.equal(stored.metadata?.annotations?.["aicr.run/cohort"], cohort.name);
+  assert.ok(
+    !parseSnapshot(stored.data["snapshot.yaml"] ?? "").measurements.some((m) =>
+      m.type === "NodeTopology"
+    ),
+  );
+  const changed = sampleSnapshot();
+  setReading(changed, "GPU.smi.driver", "580.95.05");
+  await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(changed),
+    source: "file new.yaml",
+    cohort: cohort.key,
+  });
+  await setBaseline(deps, { namespace: NS, load: () => Promise.resolve(gb200()), source: "f" });
+  const listed = await listBaselines(deps, { namespace: NS });
+  assert.deepEqual(listed.map((r) => [r.cohort.name, r.source]), [
+    ["NVIDIA GB200 192GB HBM3e ×8", "f"],
+    [cohort.name, "file new.yaml"],
+  ]);
+  assert.match(formatBaselineTable(listed), /^KEY\s+COHORT\s+NODE\s+SOURCE\s+UPDATED\n/);
+  const got = await getBaseline(deps, { namespace: NS, cohort: cohort.name });
+  assert.equal(parseSnapshot(got.text).measurements[0]?.subtypes[0]?.data.driver, "580.95.05");
+  await assert.rejects(getBaseline(deps, { namespace: NS }), UsageError, "two cohorts: name one");
+  await assert.rejects(getBaseline(deps, { namespace: NS, cohort: "nope" }), NotFoundError);
+  const deleted = await deleteBaselines(deps, { namespace: NS, cohort: cohort.key });
+  assert.deepEqual(deleted.map((r) => r.configMap), [first.configMap]);
+  assert.equal((await listBaselines(deps, { namespace: NS })).length, 1);
+  await deleteBaselines(deps, { namespace: NS, all: true });
+  assert.deepEqual(await listBaselines(deps, { namespace: NS }), []);
+});
+
+Deno.test("setBaseline() refuses a snapshot of another cohort than the one named, before anything is written", async () => {
+  const { fake, deps } = cluster();
+  const h100 = snapshotCohort(sampleSnapshot());
+  const error = await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(gb200()),
+    source: "node gb-1",
+    cohort: h100.name,
+  }).catch((e) => e);
+  assert.ok(error instanceof UsageError, String(error));
+  assert.equal(exitCodeOf(error), 2);
+  assert.match(error.message, /belongs to cohort 'NVIDIA GB200 192GB HBM3e ×8'/);
+  assert.equal(writes(fake), 0);
+});
+
+Deno.test("setBaseline() leaves a foreign ConfigMap at the name untouched: WARN and exit 2", async () => {
+  const { fake, deps, lines } = cluster();
+  const cohort = snapshotCohort(sampleSnapshot());
+  fake.put("ConfigMap", {
+    metadata: { name: `aicr-daemon-baseline-${cohort.key}`, namespace: NS, labels: { a: "b" } },
+  });
+  const before = structuredClone(
+    fake.objects.get(`ConfigMap/${NS}/aicr-daemon-baseline-${cohort.key}`),
+  );
+  const error = await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(sampleSnapshot()),
+    source: "x",
+  }).catch((e) => e);
+  assert.ok(error instanceof ConflictError, String(error));
+  assert.equal(exitCodeOf(error), 2);
+  assert.ok(lines.some((l) => l.includes(FOREIGN_BASELINE_WARNING)));
+  assert.deepEqual(fake.objects.get(`ConfigMap/${NS}/aicr-daemon-baseline-${cohort.key}`), before);
+  assert.equal(writes(fake), 0);
+});
+
+Deno.test("setBaseline() runs the gate first: every missing permission, nothing loaded or written", async () => {
+  const { fake, deps } = cluster({ denied: ["create configmaps", "update configmaps"] });
+  let loaded = false;
+  const error = await setBaseline(deps, {
+    namespace: NS,
+    load: () => {
+      loaded = true;
+      return Promise.resolve(sampleSnapshot());
+    },
+    source: "x",
+  }).catch((e) => e);
+  assert.ok(error instanceof PermissionError, String(error));
+  assert.match(error.message, /cannot "create" configmaps/);
+  assert.match(error.message, /cannot "update" configmaps/);
+  assert.equal(loaded, false);
+  assert.equal(writes(fake), 0);
+});
