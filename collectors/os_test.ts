@@ -1,4 +1,7 @@
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { NotFoundError, PermissionError, ToolError } from "../errors.ts";
 import { statusOf } from "./status.ts";
@@ -163,7 +166,16 @@ Deno.test("createHostReader() maps missing files to NotFoundError and bounds rea
   const host = createHostReader({ root: HOST });
   await assert.rejects(host.readFile("/no/such/file"), NotFoundError);
   await assert.rejects(host.readFile("/proc/sys/kernel/oversized"), /larger than the bound/);
-  assert.equal((await host.readFile("/proc/sys/kernel/oversized", 2 << 20)).length, (1 << 20) + 10);
+  const whole = await host.readFile("/proc/sys/kernel/oversized", 2 << 20);
+  assert.equal(whole.length, (1 << 20) + 10);
+  // Many 64 KiB chunks, each copied out of the one scratch buffer: the bytes are the file's.
+  const onDisk = readFileSync(join(HOST, "proc/sys/kernel/oversized"));
+  assert.deepEqual(Buffer.from(whole).equals(onDisk), true);
+  // A later read leaves an earlier result as it was (no view of shared memory is returned).
+  const first = await host.readFile("/etc/os-release");
+  const firstCopy = Uint8Array.from(first);
+  await host.readFile("/proc/sys/kernel/oversized", 2 << 20);
+  assert.deepEqual(first, firstCopy);
   assert.equal(await host.exists("/etc/os-release"), true);
   assert.equal(await host.exists("/etc/nothing"), false);
   const entries = await host.readDir("/proc/sys/vm");
