@@ -5,7 +5,14 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { NotFoundError, TimeoutError } from "../errors.ts";
 import { NOOP_LOGGER } from "../log.ts";
-import { MEASUREMENT_TYPES, SOURCE_STATUSES } from "../snapshot/mod.ts";
+import {
+  createSnapshot,
+  encodeSnapshot,
+  encodeYamlWithLibrary,
+  MEASUREMENT_TYPES,
+  plainSnapshotDocument,
+  SOURCE_STATUSES,
+} from "../snapshot/mod.ts";
 import type { Measurement } from "../snapshot/mod.ts";
 import {
   collectMeasurements,
@@ -350,5 +357,24 @@ Deno.test("createCommandRunner() resolves on PATH, reports exit codes, and kills
     const pid = Number((await readFile(path.join(dir, "child.pid"), "utf8")).trim());
     assert.ok(pid > 0, "the script recorded its child");
     await waitUntil(`the script's child ${pid} to be killed`, () => !isRunning(pid));
+  });
+});
+
+Deno.test("a snapshot of this host with the fake H100 encodes byte for byte as the yaml library writes it", async () => {
+  await withFakeSmi(`cat '${H100}'`, async (dir) => {
+    const { measurements } = await collectMeasurements({
+      host: createHostReader({ root: "/" }),
+      exec: createCommandRunner({ path: dir }),
+      env: () => undefined,
+      log: NOOP_LOGGER,
+    }, { only: ["gpu", "os", "topology"] });
+    const snapshot = createSnapshot(measurements, {
+      timestamp: new Date(0),
+      version: "0.1.0",
+      nodeName: "bench-h100",
+    });
+    // /proc/sys holds tabs (fs.dentry-state) and may hold multi-line values (kernel.core_modes):
+    // the writer's library paths are taken on a real host too.
+    assert.equal(encodeSnapshot(snapshot), encodeYamlWithLibrary(plainSnapshotDocument(snapshot)));
   });
 });

@@ -1,13 +1,18 @@
 /**
  * A fast YAML writer for the snapshot document's fixed shape, byte for byte what the `yaml`
  * library writes for it (`encodeSnapshot`'s options), without building a YAML node tree per
- * document: the library decides how each distinct scalar and key is written (once, then
- * cached, so a fleet whose snapshots share most readings and every NodeTopology string pays
- * once), this writer only lays out the fixed structure. A scalar the library would write over
- * several lines (a block scalar) makes the caller fall back to the library for the document.
+ * document. A scalar whose form is beyond doubt is written directly: a plain string the library
+ * leaves plain (decided by the library's own YAML 1.1 tag tests), a printable ASCII string it
+ * double-quotes, a finite number, a bigint, a boolean, null. The library decides any other scalar
+ * (a tab, non-ASCII text, a very long key: once, then cached, so a fleet whose snapshots share
+ * readings pays once), and writes a reading that takes several lines (a block scalar) together
+ * with its key, nested as deep as it sits, so its indentation rules see the same context.
  *
  * Why: a fleet fetch writes every node's snapshot as YAML; through the library that costs
- * ~60 ms for a 270 KiB snapshot, a minute of CPU for 1,000 nodes.
+ * ~60 ms for a 270 KiB snapshot, a minute of CPU for 1,000 nodes; and the agent writes one
+ * snapshot per run, where asking the library once per distinct scalar (a cold cache) cost more
+ * than the library's whole document, and a real host's multi-line `kernel.core_modes` sent every
+ * run back to the library.
  *
  * @module
  */
@@ -57,8 +62,71 @@ function remember(cache: Map<string, string | null>, id: string, text: string | 
   cache.set(id, text);
 }
 
+/** A plain scalar the library refuses to write plain (its own pattern, `stringifyString.js`). */
+const NOT_PLAIN =
+  /^[\n\t ,[\]{}#&*!|>'"%@`]|^[?-]$|^[?-][ \t]|[\n:][ \t]|[ \t]\n|[\n\t ]#|[\n\t :]$/;
+/** Printable ASCII without `"` and `\`: double-quoted as `"text"` with nothing escaped. */
+const QUOTABLE = /^[ !#-[\]-~]*$/;
+/** The library's longest implicit key is 1024 characters; far below that, no doubt. */
+const MAX_DIRECT_KEY = 1000;
+
+/** Tests of the YAML 1.1 tags a plain string could be read as (null, bool, int, float, ...). */
+let resolvingTests: RegExp[] | undefined;
+
+function tagTests(): RegExp[] {
+  if (resolvingTests) return resolvingTests;
+  const schema = new Document(null, { version: "1.1" }).schema;
+  const tags = [...schema.tags, ...(schema.compat ?? [])] as {
+    default?: boolean | string;
+    tag?: string;
+    test?: RegExp;
+  }[];
+  resolvingTests = tags
+    .filter((t) => t.default && t.tag !== "tag:yaml.org,2002:str" && t.test)
+    .map((t) => t.test as RegExp);
+  return resolvingTests;
+}
+
+/**
+ * A string as the library writes it on one line, decided without it; undefined when in doubt.
+ *
+ * @param text the string
+ * @param isKey whether it is the key of a nested map (never one of the top-level map)
+ */
+function directString(text: string, isKey: boolean): string | undefined {
+  if (!QUOTABLE.test(text)) return undefined;
+  // `<<` is the YAML 1.1 merge key: the library has its own rules for it, as key and as value.
+  if (text === "<<") return undefined;
+  // An empty key is written explicit (`? ""`), a long one too.
+  if (isKey && (text === "" || text.length > MAX_DIRECT_KEY)) return undefined;
+  // Needing quotes and holding no `"`, it is double-quoted, with nothing to escape.
+  if (NOT_PLAIN.test(text)) return `"${text}"`;
+  for (const test of tagTests()) {
+    if (test.test(text)) return `"${text}"`;
+  }
+  return text;
+}
+
+/** A reading as the library writes it, decided without it; undefined when in doubt. */
+function directValue(value: Reading): string | undefined {
+  switch (typeof value) {
+    case "string":
+      return directString(value, false);
+    case "number":
+      return Number.isFinite(value) && !Object.is(value, -0) ? JSON.stringify(value) : undefined;
+    case "bigint":
+      return String(value);
+    case "boolean":
+      return value ? "true" : "false";
+    default:
+      return value === null ? "null" : undefined;
+  }
+}
+
 /** How the library writes `value` as a map value on one line; null when it needs more. */
 function valueText(value: Reading): string | null {
+  const direct = directValue(value);
+  if (direct !== undefined) return direct;
   const cache = typeof value === "string" ? strings : others;
   const id = typeof value === "string"
     ? value
@@ -78,6 +146,8 @@ function valueText(value: Reading): string | null {
 
 /** How the library writes `key` as an implicit key of a nested map; null when it needs more. */
 function keyText(key: string): string | null {
+  const direct = directString(key, true);
+  if (direct !== undefined) return direct;
   let text = keys.get(key);
   if (text === undefined) {
     // Nested, not at column 0: a document's top-level `---` key is quoted, a nested one not.
@@ -92,8 +162,21 @@ function keyText(key: string): string | null {
   return text;
 }
 
-/** Thrown inside the writer when a scalar needs the library's layout. */
-const NEEDS_LIBRARY = Symbol("needs the library");
+/**
+ * Appends the library's rendering of one `key: value` pair whose key sits at `indent`: the pair
+ * is written nested in as many one-key maps as make that indent, so the library sees the same
+ * context (its block-scalar and document-marker rules depend on the depth), and the wrapper
+ * lines are dropped. Keys inside a list item sit where they would in nested maps, at the same
+ * depth for the library.
+ */
+function pairWithLibrary(out: string[], indent: string, key: string, value: Reading): void {
+  let nested: Record<string, unknown> = {};
+  Object.defineProperty(nested, key, { value, enumerable: true, writable: true });
+  const depth = indent.length / 2;
+  for (let i = 0; i < depth; i++) nested = { w: nested };
+  const lines = snapshotYamlDocument(nested).toString(YAML_WRITE_OPTIONS).split("\n");
+  out.push(lines.slice(depth).join("\n"));
+}
 
 function writeMap(
   out: string[],
@@ -108,10 +191,11 @@ function writeMap(
   }
   out.push(`${name}:\n`);
   for (const key of entries) {
+    const value = record[key] as Reading;
     const k = keyText(key);
-    const v = valueText(record[key] as Reading);
-    if (k === null || v === null) throw NEEDS_LIBRARY;
-    out.push(`${indent}${k}: ${v}\n`);
+    const v = valueText(value);
+    if (k === null || v === null) pairWithLibrary(out, indent, key, value);
+    else out.push(`${indent}${k}: ${v}\n`);
   }
 }
 
@@ -119,36 +203,31 @@ function writeMap(
  * Writes a normalised snapshot as YAML, as the library would with `encodeSnapshot`'s options.
  *
  * @param snapshot the snapshot, already normalised (sorted keys, canonical order)
- * @returns the text, or undefined when some scalar needs the library (multi-line strings)
+ * @returns the text, or undefined when a kind, apiVersion, type or subtype needs the library
  */
 export function writeSnapshotYaml(snapshot: Snapshot): string | undefined {
   const out: string[] = [];
-  try {
-    for (const [name, value] of [["kind", snapshot.kind], ["apiVersion", snapshot.apiVersion]]) {
-      const v = valueText(value as string);
-      if (v === null) return undefined;
-      out.push(`${name}: ${v}\n`);
+  for (const [name, value] of [["kind", snapshot.kind], ["apiVersion", snapshot.apiVersion]]) {
+    const v = valueText(value as string);
+    if (v === null) return undefined;
+    out.push(`${name}: ${v}\n`);
+  }
+  writeMap(out, "  ", "metadata", snapshot.metadata as unknown as Record<string, Reading>);
+  if (snapshot.measurements.length === 0) out.push("measurements: []\n");
+  else out.push("measurements:\n");
+  for (const m of snapshot.measurements) {
+    const type = valueText(m.type);
+    if (type === null) return undefined;
+    out.push(`  - type: ${type}\n`);
+    if (m.subtypes.length === 0) continue;
+    out.push("    subtypes:\n");
+    for (const s of m.subtypes) {
+      const subtype = valueText(s.subtype);
+      if (subtype === null) return undefined;
+      out.push(`      - subtype: ${subtype}\n`);
+      writeMap(out, "          ", "        data", s.data);
+      if (s.context) writeMap(out, "          ", "        context", s.context);
     }
-    writeMap(out, "  ", "metadata", snapshot.metadata as unknown as Record<string, Reading>);
-    if (snapshot.measurements.length === 0) out.push("measurements: []\n");
-    else out.push("measurements:\n");
-    for (const m of snapshot.measurements) {
-      const type = valueText(m.type);
-      if (type === null) return undefined;
-      out.push(`  - type: ${type}\n`);
-      if (m.subtypes.length === 0) continue;
-      out.push("    subtypes:\n");
-      for (const s of m.subtypes) {
-        const subtype = valueText(s.subtype);
-        if (subtype === null) return undefined;
-        out.push(`      - subtype: ${subtype}\n`);
-        writeMap(out, "          ", "        data", s.data);
-        if (s.context) writeMap(out, "          ", "        context", s.context);
-      }
-    }
-  } catch (error) {
-    if (error === NEEDS_LIBRARY) return undefined;
-    throw error;
   }
   return out.join("");
 }

@@ -201,3 +201,90 @@ Deno.test("yaml writer: a multi-line string falls back to the library's block sc
   assert.equal(text, library(snapshot));
   assert.match(text, /motd: \|/);
 });
+
+Deno.test("yaml writer: a multi-line reading or a long key is written in place, the rest directly", () => {
+  // Only the pair that needs the library goes through it, nested as deep as it sits.
+  const snapshot = normalizeSnapshot(tricky());
+  const fast = writeSnapshotYaml(snapshot);
+  assert.ok(fast, "no whole-document fallback for multi-line readings");
+  assert.equal(fast, library(snapshot));
+});
+
+/** More strings the direct path decides: indicators, document markers, quotes, breaks. */
+const MORE: string[] = [
+  "a:",
+  "a :",
+  "-a",
+  "?a",
+  "&x",
+  ",x",
+  "---x",
+  "... x",
+  "...x",
+  "multi\n\nline\n\n",
+  "\nlead break",
+  "  indented\nlines",
+  "line \nspace",
+  "line\n space",
+  "x\n#y",
+  "tab\tand\nbreak and a longer line so the quoted string folds",
+  "00000000:04:00.0",
+  "12.8",
+  "08",
+  "1:20:30.5",
+  "2026-01-01 00:00:00.5 +01:00",
+  "constructor",
+];
+
+/** A small deterministic generator (mulberry32). */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function randomSnapshot(seed: number): Snapshot {
+  const next = random(seed);
+  const strings = [...TRICKY, ...MORE];
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T;
+  const metadata: Record<string, string> = {
+    timestamp: "2026-03-21T10:30:00Z",
+    version: pick(["0.1.0", "1.0", "yes", "dev\nbuild"]),
+    "source-node": pick(strings),
+  };
+  if (next() < 0.3) setOwn(metadata, pick(strings), pick(strings));
+  const types = ["K8s", "GPU", "OS", "SystemD", "NodeTopology"] as const;
+  return {
+    kind: "Snapshot",
+    apiVersion: "aicr.run/v1",
+    metadata: metadata as Snapshot["metadata"],
+    measurements: types.filter(() => next() < 0.8).map((type) => ({
+      type,
+      subtypes: Array.from({ length: Math.floor(next() * 4) }, () => {
+        const data: Record<string, Reading> = {};
+        const n = Math.floor(next() * 8);
+        for (let i = 0; i < n; i++) setOwn(data, pick(strings), pick([...strings, ...READINGS]));
+        const context: Record<string, string> = {};
+        if (next() < 0.5) context.status = pick(["ok", "absent", "failed"]);
+        if (next() < 0.3) setOwn(context, "message", pick(strings));
+        return {
+          subtype: pick(["smi", "sysctl", "containerd.service", ...strings.slice(0, 40)]),
+          data,
+          ...(Object.keys(context).length > 0 ? { context } : {}),
+        };
+      }),
+    })),
+  };
+}
+
+Deno.test("yaml writer: 300 random snapshots of tricky keys and readings, as the library writes them", () => {
+  for (let seed = 1; seed <= 300; seed++) {
+    const snapshot = randomSnapshot(seed);
+    assert.equal(encodeSnapshot(snapshot), library(snapshot), `seed ${seed}`);
+  }
+});
