@@ -1,7 +1,7 @@
 /**
- * The HTTPS transport to the Kubernetes API: credentials from a kubeconfig (through
- * `@kubernetes/client-node`'s KubeConfig, so exec plugins, token files and client
- * certificates all work), JSON in and out, Status bodies parsed into
+ * The HTTPS transport to the Kubernetes API: credentials from a kubeconfig (`kubeconfig.ts`:
+ * read directly, or through `@kubernetes/client-node` for exec and auth-provider plugins),
+ * connections kept alive and reused (one bounded pool per client), JSON in and out, Status bodies parsed into
  * {@link KubeApiError}, bounded retries with backoff for idempotent requests, and
  * line-delimited streams for watches and logs.
  *
@@ -10,11 +10,21 @@
 import type http from "node:http";
 import type https from "node:https";
 import { Buffer } from "node:buffer";
-import type { KubeConfig } from "./_client_node.ts";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
-import { NotFoundError, UsageError } from "../errors.ts";
+import { delimiter, join } from "node:path";
+import { NotFoundError, ToolError, UsageError } from "../errors.ts";
+import {
+  clientNodeConnection,
+  IN_CLUSTER_CONTEXT,
+  inClusterConnection,
+  inClusterNamespace,
+  isNativelyCovered,
+  mergeKubeConfigs,
+  nativeConnection,
+  selectContext,
+} from "./kubeconfig.ts";
+import type { KubeConfigFile, KubeConnection, SelectedEntries } from "./kubeconfig.ts";
 import { credentialsRejectedHints, KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
 import type { CallerIdentity } from "./errors.ts";
 
@@ -186,54 +196,95 @@ export function planKubeConfig(
   throw new NoKubeconfigError();
 }
 
+/** The kubeconfig files a plan reads: `--kubeconfig`, else every `KUBECONFIG` entry, else `~/.kube/config`. */
+function kubeConfigFiles(
+  plan: "file" | "default",
+  source: KubeConfigSource,
+  env: (name: string) => string | undefined,
+): string[] {
+  if (plan === "file") return [source.kubeconfig as string];
+  const list = (env("KUBECONFIG") ?? "").split(delimiter).filter((f) => f !== "");
+  if (list.length > 0) return list;
+  return [join(env("HOME") || homedir(), ".kube", "config")];
+}
+
+/** Reads and parses kubeconfig files (YAML, so JSON too); the YAML parser loads on first use. */
+async function readKubeConfigFiles(paths: readonly string[]): Promise<KubeConfigFile[]> {
+  const { parse } = await import("yaml");
+  return paths.map((path) => ({ path, document: parse(readFileSync(path, "utf8")) }));
+}
+
 /**
  * Loads a kubeconfig: an explicit file, else `KUBECONFIG`/`~/.kube/config`, else the
- * in-cluster ServiceAccount.
- * @throws {NoKubeconfigError} when there is none at all
+ * in-cluster ServiceAccount. The narrow loader (`kubeconfig.ts`) reads it; a user it does not
+ * cover (exec or auth-provider plugins, `proxy-url`) loads `@kubernetes/client-node` for its
+ * credentials.
  *
  * @param source explicit path, context, or in-cluster
  * @param env environment lookup
- * @returns the loaded KubeConfig
+ * @returns the connection
+ * @throws {NoKubeconfigError} when there is none at all
  * @throws {UsageError} naming the file or context and the fix
  */
 export async function loadKubeConfig(
   source: KubeConfigSource,
   env: (name: string) => string | undefined,
-): Promise<KubeConfig> {
-  const plan = planKubeConfig(source, env);
-  // Loaded on first use: evaluating @kubernetes/client-node costs every start of the
-  // binary tens of milliseconds, and most commands never talk to a cluster.
-  const { KubeConfig } = await import("./_client_node.ts");
-  const kc = new KubeConfig();
+): Promise<KubeConnection> {
+  const found = await selectKubeConfig(source, env);
   try {
-    if (plan === "in-cluster") kc.loadFromCluster();
-    else if (plan === "file") kc.loadFromFile(source.kubeconfig as string);
-    else kc.loadFromDefault();
+    if (found === "in-cluster") return inClusterConnection(env);
+    if (!isNativelyCovered(found)) return await clientNodeConnection(found);
+    return nativeConnection(found);
   } catch (error) {
-    const file = source.kubeconfig ?? env("KUBECONFIG") ?? "~/.kube/config";
-    throw new UsageError(
-      `Cannot load kubeconfig '${file}': ${error instanceof Error ? error.message : error}`,
-      { cause: error, details: ["pass --kubeconfig with a valid kubeconfig file"] },
-    );
+    throw loadError(source, env, error, found === "in-cluster");
   }
-  if (source.context) {
-    if (!kc.getContextObject(source.context)) {
+}
+
+/** A kubeconfig that cannot be loaded, as the usage error naming it (or the in-cluster mount). */
+function loadError(
+  source: KubeConfigSource,
+  env: (name: string) => string | undefined,
+  error: unknown,
+  inCluster: boolean,
+): unknown {
+  if (error instanceof ToolError) return error;
+  const detail = error instanceof Error ? error.message : String(error);
+  if (inCluster) {
+    return new UsageError(`Cannot load the in-cluster ServiceAccount credentials: ${detail}`, {
+      cause: error,
+      details: ["pass --kubeconfig, or check the pod's ServiceAccount token mount"],
+    });
+  }
+  const file = source.kubeconfig ?? env("KUBECONFIG") ?? "~/.kube/config";
+  return new UsageError(`Cannot load kubeconfig '${file}': ${detail}`, {
+    cause: error,
+    details: ["pass --kubeconfig with a valid kubeconfig file"],
+  });
+}
+
+/**
+ * Reads the kubeconfig a source names and selects its context, cluster and user; "in-cluster"
+ * for the pod's ServiceAccount (whose one context is `inClusterContext`).
+ */
+async function selectKubeConfig(
+  source: KubeConfigSource,
+  env: (name: string) => string | undefined,
+): Promise<SelectedEntries | "in-cluster"> {
+  const plan = planKubeConfig(source, env);
+  if (plan === "in-cluster") {
+    if (source.context && source.context !== IN_CLUSTER_CONTEXT) {
       throw new UsageError(
-        `Cannot use context '${source.context}': it is not in the kubeconfig (contexts: ${
-          kc.getContexts().map((c) => c.name).join(", ") || "none"
-        })`,
+        `Cannot use context '${source.context}': it is not in the kubeconfig (contexts: ${IN_CLUSTER_CONTEXT})`,
       );
     }
-    kc.setCurrentContext(source.context);
+    return "in-cluster";
   }
-  const cluster = kc.getCurrentCluster();
-  if (!cluster || !cluster.server) {
-    throw new UsageError(
-      "Cannot find a Kubernetes API server: the kubeconfig has no current cluster",
-      { details: ["pass --kubeconfig, set KUBECONFIG, or run inside a cluster"] },
-    );
+  try {
+    const files = await readKubeConfigFiles(kubeConfigFiles(plan, source, env));
+    return selectContext(mergeKubeConfigs(files), source.context);
+  } catch (error) {
+    throw loadError(source, env, error, false);
   }
-  return kc;
 }
 
 /**
@@ -250,9 +301,11 @@ export async function readContextNamespace(
   source: KubeConfigSource,
   env: (name: string) => string | undefined,
 ): Promise<{ context: string; namespace: string | undefined }> {
-  const kc = await loadKubeConfig(source, env);
-  const context = kc.getCurrentContext();
-  return { context, namespace: kc.getContextObject(context)?.namespace || undefined };
+  const found = await selectKubeConfig(source, env);
+  if (found !== "in-cluster") {
+    return { context: found.context.name, namespace: found.context.namespace };
+  }
+  return { context: IN_CLUSTER_CONTEXT, namespace: inClusterNamespace() };
 }
 
 /**
@@ -265,13 +318,13 @@ export async function readContextNamespace(
  * @returns the REST client
  */
 export function createLazyRestClient(
-  load: () => Promise<KubeConfig>,
+  load: () => Promise<KubeConnection>,
   options: RestClientOptions = {},
 ): RestClient {
   let ready: Promise<RestClient> | undefined;
   let loaded: RestClient | undefined;
   const client = (): Promise<RestClient> => {
-    ready ??= load().then((kc) => (loaded = createRestClient(kc, options)));
+    ready ??= load().then((connection) => (loaded = createRestClient(connection, options)));
     return ready;
   };
   return {
@@ -296,26 +349,23 @@ export function createLazyRestClient(
 /**
  * Creates the transport for a kubeconfig.
  *
- * @param kc the loaded kubeconfig
+ * @param connection the loaded kubeconfig: server, identity, credentials
  * @param options retry policy
  * @returns the REST client
  */
-export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}): RestClient {
+export function createRestClient(
+  connection: KubeConnection,
+  options: RestClientOptions = {},
+): RestClient {
   const { retries = 4, backoffMs = 200, sleep = abortableSleep, onWarning } = options;
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new UsageError("Cannot find a Kubernetes API server: no current cluster");
-  const server = cluster.server.replace(/\/+$/, "");
+  const server = connection.server.replace(/\/+$/, "");
   const base = new URL(server);
-  const contextName = kc.getCurrentContext();
-  const defaultNamespace = kc.getContextObject(contextName)?.namespace;
-  const identity: CallerIdentity = {
-    context: contextName,
-    user: kc.getCurrentUser()?.name ?? "",
-    server,
-  };
+  const defaultNamespace = connection.namespace;
+  const identity: CallerIdentity = { context: connection.context, user: connection.user, server };
+  const pool = connectionPool(base.protocol);
 
   const send = (request: RestRequest, stream: boolean) =>
-    sendRequest({ kc, base, server }, request, stream);
+    sendRequest({ connection, base, server, pool }, request, stream);
 
   async function attempt(request: RestRequest): Promise<string> {
     const res = await send(request, false);
@@ -378,17 +428,58 @@ export function createRestClient(kc: KubeConfig, options: RestClientOptions = {}
 }
 
 /**
+ * Most connections one client keeps open to its API server at once; requests beyond wait for a
+ * free one. Streams (watches, followed logs) hold a connection for long, so they never take one
+ * from this pool.
+ */
+export const MAX_POOLED_SOCKETS = 32;
+/** Idle connections kept for reuse. */
+const MAX_FREE_SOCKETS = 8;
+/** How long an idle connection is kept. */
+const IDLE_SOCKET_MS = 30_000;
+
+/**
+ * One client's keep-alive agent, made on its first request (node:http(s) loads then): a TLS
+ * handshake per connection instead of per request. Idle connections do not keep the process
+ * alive.
+ */
+function connectionPool(protocol: string): () => Promise<http.Agent> {
+  let agent: Promise<http.Agent> | undefined;
+  return () =>
+    agent ??= (protocol === "http:" ? import("node:http") : import("node:https")).then((lib) =>
+      new lib.Agent({
+        keepAlive: true,
+        maxSockets: MAX_POOLED_SOCKETS,
+        maxFreeSockets: MAX_FREE_SOCKETS,
+        scheduling: "lifo",
+        // An idle connection is closed after this long (a load balancer may drop it sooner; the
+        // stale-connection retry covers that).
+        timeout: IDLE_SOCKET_MS,
+      })
+    );
+}
+
+/**
  * Sends one request with the kubeconfig's credentials; resolves with the response once its
  * headers arrive (a connection failure rejects as a {@link KubeApiError} of status 0).
  */
 async function sendRequest(
-  target: { kc: KubeConfig; base: URL; server: string },
+  target: {
+    connection: KubeConnection;
+    base: URL;
+    server: string;
+    pool: () => Promise<http.Agent>;
+  },
   request: RestRequest,
   stream: boolean,
 ): Promise<http.IncomingMessage> {
-  const { kc, base, server } = target;
+  const { connection, base, server } = target;
   const opts: https.RequestOptions = {};
-  await kc.applyToHTTPSOptions(opts);
+  await connection.apply(opts);
+  if (opts.agent === undefined) {
+    // A stream gets a connection of its own, closed with it.
+    opts.agent = stream || !connection.pooled ? false : await target.pool();
+  }
   const url = new URL(base.pathname.replace(/\/$/, "") + request.path, base);
   for (const [key, value] of Object.entries(request.query ?? {})) {
     if (value !== undefined) url.searchParams.set(key, String(value));
@@ -412,25 +503,41 @@ async function sendRequest(
   // Loaded on the first request: node:https (and TLS under it) costs every start of the binary
   // about 20 ms of CPU and 8 MiB, and a local agent or `aicr version` never sends one.
   const lib = url.protocol === "http:" ? await import("node:http") : await import("node:https");
-  return await new Promise((resolve, reject) => {
-    const req = lib.request(url, { ...opts, method: request.method, headers }, (res) => {
-      if (!stream) req.setTimeout(0);
-      resolve(res);
+  const send = (retryStale: boolean): Promise<http.IncomingMessage> =>
+    new Promise((resolve, reject) => {
+      const req = lib.request(url, { ...opts, method: request.method, headers }, (res) => {
+        if (!stream) req.setTimeout(0);
+        resolve(res);
+      });
+      const timeoutMs = request.timeoutMs ?? 30_000;
+      if (!stream) {
+        req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
+      }
+      const onAbort = () => req.destroy(request.signal?.reason ?? new Error("aborted"));
+      if (request.signal) {
+        if (request.signal.aborted) onAbort();
+        else request.signal.addEventListener("abort", onAbort, { once: true });
+      }
+      req.on("error", (error) => {
+        // The server closed an idle kept-alive connection as the request went out on it: a request
+        // that may be sent twice goes once more, at once, on a new connection (as Go's transport).
+        if (
+          retryStale && req.reusedSocket && isStaleConnection(error) && !request.signal?.aborted
+        ) {
+          resolve(send(false));
+        } else reject(connectionError(request, server, error));
+      });
+      req.on("close", () => request.signal?.removeEventListener("abort", onAbort));
+      if (body !== undefined) req.write(body);
+      req.end();
     });
-    const timeoutMs = request.timeoutMs ?? 30_000;
-    if (!stream) {
-      req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
-    }
-    const onAbort = () => req.destroy(request.signal?.reason ?? new Error("aborted"));
-    if (request.signal) {
-      if (request.signal.aborted) onAbort();
-      else request.signal.addEventListener("abort", onAbort, { once: true });
-    }
-    req.on("error", (error) => reject(connectionError(request, server, error)));
-    req.on("close", () => request.signal?.removeEventListener("abort", onAbort));
-    if (body !== undefined) req.write(body);
-    req.end();
-  });
+  return await send(request.idempotent ?? request.method === "GET");
+}
+
+/** Whether an error is a closed connection (reset or broken pipe), not a timeout or refusal. */
+function isStaleConnection(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return code === "ECONNRESET" || code === "EPIPE";
 }
 
 function lineStream(res: http.IncomingMessage): LineStream {

@@ -6,7 +6,8 @@
  * @module
  */
 import { createServer } from "node:http";
-import { KubeConfig } from "../../kube/_client_node.ts";
+import { mergeKubeConfigs, nativeConnection, selectContext } from "../../kube/kubeconfig.ts";
+import type { KubeConnection } from "../../kube/kubeconfig.ts";
 
 /**
  * A kubeconfig for a loopback API server, with a named context, user and namespace.
@@ -14,15 +15,23 @@ import { KubeConfig } from "../../kube/_client_node.ts";
  * @param port the server's port
  * @returns the kubeconfig
  */
-export function loopbackKubeConfig(port: number): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "lab", server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-    users: [{ name: "alice", token: "expired-token" }],
-    contexts: [{ name: "lab-admin", cluster: "lab", user: "alice", namespace: "team-a" }],
-    currentContext: "lab-admin",
-  });
-  return kc;
+export function loopbackKubeConfig(port: number): KubeConnection {
+  const merged = mergeKubeConfigs([{
+    path: "/lab.kubeconfig",
+    document: {
+      clusters: [{
+        name: "lab",
+        cluster: { server: `http://127.0.0.1:${port}`, "insecure-skip-tls-verify": true },
+      }],
+      users: [{ name: "alice", user: { token: "expired-token" } }],
+      contexts: [{
+        name: "lab-admin",
+        context: { cluster: "lab", user: "alice", namespace: "team-a" },
+      }],
+      "current-context": "lab-admin",
+    },
+  }]);
+  return nativeConnection(selectContext(merged, undefined));
 }
 
 /** One scripted answer of the loopback API server: a status and body, or a cut connection. */
