@@ -71,12 +71,35 @@ function exitCodeHelp(): string[] {
   );
 }
 
+/**
+ * Names a typed option in a message. Below `cli/` no message spells a flag: it names the option
+ * through a namer, and the CLI renders it with its own (`image` becomes `--image`, see
+ * `cli/_flags.ts`); everyone else sees the option's name.
+ */
+export type OptionNamer = (option: string) => string;
+
+/** Message text that names typed options through an {@link OptionNamer}. */
+export type OptionText = (name: OptionNamer) => string;
+
+/** A message, or a line of details: plain text, or text that names options. */
+export type ErrorText = string | OptionText;
+
+/**
+ * The namer outside the CLI: an option is called by its own name.
+ *
+ * @param option the option's name
+ * @returns the same name
+ */
+export function optionName(option: string): string {
+  return option;
+}
+
 /** Options for {@link ToolError}. */
 export interface ToolErrorOptions {
   /** The error this one wraps. */
   cause?: unknown;
   /** Extra lines shown under the message (hints, lists). */
-  details?: readonly string[];
+  details?: readonly ErrorText[];
 }
 
 /** Base of every error aicr reports to a user. */
@@ -86,7 +109,9 @@ export class ToolError extends Error {
   /** HTTP status the daemon answers with. */
   readonly httpStatus: number;
   /** Extra lines shown under the message. */
-  readonly details: readonly string[];
+  details: readonly string[];
+  readonly #message: ErrorText;
+  readonly #details: readonly ErrorText[];
 
   /**
    * @param message the message, std grammar: action, colon, state
@@ -95,16 +120,32 @@ export class ToolError extends Error {
    * @param options cause and details
    */
   constructor(
-    message: string,
+    message: ErrorText,
     code: ExitCodeName = "internal",
     httpStatus = 500,
     options: ToolErrorOptions = {},
   ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    super(
+      renderText(message, optionName),
+      options.cause === undefined ? undefined : { cause: options.cause },
+    );
     this.name = "ToolError";
     this.code = code;
     this.httpStatus = httpStatus;
-    this.details = options.details ?? [];
+    this.#message = message;
+    this.#details = options.details ?? [];
+    this.details = this.#details.map((line) => renderText(line, optionName));
+  }
+
+  /**
+   * Renders the message and details again, naming options with `name`: how the CLI puts its
+   * flag names into an error the library raised.
+   *
+   * @param name the namer, e.g. option to flag
+   */
+  nameOptions(name: OptionNamer): void {
+    this.message = renderText(this.#message, name);
+    this.details = this.#details.map((line) => renderText(line, name));
   }
 
   /** The numeric exit code. */
@@ -113,10 +154,14 @@ export class ToolError extends Error {
   }
 }
 
+function renderText(text: ErrorText, name: OptionNamer): string {
+  return typeof text === "string" ? text : text(name);
+}
+
 /** Invalid flags, files or documents (exit 2, HTTP 400). */
 export class UsageError extends ToolError {
   /** @param message what is wrong and how to fix it */
-  constructor(message: string, options: ToolErrorOptions = {}) {
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "usage", 400, options);
     this.name = "UsageError";
   }
@@ -125,7 +170,7 @@ export class UsageError extends ToolError {
 /** Something asked for does not exist (exit 3, HTTP 404). */
 export class NotFoundError extends ToolError {
   /** @param message what was not found */
-  constructor(message: string, options: ToolErrorOptions = {}) {
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "notFound", 404, options);
     this.name = "NotFoundError";
   }
@@ -134,7 +179,7 @@ export class NotFoundError extends ToolError {
 /** A permission is missing (exit 4, HTTP 403). */
 export class PermissionError extends ToolError {
   /** @param message what is missing */
-  constructor(message: string, options: ToolErrorOptions = {}) {
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "unauthorized", 403, options);
     this.name = "PermissionError";
   }
@@ -143,7 +188,7 @@ export class PermissionError extends ToolError {
 /** A deadline passed (exit 5, HTTP 504). */
 export class TimeoutError extends ToolError {
   /** @param message what timed out */
-  constructor(message: string, options: ToolErrorOptions = {}) {
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "timeout", 504, options);
     this.name = "TimeoutError";
   }
@@ -152,7 +197,7 @@ export class TimeoutError extends ToolError {
 /** A service could not be reached (exit 6, HTTP 503). */
 export class UnavailableError extends ToolError {
   /** @param message what could not be reached */
-  constructor(message: string, options: ToolErrorOptions = {}) {
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "unavailable", 503, options);
     this.name = "UnavailableError";
   }
@@ -161,7 +206,7 @@ export class UnavailableError extends ToolError {
 /** An object or directory already exists, or a precondition failed (exit 2, HTTP 409). */
 export class ConflictError extends ToolError {
   /** @param message what conflicts */
-  constructor(message: string, options: ToolErrorOptions = {}) {
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "conflict", 409, options);
     this.name = "ConflictError";
   }
@@ -173,7 +218,7 @@ export class ConflictError extends ToolError {
  */
 export class IncompleteError extends ToolError {
   /** @param message which nodes and why */
-  constructor(message: string, options: ToolErrorOptions = {}) {
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "incomplete", 502, options);
     this.name = "IncompleteError";
   }
@@ -182,7 +227,7 @@ export class IncompleteError extends ToolError {
 /** The run was interrupted by a signal (exit 130). */
 export class InterruptedError extends ToolError {
   /** @param message which signal */
-  constructor(message: string, options: ToolErrorOptions = {}) {
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "interrupted", 499, options);
     this.name = "InterruptedError";
   }

@@ -15,3 +15,14 @@ Deno.test("EXIT_CODE_HELP lists every code of the one table once, in order, shar
   assert.equal(EXIT_CODES.interrupted, 130);
   assert.equal(exitCodeOf(new UsageError("x")), EXIT_CODE_TABLE.usage.code);
 });
+
+Deno.test("ToolError names options by their own name until nameOptions() gives flags", () => {
+  const error = new UsageError((option) => `Cannot use '${option("imagePullSecret")}': bad`, {
+    details: ["  plain", (option) => `  pass ${option("nodeSelector")}`],
+  });
+  assert.equal(error.message, "Cannot use 'imagePullSecret': bad");
+  assert.deepEqual(error.details, ["  plain", "  pass nodeSelector"]);
+  error.nameOptions((option) => `--${option.toLowerCase()}`);
+  assert.equal(error.message, "Cannot use '--imagepullsecret': bad");
+  assert.deepEqual(error.details, ["  plain", "  pass --nodeselector"]);
+});

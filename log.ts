@@ -4,23 +4,30 @@
  *
  * @module
  */
+import { optionName, type OptionNamer, type OptionText } from "./errors.ts";
 
 /** Log levels, most verbose first. */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
+/** One field value; text that names options is rendered by the logger's namer. */
+export type LogValue = string | number | boolean | bigint | OptionText;
+
 /** Structured fields of one log line. */
-export type LogFields = Record<string, string | number | boolean | bigint | undefined>;
+export type LogFields = Record<string, LogValue | undefined>;
+
+/** A message: plain, or naming options (the CLI's logger names their flags). */
+export type LogText = string | OptionText;
 
 /** A logger. */
 export interface Logger {
   /** Verbose detail, shown with `--debug`. */
-  debug(message: string, fields?: LogFields): void;
+  debug(message: LogText, fields?: LogFields): void;
   /** Progress an operator wants to see. */
-  info(message: string, fields?: LogFields): void;
+  info(message: LogText, fields?: LogFields): void;
   /** Something is off but the run goes on. */
-  warn(message: string, fields?: LogFields): void;
+  warn(message: LogText, fields?: LogFields): void;
   /** Something failed. */
-  error(message: string, fields?: LogFields): void;
+  error(message: LogText, fields?: LogFields): void;
 }
 
 /** Where log text goes. */
@@ -39,6 +46,19 @@ export interface LoggerOptions {
   json?: boolean;
   /** Clock for JSON lines. */
   now?: () => Date;
+  /** How messages name options (the CLI gives flags). @default the option's own name */
+  nameOption?: OptionNamer;
+}
+
+/**
+ * The text of a message or field value, naming options with `name`.
+ *
+ * @param text plain text, or text naming options
+ * @param name the namer @default the option's own name
+ * @returns the text
+ */
+export function renderLogText(text: LogText, name: OptionNamer = optionName): string {
+  return typeof text === "function" ? text(name) : text;
 }
 
 const RANK: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
@@ -50,8 +70,8 @@ const BARE_VALUE_REGEXP = /^[A-Za-z0-9_.:/@+,=-]*$/;
  * @param value the value
  * @returns the text after `key=`
  */
-export function formatFieldValue(value: string | number | boolean | bigint): string {
-  const text = String(value);
+export function formatFieldValue(value: LogValue): string {
+  const text = typeof value === "function" ? renderLogText(value) : String(value);
   return text !== "" && BARE_VALUE_REGEXP.test(text) ? text : JSON.stringify(text);
 }
 
@@ -63,10 +83,10 @@ export function formatFieldValue(value: string | number | boolean | bigint): str
  * @param fields the fields
  * @returns `WARN message k=v`, or `message k=v` for info
  */
-export function formatLogLine(level: LogLevel, message: string, fields: LogFields = {}): string {
+export function formatLogLine(level: LogLevel, message: LogText, fields: LogFields = {}): string {
   const parts: string[] = [];
   if (level !== "info") parts.push(level.toUpperCase());
-  parts.push(message);
+  parts.push(renderLogText(message));
   for (const [key, value] of Object.entries(fields)) {
     if (value !== undefined) parts.push(`${key}=${formatFieldValue(value)}`);
   }
@@ -82,9 +102,16 @@ export function formatLogLine(level: LogLevel, message: string, fields: LogField
  */
 export function createLogger(writer: TextWriter, options: LoggerOptions = {}): Logger {
   const { level = "info", prefix, json = false, now = () => new Date() } = options;
+  const { nameOption = optionName } = options;
   const min = RANK[level];
-  function emit(lineLevel: LogLevel, message: string, fields?: LogFields): void {
+  function emit(lineLevel: LogLevel, text: LogText, given?: LogFields): void {
     if (RANK[lineLevel] < min) return;
+    const message = renderLogText(text, nameOption);
+    const fields = given && Object.fromEntries(
+      Object.entries(given).map((
+        [key, value],
+      ) => [key, typeof value === "function" ? renderLogText(value, nameOption) : value]),
+    );
     if (json) {
       const record: Record<string, unknown> = {
         time: now().toISOString(),

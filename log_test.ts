@@ -39,3 +39,15 @@ Deno.test("createLogger() writes JSON lines when asked", () => {
     n: 1,
   });
 });
+
+Deno.test("createLogger() renders option-naming messages and fields with its namer", () => {
+  let text = "";
+  const log = createLogger({ write: (t) => void (text += t) }, {
+    nameOption: (option) => `--${option}`,
+  });
+  log.warn((option) => `${option("x")}: kept`, { remedy: (option) => `pass ${option("y")}` });
+  assert.equal(text, 'WARN --x: kept remedy="pass --y"\n');
+  text = "";
+  createLogger({ write: (t) => void (text += t) }).info((option) => `${option("x")} on`);
+  assert.equal(text, "x on\n");
+});

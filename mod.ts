@@ -81,11 +81,12 @@ export function processDeps(signal: AbortSignal): CliDeps {
         log,
       };
     },
-    makeLogger: ({ debug, json, prefix }) =>
+    makeLogger: ({ debug, json, prefix, nameOption }) =>
       createLogger(stderr, {
         level: debug ? "debug" : "info",
         json,
         ...(prefix ? { prefix } : {}),
+        ...(nameOption ? { nameOption } : {}),
       }),
   };
 }

@@ -31,10 +31,7 @@ export async function renderRolesForServiceAccount(
     outputConfigMap?: string;
   },
 ): Promise<string> {
-  const serviceAccount = validateServiceAccountName(
-    "--add-roles-to-service-account",
-    options.serviceAccount,
-  );
+  const serviceAccount = validateServiceAccountName("serviceAccount", options.serviceAccount);
   const runId = newRunId(deps.now(), () => randomBytes(8).toString("hex"));
   const rendered = renderRbacFiles({
     namespace: options.namespace,

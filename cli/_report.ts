@@ -15,6 +15,7 @@ import type { ReportContent, ReportKind } from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
 import { writeFileAtomic } from "../io.ts";
 import type { CliDeps } from "./context.ts";
+import { withFlagNames } from "./_flags.ts";
 
 /** Where a verb's reports go (checked). */
 export interface ReportTargets {
@@ -145,6 +146,8 @@ export async function runReported(
   } catch (error) {
     failure = error;
   }
+  // The report names flags as the error line does.
+  withFlagNames(failure);
   if (targets.json !== undefined || targets.junit !== undefined) {
     const report = buildReport({
       ...verb,

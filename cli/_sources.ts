@@ -302,8 +302,8 @@ async function readBounded(path: string, maxBytes: number): Promise<string> {
 export interface SourceOptions {
   /** Working directory for relative paths. */
   cwd: string;
-  /** The flag the source came from, for messages. @default "--baseline" */
-  flag?: string;
+  /** The option the source came from, for messages (the CLI names its flag). @default "baseline" */
+  option?: string;
   /** The most a fleet reads in all. @default MAX_FLEET_TOTAL_BYTES */
   maxFleetBytes?: number;
 }
@@ -322,7 +322,7 @@ async function readSource(
 ): Promise<SourceText> {
   if (source === "-") return { source, text: await loader.readStdin(maxBytes) };
   if (source.startsWith("cm://")) {
-    return { source, text: await readConfigMapSnapshot(source, loader, options.flag) };
+    return { source, text: await readConfigMapSnapshot(source, loader, options.option) };
   }
   if (/^https?:\/\//i.test(source)) {
     if (!loader.readUrl) {
@@ -354,9 +354,9 @@ async function readSource(
 async function readConfigMapSnapshot(
   uri: string,
   loader: SnapshotSourceLoader,
-  flag = "--baseline",
+  option = "baseline",
 ): Promise<string> {
-  const { namespace, name } = parseConfigMapUri(uri, flag);
+  const { namespace, name } = parseConfigMapUri(uri, option);
   let data: Record<string, string> | undefined;
   try {
     data = await loader.readConfigMap(namespace, name);

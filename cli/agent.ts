@@ -22,6 +22,7 @@ import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 import { createProjectionFileReader, readProjections } from "./_projections.ts";
 import type { ProjectionFlags } from "./_projections.ts";
+import { namingFlags } from "./_flags.ts";
 
 /** Flags of a local collection. */
 export interface LocalAgentFlags extends ProjectionFlags {
@@ -250,10 +251,10 @@ export function agentCommand(deps: CliDeps): Command {
     "collect a snapshot of this node (GPU, OS, SystemD, K8s, NodeTopology) and write it out",
   );
   addLocalAgentFlags(command);
-  return command.action(async (flags: LocalAgentFlags, cmd: Command) => {
+  return command.action(namingFlags(async (flags: LocalAgentFlags, cmd: Command) => {
     const globals = globalOptions(cmd);
     const log = commandLogger(deps, globals, { prefixFromEnv: true });
     const options = await localAgentOptions(deps, flags);
     await runLocalAgent(deps, { globals, log }, options);
-  });
+  }));
 }

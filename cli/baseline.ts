@@ -20,6 +20,7 @@ import { DEFAULT_DAEMON_NAME, validateDaemonName } from "../manifests/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import { createFsSourceLoader, createKubeConfigMapReader, loadSnapshot } from "./_sources.ts";
 import type { CliDeps } from "./context.ts";
+import { namingFlags } from "./_flags.ts";
 import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
 
 interface SetFlags {
@@ -57,7 +58,7 @@ function setCommand(deps: CliDeps): Command {
       "--cohort <name|key>",
       "the cohort it is meant for: refused unless the snapshot belongs to it",
     )
-    .action(async (flags: SetFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: SetFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const namespace = checkedNamespace(globals);
@@ -77,7 +78,7 @@ function setCommand(deps: CliDeps): Command {
         const snapshot = await loadSnapshot(
           flags.file,
           createFsSourceLoader({ readConfigMap: createKubeConfigMapReader(kubeClient) }),
-          { cwd: deps.cwd, flag: "--file" },
+          { cwd: deps.cwd, option: "file" },
         );
         load = () => Promise.resolve(snapshot);
         source = `file ${flags.file}`;
@@ -95,7 +96,7 @@ function setCommand(deps: CliDeps): Command {
         ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
       });
       deps.stdout.write(formatBaselineTable([record]));
-    });
+    }));
 }
 
 async function fetchNodeSnapshot(
@@ -133,7 +134,7 @@ function getCommand(deps: CliDeps): Command {
   return named(new Command("get"))
     .description("print a cohort's baseline snapshot (YAML)")
     .option("--cohort <name|key>", "the cohort (may be left out when only one has a baseline)")
-    .action(async (flags: GetFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: GetFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const namespace = checkedNamespace(globals);
@@ -150,13 +151,13 @@ function getCommand(deps: CliDeps): Command {
         updated: record.updated,
       });
       deps.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
-    });
+    }));
 }
 
 function listCommand(deps: CliDeps): Command {
   return named(new Command("list"))
     .description("list the cohorts that have a baseline")
-    .action(async (flags: GetFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: GetFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const records = await listBaselines({ kube: connect(deps, globals), log }, {
@@ -164,7 +165,7 @@ function listCommand(deps: CliDeps): Command {
         name: validateDaemonName(flags.name),
       });
       deps.stdout.write(formatBaselineTable(records));
-    });
+    }));
 }
 
 function deleteCommand(deps: CliDeps): Command {
@@ -172,7 +173,7 @@ function deleteCommand(deps: CliDeps): Command {
     .description("delete a cohort's baseline (--cohort) or every baseline (--all)")
     .option("--cohort <name|key>", "the cohort whose baseline goes")
     .option("--all", "every baseline of this daemon", false)
-    .action(async (flags: DeleteFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: DeleteFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const namespace = checkedNamespace(globals);
@@ -189,7 +190,7 @@ function deleteCommand(deps: CliDeps): Command {
         ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
       });
       deps.stdout.write(formatBaselineTable(deleted));
-    });
+    }));
 }
 
 /**

@@ -13,6 +13,7 @@ import type { CliDeps } from "./context.ts";
 import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 import { addReportOptions, reportTargets, runReported } from "./_report.ts";
+import { namingFlags } from "./_flags.ts";
 
 /** Flags of `aicr cleanup`. */
 interface CleanupFlags {
@@ -55,7 +56,7 @@ export function cleanupCommand(deps: CliDeps): Command {
     )
     .option("--dry-run", "only list what would be deleted", false);
   return addReportOptions(command)
-    .action(async (flags: CleanupFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: CleanupFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const { runId, namespace, dryRun } = cleanupOptions(flags, globals);
@@ -93,5 +94,5 @@ export function cleanupCommand(deps: CliDeps): Command {
         });
         return { content };
       });
-    });
+    }));
 }

@@ -6,6 +6,7 @@
  */
 import type { CollectorDeps } from "../collectors/mod.ts";
 import type { KubeClient, KubeConfigSource } from "../kube/mod.ts";
+import type { OptionNamer } from "../errors.ts";
 import type { Logger, TextWriter } from "../log.ts";
 
 /** Dependencies of the CLI, injected by the composition root. */
@@ -26,8 +27,13 @@ export interface CliDeps {
   stderrIsTerminal: boolean;
   /** Aborted on SIGINT/SIGTERM. */
   signal: AbortSignal;
-  /** Makes the logger for a run (level and format come from global flags). */
-  makeLogger: (options: { debug: boolean; json: boolean; prefix?: string }) => Logger;
+  /**
+   * Makes the logger for a run (level and format come from global flags; `nameOption` names
+   * the options the library's lines mention by their flags).
+   */
+  makeLogger: (
+    options: { debug: boolean; json: boolean; prefix?: string; nameOption?: OptionNamer },
+  ) => Logger;
   /** Connects to a cluster. @throws {NoKubeconfigError} when there is no kubeconfig */
   connectKube: (
     source: KubeConfigSource,

@@ -24,12 +24,8 @@ import {
   validateTls,
 } from "../daemon/mod.ts";
 import { UsageError } from "../errors.ts";
-import {
-  DEFAULT_DAEMON_NAME,
-  parseDuration,
-  validateDaemonName,
-  validateNamespace,
-} from "../manifests/mod.ts";
+import { DEFAULT_DAEMON_NAME, validateDaemonName, validateNamespace } from "../manifests/mod.ts";
+import { namingFlags, parseDuration } from "./_flags.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { resolveNodeName } from "../snapshot/mod.ts";
@@ -519,9 +515,9 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
       DEFAULT_DAEMON_NAME,
     )
     .option("--baseline-interval <duration>", "read the baseline again this often", "60s")
-    .action(async (flags: DaemonFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: DaemonFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals, { prefix: "daemon" });
       await runDaemon(deps, { globals, log }, await daemonOptions(deps, flags));
-    });
+    }));
 }

@@ -39,12 +39,15 @@ import {
   formatManifest,
   isNodeOs,
   NODE_OS_FAMILIES,
+  validateDaemonName,
+} from "../manifests/mod.ts";
+import {
+  namingFlags,
   parseNodeSelectors,
   parseResourceList,
   parseTimeout,
   parseTolerations,
-  validateDaemonName,
-} from "../manifests/mod.ts";
+} from "./_flags.ts";
 import { buildInfo, defaultImage } from "../version.ts";
 import { parseCount } from "./agent.ts";
 import { addReportOptions, reportTargets, runReported } from "./_report.ts";
@@ -206,7 +209,7 @@ function installCommand(deps: CliDeps): Command {
     false,
   );
   return addReportOptions(command)
-    .action(async (flags: InstallFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: InstallFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const options = daemonOptions(flags, globals);
@@ -258,7 +261,7 @@ function installCommand(deps: CliDeps): Command {
         });
         return { content };
       });
-    });
+    }));
 }
 
 function renderCommand(deps: CliDeps): Command {
@@ -266,7 +269,7 @@ function renderCommand(deps: CliDeps): Command {
     .description(
       "print the install's manifests as one YAML stream (kubectl apply -f -); nothing is contacted",
     )
-    .action((flags: InstallFlags, cmd: Command) => {
+    .action(namingFlags((flags: InstallFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const options = daemonOptions(flags, globals);
@@ -287,7 +290,7 @@ function renderCommand(deps: CliDeps): Command {
         );
       }
       log.warn("the rendered Secret holds a freshly made private key: keep the output private");
-    });
+    }));
 }
 
 function uninstallCommand(deps: CliDeps): Command {
@@ -298,7 +301,7 @@ function uninstallCommand(deps: CliDeps): Command {
     .option("--timeout <duration>", "how long to wait for the pods to go", "1m")
     .option("--dry-run", "only list what would be deleted", false);
   return addReportOptions(command)
-    .action(async (flags: UninstallFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: UninstallFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const namespace = checkedNamespace(globals);
@@ -346,7 +349,7 @@ function uninstallCommand(deps: CliDeps): Command {
           return { content };
         },
       );
-    });
+    }));
 }
 
 function fetchCommand(deps: CliDeps): Command {
@@ -372,12 +375,12 @@ function fetchCommand(deps: CliDeps): Command {
     )
     .option("--node <name...>", "only these nodes (repeatable)");
   return addReportOptions(command, { junit: true })
-    .action(async (flags: FetchFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: FetchFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
       const options = await fleetFetchOptions(deps, globals, flags);
       await runFleetFetch(deps, { globals, log }, options);
-    });
+    }));
 }
 
 /**

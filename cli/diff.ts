@@ -47,6 +47,7 @@ import type { CliDeps } from "./context.ts";
 import { globalOptions, kubeConfigSource } from "./globals.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { KubeConfigSource } from "../kube/mod.ts";
+import { namingFlags } from "./_flags.ts";
 
 export type { SnapshotSourceLoader } from "./_sources.ts";
 export { createFsSourceLoader, createKubeConfigMapReader } from "./_sources.ts";
@@ -151,10 +152,10 @@ export function diffCommand(deps: DiffDeps): Command {
       [],
     )
     .addHelpText("after", HELP_AFTER)
-    .action(async (flags: DiffFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: DiffFlags, cmd: Command) => {
       // The root's --kubeconfig and --context name the cluster of cm:// sources.
       await runDiff(deps, flags, kubeConfigSource(globalOptions(cmd)));
-    });
+    }));
 }
 
 /** Validates the combination of flags before anything is read (exit 2 on a bad one). */
@@ -247,7 +248,7 @@ interface DiffRun {
 /** `--fleet`: every node against its cohort's majority. */
 async function diffFleet(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promise<void> {
   const fleet = flags.fleet ?? [];
-  const members = await loadFleet(fleet, run.loader, { cwd: deps.cwd, flag: "--fleet" });
+  const members = await loadFleet(fleet, run.loader, { cwd: deps.cwd, option: "fleet" });
   const report = buildFleetReport(members, {
     ignore: run.ignore,
     allReadings: flags.allReadings,
@@ -276,8 +277,8 @@ async function diffFleet(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promis
 async function diffPair(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promise<void> {
   const cwd = deps.cwd;
   const [baseline, target] = await Promise.all([
-    loadSnapshot(flags.baseline as string, run.loader, { cwd, flag: "--baseline" }),
-    loadSnapshot(flags.target as string, run.loader, { cwd, flag: "--target" }),
+    loadSnapshot(flags.baseline as string, run.loader, { cwd, option: "baseline" }),
+    loadSnapshot(flags.target as string, run.loader, { cwd, option: "target" }),
   ]);
   const result = diffSnapshots(baseline, target, {
     baselineSource: flags.baseline as string,

@@ -19,6 +19,7 @@ import type { KubeClient, KubeConfigSource } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { validateNamespace } from "../manifests/mod.ts";
 import type { CliDeps } from "./context.ts";
+import { flagOf, withFlagNames } from "./_flags.ts";
 
 /** The root's flags, as every command reads them. */
 export interface GlobalOptions {
@@ -180,7 +181,7 @@ export function rejectRepeatedGlobal(command: Command, name: string): void {
  * @throws {UsageError} naming `--namespace` when it is not a DNS-1123 label
  */
 export function checkedNamespace(globals: GlobalOptions): string {
-  return validateNamespace("--namespace", globals.namespace);
+  return validateNamespace("namespace", globals.namespace);
 }
 
 /**
@@ -234,7 +235,7 @@ export function connectOptional(
   } catch (error) {
     if (error instanceof NoKubeconfigError) {
       log.debug("no Kubernetes client: K8s and NodeTopology readings will be empty", {
-        reason: error.message,
+        reason: withFlagNames(error).message,
       });
       return undefined;
     }
@@ -261,5 +262,6 @@ export function commandLogger(
     debug: globals.debug,
     json: globals.logJson,
     ...(prefix ? { prefix } : {}),
+    nameOption: flagOf,
   });
 }

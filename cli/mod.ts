@@ -17,6 +17,7 @@ import { VERBS, verbsFor } from "./commands.ts";
 import { addGlobalOptions, useContextNamespace, useLogEnvironment } from "./globals.ts";
 import { completionCommand } from "./completion.ts";
 import { examplesHelp } from "./_examples.ts";
+import { withFlagNames } from "./_flags.ts";
 
 export type { CliDeps } from "./context.ts";
 
@@ -87,7 +88,7 @@ export async function runCli(argv: readonly string[], deps: CliDeps): Promise<nu
       // commander already printed its message; the exit code is ours.
       return new UsageError(error.message).exitCode;
     }
-    deps.stderr.write(formatError(error) + "\n");
+    deps.stderr.write(formatError(withFlagNames(error)) + "\n");
     return exitCodeOf(error);
   }
 }

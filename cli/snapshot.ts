@@ -25,11 +25,14 @@ import {
   isNodeOs,
   isRunId,
   NODE_OS_FAMILIES,
+} from "../manifests/mod.ts";
+import {
+  namingFlags,
   parseNodeSelectors,
   parseResourceList,
   parseTimeout,
   parseTolerations,
-} from "../manifests/mod.ts";
+} from "./_flags.ts";
 import type { AgentJobKnobs, DeployOptions, DeployResult } from "../controller/mod.ts";
 import {
   encodeSnapshot,
@@ -231,7 +234,7 @@ export function snapshotCommand(deps: CliDeps): Command {
       }
     });
   }
-  return command.action(async (flags: SnapshotFlags, cmd: Command) => {
+  return command.action(namingFlags(async (flags: SnapshotFlags, cmd: Command) => {
     rejectRepeatedGlobal(cmd, "namespace");
     if (flags.config !== undefined) {
       await applySnapshotConfig(cmd, flags as unknown as Record<string, unknown>, {
@@ -280,7 +283,7 @@ export function snapshotCommand(deps: CliDeps): Command {
       return;
     }
     await runSnapshot(deps, context, options);
-  });
+  }));
 }
 
 /**

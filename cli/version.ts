@@ -9,6 +9,7 @@ import { runtimeName } from "../runtime.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat } from "./_output.ts";
+import { namingFlags } from "./_flags.ts";
 
 /**
  * The `version` command.
@@ -23,7 +24,7 @@ export function versionCommand(deps: CliDeps): Command {
     // `-o` is where output goes on every verb; version writes only to stdout, so `-o json` is the
     // format habit and gets the message that names -t.
     .addOption(new Option("-o, --output <target>").hideHelp())
-    .action((options: { format: string; output?: string }) => {
+    .action(namingFlags((options: { format: string; output?: string }) => {
       checkOutputNotFormat(options.output, { formats: ["text", "json"] });
       if (options.output !== undefined) {
         throw new UsageError(
@@ -43,5 +44,5 @@ export function versionCommand(deps: CliDeps): Command {
       deps.stdout.write(
         `aicr ${info.version}\nbackend: ${info.backend}\ncommit: ${info.commit}\nruntime: ${info.runtime}\n`,
       );
-    });
+    }));
 }

@@ -277,7 +277,10 @@ function pick(records: readonly BaselineRecord[], cohort: string | undefined, ve
     throw new UsageError(
       records.length === 0
         ? `Cannot ${verb} a baseline: none is set (aicr daemonset baseline set)`
-        : `Cannot ${verb} a baseline as '--cohort' is not set and ${records.length} cohorts have one`,
+        : (option) =>
+          `Cannot ${verb} a baseline as '${
+            option("cohort")
+          }' is not set and ${records.length} cohorts have one`,
       { details: records.map((r) => `  ${r.cohort.key}  ${r.cohort.name}`) },
     );
   }
@@ -339,7 +342,9 @@ export async function deleteBaselines(
 ): Promise<BaselineRecord[]> {
   const { namespace } = options;
   if (!options.all && options.cohort === undefined) {
-    throw new UsageError("Cannot delete a baseline as neither '--cohort' nor '--all' is set");
+    throw new UsageError((option) =>
+      `Cannot delete a baseline as neither '${option("cohort")}' nor '${option("all")}' is set`
+    );
   }
   await gate(deps as BaselineDeps, namespace, configMapChecks(namespace, ["list", "delete"]));
   const records = await readBaselines(deps.kube, options);

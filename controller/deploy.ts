@@ -500,7 +500,7 @@ async function executeRun(
       : failure;
   } finally {
     if (options.noCleanup) {
-      log.warn("--no-cleanup: leaving the run's objects in the cluster", {
+      log.warn((option) => `${option("noCleanup")}: leaving the run's objects in the cluster`, {
         runID: runId,
         selector: runSelector(runId),
       });
@@ -681,7 +681,10 @@ async function createStagingConfigMap(
         details: [
           options.mode === "exact"
             ? "  another run as this ServiceAccount is using it; wait for it, or pass -o cm://<namespace>/<name>"
-            : "  another invocation is using this run ID; omit --run-id or pass a new one",
+            : (option) =>
+              `  another invocation is using this run ID; omit ${
+                option("runId")
+              } or pass a new one`,
           objectRunId
             ? `  if it is a killed run's leftover: aicr cleanup --run-id ${objectRunId} -n ${ref.namespace}`
             : `  it is not aicr's: rename or remove it yourself (kubectl get configmap ${ref.name} -n ${ref.namespace} -o yaml)`,
@@ -698,7 +701,8 @@ function alreadyExists(error: KubeApiError, namespace: string, runId: string): C
     {
       cause: error,
       details: [
-        "  another invocation is using this run ID; omit --run-id or pass a new one",
+        (option) =>
+          `  another invocation is using this run ID; omit ${option("runId")} or pass a new one`,
         `  if that run was killed, remove its objects first: aicr cleanup --run-id ${runId} -n ${namespace}`,
       ],
     },
@@ -746,7 +750,14 @@ async function checkRuntimeClass(kube: KubeClient, name: string): Promise<void> 
   if (!found) {
     throw new NotFoundError(
       `RuntimeClass "${name}" not found in cluster; the GPU Operator may not be installed yet.`,
-      { details: ["omit --runtime-class and target GPU nodes with --node-selector instead"] },
+      {
+        details: [
+          (option) =>
+            `omit ${option("runtimeClass")} and target GPU nodes with ${
+              option("nodeSelector")
+            } instead`,
+        ],
+      },
     );
   }
 }
@@ -801,7 +812,12 @@ export async function readSnapshot(
   if (!cm) {
     throw new NotFoundError(
       `Cannot read the snapshot from '${uri}': the agent finished but wrote no ConfigMap`,
-      { details: ["read the agent's log above; rerun with --no-cleanup to inspect the Job"] },
+      {
+        details: [
+          (option) =>
+            `read the agent's log above; rerun with ${option("noCleanup")} to inspect the Job`,
+        ],
+      },
     );
   }
   const text = snapshotFromConfigMapData(cm.data);

@@ -21,7 +21,7 @@
  * @module
  */
 import { Buffer } from "node:buffer";
-import { ConflictError, InterruptedError, ToolError } from "../errors.ts";
+import { ConflictError, type ErrorText, InterruptedError, ToolError } from "../errors.ts";
 import {
   checkNamespace,
   CREATE_NAMESPACE_CHECK,
@@ -731,7 +731,10 @@ async function rollBackPullFailure(
     `Cannot install the daemon '${namespace}/${name}': its image could not be pulled on node '${failed.node}' (${failed.detail})`,
     [
       ...(failed.waitingMessage ? [`  ${failed.waitingMessage}`] : []),
-      "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
+      (option) =>
+        `  check ${option("image")} and ${
+          option("imagePullSecret")
+        }, or mirror the image for air-gapped clusters`,
       left.length === 0
         ? `  the install was rolled back: ${outcomes.length} object(s) removed`
         : `  the rollback left ${left.length} object(s); remove them with: aicr daemonset uninstall -n ${namespace}`,
@@ -745,7 +748,7 @@ export class DaemonImagePullError extends ToolError {
    * @param message which node and why
    * @param details the pull error, the fix, what the rollback did
    */
-  constructor(message: string, details: readonly string[]) {
+  constructor(message: string, details: readonly ErrorText[]) {
     super(message, "internal", 500, { details });
     this.name = "DaemonImagePullError";
   }
@@ -815,7 +818,10 @@ async function waitForPods(
           log.warn("a daemon pod cannot be scheduled", {
             pod: pod.pod,
             reason: pod.unschedulable,
-            remedy: "check --node-selector, --all-nodes and --toleration against the nodes",
+            remedy: (option) =>
+              `check ${option("nodeSelector")}, ${option("allNodes")} and ${
+                option("toleration")
+              } against the nodes`,
           });
           unschedulableSaid.set(pod.pod, pod.unschedulable);
         }
@@ -824,7 +830,7 @@ async function waitForPods(
       if (pullFailed) return { ...seen, ready: false, pullFailed };
       if (desired === 0) {
         log.warn("no node matches the daemon's node selector and tolerations", {
-          remedy: "pass --all-nodes or --node-selector",
+          remedy: (option) => `pass ${option("allNodes")} or ${option("nodeSelector")}`,
         });
         return { ...seen, ready: true };
       }

@@ -7,7 +7,13 @@
  *
  * @module
  */
-import { TimeoutError, ToolError } from "../errors.ts";
+import {
+  type ErrorText,
+  type OptionNamer,
+  type OptionText,
+  TimeoutError,
+  ToolError,
+} from "../errors.ts";
 import { abortableSleep } from "../kube/mod.ts";
 import type { KubeClient, KubeObject, LineStream } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
@@ -81,7 +87,7 @@ export class AgentJobError extends ToolError {
    * @param message the one-line reason
    * @param details further lines (conditions, log tail, hints)
    */
-  constructor(message: string, details: readonly string[] = []) {
+  constructor(message: string, details: readonly ErrorText[] = []) {
     super(message, "internal", 500, { details });
     this.name = "AgentJobError";
   }
@@ -310,7 +316,10 @@ function imagePullError(pod: PodObject, injected: string | undefined): AgentJobE
     `Cannot get a snapshot: the agent image could not be pulled (${waiting?.reason})`,
     [
       ...(waiting?.message ? [`  ${waiting.message}`] : []),
-      "  check --image and --image-pull-secret, or mirror the image for air-gapped clusters",
+      (option) =>
+        `  check ${option("image")} and ${
+          option("imagePullSecret")
+        }, or mirror the image for air-gapped clusters`,
       ...selectorFact(pod, injected),
     ],
   );
@@ -448,7 +457,7 @@ async function settleLog(
  * node, placement is the suspect and the line carries the remedy ({@link selectorHint}); when it
  * ran, the line states the fact only, since the selector did not cause a pull or exit failure.
  */
-function selectorFact(pod: PodObject | undefined, injected: string | undefined): string[] {
+function selectorFact(pod: PodObject | undefined, injected: string | undefined): ErrorText[] {
   if (!pod?.spec?.nodeName) return selectorHint(injected);
   return injected
     ? [`  the Job ran on ${pod.spec.nodeName}, chosen by the injected node selector ${injected}`]
@@ -459,18 +468,30 @@ function selectorFact(pod: PodObject | undefined, injected: string | undefined):
  * The auto-targeting hint, only for placement failures (unschedulable, never scheduled): on a
  * failed pull, a denied permission or a crash the selector is not the cause.
  */
-function selectorHint(injected: string | undefined): string[] {
+function selectorHint(injected: string | undefined): ErrorText[] {
   return injected
     ? [
-      `  the run auto-targeted GPU nodes with node selector ${injected}; pass --node-selector to choose nodes yourself`,
+      (option) =>
+        `  the run auto-targeted GPU nodes with node selector ${injected}; pass ${
+          option("nodeSelector")
+        } to choose nodes yourself`,
     ]
     : [];
 }
 
-function placementRemedy(injected: string | undefined): string {
+function placementRemedy(injected: string | undefined): OptionText {
   return injected
-    ? `the run auto-targeted GPU nodes (${injected}); pass --node-selector to choose nodes yourself`
-    : "check --node-selector and --toleration against the nodes' labels and taints";
+    ? (option) =>
+      `the run auto-targeted GPU nodes (${injected}); pass ${
+        option("nodeSelector")
+      } to choose nodes yourself`
+    : checkPlacement;
+}
+
+function checkPlacement(option: OptionNamer): string {
+  return `check ${option("nodeSelector")} and ${
+    option("toleration")
+  } against the nodes' labels and taints`;
 }
 
 function timeoutError(
@@ -478,12 +499,12 @@ function timeoutError(
   timeoutMs: number,
   injected: string | undefined,
 ): TimeoutError {
-  const details: string[] = [`  last state: ${describePod(pod)}`];
+  const details: ErrorText[] = [`  last state: ${describePod(pod)}`];
   const unschedulable = unschedulableReason(pod);
   if (!pod) details.push("  no agent pod was created (check the Job's events and quotas)");
   else if (unschedulable !== undefined) {
     details.push(`  the pod could not be scheduled: ${unschedulable}`);
-    details.push("  check --node-selector and --toleration against the nodes' labels and taints");
+    details.push((option) => `  ${checkPlacement(option)}`);
   }
   // Placement is the suspect only when the pod never reached a node.
   details.push(...selectorFact(pod, injected));
@@ -501,7 +522,7 @@ async function explainFailure(
   pod: PodObject | undefined,
   failure: { reason: string; message: string; injectedSelector?: string },
 ): Promise<AgentJobError> {
-  const details: string[] = [];
+  const details: ErrorText[] = [];
   if (failure.message) details.push(`  ${failure.message}`);
   const terminated = pod?.status?.containerStatuses?.[0]?.state?.terminated;
   if (terminated) {

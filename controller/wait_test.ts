@@ -113,13 +113,13 @@ Deno.test("waitForAgentJob() ends on a failed image pull naming the injected sel
   assert.equal(exitCodeOf(error), 8);
   const text = formatError(error);
   assert.match(text, /the agent image could not be pulled \(ImagePullBackOff\)/);
-  assert.match(text, /check --image and --image-pull-secret/);
+  assert.match(text, /check image and imagePullSecret/);
   // The upstream documentation: "If the Job then fails, the error names the injected selector".
   assert.match(
     text,
     /the Job ran on gpu-1, chosen by the injected node selector nvidia\.com\/gpu\.present=true/,
   );
-  assert.doesNotMatch(text, /auto-targeted|pass --node-selector/);
+  assert.doesNotMatch(text, /auto-targeted|pass nodeSelector/);
 });
 
 Deno.test("waitForAgentJob() explains an agent that ran and failed, naming the injected selector without a placement remedy", async () => {
@@ -146,7 +146,7 @@ Deno.test("waitForAgentJob() explains an agent that ran and failed, naming the i
     text,
     /the Job ran on gpu-1, chosen by the injected node selector nvidia\.com\/gpu\.present=true/,
   );
-  assert.doesNotMatch(text, /auto-targeted|pass --node-selector/);
+  assert.doesNotMatch(text, /auto-targeted|pass nodeSelector/);
 });
 
 Deno.test("waitForAgentJob() returns the node once the pod succeeded", async () => {

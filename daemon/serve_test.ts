@@ -5,7 +5,7 @@ import { Hono } from "hono";
 import { serve } from "./serve.ts";
 import type { RunningServer } from "./serve.ts";
 import { generateTestTls } from "./_testing.ts";
-import { NOOP_LOGGER } from "../log.ts";
+import { NOOP_LOGGER, renderLogText } from "../log.ts";
 import type { Logger } from "../log.ts";
 import { waitUntil, withDeadline } from "../tests/_wait.ts";
 
@@ -14,7 +14,7 @@ const TLS = generateTestTls();
 /** A logger that keeps its warnings (a forced shutdown warns). */
 function recordingLogger(): Logger & { warnings: string[] } {
   const warnings: string[] = [];
-  return { ...NOOP_LOGGER, warn: (message) => warnings.push(message), warnings };
+  return { ...NOOP_LOGGER, warn: (message) => warnings.push(renderLogText(message)), warnings };
 }
 
 function sleep(ms: number): Promise<void> {

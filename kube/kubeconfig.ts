@@ -259,7 +259,11 @@ export function selectContext(
   if (!context || !cluster) {
     throw new UsageError(
       "Cannot find a Kubernetes API server: the kubeconfig has no current cluster",
-      { details: ["pass --kubeconfig, set KUBECONFIG, or run inside a cluster"] },
+      {
+        details: [
+          (option) => `pass ${option("kubeconfig")}, set KUBECONFIG, or run inside a cluster`,
+        ],
+      },
     );
   }
   return { context, cluster, user: config.users.find((u) => u.name === context.user) };

@@ -48,7 +48,10 @@ export async function checkNamespace(
       `Cannot deploy into namespace '${namespace}': it does not exist`,
       {
         details: [
-          `  create it first (kubectl create namespace ${namespace}), pass --create-namespace, or pass --namespace`,
+          (option) =>
+            `  create it first (kubectl create namespace ${namespace}), pass ${
+              option("createNamespace")
+            }, or pass ${option("namespace")}`,
         ],
       },
     );

@@ -165,8 +165,11 @@ function hasDefaultKubeconfig(env: (name: string) => string | undefined): boolea
 export class NoKubeconfigError extends NotFoundError {
   constructor() {
     super(
-      "Cannot find a kubeconfig: --kubeconfig is not set, KUBECONFIG is empty, ~/.kube/config does not exist and this is not a pod",
-      { details: ["pass --kubeconfig <file> or set KUBECONFIG"] },
+      (option) =>
+        `Cannot find a kubeconfig: ${
+          option("kubeconfig")
+        } is not set, KUBECONFIG is empty, ~/.kube/config does not exist and this is not a pod`,
+      { details: [(option) => `pass ${option("kubeconfig")} <file> or set KUBECONFIG`] },
     );
     this.name = "NoKubeconfigError";
   }
@@ -252,13 +255,15 @@ function loadError(
   if (inCluster) {
     return new UsageError(`Cannot load the in-cluster ServiceAccount credentials: ${detail}`, {
       cause: error,
-      details: ["pass --kubeconfig, or check the pod's ServiceAccount token mount"],
+      details: [
+        (option) => `pass ${option("kubeconfig")}, or check the pod's ServiceAccount token mount`,
+      ],
     });
   }
   const file = source.kubeconfig ?? env("KUBECONFIG") ?? "~/.kube/config";
   return new UsageError(`Cannot load kubeconfig '${file}': ${detail}`, {
     cause: error,
-    details: ["pass --kubeconfig with a valid kubeconfig file"],
+    details: [(option) => `pass ${option("kubeconfig")} with a valid kubeconfig file`],
   });
 }
 

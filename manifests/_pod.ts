@@ -7,7 +7,7 @@
  */
 import { UsageError } from "../errors.ts";
 import { isDns1123Subdomain } from "./names.ts";
-import { quantityValue } from "./flags.ts";
+import { quantityValue } from "./quantity.ts";
 import type {
   Container,
   EnvVar,
@@ -211,7 +211,12 @@ export function podResources(options: ResourceOptions): ResourceRequirements {
     const limit = resolved.limits[name];
     if (limit !== undefined && quantityValue(request) > quantityValue(limit)) {
       throw new UsageError(
-        `Cannot use '--requests' as the ${name} request must not exceed its limit ${limit} (raise it with '--limits'): current value is '${name}=${request}'`,
+        (option) =>
+          `Cannot use '${
+            option("requests")
+          }' as the ${name} request must not exceed its limit ${limit} (raise it with '${
+            option("limits")
+          }'): current value is '${name}=${request}'`,
       );
     }
   }
@@ -247,13 +252,19 @@ export function podPlacement(
   for (const secret of imagePullSecrets) {
     if (!isDns1123Subdomain(secret)) {
       throw new UsageError(
-        `Cannot use '--image-pull-secret' as it must be a Secret name (DNS-1123 subdomain): current value is '${secret}'`,
+        (option) =>
+          `Cannot use '${
+            option("imagePullSecret")
+          }' as it must be a Secret name (DNS-1123 subdomain): current value is '${secret}'`,
       );
     }
   }
   if (options.runtimeClass !== undefined && !isDns1123Subdomain(options.runtimeClass)) {
     throw new UsageError(
-      `Cannot use '--runtime-class' as it must be a RuntimeClass name (DNS-1123 subdomain): current value is '${options.runtimeClass}'`,
+      (option) =>
+        `Cannot use '${
+          option("runtimeClass")
+        }' as it must be a RuntimeClass name (DNS-1123 subdomain): current value is '${options.runtimeClass}'`,
     );
   }
   const selector = { ...nodeSelector, ...(autoTargetGpu ? { [GPU_PRESENT_LABEL]: "true" } : {}) };
@@ -290,7 +301,10 @@ export function commonEnv(options: EnvOptions): EnvVar[] {
   const { logPrefix, maxNodesPerEntry = 0, runtimeClass } = options;
   if (!Number.isInteger(maxNodesPerEntry) || maxNodesPerEntry < 0) {
     throw new UsageError(
-      `Cannot use '--max-nodes-per-entry' as it must be a whole number, 0 or more: current value is '${maxNodesPerEntry}'`,
+      (option) =>
+        `Cannot use '${
+          option("maxNodesPerEntry")
+        }' as it must be a whole number, 0 or more: current value is '${maxNodesPerEntry}'`,
     );
   }
   return [
@@ -313,7 +327,10 @@ export function commonEnv(options: EnvOptions): EnvVar[] {
 export function validateImage(image: string): string {
   if (image === "" || /\s/.test(image)) {
     throw new UsageError(
-      `Cannot use '--image' as it must be an image reference such as 'ghcr.io/nvidia/aicr:v1.0.0': current value is '${image}'`,
+      (option) =>
+        `Cannot use '${
+          option("image")
+        }' as it must be an image reference such as 'ghcr.io/nvidia/aicr:v1.0.0': current value is '${image}'`,
     );
   }
   return image;

@@ -164,7 +164,10 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
   validateDaemonName(name);
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
     throw new UsageError(
-      `Cannot use '--port' as it must be a whole number from 1 to 65535: current value is '${port}'`,
+      (option) =>
+        `Cannot use '${
+          option("port")
+        }' as it must be a whole number from 1 to 65535: current value is '${port}'`,
     );
   }
   const labels = daemonLabels({

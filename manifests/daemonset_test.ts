@@ -118,7 +118,7 @@ Deno.test("daemonset: extra daemon flags follow the TLS flags", () => {
 });
 
 Deno.test("daemonset: bad values are refused", () => {
-  assert.throws(() => buildDaemonSet({ ...BASE, port: 0 }), /'--port'/);
+  assert.throws(() => buildDaemonSet({ ...BASE, port: 0 }), /'port'/);
   assert.throws(() => buildDaemonSet({ ...BASE, port: 70000 }), UsageError);
   assert.throws(() => buildDaemonSet({ ...BASE, name: "Daemon" }), /name the daemon/);
 });

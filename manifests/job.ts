@@ -92,7 +92,10 @@ export interface JobDeadlines {
 export function jobDeadlines(timeoutMs = 0): JobDeadlines {
   if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
     throw new UsageError(
-      `Cannot use '--timeout' as it must be a duration of 0 or more: current value is '${timeoutMs}ms'`,
+      (option) =>
+        `Cannot use '${
+          option("timeout")
+        }' as it must be a duration of 0 or more: current value is '${timeoutMs}ms'`,
     );
   }
   const wait = timeoutMs === 0 ? DEFAULT_TIMEOUT_SECONDS : Math.ceil(timeoutMs / 1000);

@@ -8,7 +8,6 @@ import {
   resolveAgentOutput,
 } from "./job.ts";
 import type { AgentJobConfig } from "./job.ts";
-import { parseNodeSelectors, parseTolerations } from "./flags.ts";
 import { formatManifest } from "./yaml.ts";
 import { assertGolden as assertGoldenFile } from "../tests/_golden.ts";
 import { parseSnapshotTarget } from "../snapshot/mod.ts";
@@ -58,7 +57,7 @@ Deno.test("job: the --runtime-class Job matches its golden", () => {
   const job = buildAgentJob({
     ...BASE,
     runtimeClass: "nvidia",
-    nodeSelector: parseNodeSelectors(["nvidia.com/gpu.present=true"]),
+    nodeSelector: { "nvidia.com/gpu.present": "true" },
   });
   assertGolden("job-runtime-class.yaml", formatManifest(job));
 });
@@ -66,7 +65,10 @@ Deno.test("job: the --runtime-class Job matches its golden", () => {
 Deno.test("job: the custom-toleration Job matches its golden", () => {
   const job = buildAgentJob({
     ...BASE,
-    tolerations: parseTolerations(["nvidia.com/gpu=present:NoSchedule", "dedicated:NoSchedule"]),
+    tolerations: [
+      { key: "nvidia.com/gpu", operator: "Equal", value: "present", effect: "NoSchedule" },
+      { key: "dedicated", operator: "Exists", effect: "NoSchedule" },
+    ],
   });
   assertGolden("job-tolerations.yaml", formatManifest(job));
 });
@@ -75,7 +77,7 @@ Deno.test("job: the node-selector Job with a user cm:// and pull secrets matches
   const job = buildAgentJob({
     ...BASE,
     jobNamePrefix: "nightly-audit",
-    nodeSelector: parseNodeSelectors(["accelerator=nvidia-h100", "nodeGroup=gpu-nodes"]),
+    nodeSelector: { accelerator: "nvidia-h100", nodeGroup: "gpu-nodes" },
     output: { namespace: "gpu-operator", name: "aicr-snapshot" },
     format: "json",
     imagePullSecrets: ["regcred", "mirror-pull"],
@@ -204,7 +206,7 @@ Deno.test("job: a request above its limit is refused before the API server sees 
     (e: unknown) =>
       e instanceof UsageError &&
       e.message ===
-        "Cannot use '--requests' as the cpu request must not exceed its limit 2 (raise it with '--limits'): current value is 'cpu=4'",
+        "Cannot use 'requests' as the cpu request must not exceed its limit 2 (raise it with 'limits'): current value is 'cpu=4'",
   );
   assert.doesNotThrow(() =>
     buildAgentJob({ ...BASE, requests: { cpu: "4" }, limits: { cpu: "4000m" } })
@@ -233,14 +235,14 @@ Deno.test("job: talos drops the systemd mount and cos adds its NVIDIA userland",
   assert.deepEqual(names({ ...BASE, os: "cos", privileged: false }), ["tmp"]);
 });
 
-Deno.test("job: bad names are refused by flag", () => {
-  assert.throws(() => buildAgentJob({ ...BASE, jobNamePrefix: "Nightly" }), /'--job-name'/);
-  assert.throws(() => buildAgentJob({ ...BASE, image: "" }), /'--image'/);
+Deno.test("job: bad names are refused by option", () => {
+  assert.throws(() => buildAgentJob({ ...BASE, jobNamePrefix: "Nightly" }), /'jobName'/);
+  assert.throws(() => buildAgentJob({ ...BASE, image: "" }), /'image'/);
   assert.throws(
     () => buildAgentJob({ ...BASE, imagePullSecrets: ["Reg Cred"] }),
-    /'--image-pull-secret'/,
+    /'imagePullSecret'/,
   );
-  assert.throws(() => buildAgentJob({ ...BASE, runtimeClass: "NVIDIA" }), /'--runtime-class'/);
-  assert.throws(() => buildAgentJob({ ...BASE, maxNodesPerEntry: -1 }), /'--max-nodes-per-entry'/);
+  assert.throws(() => buildAgentJob({ ...BASE, runtimeClass: "NVIDIA" }), /'runtimeClass'/);
+  assert.throws(() => buildAgentJob({ ...BASE, maxNodesPerEntry: -1 }), /'maxNodesPerEntry'/);
   assert.throws(() => buildAgentJob({ ...BASE, maxNodesPerEntry: 1.5 }), UsageError);
 });

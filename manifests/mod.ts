@@ -8,14 +8,14 @@
  * const name = jobName("aicr", runId); // "aicr-19700101-000000-0123456789abcdef"
  * const labels = runLabels({ runId, invocationId: "fedcba9876543210" });
  *
- * import { buildAgentJob, formatManifest, parseTolerations } from "./mod.ts";
+ * import { buildAgentJob, formatManifest } from "./mod.ts";
  * const job = buildAgentJob({
  *   namespace: "gpu-operator",
  *   runId,
  *   invocationId: "fedcba9876543210",
  *   serviceAccountName: `aicr-${runId}`,
  *   image: "ghcr.io/nvidia/aicr:v1.0.0",
- *   tolerations: parseTolerations(["nvidia.com/gpu:NoSchedule"]),
+ *   tolerations: [{ key: "nvidia.com/gpu", operator: "Exists", effect: "NoSchedule" }],
  * });
  * const yaml = formatManifest(job); // what `kubectl apply -f -` would take
  * ```
@@ -24,7 +24,7 @@
  */
 export * from "./names.ts";
 export type * from "./types.ts";
-export * from "./flags.ts";
+export { isQuantity, quantityValue } from "./quantity.ts";
 export * from "./job.ts";
 export * from "./yaml.ts";
 export {

@@ -3,7 +3,7 @@
  * invocation IDs, run-scoped names that always fit 63 characters, the names of the
  * rendered exact-ServiceAccount grant, the labels of runs and of the snapshot
  * ConfigMap, label selectors, and Kubernetes name validation with errors that name
- * the flag.
+ * the option (the CLI names its flag).
  *
  * @module
  */
@@ -164,34 +164,40 @@ export function isDns1123Subdomain(value: string): boolean {
 }
 
 /**
- * Validates a namespace flag value.
+ * Validates a namespace option.
  *
- * @param flag the flag it came from, e.g. `--namespace`
+ * @param option the option it came from, e.g. `namespace`
  * @param value the value
  * @returns the value
- * @throws {UsageError} naming the flag and the value when it is not a DNS-1123 label
+ * @throws {UsageError} naming the option and the value when it is not a DNS-1123 label
  */
-export function validateNamespace(flag: string, value: string): string {
+export function validateNamespace(option: string, value: string): string {
   if (!isDns1123Label(value)) {
     throw new UsageError(
-      `Cannot use '${flag}' as it must be a DNS-1123 label (at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit): current value is '${value}'`,
+      (name) =>
+        `Cannot use '${
+          name(option)
+        }' as it must be a DNS-1123 label (at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit): current value is '${value}'`,
     );
   }
   return value;
 }
 
 /**
- * Validates a ServiceAccount name flag value.
+ * Validates a ServiceAccount name option.
  *
- * @param flag the flag it came from, e.g. `--add-roles-to-service-account`
+ * @param option the option it came from, e.g. `serviceAccount`
  * @param value the value
  * @returns the value
- * @throws {UsageError} naming the flag and the value when it is not a DNS-1123 subdomain
+ * @throws {UsageError} naming the option and the value when it is not a DNS-1123 subdomain
  */
-export function validateServiceAccountName(flag: string, value: string): string {
+export function validateServiceAccountName(option: string, value: string): string {
   if (!isDns1123Subdomain(value)) {
     throw new UsageError(
-      `Cannot use '${flag}' as it must be a DNS-1123 subdomain (at most 253 lowercase letters, digits, '-' or '.', each dot-separated part starting and ending with a letter or digit): current value is '${value}'`,
+      (name) =>
+        `Cannot use '${
+          name(option)
+        }' as it must be a DNS-1123 subdomain (at most 253 lowercase letters, digits, '-' or '.', each dot-separated part starting and ending with a letter or digit): current value is '${value}'`,
     );
   }
   return value;
@@ -202,9 +208,9 @@ export function validateServiceAccountName(flag: string, value: string): string 
  * `-` the cut may leave, so the name always fits 63 characters and always ends in the
  * run ID's hex segment.
  *
- * @param prefix the name prefix, e.g. `--job-name`
+ * @param prefix the name prefix, e.g. the `jobName` option
  * @param runId the run ID
- * @param options `flag` names the flag the prefix came from in errors (default `--job-name`)
+ * @param options `option` names the option the prefix came from in errors (default `jobName`)
  * @returns the run-scoped name
  * @throws {UsageError} when the prefix has characters a Kubernetes name cannot hold
  * @throws {RangeError} when `runId` is not a run ID
@@ -212,13 +218,16 @@ export function validateServiceAccountName(flag: string, value: string): string 
 export function runScopedName(
   prefix: string,
   runId: string,
-  options: { flag?: string } = {},
+  options: { option?: string } = {},
 ): string {
-  const { flag = "--job-name" } = options;
+  const { option = "jobName" } = options;
   assertRunId(runId);
   if (!PREFIX_REGEXP.test(prefix)) {
     throw new UsageError(
-      `Cannot use '${flag}' as a name prefix as it must be lowercase letters, digits or '-', starting with a letter or digit: current value is '${prefix}'`,
+      (name) =>
+        `Cannot use '${
+          name(option)
+        }' as a name prefix as it must be lowercase letters, digits or '-', starting with a letter or digit: current value is '${prefix}'`,
     );
   }
   const kept = prefix.slice(0, MAX_PREFIX_LENGTH).replace(/-+$/, "");
@@ -234,7 +243,7 @@ export function runScopedName(
  * @throws {UsageError} when the prefix is not usable in a name
  */
 export function jobName(prefix: string, runId: string): string {
-  return runScopedName(prefix, runId, { flag: "--job-name" });
+  return runScopedName(prefix, runId, { option: "jobName" });
 }
 
 /**
@@ -247,7 +256,7 @@ export function jobName(prefix: string, runId: string): string {
  * @throws {UsageError} when the prefix is not usable in a name
  */
 export function serviceAccountRunName(prefix: string, runId: string): string {
-  return runScopedName(prefix, runId, { flag: "--service-account-name" });
+  return runScopedName(prefix, runId, { option: "serviceAccountName" });
 }
 
 /**
@@ -311,7 +320,7 @@ export function rbacDirectoryName(runId: string): string {
  * @throws {UsageError} when the ServiceAccount name is not a DNS-1123 subdomain
  */
 export function renderedRoleName(serviceAccount: string): string {
-  validateServiceAccountName("--add-roles-to-service-account", serviceAccount);
+  validateServiceAccountName("serviceAccount", serviceAccount);
   return `aicr-agent-${serviceAccount}-rbac`;
 }
 
@@ -326,7 +335,7 @@ export function renderedRoleName(serviceAccount: string): string {
  * @throws {UsageError} when either value is not a valid Kubernetes name
  */
 export function renderedClusterRoleName(namespace: string, serviceAccount: string): string {
-  validateServiceAccountName("--add-roles-to-service-account", serviceAccount);
+  validateServiceAccountName("serviceAccount", serviceAccount);
   return `aicr-agent-${namespace}.${serviceAccount}-rbac`;
 }
 

@@ -103,15 +103,15 @@ Deno.test("names: runScopedName trims the dashes a cut leaves at the end of the 
   assert.equal(runScopedName("x-", RUN_ID), `x-${RUN_ID}`);
 });
 
-Deno.test("names: runScopedName names the flag when the prefix cannot be part of a name", () => {
+Deno.test("names: runScopedName names the option when the prefix cannot be part of a name", () => {
   assert.throws(
     () => serviceAccountRunName("My_SA", RUN_ID),
     (error: unknown) =>
       error instanceof UsageError &&
       error.message ===
-        "Cannot use '--service-account-name' as a name prefix as it must be lowercase letters, digits or '-', starting with a letter or digit: current value is 'My_SA'",
+        "Cannot use 'serviceAccountName' as a name prefix as it must be lowercase letters, digits or '-', starting with a letter or digit: current value is 'My_SA'",
   );
-  assert.throws(() => jobName("-x", RUN_ID), /'--job-name'/);
+  assert.throws(() => jobName("-x", RUN_ID), /'jobName'/);
   assert.throws(() => jobName("", RUN_ID), UsageError);
   assert.throws(() => jobName("aicr", "not-a-run-id"), RangeError);
 });
@@ -131,11 +131,11 @@ Deno.test("names: rendered names refuse invalid ServiceAccount and namespace nam
     () => renderedRoleName("Bad SA"),
     (error: unknown) =>
       error instanceof UsageError &&
-      error.message.startsWith("Cannot use '--add-roles-to-service-account' as it must be") &&
+      error.message.startsWith("Cannot use 'serviceAccount' as it must be") &&
       error.message.endsWith(": current value is 'Bad SA'"),
   );
-  assert.throws(() => validateNamespace("--namespace", "x".repeat(64)), UsageError);
-  assert.equal(validateNamespace("--namespace", "gpu-operator"), "gpu-operator");
+  assert.throws(() => validateNamespace("namespace", "x".repeat(64)), UsageError);
+  assert.equal(validateNamespace("namespace", "gpu-operator"), "gpu-operator");
 });
 
 Deno.test("names: DNS-1123 checks follow the Kubernetes rules", () => {

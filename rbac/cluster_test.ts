@@ -14,8 +14,6 @@ import { createLogger } from "../log.ts";
 import {
   buildAgentJob,
   buildDaemonSet,
-  parseResourceList,
-  parseTolerations,
   serviceAccountGroups,
   serviceAccountUser,
 } from "../manifests/mod.ts";
@@ -395,17 +393,17 @@ Deno.test({
         { ...base, runtimeClass: "nvidia", nodeSelector: { "nvidia.com/gpu.present": "true" } },
         {
           ...base,
-          tolerations: parseTolerations([
-            "nvidia.com/gpu=present:NoSchedule",
-            "dedicated:NoSchedule",
-            ":NoExecute",
-          ]),
+          tolerations: [
+            { key: "nvidia.com/gpu", operator: "Equal", value: "present", effect: "NoSchedule" },
+            { key: "dedicated", operator: "Exists", effect: "NoSchedule" },
+            { operator: "Exists", effect: "NoExecute" },
+          ],
         },
         {
           ...base,
           imagePullSecrets: ["regcred"],
-          requests: parseResourceList("cpu=500m,memory=1.5Gi,ephemeral-storage=1e9", "--requests"),
-          limits: parseResourceList("cpu=1500m,memory=2Gi,hugepages-2Mi=0", "--limits"),
+          requests: { cpu: "500m", memory: "1.5Gi", "ephemeral-storage": "1e9" },
+          limits: { cpu: "1500m", memory: "2Gi", "hugepages-2Mi": "0" },
           output: { namespace: ns, name: "aicr-snapshot" },
           maxNodesPerEntry: 5,
         },

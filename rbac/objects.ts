@@ -291,7 +291,7 @@ export function renderedConfigMaps(serviceAccount: string, target?: string): Age
  */
 export function renderedRbacObjects(options: RenderedRbacOptions): RbacGrant {
   const { namespace, serviceAccount, discoverNetwork = false } = options;
-  validateServiceAccountName("--add-roles-to-service-account", serviceAccount);
+  validateServiceAccountName("serviceAccount", serviceAccount);
   return buildGrant({
     namespace,
     serviceAccount,

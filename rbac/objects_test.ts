@@ -99,7 +99,7 @@ Deno.test("objects: the ServiceAccount prefix is cut so every name fits 63 chara
   assert.ok(rbac.serviceAccount.metadata.name.length <= 63);
 });
 
-Deno.test("objects: a run refuses a bad namespace or prefix by flag", () => {
+Deno.test("objects: a run refuses a bad namespace or prefix by option", () => {
   assert.throws(
     () =>
       runRbacObjects({
@@ -109,7 +109,7 @@ Deno.test("objects: a run refuses a bad namespace or prefix by flag", () => {
         serviceAccountPrefix: "A",
         configMaps: STAGING,
       }),
-    /'--service-account-name'/,
+    /'serviceAccountName'/,
   );
 });
 

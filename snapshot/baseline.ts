@@ -116,7 +116,10 @@ export function checkBaselineCohort(snapshot: Snapshot, wanted?: string): Baseli
       {
         details: [
           "  a baseline is compared only with nodes of its own cohort (GPU model and count, instance type, node pool)",
-          "  take it from a node of that cohort (--from-node), or leave out --cohort to file it under its own",
+          (option) =>
+            `  take it from a node of that cohort (${option("fromNode")}), or leave out ${
+              option("cohort")
+            } to file it under its own`,
         ],
       },
     );

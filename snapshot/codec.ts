@@ -492,7 +492,10 @@ export function assertFitsConfigMap(snapshot: Snapshot, encoded: string, target:
       details: [
         "largest readings:",
         ...largest,
-        "write it to a file or stdout instead, or exclude readings (for example --max-nodes-per-entry for NodeTopology)",
+        (option) =>
+          `write it to a file or stdout instead, or exclude readings (for example ${
+            option("maxNodesPerEntry")
+          } for NodeTopology)`,
       ],
     },
   );

@@ -19,7 +19,7 @@ export interface ConfigMapRef {
   name: string;
 }
 
-/** A parsed `--output` value. */
+/** A parsed output target (the `output` option). */
 export type SnapshotTarget =
   | { kind: "stdout" }
   | { kind: "file"; path: string }
@@ -32,14 +32,15 @@ const DNS_SUBDOMAIN_REGEXP = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
  * Parses `cm://namespace/name`, validating both parts as Kubernetes names.
  *
  * @param uri the URI
- * @param flag the flag it came from, for the message
+ * @param option the option it came from, for the message @default "output"
  * @returns the ConfigMap address
  * @throws {UsageError} naming the value and the expected form
  */
-export function parseConfigMapUri(uri: string, flag = "--output"): ConfigMapRef {
+export function parseConfigMapUri(uri: string, option = "output"): ConfigMapRef {
   if (!uri.startsWith(CONFIGMAP_SCHEME)) {
     throw new UsageError(
-      `Cannot use '${flag}' value '${uri}' as a ConfigMap: it must start with 'cm://'`,
+      (name) =>
+        `Cannot use '${name(option)}' value '${uri}' as a ConfigMap: it must start with 'cm://'`,
     );
   }
   const rest = uri.slice(CONFIGMAP_SCHEME.length);
@@ -48,43 +49,56 @@ export function parseConfigMapUri(uri: string, flag = "--output"): ConfigMapRef 
   const name = slash < 0 ? "" : rest.slice(slash + 1).trim();
   if (!namespace || !name) {
     throw new UsageError(
-      `Cannot use '${flag}' value '${uri}': a ConfigMap URI is 'cm://<namespace>/<name>' with both parts non-empty`,
+      (name) =>
+        `Cannot use '${
+          name(option)
+        }' value '${uri}': a ConfigMap URI is 'cm://<namespace>/<name>' with both parts non-empty`,
     );
   }
   if (namespace.length > 63 || !DNS_LABEL_REGEXP.test(namespace)) {
     throw new UsageError(
-      `Cannot use '${flag}' value '${uri}': namespace '${namespace}' is not a valid Kubernetes namespace (lower-case letters, digits and '-', at most 63 characters)`,
+      (name) =>
+        `Cannot use '${
+          name(option)
+        }' value '${uri}': namespace '${namespace}' is not a valid Kubernetes namespace (lower-case letters, digits and '-', at most 63 characters)`,
     );
   }
   if (name.length > 253 || !DNS_SUBDOMAIN_REGEXP.test(name)) {
     throw new UsageError(
-      `Cannot use '${flag}' value '${uri}': name '${name}' is not a valid ConfigMap name (lower-case letters, digits, '-' and '.', at most 253 characters)`,
+      (name) =>
+        `Cannot use '${
+          name(option)
+        }' value '${uri}': name '${name}' is not a valid ConfigMap name (lower-case letters, digits, '-' and '.', at most 253 characters)`,
     );
   }
   return { namespace, name };
 }
 
 /**
- * Parses an `--output` value.
+ * Parses an output target.
  *
- * @param value the flag value (`-`, empty, a path or `cm://ns/name`)
- * @param flag the flag name, for messages
+ * @param value the value (`-`, empty, a path or `cm://ns/name`)
+ * @param option the option it came from, for messages @default "output"
  * @returns the target
  * @throws {UsageError} for a malformed `cm://` URI or another URL scheme
  */
-export function parseSnapshotTarget(value: string | undefined, flag = "--output"): SnapshotTarget {
+export function parseSnapshotTarget(value: string | undefined, option = "output"): SnapshotTarget {
   if (value === undefined || value === "" || value === "-") return { kind: "stdout" };
   if (value.startsWith(CONFIGMAP_SCHEME)) {
-    return { kind: "configmap", ref: parseConfigMapUri(value, flag) };
+    return { kind: "configmap", ref: parseConfigMapUri(value, option) };
   }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
     throw new UsageError(
-      `Cannot use '${flag}' value '${value}': only a file path, '-' (stdout) or 'cm://<namespace>/<name>' are supported`,
+      (name) =>
+        `Cannot use '${
+          name(option)
+        }' value '${value}': only a file path, '-' (stdout) or 'cm://<namespace>/<name>' are supported`,
     );
   }
   if (value.endsWith("/")) {
     throw new UsageError(
-      `Cannot use '${flag}' value '${value}': it names a directory; give a file path`,
+      (name) =>
+        `Cannot use '${name(option)}' value '${value}': it names a directory; give a file path`,
     );
   }
   return { kind: "file", path: value };

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { scanSource } from "./_source_scan.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const SKIP_DIRS = new Set(["node_modules", "dist", "coverage", ".git", ".out", ".bin"]);
@@ -199,4 +200,86 @@ Deno.test("layout: the production modules have no import cycle", () => {
   }
   for (const node of next.keys()) if (!order.has(node)) visit(node);
   assert.deepEqual(cycles, []);
+});
+
+/**
+ * Where a module below `cli/` may still spell a `--flag`, each with its reason. Everything else
+ * names options (`ErrorText`, `LogText` in `errors.ts`, `log.ts`) and `cli/` renders the flags.
+ */
+const FLAG_LITERALS_ALLOWED: readonly { file: string; literal: RegExp; reason: string }[] = [
+  {
+    file: "manifests/job.ts",
+    literal: /^--[a-z][a-z-]*$/,
+    reason: "the agent container's argv: aicr's own flags, handed to the pod, not a message",
+  },
+  {
+    file: "manifests/daemonset.ts",
+    literal: /^--[a-z][a-z-]*$/,
+    reason: "the daemon container's argv: aicr's own flags, handed to the pod, not a message",
+  },
+  {
+    file: "controller/install.ts",
+    literal: /^--baseline-(namespace|name)$/,
+    reason: "the daemon container's extra argv (where it reads its baseline), not a message",
+  },
+  {
+    file: "*",
+    literal: /(^|[\s(:])(aicr|kubectl) ([a-z]|--[a-z])/,
+    reason: "a whole command line to paste (another verb's, or kubectl's), not this call's options",
+  },
+  {
+    file: "agent/run.ts",
+    literal: /^--require-gpu was set but no GPU was detected/,
+    reason: "upstream's message, kept word for word (the agent's GPU check)",
+  },
+  {
+    file: "collectors/projections.ts",
+    literal: /^--[a-z-]+$|--cluster-id|--cluster <c>/,
+    reason:
+      "each projection's flag is written into the snapshot as its source context (data); the " +
+      "others are the cloud CLIs' own flags",
+  },
+  {
+    file: "rbac/render.ts",
+    literal: /--namespace|--add-roles-to-service-account|--service-account-name|--discover-network/,
+    reason: "the rendered RBAC files and their next steps are documents showing the aicr command",
+  },
+  {
+    file: "snapshot/diff_render.ts",
+    literal: /^ONE COHORT \(--group-by none\)$/,
+    reason: "a heading of the rendered fleet report: it says how the cohorts were chosen",
+  },
+  {
+    file: "controller/fleet.ts",
+    literal: /\(--max-answer-bytes\); reading stopped$/,
+    reason: "a node's outcome text, carried as data into the fetch report and its logs",
+  },
+  {
+    file: "controller/deploy.ts",
+    literal: /^=true --limit 1$/,
+    reason: "the dry run lists its lookups as kubectl-style requests",
+  },
+];
+
+Deno.test("layout: no module below cli/ spells a --flag in a message (exceptions listed)", () => {
+  const found: string[] = [];
+  for (const file of GRAPH.files) {
+    const part = partOf(file);
+    if (part === "cli" || part === "mod.ts" || isTestFile(file)) continue;
+    for (const token of scanSource(readFileSync(join(ROOT, file), "utf8")).strings) {
+      if (!/(^|[^\w-])--[a-z]/.test(token.text)) continue;
+      const allowed = FLAG_LITERALS_ALLOWED.some((rule) =>
+        (rule.file === "*" || rule.file === file) && rule.literal.test(token.text)
+      );
+      if (!allowed) found.push(`${file}:${token.line}: ${JSON.stringify(token.text)}`);
+    }
+  }
+  assert.deepEqual(found, []);
+});
+
+Deno.test("layout: the flag check reads string literals, not comments (a broken scanner would pass)", () => {
+  const scanned = scanSource(
+    'const a = "x --image"; // "--not-this"\nconst b = `y ${c("--in-hole")} --tail`;\n/* "--no" */',
+  );
+  assert.deepEqual(scanned.strings.map((s) => s.text), ["x --image", "y ", "--in-hole", " --tail"]);
 });

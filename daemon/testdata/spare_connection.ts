@@ -10,7 +10,7 @@
 import { Hono } from "hono";
 import { serve } from "../serve.ts";
 import { generateTestTls } from "../_testing.ts";
-import { NOOP_LOGGER } from "../../log.ts";
+import { NOOP_LOGGER, renderLogText } from "../../log.ts";
 
 const tls = generateTestTls();
 const app = new Hono();
@@ -24,7 +24,7 @@ for (const secure of [false, true]) {
     hostname: "127.0.0.1",
     port: 0,
     drainTimeoutMs: 600_000,
-    log: { ...NOOP_LOGGER, warn: (message) => seen.push(message) },
+    log: { ...NOOP_LOGGER, warn: (message) => seen.push(renderLogText(message)) },
     ...(secure ? { tls } : { insecureHttp: true }),
   });
   const client = Deno.createHttpClient({ caCerts: [tls.ca] });

@@ -38,7 +38,8 @@ export function fakeCli(overrides: Partial<CliDeps> = {}): FakeCli {
     stdoutIsTerminal: false,
     stderrIsTerminal: false,
     signal: new AbortController().signal,
-    makeLogger: () => createLogger({ write: (text) => void (err += text) }),
+    makeLogger: ({ nameOption }) =>
+      createLogger({ write: (text) => void (err += text) }, nameOption ? { nameOption } : {}),
     connectKube: () => {
       connects++;
       throw new Error("the cluster must not be contacted");

@@ -1,14 +1,21 @@
 /**
- * Parsers of the flag values that end up in the agent's manifests: node selectors,
- * tolerations, resource lists and Go-style durations. Each bad value is a
- * {@link UsageError} naming the flag, the value and the expected format. (`cm://` URIs
- * are parsed by `snapshot/`, which owns output targets.)
+ * The CLI's flag parsing shared by the verbs: parsers of the flag values that end up in the
+ * agent's and the daemon's manifests (node selectors, tolerations, resource lists, Go-style
+ * durations), each bad value a {@link UsageError} naming the flag, the value and the expected
+ * format; and the flag each typed option comes from, which {@link withFlagNames} puts into the
+ * errors the library raises (below `cli/` a message names options, never flags).
  *
  * @module
  */
-import { UsageError } from "../errors.ts";
-import { isDns1123Subdomain, isLabelKey, isLabelValue } from "./names.ts";
-import type { ResourceList, Toleration } from "./types.ts";
+import { ToolError, UsageError } from "../errors.ts";
+import {
+  isDns1123Subdomain,
+  isLabelKey,
+  isLabelValue,
+  isQuantity,
+  type ResourceList,
+  type Toleration,
+} from "../manifests/mod.ts";
 
 /** Taint effects `--toleration` accepts, case-sensitive. */
 export const TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"] as const;
@@ -103,57 +110,6 @@ export function parseTolerations(values: readonly string[], flag = "--toleration
     }
     return { key, operator: "Equal", value, effect: typedEffect };
   });
-}
-
-// A Kubernetes quantity, non-negative (resource requirements reject negatives):
-// a decimal number and a binary-SI, decimal-SI or decimal-exponent suffix.
-const QUANTITY_REGEXP = /^(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$/;
-const SUFFIX_FACTORS: Record<string, number> = {
-  "": 1,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-  Ei: 2 ** 60,
-  n: 1e-9,
-  u: 1e-6,
-  m: 1e-3,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-};
-
-/**
- * Checks a Kubernetes quantity such as `1`, `500m`, `4Gi`, `1.5`, `1e3`.
- *
- * @param value any string
- * @returns whether Kubernetes accepts it as a (non-negative) resource quantity
- */
-export function isQuantity(value: string): boolean {
-  return QUANTITY_REGEXP.test(value);
-}
-
-/**
- * The approximate numeric value of a quantity (`500m` → 0.5, `1Ki` → 1024), enough to
- * compare a request with its limit.
- *
- * @param value a quantity
- * @returns its value
- * @throws {RangeError} when `value` is not a quantity
- */
-export function quantityValue(value: string): number {
-  const match = QUANTITY_REGEXP.exec(value);
-  if (!match) {
-    throw new RangeError(`Cannot read quantity as it is malformed: current value is "${value}"`);
-  }
-  const number = Number(match[1]);
-  const suffix = match[3] ?? "";
-  if (/^[eE]/.test(suffix)) return number * 10 ** Number(suffix.slice(1));
-  return number * (SUFFIX_FACTORS[suffix] ?? 1);
 }
 
 function isResourceName(name: string): boolean {
@@ -263,4 +219,55 @@ export function parseTimeout(value: string, flag = "--timeout"): number {
     throw usage(flag, value, "a duration from 1s to 24h", "omit the flag for its default");
   }
   return ms;
+}
+
+/** The flags whose name is not their option's name in kebab case. */
+const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
+  serviceAccount: "--add-roles-to-service-account",
+};
+
+/**
+ * The flag a typed option comes from: its name in kebab case (`imagePullSecret` gives
+ * `--image-pull-secret`) unless {@link FLAG_OF_OPTION} says otherwise.
+ *
+ * @param option the option's name, as the library's messages name it
+ * @returns the flag
+ */
+export function flagOf(option: string): string {
+  return FLAG_OF_OPTION[option] ?? `--${option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+}
+
+/**
+ * Puts the CLI's flag names into an error the library raised (and into its causes), so the user
+ * reads `'--image'` where the library named the option `image`.
+ *
+ * @param error anything thrown
+ * @returns the same value, its messages naming flags
+ */
+export function withFlagNames<T>(error: T): T {
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 5; depth++) {
+    if (current instanceof ToolError) current.nameOptions(flagOf);
+    current = current.cause;
+  }
+  return error;
+}
+
+/**
+ * Wraps a verb's action so every error it ends with names flags ({@link withFlagNames}): the
+ * verb is the layer that knows them, whoever runs it.
+ *
+ * @param action the commander action
+ * @returns the same action, its errors naming flags
+ */
+export function namingFlags<A extends unknown[]>(
+  action: (...args: A) => unknown,
+): (...args: A) => Promise<void> {
+  return async function namedAction(...args: A): Promise<void> {
+    try {
+      await action(...args);
+    } catch (error) {
+      throw withFlagNames(error);
+    }
+  };
 }

@@ -1,14 +1,16 @@
 import assert from "node:assert/strict";
 import { UsageError } from "../errors.ts";
 import {
-  isQuantity,
+  flagOf,
   parseDuration,
   parseNodeSelectors,
   parseResourceList,
   parseTimeout,
   parseTolerations,
-  quantityValue,
-} from "./flags.ts";
+  withFlagNames,
+} from "./_flags.ts";
+import { runCli } from "./mod.ts";
+import { fakeCli } from "../tests/fakes/cli.ts";
 
 function usageMessage(fn: () => unknown): string {
   try {
@@ -111,20 +113,6 @@ Deno.test("flags: a bad resource list names the flag, the value and the format",
   assert.match(usageMessage(() => parseResourceList("cpu=1,", "--limits")), /'' has no '='/);
 });
 
-Deno.test("flags: quantities follow Kubernetes' grammar and compare by value", () => {
-  for (const good of ["1", "0", "500m", "1.5", ".5", "4Gi", "2Ki", "1e3", "1E-2", "100M", "5n"]) {
-    assert.ok(isQuantity(good), good);
-  }
-  for (const bad of ["", "1GB", "Gi", "-1", "1.2.3", "1 Gi", "1i"]) {
-    assert.ok(!isQuantity(bad), bad);
-  }
-  assert.equal(quantityValue("500m"), 0.5);
-  assert.equal(quantityValue("4Gi"), 4 * 2 ** 30);
-  assert.equal(quantityValue("1e3"), 1000);
-  assert.ok(quantityValue("4000m") === quantityValue("4"));
-  assert.throws(() => quantityValue("x"), RangeError);
-});
-
 Deno.test("flags: durations read as Go reads them", () => {
   assert.equal(parseDuration("5m"), 300_000);
   assert.equal(parseDuration("90s"), 90_000);
@@ -168,5 +156,54 @@ Deno.test("parseTimeout() accepts 1s to 24h and refuses 0, 0s and longer waits, 
         e instanceof UsageError &&
         /^Cannot parse '--timeout' as it must be at most 24h/.test(e.message),
     );
+  }
+});
+
+Deno.test("flagOf() gives an option's flag: kebab case, or the table's exception", () => {
+  assert.equal(flagOf("image"), "--image");
+  assert.equal(flagOf("imagePullSecret"), "--image-pull-secret");
+  assert.equal(flagOf("maxNodesPerEntry"), "--max-nodes-per-entry");
+  assert.equal(flagOf("serviceAccount"), "--add-roles-to-service-account");
+});
+
+Deno.test("withFlagNames() names flags in a library error and its causes, details included", () => {
+  const inner = new UsageError((name) => `Cannot use '${name("runtimeClass")}': bad`, {
+    details: [(name) => `  check ${name("nodeSelector")}`, "  plain"],
+  });
+  const outer = new UsageError((name) => `Cannot run with '${name("image")}'`, { cause: inner });
+  assert.equal(outer.message, "Cannot run with 'image'");
+  assert.deepEqual(inner.details, ["  check nodeSelector", "  plain"]);
+  assert.equal(withFlagNames(outer), outer);
+  assert.equal(outer.message, "Cannot run with '--image'");
+  assert.equal(inner.message, "Cannot use '--runtime-class': bad");
+  assert.deepEqual(inner.details, ["  check --node-selector", "  plain"]);
+});
+
+Deno.test("aicr names the flag in what the library refuses, as the user typed it", async () => {
+  const offline = ["snapshot", "--dry-run", "--offline"];
+  for (
+    const [args, message] of [
+      [
+        [...offline, "--requests", "cpu=4", "--limits", "cpu=2"],
+        "error: Cannot use '--requests' as the cpu request must not exceed its limit 2 (raise it with '--limits'): current value is 'cpu=4'",
+      ],
+      [[...offline, "--job-name", "Nightly"], "error: Cannot use '--job-name' as a name prefix"],
+      [[...offline, "--runtime-class", "NVIDIA"], "error: Cannot use '--runtime-class' as"],
+      [[...offline, "--image-pull-secret", "A_B"], "error: Cannot use '--image-pull-secret' as"],
+      [[...offline, "-o", "cm://Bad/x"], "error: Cannot use '--output' value 'cm://Bad/x'"],
+      [
+        ["snapshot", "--add-roles-to-service-account", "Bad_SA"],
+        "error: Cannot use '--add-roles-to-service-account' as it must be a DNS-1123 subdomain",
+      ],
+      [
+        [...offline, "--image", " "],
+        "error: Cannot use '--image' as it must be an image reference",
+      ],
+    ] as const
+  ) {
+    const h = fakeCli();
+    assert.equal(await runCli([...args], h.deps), 2, args.join(" "));
+    assert.ok(h.stderr().includes(message), `${args.join(" ")}: ${h.stderr()}`);
+    assert.equal(h.connects(), 0, args.join(" "));
   }
 });
