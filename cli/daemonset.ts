@@ -43,6 +43,7 @@ import {
 } from "../manifests/mod.ts";
 import {
   namingFlags,
+  parseDuration,
   parseNodeSelectors,
   parseResourceList,
   parseTimeout,
@@ -82,6 +83,7 @@ interface InstallFlags extends CommonFlags {
   createNamespace?: boolean;
   service: boolean;
   serviceMonitor: boolean;
+  baselineInterval: string;
 }
 
 /** Flags of fetch. */
@@ -141,6 +143,11 @@ function placement(command: Command): Command {
     .option(
       "--no-service-monitor",
       "no ServiceMonitor, even where the monitoring.coreos.com/v1 CRD exists",
+    )
+    .option(
+      "--baseline-interval <duration>",
+      "how often each daemon re-reads its cohort's baseline (aicr daemonset baseline set)",
+      "60s",
     );
 }
 
@@ -185,6 +192,10 @@ function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOp
     ...(flags.requests ? { requests: parseResourceList(flags.requests, "--requests") } : {}),
     ...(flags.limits ? { limits: parseResourceList(flags.limits, "--limits") } : {}),
     service: flags.service,
+    extraArgs: [
+      "--baseline-interval",
+      `${parseDuration(flags.baselineInterval, "--baseline-interval") / 1000}s`,
+    ],
     // Left undefined, the install asks discovery whether the CRD exists.
     ...(flags.serviceMonitor ? {} : { serviceMonitor: false }),
   };

@@ -13,7 +13,7 @@
  */
 import { createHash } from "node:crypto";
 import { UsageError } from "../errors.ts";
-import { createCohortReader } from "./cohort.ts";
+import { createCohortReader, INSTANCE_TYPE_LABELS, NODE_POOL_LABELS } from "./cohort.ts";
 import { DEFAULT_IGNORE_PATTERNS, diffSnapshots } from "./diff.ts";
 import type { Change } from "./diff.ts";
 import { FLEET_CLUSTER_SCOPED_TYPES, FLEET_IDENTITY_IGNORE_PATTERNS } from "./fleet.ts";
@@ -82,19 +82,38 @@ export function cohortMatches(cohort: BaselineCohort, wanted: string): boolean {
 }
 
 /**
- * The snapshot a baseline stores: the node's readings without the cluster-scoped measurements
- * (NodeTopology grows with the cluster and is never compared), so it fits a ConfigMap at any
- * cluster size.
+ * The snapshot a baseline stores: the node's readings, with the cluster-scoped NodeTopology
+ * (every node's labels; it grows with the cluster and is never compared) cut down to this
+ * node's own cohort labels (instance type, node pool), so the stored document fits a ConfigMap
+ * at any cluster size and still names its cohort when it is read back (`baseline get`, edited,
+ * `baseline set -f`).
  *
  * @param snapshot the node's snapshot
- * @returns a copy without the cluster-scoped measurements
+ * @param node the node @default the snapshot's `metadata.source-node`
+ * @returns a copy with the trimmed topology
  */
-export function baselineSnapshot(snapshot: Snapshot): Snapshot {
-  return {
-    ...snapshot,
-    metadata: { ...snapshot.metadata },
-    measurements: snapshot.measurements.filter((m) => !FLEET_CLUSTER_SCOPED_TYPES.includes(m.type)),
-  };
+export function baselineSnapshot(snapshot: Snapshot, node?: string): Snapshot {
+  const self = node ?? snapshot.metadata["source-node"] ?? "";
+  const wanted = new Set([...INSTANCE_TYPE_LABELS, ...NODE_POOL_LABELS]);
+  const measurements = snapshot.measurements.flatMap((m) => {
+    if (!FLEET_CLUSTER_SCOPED_TYPES.includes(m.type)) return [m];
+    const label = m.subtypes.find((s) => s.subtype === "label");
+    if (m.type !== "NodeTopology" || !label) return [];
+    const data: Record<string, string> = {};
+    for (const [key, raw] of Object.entries(label.data)) {
+      if (typeof raw !== "string") continue;
+      const bar = raw.indexOf("|");
+      const value = raw.slice(0, bar);
+      const name = wanted.has(key) ? key : key.slice(0, key.length - value.length - 1);
+      if (bar < 0 || !wanted.has(name)) continue;
+      const nodes = raw.slice(bar + 1).replace(/ \(\+\d+ more\)$/, "").split(",");
+      if (nodes.includes(self)) data[key] = `${value}|${self}`;
+    }
+    return Object.keys(data).length === 0
+      ? []
+      : [{ type: m.type, subtypes: [{ subtype: "label", data }] }];
+  });
+  return { ...snapshot, metadata: { ...snapshot.metadata }, measurements };
 }
 
 /**

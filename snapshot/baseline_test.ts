@@ -8,6 +8,7 @@ import {
   driftFromBaseline,
   snapshotCohort,
 } from "./baseline.ts";
+import { encodeSnapshot } from "./codec.ts";
 import type { Snapshot } from "./model.ts";
 import { setReading } from "./testdata/generate.ts";
 import { makeMixedFleet } from "./testdata/mixed_fleet.ts";
@@ -57,8 +58,19 @@ Deno.test("checkBaselineCohort() refuses a snapshot of another cohort than the o
 
 Deno.test("driftFromBaseline() is zero against another node of the cohort and counts a planted change per measurement", () => {
   const snapshots = fleet();
-  const baseline = baselineSnapshot(node(snapshots, "p5-h100-1"));
-  assert.ok(!baseline.measurements.some((m) => m.type === "NodeTopology"));
+  const full = node(snapshots, "p5-h100-1");
+  const baseline = baselineSnapshot(full);
+  const topology = baseline.measurements.find((m) => m.type === "NodeTopology");
+  assert.deepEqual(topology?.subtypes, [{
+    subtype: "label",
+    data: { "node.kubernetes.io/instance-type.p5.48xlarge": "p5.48xlarge|p5-h100-1" },
+  }], "only the node's own cohort labels are kept");
+  assert.deepEqual(
+    snapshotCohort(baseline),
+    snapshotCohort(full),
+    "the stored baseline names its cohort",
+  );
+  assert.ok(encodeSnapshot(baseline).length < encodeSnapshot(full).length);
   const other = node(snapshots, "p5-h100-2");
   const clean = driftFromBaseline(baseline, other);
   assert.deepEqual(clean.changes, [], "identity, volatile and topology readings are not drift");
