@@ -15,22 +15,15 @@ import https from "node:https";
 import { NotFoundError, TimeoutError, ToolError, UnavailableError, UsageError } from "../errors.ts";
 import { concatBytes } from "../io.ts";
 import {
+  fleetDocuments,
   MAX_DOCUMENT_BYTES,
   parseConfigMapUri,
-  parseFleetText,
   parseSnapshot,
 } from "../snapshot/mod.ts";
 import type { FleetMember, Snapshot } from "../snapshot/mod.ts";
 
 /** The largest fleet stream (one file, stdin or ConfigMap holding many snapshots). */
 export const MAX_FLEET_STREAM_BYTES = 256 * 1024 * 1024;
-
-/**
- * The most `aicr diff --fleet` reads in all, over every source and every file of a
- * directory (each file also stays under the per-document cap): 256 MiB, so a directory
- * of many large files cannot exhaust memory before the first comparison.
- */
-export const MAX_FLEET_TOTAL_BYTES = 256 * 1024 * 1024;
 
 /** What a path is, if it exists. */
 export interface PathInfo {
@@ -304,8 +297,6 @@ export interface SourceOptions {
   cwd: string;
   /** The option the source came from, for messages (the CLI names its flag). @default "baseline" */
   option?: string;
-  /** The most a fleet reads in all. @default MAX_FLEET_TOTAL_BYTES */
-  maxFleetBytes?: number;
 }
 
 /** Text read from one source, with the name errors use. */
@@ -428,64 +419,97 @@ export async function loadFleet(
   options: SourceOptions,
 ): Promise<FleetMember[]> {
   const members: FleetMember[] = [];
-  const cap = options.maxFleetBytes ?? MAX_FLEET_TOTAL_BYTES;
-  let total = 0;
-  const count = (bytes: number, what: string) => {
-    total += bytes;
-    if (total > cap) {
-      throw new UsageError(
-        `Cannot read fleet: the inputs hold more than ${cap} bytes in all (over the total cap at ${what})`,
-        { details: ["compare fewer nodes at once, or split the fleet into several reports"] },
-      );
-    }
-  };
+  await readFleet(sources, loader, options, (member) => void members.push(member));
+  return members;
+}
+
+/**
+ * {@link loadFleet} one snapshot at a time: each member is handed to `add` as soon as it is
+ * parsed, and the next file is read only after, so memory holds one file (at most
+ * {@link MAX_DOCUMENT_BYTES}) or one stream (at most {@link MAX_FLEET_STREAM_BYTES}) plus what
+ * `add` keeps. There is no cap on the fleet as a whole: a directory's files are checked
+ * against the per-file cap before any is read.
+ *
+ * @param sources the sources as given on the command line
+ * @param loader the I/O
+ * @param options working directory
+ * @param add takes each member, in input order
+ * @returns the number of members read
+ * @throws {UsageError} for invalid inputs, or when no snapshot is found
+ * @throws {NotFoundError} for a missing path or ConfigMap
+ */
+export async function readFleet(
+  sources: readonly string[],
+  loader: SnapshotSourceLoader,
+  options: SourceOptions,
+  add: (member: FleetMember) => void,
+): Promise<number> {
+  let count = 0;
   for (const source of sources) {
-    let fileSize: number | undefined;
     if (source !== "-" && !source.startsWith("cm://")) {
       const info = await loader.stat(resolve(options.cwd, source));
-      fileSize = info?.size;
       if (info?.isDirectory) {
-        const dir = resolve(options.cwd, source);
-        const files = (await loader.readDirectory(dir))
-          .filter((f) => FLEET_EXTENSIONS.has(extname(f).toLowerCase()))
-          .sort();
-        if (files.length === 0) {
-          throw new UsageError(
-            `Cannot read fleet '${source}': directory holds no .yaml, .yml or .json files`,
-          );
-        }
-        const names = files.map((file) =>
-          source.endsWith("/") ? source + file : `${source}/${file}`
-        );
-        // Sizes first: an oversized fleet fails before anything is read.
-        for (const name of names) {
-          count((await loader.stat(resolve(options.cwd, name)))?.size ?? 0, `'${name}'`);
-        }
-        for (const [i, name] of names.entries()) {
-          const snapshot = await loadSnapshot(name, loader, options);
-          const file = files[i] as string;
-          members.push({
-            node: snapshot.metadata["source-node"] || basename(file, extname(file)),
-            snapshot,
-          });
-        }
+        count += await readFleetDirectory(source, loader, options, add);
         continue;
       }
     }
-    // A file's size counts before it is read; a stream's once it is.
-    if (fileSize !== undefined) count(fileSize, `'${source}'`);
     const { text } = await readSource(source, loader, MAX_FLEET_STREAM_BYTES, options);
-    if (fileSize === undefined) count(new TextEncoder().encode(text).length, `'${source}'`);
-    const snapshots = parseFleetText(text, source);
-    if (snapshots.length === 0) {
+    // The first document waits for the second: a stream of one is named after its file.
+    let first: Snapshot | undefined;
+    let index = 0;
+    const name = (snapshot: Snapshot, i: number, single: boolean) =>
+      snapshot.metadata["source-node"] ||
+      (single && source !== "-" && !source.startsWith("cm://")
+        ? basename(source, extname(source))
+        : `${source}#${i + 1}`);
+    for (const snapshot of fleetDocuments(text, source)) {
+      if (index === 0) first = snapshot;
+      else {
+        if (index === 1) {
+          add({ node: name(first as Snapshot, 0, false), snapshot: first as Snapshot });
+        }
+        add({ node: name(snapshot, index, false), snapshot });
+      }
+      index++;
+    }
+    if (index === 0) {
       throw new UsageError(`Cannot read fleet '${source}': it holds no snapshot documents`);
     }
-    snapshots.forEach((snapshot, i) => {
-      const fallback = snapshots.length === 1 && source !== "-" && !source.startsWith("cm://")
-        ? basename(source, extname(source))
-        : `${source}#${i + 1}`;
-      members.push({ node: snapshot.metadata["source-node"] || fallback, snapshot });
-    });
+    if (index === 1) add({ node: name(first as Snapshot, 0, true), snapshot: first as Snapshot });
+    count += index;
   }
-  return members;
+  return count;
+}
+
+async function readFleetDirectory(
+  source: string,
+  loader: SnapshotSourceLoader,
+  options: SourceOptions,
+  add: (member: FleetMember) => void,
+): Promise<number> {
+  const dir = resolve(options.cwd, source);
+  const files = (await loader.readDirectory(dir))
+    .filter((f) => FLEET_EXTENSIONS.has(extname(f).toLowerCase()))
+    .sort();
+  if (files.length === 0) {
+    throw new UsageError(
+      `Cannot read fleet '${source}': directory holds no .yaml, .yml or .json files`,
+    );
+  }
+  const names = files.map((file) => source.endsWith("/") ? source + file : `${source}/${file}`);
+  // Sizes first: a file over the per-file cap fails before anything is read.
+  for (const name of names) {
+    const size = (await loader.stat(resolve(options.cwd, name)))?.size ?? 0;
+    if (size > MAX_DOCUMENT_BYTES) {
+      throw new UsageError(
+        `Cannot read snapshot '${name}': file is ${size} bytes, over the ${MAX_DOCUMENT_BYTES}-byte cap`,
+      );
+    }
+  }
+  for (const [i, name] of names.entries()) {
+    const snapshot = await loadSnapshot(name, loader, options);
+    const file = files[i] as string;
+    add({ node: snapshot.metadata["source-node"] || basename(file, extname(file)), snapshot });
+  }
+  return names.length;
 }

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { UsageError } from "../errors.ts";
-import { createSnapshot, encodeSnapshot } from "../snapshot/mod.ts";
-import { createFsSourceLoader, loadFleet, loadSnapshot } from "./_sources.ts";
+import { createSnapshot, encodeSnapshot, MAX_DOCUMENT_BYTES } from "../snapshot/mod.ts";
+import { createFsSourceLoader, loadFleet, loadSnapshot, readFleet } from "./_sources.ts";
 import type { SnapshotSourceLoader } from "./_sources.ts";
 
 function node(name: string): string {
@@ -31,35 +31,65 @@ function counting(loader: SnapshotSourceLoader): { loader: SnapshotSourceLoader;
   };
 }
 
-Deno.test("loadFleet() refuses inputs over the total cap before reading a file", async () => {
+Deno.test("readFleet() reads a directory one file at a time; a file over the per-file cap fails before any is read", async () => {
   const dir = mkdtempSync(join(tmpdir(), "aicr-fleet-cap-"));
   try {
     for (const n of ["a", "b", "c"]) writeFileSync(join(dir, `${n}.yaml`), node(n));
-    const one = node("a").length;
     const { loader, reads } = counting(createFsSourceLoader());
-    // Room for two files, not three.
+    // Each member is handed over before the next file is read: no fleet-wide buffer.
+    const events: string[] = [];
+    const traced = {
+      ...loader,
+      readFile(path: string, maxBytes: number) {
+        events.push(`read ${path.slice(dir.length + 1)}`);
+        return loader.readFile(path, maxBytes);
+      },
+    };
+    const count = await readFleet([dir], traced, { cwd: "/" }, (m) => events.push(`add ${m.node}`));
+    assert.equal(count, 3);
+    assert.deepEqual(events, [
+      "read a.yaml",
+      "add a",
+      "read b.yaml",
+      "add b",
+      "read c.yaml",
+      "add c",
+    ]);
+
+    // The cap is per file now (the fleet as a whole is bounded by what `add` keeps).
+    reads.length = 0;
+    writeFileSync(join(dir, "d.yaml"), "");
+    truncateSync(join(dir, "d.yaml"), MAX_DOCUMENT_BYTES + 1);
     await assert.rejects(
-      loadFleet([dir], loader, { cwd: "/", maxFleetBytes: one * 2 + 10 }),
+      loadFleet([dir], loader, { cwd: "/" }),
       (e) =>
         e instanceof UsageError &&
-        e.message.startsWith(
-          `Cannot read fleet: the inputs hold more than ${one * 2 + 10} bytes`,
-        ) &&
-        e.message.includes("c.yaml"),
+        e.message ===
+          `Cannot read snapshot '${dir}/d.yaml': file is ${
+            MAX_DOCUMENT_BYTES + 1
+          } bytes, over the ${MAX_DOCUMENT_BYTES}-byte cap`,
     );
     assert.deepEqual(reads, [], "nothing was read");
-    // The cap counts across sources: the directory, then a file beside it.
-    writeFileSync(join(dir, "..", "aicr-extra.yaml"), node("x"));
-    await assert.rejects(
-      loadFleet([dir, join(dir, "..", "aicr-extra.yaml")], loader, {
-        cwd: "/",
-        maxFleetBytes: one * 3 + 10,
-      }),
-      /aicr-extra\.yaml/,
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("readFleet() names a stream of one after its file, of many after their nodes", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "aicr-fleet-names-"));
+  try {
+    const anonymous = node("x").replace("source-node: x\n", 'source-node: ""\n');
+    writeFileSync(join(dir, "one.yaml"), anonymous);
+    writeFileSync(join(dir, "many.yaml"), [anonymous, node("b"), anonymous].join("---\n"));
+    const names: string[] = [];
+    await readFleet(
+      [join(dir, "one.yaml"), join(dir, "many.yaml")],
+      createFsSourceLoader(),
+      { cwd: "/" },
+      (m) => names.push(m.node),
     );
-    rmSync(join(dir, "..", "aicr-extra.yaml"));
-    const fleet = await loadFleet([dir], loader, { cwd: "/", maxFleetBytes: one * 3 + 10 });
-    assert.deepEqual(fleet.map((m) => m.node), ["a", "b", "c"]);
+    const many = join(dir, "many.yaml");
+    assert.deepEqual(names, ["one", `${many}#1`, "b", `${many}#3`]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

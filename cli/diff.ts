@@ -17,7 +17,7 @@ import { Command, Option } from "commander";
 import { resolve } from "node:path";
 import { ToolError, UsageError } from "../errors.ts";
 import {
-  buildFleetReport,
+  createFleetBuilder,
   DEFAULT_IGNORE_PATTERNS,
   DIFF_FORMATS,
   diffSnapshots,
@@ -39,8 +39,8 @@ import {
 import {
   createFsSourceLoader,
   createKubeConfigMapReader,
-  loadFleet,
   loadSnapshot,
+  readFleet,
 } from "./_sources.ts";
 import type { SnapshotSourceLoader } from "./_sources.ts";
 import type { CliDeps } from "./context.ts";
@@ -248,12 +248,15 @@ interface DiffRun {
 /** `--fleet`: every node against its cohort's majority. */
 async function diffFleet(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promise<void> {
   const fleet = flags.fleet ?? [];
-  const members = await loadFleet(fleet, run.loader, { cwd: deps.cwd, option: "fleet" });
-  const report = buildFleetReport(members, {
+  const builder = createFleetBuilder({
     ignore: run.ignore,
     allReadings: flags.allReadings,
     groupBy: flags.groupBy,
   });
+  // One snapshot at a time: the builder keeps each node's interned configuration (a few KiB),
+  // never the parsed snapshots, so 10,000 nodes fit where 10,000 snapshots would not.
+  await readFleet(fleet, run.loader, { cwd: deps.cwd, option: "fleet" }, builder.add);
+  const report = builder.finish();
   const format = flags.format as typeof FLEET_FORMATS[number];
   await run.write(
     format === "html"

@@ -18,6 +18,19 @@ import type { Snapshot } from "./model.ts";
  * @throws {UsageError} on the first invalid document, naming the source
  */
 export function parseFleetText(text: string, source: string): Snapshot[] {
+  return [...fleetDocuments(text, source)];
+}
+
+/**
+ * {@link parseFleetText} one snapshot at a time: each document is parsed when it is asked for,
+ * so a caller that keeps a digest of each holds one parsed snapshot at a time.
+ *
+ * @param text the stream
+ * @param source its name for errors
+ * @returns the snapshots in order
+ * @throws {UsageError} on the first invalid document, naming the source
+ */
+export function* fleetDocuments(text: string, source: string): Generator<Snapshot> {
   const start = text.trimStart();
   if (start.startsWith("[")) {
     // A JSON array: split it with the YAML parser (bigints stay exact), then validate each.
@@ -25,18 +38,29 @@ export function parseFleetText(text: string, source: string): Snapshot[] {
     const first = doc.errors[0];
     if (first) throw new UsageError(`Cannot parse fleet '${source}': ${first.message}`);
     const items = (doc.contents as { items?: unknown[] } | null)?.items ?? [];
-    return items.map((item, i) => parseSnapshot(String(item), { source: `${source}[${i}]` }));
+    for (const [i, item] of items.entries()) {
+      yield parseSnapshot(String(item), { source: `${source}[${i}]` });
+    }
+    return;
   }
   if (start.startsWith("{")) {
     const lines = text.split("\n").filter((l) => l.trim() !== "");
     if (lines.length > 1 && lines.every((l) => l.trimStart().startsWith("{"))) {
-      return lines.map((line, i) => parseSnapshot(line, { source: `${source} line ${i + 1}` }));
+      for (const [i, line] of lines.entries()) {
+        yield parseSnapshot(line, { source: `${source} line ${i + 1}` });
+      }
+      return;
     }
   }
   const documents = splitYamlStream(text);
-  if (documents.length <= 1) return parseSnapshotStream(text, { source });
+  if (documents.length <= 1) {
+    yield* parseSnapshotStream(text, { source });
+    return;
+  }
   // One document at a time keeps one syntax tree in memory, not the whole fleet's.
-  return documents.map((doc, i) => parseSnapshot(doc, { source: `${source} (document ${i + 1})` }));
+  for (const [i, doc] of documents.entries()) {
+    yield parseSnapshot(doc, { source: `${source} (document ${i + 1})` });
+  }
 }
 
 /**
