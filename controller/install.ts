@@ -42,6 +42,7 @@ import type {
 } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
+  baselineLabels,
   buildDaemonSet,
   DAEMON_TOKEN_AUDIENCE,
   daemonCaConfigMapName,
@@ -920,6 +921,7 @@ export async function uninstallDaemonSet(
       RESOURCES[kind].namespaced || ours.has(object.metadata?.name ?? ""),
   };
   const swept = await sweepObjects(deps, { ...sweep, kinds, dryRun });
+  await sayBaselinesKept(deps, namespace, name);
   if (dryRun) return { swept, remaining: [] };
   const deadline = deps.now().getTime() + timeoutMs;
   for (;;) {
@@ -940,4 +942,21 @@ export async function uninstallDaemonSet(
     }
     await sleep(pollMs);
   }
+}
+
+/** Baselines are the operator's data, kept by an uninstall: say so, and how to remove them. */
+async function sayBaselinesKept(
+  deps: Pick<InstallDeps, "kube" | "log">,
+  namespace: string,
+  name: string,
+): Promise<void> {
+  const kept = await deps.kube.listAll("ConfigMap", namespace, {
+    labelSelector: formatLabelSelector(baselineLabels(name)),
+    timeoutMs: 10_000,
+  }).catch(() => []);
+  if (kept.length === 0) return;
+  deps.log.info("uninstall keeps the cohort baselines", {
+    baselines: kept.length,
+    remedy: `aicr daemonset baseline delete --all -n ${namespace}`,
+  });
 }

@@ -408,3 +408,33 @@ Deno.test("install: a signal midway stops the creates and deletes what was creat
   assert.equal(creates, 3, "no create after the signal");
   assert.deepEqual([...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/")), []);
 });
+
+Deno.test("install: uninstall keeps the cohort baselines (the operator's data) and says how to remove them", async () => {
+  const fake = fakeCluster();
+  await installDaemonSet(deps(fake), OPTIONS);
+  fake.put("ConfigMap", {
+    metadata: {
+      name: "aicr-daemon-baseline-0123456789abcdef",
+      namespace: "aicr-system",
+      labels: {
+        "app.kubernetes.io/name": "aicr",
+        "app.kubernetes.io/managed-by": "aicr",
+        "app.kubernetes.io/component": "baseline",
+        "app.kubernetes.io/instance": "aicr-daemon",
+      },
+    },
+  });
+  const lines: string[] = [];
+  const result = await uninstallDaemonSet(
+    { ...deps(fake), log: createLogger({ write: (t) => void lines.push(t) }) },
+    { namespace: "aicr-system" },
+  );
+  assert.deepEqual(result.remaining, []);
+  assert.ok(fake.objects.has("ConfigMap/aicr-system/aicr-daemon-baseline-0123456789abcdef"));
+  assert.ok(
+    lines.some((l) =>
+      l.includes("uninstall keeps the cohort baselines") && l.includes("baseline delete --all")
+    ),
+    lines.join(""),
+  );
+});

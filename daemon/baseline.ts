@@ -103,11 +103,13 @@ export function createBaselineTracker(
   let cohort: BaselineCohort | undefined;
   let baseline: Snapshot | undefined;
   let seenVersion: string | undefined;
-  let last: { state: BaselineState; reason: string; configMap: string } | undefined;
+  let last:
+    | { state: BaselineState; reason: string; configMap: string; version: string }
+    | undefined;
   let timer: ReturnType<typeof setInterval> | undefined;
   let inFlight: Promise<void> | undefined;
 
-  const publish = (outcome: ReadOutcome, configMap: string) => {
+  const publish = (outcome: ReadOutcome, configMap: string, version = "") => {
     if (!cohort) return;
     const reason = outcome.reason ?? "";
     if (outcome.state !== "ok" && outcome.state !== "missing") {
@@ -121,11 +123,19 @@ export function createBaselineTracker(
     });
     baseline = outcome.state === "ok" ? outcome.baseline : undefined;
     updateDrift();
+    // One line per change of state, or of the baseline read (a new resourceVersion when ok).
+    const seen = outcome.state === "ok" ? version : "";
     if (
-      last?.state === outcome.state && last.reason === reason && last.configMap === configMap
+      last?.state === outcome.state && last.reason === reason && last.configMap === configMap &&
+      last.version === seen
     ) return;
-    last = { state: outcome.state, reason, configMap };
-    const fields = { cohort: cohort.name, configmap: configMap, ...(reason ? { reason } : {}) };
+    last = { state: outcome.state, reason, configMap, version: seen };
+    const fields = {
+      cohort: cohort.name,
+      configmap: configMap,
+      ...(reason ? { reason } : {}),
+      ...(seen ? { resourceVersion: seen } : {}),
+    };
     if (outcome.state === "ok") log.info("baseline read", fields);
     else log.warn(`baseline ${outcome.state}: drift is not measured`, fields);
   };
@@ -169,11 +179,12 @@ export function createBaselineTracker(
       publish(
         { state: last.state, reason: last.reason, ...(baseline ? { baseline } : {}) },
         configMap,
+        version,
       );
       return;
     }
     seenVersion = version;
-    publish(judgeBaseline(object, own), configMap);
+    publish(judgeBaseline(object, own), configMap, version ?? "");
   };
 
   const refresh = (): Promise<void> => {

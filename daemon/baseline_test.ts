@@ -75,7 +75,13 @@ Deno.test("createBaselineTracker() exports drift 0 against its cohort's baseline
   // A new baseline with the new driver: drift back to 0 on the next read.
   stored = configMap(changed, "2");
   await tracker.refresh();
+  await tracker.refresh();
   assert.equal(metrics.driftReadings.get({ measurement: "GPU", cohort: cohort.name }), 0);
+  assert.equal(
+    lines.filter((l) => l.includes("baseline read")).length,
+    2,
+    "one line per baseline version read, none per poll",
+  );
   // Deleted: state missing, drift series gone, one log line per change of state.
   stored = undefined;
   await tracker.refresh();
