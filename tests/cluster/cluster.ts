@@ -49,6 +49,17 @@ export interface ClusterProcess {
   log: string;
   /** Text its /proc/<pid>/cmdline contains: guards against killing a reused pid. */
   match: string;
+  /**
+   * How it was started (control-plane components): what {@link restartComponent} starts again,
+   * with the same flags, data folder and ports.
+   */
+  spawn?: {
+    bin: string;
+    args: string[];
+    detach: boolean;
+    lingerSeconds: number;
+    prefix: string[];
+  };
 }
 
 /** What `cluster.json` in the state folder holds; the kubelet stand-in and tests read it. */
@@ -278,7 +289,8 @@ export function spawnComponent(
     stderr: "null",
   }).spawn();
   if (detach) child.unref();
-  return { child, proc: { name, pid: child.pid, log, match: bin } };
+  const spawn = { bin, args, detach, lingerSeconds, prefix: [...prefix] };
+  return { child, proc: { name, pid: child.pid, log, match: bin, spawn } };
 }
 
 /**
@@ -680,6 +692,141 @@ async function waitForHealthz(
   throw new Error(`Cannot reach "${url}": ${last}`);
 }
 
+/** Control-plane components that {@link crashComponent} and {@link startComponentAgain} handle. */
+export type RestartableComponent =
+  | "etcd"
+  | "kube-apiserver"
+  | "kube-controller-manager"
+  | "kube-scheduler";
+
+/**
+ * The pid of the component itself: the recorded one when it was started detached (the shell
+ * execs it), else the watchdog shell's child that runs it.
+ *
+ * @param proc the recorded process
+ * @returns its pid, or undefined when it is not running
+ */
+export function componentPid(proc: ClusterProcess): number | undefined {
+  if (!isOurs(proc.pid, proc.match)) return undefined;
+  if (proc.spawn?.detach !== false) return proc.pid;
+  try {
+    const kids = readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, "latin1");
+    return kids.trim().split(/\s+/).map(Number).find((k) => k > 0 && isOurs(k, proc.match));
+  } catch {
+    return undefined;
+  }
+}
+
+/** The recorded process of a restartable component, or an error naming what is missing. */
+function restartable(cluster: ClusterInfo, name: RestartableComponent) {
+  const proc = cluster.processes.find((p) => p.name === name);
+  if (!proc?.spawn) {
+    throw new Error(
+      `Cannot restart "${name}": ${cluster.stateDir}/cluster.json records no such component ` +
+        "with its command line (a cluster started before restarts were recorded: start it again)",
+    );
+  }
+  return { proc, spawn: proc.spawn };
+}
+
+/**
+ * Kills one control-plane component with SIGKILL, as a crash would (no graceful shutdown), and
+ * waits until it is gone. Its record stays in `cluster.json` until {@link startComponentAgain}.
+ *
+ * @param cluster the running cluster
+ * @param name the component
+ * @returns the pid it killed
+ * @throws {Error} when the component is not running or outlives SIGKILL by 10 s
+ */
+export async function crashComponent(
+  cluster: ClusterInfo,
+  name: RestartableComponent,
+): Promise<number> {
+  const { proc } = restartable(cluster, name);
+  const pid = componentPid(proc);
+  if (pid === undefined) throw new Error(`Cannot crash "${name}": it is not running`);
+  Deno.kill(pid, "SIGKILL");
+  const deadline = Date.now() + 10_000;
+  while (isOurs(pid, proc.match)) {
+    if (Date.now() > deadline) throw new Error(`"${name}" (pid ${pid}) runs 10 s after SIGKILL`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return pid;
+}
+
+/**
+ * Starts a crashed component again with the flags, data folder and ports it had, records the
+ * new process in `cluster.processes` and `cluster.json` (so `stop()` and `cluster:down` stop the
+ * new one, checked against its command line as before), and waits until it answers: `/readyz`
+ * of the apiserver (which needs etcd), `/health` of etcd, `/healthz` of the others.
+ *
+ * @param cluster the cluster (its `processes` are updated in place)
+ * @param name the component
+ * @param options.readyTimeoutMs give up waiting after this long (default 120 000)
+ * @returns the new process record
+ * @throws {Error} when it still runs, exits again, or does not answer in time
+ */
+export async function startComponentAgain(
+  cluster: ClusterInfo,
+  name: RestartableComponent,
+  options: { readyTimeoutMs?: number } = {},
+): Promise<ClusterProcess> {
+  const { proc: old, spawn } = restartable(cluster, name);
+  if (componentPid(old) !== undefined) {
+    throw new Error(`Cannot start "${name}" again: it still runs`);
+  }
+  const { child, proc } = spawnComponent(
+    name,
+    spawn.bin,
+    spawn.args,
+    cluster.logDir,
+    spawn.detach,
+    spawn.lingerSeconds,
+    spawn.prefix,
+  );
+  let exitCode: number | undefined;
+  void child.status.then((st) => (exitCode = st.code));
+  cluster.processes[cluster.processes.indexOf(old)] = proc;
+  const file = join(cluster.stateDir, "cluster.json");
+  const saved = JSON.parse(await readFile(file, "utf8")) as ClusterInfo;
+  saved.processes = saved.processes.map((p) => p.name === name ? proc : p);
+  // Renamed into place: a `cluster:down` reading it meanwhile never sees half a file.
+  await writeFile(`${file}.tmp`, JSON.stringify(saved, null, 2) + "\n");
+  await Deno.rename(`${file}.tmp`, file);
+  const { ports } = cluster;
+  const url = {
+    "etcd": `http://127.0.0.1:${ports.etcdClient}/health`,
+    "kube-apiserver": `https://127.0.0.1:${ports.apiserver}/readyz`,
+    "kube-controller-manager": `https://127.0.0.1:${ports.controllerManager}/healthz`,
+    "kube-scheduler": `https://127.0.0.1:${ports.scheduler}/healthz`,
+  }[name];
+  const alive = () => {
+    if (exitCode !== undefined) {
+      throw new Error(`"${name}" exited with code ${exitCode} after its restart; see ${proc.log}`);
+    }
+  };
+  await waitForHealthz(url, Date.now() + (options.readyTimeoutMs ?? 120_000), alive, spawn.prefix);
+  return proc;
+}
+
+/**
+ * A crash and a restart: {@link crashComponent}, `downMs` of absence, {@link startComponentAgain}.
+ *
+ * @param cluster the cluster
+ * @param name the component
+ * @param options how long it stays down (default 0) and the readiness timeout
+ * @returns the new process record
+ */
+export async function restartComponent(
+  cluster: ClusterInfo,
+  name: RestartableComponent,
+  options: { downMs?: number; readyTimeoutMs?: number } = {},
+): Promise<ClusterProcess> {
+  await crashComponent(cluster, name);
+  await new Promise((r) => setTimeout(r, options.downMs ?? 0));
+  return await startComponentAgain(cluster, name, options);
+}
+
 /**
  * Wraps cluster info with its methods.
  *
@@ -912,6 +1059,30 @@ async function main(args: string[]): Promise<number> {
       stderrLog(stoppedLane || stopped ? "cluster: stopped" : "cluster: nothing recorded");
       return 0;
     }
+    case "restart": {
+      // A real crash and restart of one component (kill -9, then the same flags and data).
+      const { values, positionals } = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        options: { "down-ms": { type: "string", default: "0" } },
+      });
+      const [name] = positionals;
+      const file = join(resolveStateDir(), "cluster.json");
+      const names = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"];
+      const downMs = Number(values["down-ms"]);
+      if (!name || !names.includes(name) || !Number.isFinite(downMs) || downMs < 0) {
+        stderrLog(`usage: cluster.ts restart ${names.join("|")} [--down-ms N]`);
+        return 2;
+      }
+      if (!existsSync(file)) {
+        stderrLog(`cluster: nothing recorded in ${file}`);
+        return 2;
+      }
+      const info = JSON.parse(await readFile(file, "utf8")) as ClusterInfo;
+      const proc = await restartComponent(info, name as RestartableComponent, { downMs });
+      stderrLog(`cluster: ${name} restarted (pid ${proc.pid}) after ${downMs} ms down`);
+      return 0;
+    }
     case "kubeconfig": {
       const [user, ...groups] = rest;
       const cluster = user ? await loadCluster() : undefined;
@@ -924,7 +1095,8 @@ async function main(args: string[]): Promise<number> {
     }
     default:
       stderrLog(
-        "usage: cluster.ts build | up [--foreground] [--real-kubelet [--nodes 1|2]] | down | kubeconfig <user> [group...]",
+        "usage: cluster.ts build | up [--foreground] [--real-kubelet [--nodes 1|2]] | down | " +
+          "restart <component> [--down-ms N] | kubeconfig <user> [group...]",
       );
       return 2;
   }

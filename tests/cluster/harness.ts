@@ -11,7 +11,8 @@
  * ```
  *
  * If `AICR_CLUSTER_DIR` points at a cluster started by `deno task cluster:up` (with its kubelet), it is
- * reused and left running; otherwise a fresh one is started in a temporary folder and `stop()` ends it.
+ * reused and left running (unless `own` is asked); otherwise a fresh one is started in a temporary
+ * folder and `stop()` ends it.
  *
  * @module
  */
@@ -78,6 +79,12 @@ export async function useTestCluster(
     log?: (line: string) => void;
     /** Real kubelets, containerd and runc instead of the stand-in (`tests/realnode/`). */
     realKubelet?: boolean | { nodes?: number };
+    /**
+     * Start a cluster of its own even when `AICR_CLUSTER_DIR` names a running one: for tests
+     * that crash and restart the control plane (`tests/reliability/restart_test.ts`), which
+     * would disturb the other tests' shared cluster.
+     */
+    own?: boolean;
   } = {},
 ): Promise<TestCluster> {
   const { log = () => {} } = options;
@@ -109,7 +116,7 @@ export async function useTestCluster(
   let tmp: string | undefined;
   let nodes: TestCluster["nodes"];
   const envDir = Deno.env.get("AICR_CLUSTER_DIR");
-  const existing = envDir ? await loadCluster(envDir) : undefined;
+  const existing = envDir && !options.own ? await loadCluster(envDir) : undefined;
   if (existing && existsSync(join(existing.stateDir, "kubelet.json"))) {
     cluster = existing;
     nodes = JSON.parse(readFileSync(join(existing.stateDir, "kubelet.json"), "utf8")).nodes;
