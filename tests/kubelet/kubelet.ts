@@ -505,6 +505,16 @@ export async function startKubelet(
             res.body.message ?? ""
           }`,
         );
+        // The API server is away (restarting, its etcd down): post again, as a kubelet's
+        // status manager does, or the pod's last state (Succeeded) would be lost for good.
+        if (res.status === 0 || res.status === 429 || res.status >= 500) {
+          run.dirty = true;
+          const retry = setTimeout(() => {
+            timers.splice(timers.indexOf(retry), 1);
+            if (!signal.aborted) void post(run);
+          }, 500);
+          timers.push(retry);
+        }
       }
     });
     return run.posting;
@@ -928,6 +938,12 @@ export async function startKubelet(
     );
   }
 
+  /** Whether a failure message says the API server did not answer (not that it refused). */
+  function apiAway(message: string): boolean {
+    return /HTTP (0|429|5\d\d)\b|ECONNREFUSED|ECONNRESET|connection (refused|reset|closed)|error sending request|tcp connect error|timed out/i
+      .test(message);
+  }
+
   async function runPod(run: PodRun): Promise<void> {
     const pod = run.pod;
     const restartPolicy: string = pod.spec.restartPolicy ?? "Always";
@@ -948,23 +964,28 @@ export async function startKubelet(
       await post(run);
       return;
     }
-    let mounts: Map<string, [string, string, boolean][]>;
+    let mounts: Map<string, [string, string, boolean][]> | undefined;
     const envs = new Map<ContainerRun, Record<string, string>>();
-    try {
-      if (!isRoot) {
-        throw new Error("the aicr test kubelet must run as root (mount namespaces, bind mounts)");
+    // As a kubelet's pod sync: a volume or token the API server could not give (it is away,
+    // restarting) is asked for again, every second, until the pod is deleted.
+    for (let attempt = 0; !mounts; attempt++) {
+      try {
+        if (!isRoot) {
+          throw new Error("the aicr test kubelet must run as root (mount namespaces, bind mounts)");
+        }
+        mounts = await prepareVolumes(run);
+        for (const c of run.containers) {
+          identity(run.pod, c.spec); // throws on runAsNonRoot without a non-root runAsUser
+          envs.set(c, await containerEnv(run, c.spec));
+        }
+      } catch (e) {
+        mounts = undefined;
+        const message = e instanceof Error ? e.message : String(e);
+        for (const c of run.containers) fail(run, c, "CreateContainerConfigError", message);
+        await post(run);
+        if (!isRoot || run.deleting || run.gone || signal.aborted || !apiAway(message)) return;
+        await new Promise((r) => setTimeout(r, 1000));
       }
-      mounts = await prepareVolumes(run);
-      for (const c of run.containers) {
-        identity(run.pod, c.spec); // throws on runAsNonRoot without a non-root runAsUser
-        envs.set(c, await containerEnv(run, c.spec));
-      }
-    } catch (e) {
-      for (const c of run.containers) {
-        fail(run, c, "CreateContainerConfigError", e instanceof Error ? e.message : String(e));
-      }
-      await post(run);
-      return;
     }
     run.startTime = nowIso();
     const deadline = pod.spec.activeDeadlineSeconds as number | undefined;
