@@ -509,6 +509,8 @@ async function executeRun(
         ledger,
         namespace,
         runId,
+        // An API server that is restarting (or whose etcd is) is waited for, within --timeout.
+        retryForMs: Math.min(options.timeoutMs, CLEANUP_TIMEOUT_MS),
         jobName: name,
         ...(jobUid ? { jobUid } : {}),
       });
@@ -893,6 +895,8 @@ export interface CleanupRunOptions {
   jobName: string;
   /** The Job's UID, when its create answered. */
   jobUid?: string;
+  /** How long a delete is tried again while the API server does not answer (default 0). */
+  retryForMs?: number;
 }
 
 /**
@@ -909,7 +913,7 @@ export async function cleanupRun(
 ): Promise<{ remaining: string[]; cleaned: number }> {
   const { log } = deps;
   const { namespace, ledger } = options;
-  const outcomes = await ledger.cleanup({ log });
+  const outcomes = await ledger.cleanup({ log, retryForMs: options.retryForMs ?? 0 });
   log.debug("cleanup: run objects deleted", { count: outcomes.length });
   const remaining: string[] = [];
   for (const outcome of outcomes) {

@@ -204,11 +204,19 @@ export class Ledger {
    * Deletes every recorded object: confirmed ones by UID, unconfirmed ones only after
    * re-reading them and proving ownership by labels. Never deletes anything else.
    *
-   * @param options logger and cancellation
+   * With `retryForMs`, an object whose delete failed because the API server did not answer
+   * (no connection, 429, 5xx: restarting, its etcd down) is tried again, backing off from
+   * 250 ms to 2 s, until it answers or that long after cleanup began; then it is `failed`.
+   *
+   * @param options logger, cancellation, and how long an absent API server is waited for
+   *   (default 0: the client's own retries only)
    * @returns one outcome per entry
    */
-  async cleanup(options: { log: Logger; signal?: AbortSignal }): Promise<CleanupOutcome[]> {
+  async cleanup(
+    options: { log: Logger; signal?: AbortSignal; retryForMs?: number },
+  ): Promise<CleanupOutcome[]> {
     const { log } = options;
+    const deadline = Date.now() + (options.retryForMs ?? 0);
     const rank = (kind: KindName) => {
       const i = DELETE_ORDER.indexOf(kind);
       return i < 0 ? DELETE_ORDER.length : i;
@@ -219,12 +227,34 @@ export class Ledger {
     const rest = ordered.filter((e) => e.kind !== "Job");
     const outcomes: CleanupOutcome[] = [];
     for (const group of [first, rest]) {
-      outcomes.push(...await Promise.all(group.map((entry) => this.#remove(entry, log))));
+      outcomes.push(
+        ...await Promise.all(group.map((entry) => this.#removeUntil(entry, log, deadline))),
+      );
     }
     return outcomes;
   }
 
-  async #remove(entry: LedgerEntry, log: Logger): Promise<CleanupOutcome> {
+  /** {@link Ledger.#remove}, again while the API server is away and the deadline allows. */
+  async #removeUntil(entry: LedgerEntry, log: Logger, deadline: number): Promise<CleanupOutcome> {
+    for (let attempt = 0;; attempt++) {
+      const last = Date.now() >= deadline;
+      const outcome = await this.#remove(entry, log, last);
+      if (outcome.result !== "failed" || last || !outcome.away) return outcome;
+      const wait = Math.min(250 * 2 ** attempt, 2000, Math.max(0, deadline - Date.now()));
+      log.debug("cleanup: the API server is away; deleting again", {
+        kind: entry.kind,
+        name: entry.name,
+        inMs: wait,
+      });
+      await this.#sleep(wait);
+    }
+  }
+
+  async #remove(
+    entry: LedgerEntry,
+    log: Logger,
+    warn = true,
+  ): Promise<CleanupOutcome & { away?: boolean }> {
     try {
       let uid = entry.uid;
       if (entry.state === "unconfirmed") {
@@ -257,12 +287,15 @@ export class Ledger {
       return { entry, result: result === "deleted" ? "deleted" : "gone" };
     } catch (error) {
       const detail = error instanceof Error ? error.message : String(error);
-      log.warn("cleanup could not delete an object this run created", {
-        kind: entry.kind,
-        name: entry.name,
-        error: detail,
-      });
-      return { entry, result: "failed", detail };
+      const away = error instanceof KubeApiError && error.isRetryable;
+      if (warn || !away) {
+        log.warn("cleanup could not delete an object this run created", {
+          kind: entry.kind,
+          name: entry.name,
+          error: detail,
+        });
+      }
+      return { entry, result: "failed", detail, away };
     }
   }
 }

@@ -140,3 +140,62 @@ Deno.test("Ledger.create() after a 503 re-reads first and only re-creates a name
   assert.equal(flaky2.sent, 1);
   assert.equal(ledger2.entries[0]?.state, "unconfirmed");
 });
+
+/** A client whose deletes fail with these errors in turn (the last one for good; undefined: reach the fake). */
+function flakyDelete(
+  fake: ReturnType<typeof createFakeKube>,
+  failures: (KubeApiError | undefined)[],
+) {
+  let sent = 0;
+  return {
+    get sent() {
+      return sent;
+    },
+    client: {
+      ...fake.client,
+      deleteIfUid: (...args: Parameters<typeof fake.client.deleteIfUid>) => {
+        sent++;
+        const next = failures.length > 1 ? failures.shift() : failures[0];
+        return next ? Promise.reject(next) : fake.client.deleteIfUid(...args);
+      },
+    },
+  };
+}
+
+Deno.test("Ledger.cleanup() deletes again while the API server is away (restarting), within retryForMs", async () => {
+  const fake = createFakeKube();
+  const away = () => new KubeApiError("connect ECONNREFUSED", 0, "ConnectionFailure");
+  const flaky = flakyDelete(fake, [away(), new KubeApiError("etcd down", 503, "x"), undefined]);
+  const waits: number[] = [];
+  const ledger = new Ledger(flaky.client, PROOF, {
+    sleep: (ms) => (waits.push(ms), Promise.resolve()),
+  });
+  await ledger.create("Job", role("j"));
+  const { lines, log } = capture();
+  const [outcome] = await ledger.cleanup({ log, retryForMs: 30_000 });
+  assert.equal(outcome?.result, "deleted");
+  assert.equal(flaky.sent, 3);
+  assert.deepEqual(waits, [250, 500], "backing off");
+  assert.equal(fake.objects.size, 0);
+  assert.ok(!lines.some((l) => l.includes("WARN")), lines.join("\n"));
+});
+
+Deno.test("Ledger.cleanup() gives up at retryForMs with the WARN, and never retries a refusal", async () => {
+  const fake = createFakeKube();
+  const flaky = flakyDelete(fake, [new KubeApiError("gone away", 0, "ConnectionFailure")]);
+  const ledger = new Ledger(flaky.client, PROOF);
+  await ledger.create("Job", role("j"));
+  const { lines, log } = capture();
+  const [outcome] = await ledger.cleanup({ log, retryForMs: 300 });
+  assert.equal(outcome?.result, "failed");
+  assert.ok(flaky.sent >= 2, `sent ${flaky.sent}`);
+  assert.equal(lines.filter((l) => l.includes("WARN cleanup could not delete")).length, 1);
+
+  const refused = createFakeKube();
+  const forbidden = flakyDelete(refused, [new KubeApiError("forbidden", 403, "Forbidden")]);
+  const ledger2 = new Ledger(forbidden.client, PROOF);
+  await ledger2.create("Role", role("r"));
+  const [kept] = await ledger2.cleanup({ log, retryForMs: 30_000 });
+  assert.equal(kept?.result, "failed");
+  assert.equal(forbidden.sent, 1, "a refusal is final");
+});
