@@ -144,7 +144,9 @@ export function resolveStateDir(stateDir?: string): string {
 }
 
 /**
- * Builds the control plane binaries (or finds them cached) with `build.sh`, streaming its progress.
+ * Builds the control plane binaries (or finds them cached) with `build.sh`, streaming its progress;
+ * with `AICR_K8S_VERSION=v1.x.y` (`deno task test:k8s`, `minor.ts`), that release's with
+ * `build-minor.sh` instead, in a cache entry of its own.
  *
  * @param options.log progress writer (default stderr)
  * @returns the folder holding `kcp` and `etcd`
@@ -154,8 +156,9 @@ export async function buildCluster(
   options: { log?: (line: string) => void } = {},
 ): Promise<string> {
   const { log = stderrLog } = options;
+  const release = Deno.env.get("AICR_K8S_VERSION");
   const child = new Deno.Command("bash", {
-    args: [join(HERE, "build.sh")],
+    args: release ? [join(HERE, "build-minor.sh"), release] : [join(HERE, "build.sh")],
     stdout: "piped",
     stderr: "piped",
   }).spawn();
@@ -179,7 +182,11 @@ export async function buildCluster(
   ]);
   const binDir = outLines.at(-1);
   if (!status.success || !binDir) {
-    throw new Error(`Cannot build the test cluster: build.sh exited with code ${status.code}`);
+    throw new Error(
+      `Cannot build the test cluster${
+        release ? ` (Kubernetes ${release})` : ""
+      }: the build exited with code ${status.code}`,
+    );
   }
   return binDir;
 }
