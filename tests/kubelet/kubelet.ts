@@ -938,12 +938,6 @@ export async function startKubelet(
     );
   }
 
-  /** Whether a failure message says the API server did not answer (not that it refused). */
-  function apiAway(message: string): boolean {
-    return /HTTP (0|429|5\d\d)\b|ECONNREFUSED|ECONNRESET|connection (refused|reset|closed)|error sending request|tcp connect error|timed out/i
-      .test(message);
-  }
-
   async function runPod(run: PodRun): Promise<void> {
     const pod = run.pod;
     const restartPolicy: string = pod.spec.restartPolicy ?? "Always";
@@ -966,25 +960,33 @@ export async function startKubelet(
     }
     let mounts: Map<string, [string, string, boolean][]> | undefined;
     const envs = new Map<ContainerRun, Record<string, string>>();
-    // As a kubelet's pod sync: a volume or token the API server could not give (it is away,
-    // restarting) is asked for again, every second, until the pod is deleted.
+    const configError = async (e: unknown) => {
+      for (const c of run.containers) {
+        fail(run, c, "CreateContainerConfigError", e instanceof Error ? e.message : String(e));
+      }
+      await post(run);
+    };
+    try {
+      if (!isRoot) {
+        throw new Error("the aicr test kubelet must run as root (mount namespaces, bind mounts)");
+      }
+      // throws on runAsNonRoot without a non-root runAsUser
+      for (const c of run.containers) identity(run.pod, c.spec);
+    } catch (e) {
+      return await configError(e);
+    }
+    // As a kubelet's pod sync: what the API server could not give (a token, a ConfigMap: it is
+    // restarting, its authorizer's graph not yet filled, the object not there yet) is asked for
+    // again, backing off to 5 s, until the pod is deleted.
     for (let attempt = 0; !mounts; attempt++) {
       try {
-        if (!isRoot) {
-          throw new Error("the aicr test kubelet must run as root (mount namespaces, bind mounts)");
-        }
         mounts = await prepareVolumes(run);
-        for (const c of run.containers) {
-          identity(run.pod, c.spec); // throws on runAsNonRoot without a non-root runAsUser
-          envs.set(c, await containerEnv(run, c.spec));
-        }
+        for (const c of run.containers) envs.set(c, await containerEnv(run, c.spec));
       } catch (e) {
         mounts = undefined;
-        const message = e instanceof Error ? e.message : String(e);
-        for (const c of run.containers) fail(run, c, "CreateContainerConfigError", message);
-        await post(run);
-        if (!isRoot || run.deleting || run.gone || signal.aborted || !apiAway(message)) return;
-        await new Promise((r) => setTimeout(r, 1000));
+        await configError(e);
+        if (run.deleting || run.gone || signal.aborted) return;
+        await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** attempt, 5000)));
       }
     }
     run.startTime = nowIso();
