@@ -126,10 +126,11 @@ export interface SuiteEnv {
 /**
  * Starts or reuses the cluster for one test file.
  *
+ * @param options.own a cluster of the file's own, never the shared one (crash tests)
  * @returns the suite environment
  */
-export async function suiteEnv(): Promise<SuiteEnv> {
-  const env = await useTestCluster();
+export async function suiteEnv(options: { own?: boolean } = {}): Promise<SuiteEnv> {
+  const env = await useTestCluster(options.own ? { own: true } : {});
   const made: string[] = [];
   return {
     env,

@@ -31,6 +31,8 @@ export interface Figures {
   overGrants?: number;
   /** Access questions asked to prove least privilege. */
   accessReviews?: number;
+  /** Real control-plane components killed (SIGKILL) and started again mid-run. */
+  realRestarts?: number;
 }
 
 /** One line of the report. */
@@ -93,6 +95,7 @@ export function summarize(text: string): Totals {
     leftovers: 0,
     overGrants: 0,
     accessReviews: 0,
+    realRestarts: 0,
   };
   for (const line of latest.values()) {
     for (const k of Object.keys(totals) as (keyof Totals)[]) {
@@ -118,6 +121,7 @@ export function summaryText(path: string = reportPath()): string {
     `  concurrent runs held:   ${totals.concurrentRuns}`,
     `  bad inputs tried:       ${totals.badInputs} (handled as specified: ${totals.badInputsRefused})`,
     `  access reviews asked:   ${totals.accessReviews}`,
+    `  real restarts:          ${totals.realRestarts} (kube-apiserver or etcd killed -9 mid-run)`,
     `  objects left behind:    ${totals.leftovers} (goal: 0)`,
     `  over-grants found:      ${totals.overGrants} (goal: 0)`,
   ].join("\n");
