@@ -50,8 +50,16 @@ rm -rf "$bin.tmp" "$mod" && mkdir -p "$bin.tmp" "$mod/kcp"
 cp "$here/kcp/"*.go "$mod/kcp/"
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 # The release's own go.mod lists its staging modules as `k8s.io/x => ./staging/src/k8s.io/x`.
-k8s_gomod="$(cd "$mod" && "$GO" mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+info="$(cd "$mod" && "$GO" mod download -json "k8s.io/kubernetes@$version")"
+k8s_gomod="$(echo "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+k8s_dir="$(echo "$info" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
 [ -f "$k8s_gomod" ] || { echo "build-minor: no go.mod for k8s.io/kubernetes@$version" >&2; exit 1; }
+# A release whose kubelet command takes no context (1.33 and 1.30 do not): the generated copy of
+# kcp/main.go calls it without one.
+if grep -q '^func NewKubeletCommand() ' "$k8s_dir/cmd/kubelet/app/server.go"; then
+  sed -i -e 's/kubelet\.NewKubeletCommand(context\.Background())/kubelet.NewKubeletCommand()/' \
+    -e '/^\t"context"$/d' "$mod/kcp/main.go"
+fi
 (
   cd "$mod"
   "$GO" mod init aicr.local/testcluster-k8s >/dev/null 2>&1
