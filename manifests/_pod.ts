@@ -38,18 +38,18 @@ export function isNodeOs(value: string): value is NodeOs {
 }
 
 /** The toleration used when `--toleration` is not given: every taint, every effect. */
-export const TOLERATE_ALL: readonly Toleration[] = [{ operator: "Exists" }];
+const TOLERATE_ALL: readonly Toleration[] = [{ operator: "Exists" }];
 
 /** The label GPU auto-targeting selects on. */
 export const GPU_PRESENT_LABEL = "nvidia.com/gpu.present";
 
 /** The extended resource `--require-gpu` asks for. */
-export const GPU_RESOURCE = "nvidia.com/gpu";
+const GPU_RESOURCE = "nvidia.com/gpu";
 
 /** Where the GKE driver installer puts the NVIDIA userland on COS nodes. */
-export const COS_NVIDIA_HOST_PATH = "/home/kubernetes/bin/nvidia";
+const COS_NVIDIA_HOST_PATH = "/home/kubernetes/bin/nvidia";
 /** Where the agent sees the COS NVIDIA userland (nvidia-smi is in `bin/`). */
-export const COS_NVIDIA_MOUNT_PATH = "/usr/local/nvidia";
+const COS_NVIDIA_MOUNT_PATH = "/usr/local/nvidia";
 
 /** Host mounts of one OS family in privileged mode. */
 export interface OsProfile {
@@ -74,7 +74,7 @@ export interface OsProfile {
  * @param os the OS family, or undefined for the upstream default
  * @returns the profile
  */
-export function osProfile(os: NodeOs | undefined): OsProfile {
+function osProfile(os: NodeOs | undefined): OsProfile {
   switch (os) {
     case "talos":
       return { systemd: false, osRelease: true, cosNvidia: false };
@@ -104,7 +104,7 @@ export interface PodSecurity {
  * @param options `hostNetwork` overrides host networking in privileged mode
  * @returns the security contexts
  */
-export function podSecurity(
+function podSecurity(
   privileged: boolean,
   options: { hostNetwork?: boolean } = {},
 ): PodSecurity {
@@ -159,7 +159,7 @@ export interface PodVolumes {
  * @param os `--os`
  * @returns volumes and mounts
  */
-export function podVolumes(privileged: boolean, os: NodeOs | undefined): PodVolumes {
+function podVolumes(privileged: boolean, os: NodeOs | undefined): PodVolumes {
   const volumes: Volume[] = [{ name: "tmp", emptyDir: {} }];
   const mounts: VolumeMount[] = [{ name: "tmp", mountPath: "/tmp" }];
   if (!privileged) return { volumes, mounts };
@@ -201,7 +201,7 @@ export interface ResourceOptions {
  * @returns requests and limits
  * @throws {UsageError} when a request exceeds its limit
  */
-export function podResources(options: ResourceOptions): ResourceRequirements {
+function podResources(options: ResourceOptions): ResourceRequirements {
   const { defaults, gpu, requests = {}, limits = {} } = options;
   const resolved: ResourceRequirements = {
     requests: { ...defaults.requests, ...requests },
@@ -244,7 +244,7 @@ export interface PlacementOptions {
  * @returns the pod spec fields
  * @throws {UsageError} when a pull secret or runtime class is not a valid name
  */
-export function podPlacement(
+function podPlacement(
   options: PlacementOptions,
 ): Pick<PodSpec, "nodeSelector" | "tolerations" | "imagePullSecrets" | "runtimeClassName"> {
   const { nodeSelector = {}, autoTargetGpu = false, tolerations = [], imagePullSecrets = [] } =
@@ -297,7 +297,7 @@ export interface EnvOptions {
  * @returns the variables
  * @throws {UsageError} when `maxNodesPerEntry` is not a non-negative integer
  */
-export function commonEnv(options: EnvOptions): EnvVar[] {
+function commonEnv(options: EnvOptions): EnvVar[] {
   const { logPrefix, maxNodesPerEntry = 0, runtimeClass } = options;
   if (!Number.isInteger(maxNodesPerEntry) || maxNodesPerEntry < 0) {
     throw new UsageError(
@@ -324,7 +324,7 @@ export function commonEnv(options: EnvOptions): EnvVar[] {
  * @returns the image
  * @throws {UsageError} when it is empty or holds whitespace
  */
-export function validateImage(image: string): string {
+function validateImage(image: string): string {
   if (image === "" || /\s/.test(image)) {
     throw new UsageError(
       (option) =>

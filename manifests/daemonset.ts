@@ -40,10 +40,10 @@ import type {
 /** The daemon's default port (the `aicr daemon --port` default). */
 export const DEFAULT_DAEMON_PORT = 8443;
 /** Where the TLS Secret is mounted. */
-export const DAEMON_TLS_DIR = "/etc/aicr/tls";
+const DAEMON_TLS_DIR = "/etc/aicr/tls";
 
 /** The daemon's resources, both postures. */
-export const DAEMON_RESOURCES: ResourceRequirements = {
+const DAEMON_RESOURCES: ResourceRequirements = {
   requests: { cpu: "100m", memory: "256Mi", "ephemeral-storage": "256Mi" },
   limits: { cpu: "1", memory: "1Gi", "ephemeral-storage": "1Gi" },
 };

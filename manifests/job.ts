@@ -22,20 +22,20 @@ import type { PodOptions } from "./_pod.ts";
 import type { JobManifest, ResourceRequirements } from "./types.ts";
 
 /** The CLI's default `--timeout`: 5 minutes. */
-export const DEFAULT_TIMEOUT_SECONDS = 300;
+const DEFAULT_TIMEOUT_SECONDS = 300;
 /** How much longer than the CLI's wait the Job may run. */
-export const JOB_DEADLINE_MARGIN_SECONDS = 300;
+const JOB_DEADLINE_MARGIN_SECONDS = 300;
 /** The shortest time a finished Job is kept. */
-export const JOB_MIN_TTL_SECONDS = 3600;
+const JOB_MIN_TTL_SECONDS = 3600;
 
 /** Privileged-mode resources (upstream §3.1). */
-export const PRIVILEGED_RESOURCES: ResourceRequirements = {
+const PRIVILEGED_RESOURCES: ResourceRequirements = {
   requests: { cpu: "1", memory: "4Gi", "ephemeral-storage": "2Gi" },
   limits: { cpu: "2", memory: "8Gi", "ephemeral-storage": "4Gi" },
 };
 
 /** Restricted-mode resources (upstream §3.1). */
-export const RESTRICTED_RESOURCES: ResourceRequirements = {
+const RESTRICTED_RESOURCES: ResourceRequirements = {
   requests: { cpu: "100m", memory: "256Mi", "ephemeral-storage": "256Mi" },
   limits: { cpu: "500m", memory: "512Mi", "ephemeral-storage": "512Mi" },
 };

@@ -3,9 +3,9 @@
  * names and labels. Nothing here does I/O: configuration in, plain objects out.
  *
  * ```ts
- * import { jobName, newRunId, runLabels } from "./mod.ts";
+ * import { newRunId, runLabels, serviceAccountRunName } from "./mod.ts";
  * const runId = newRunId(new Date(0), () => "0123456789abcdef");
- * const name = jobName("aicr", runId); // "aicr-19700101-000000-0123456789abcdef"
+ * const name = serviceAccountRunName("aicr", runId); // "aicr-19700101-000000-0123456789abcdef"
  * const labels = runLabels({ runId, invocationId: "fedcba9876543210" });
  *
  * import { buildAgentJob, formatManifest } from "./mod.ts";
@@ -20,20 +20,65 @@
  * const yaml = formatManifest(job); // what `kubectl apply -f -` would take
  * ```
  *
+ * Only what callers outside the folder use is exported here (named); each file's other exports
+ * serve its siblings and its tests.
+ *
  * @module
  */
-export * from "./names.ts";
-export type * from "./types.ts";
-export { isQuantity, quantityValue } from "./quantity.ts";
-export * from "./job.ts";
-export * from "./yaml.ts";
+export { GPU_PRESENT_LABEL, isNodeOs, NODE_OS_FAMILIES } from "./_pod.ts";
+export type { PodOptions } from "./_pod.ts";
+export { buildDaemonSet, DEFAULT_DAEMON_PORT } from "./daemonset.ts";
+export type { DaemonSetConfig } from "./daemonset.ts";
+export { autoTargetingAllowed, buildAgentJob } from "./job.ts";
+export type { AgentJobConfig } from "./job.ts";
 export {
-  GPU_PRESENT_LABEL,
-  GPU_RESOURCE,
-  isNodeOs,
-  NODE_OS_FAMILIES,
-  osProfile,
-  TOLERATE_ALL,
-} from "./_pod.ts";
-export type { NodeOs, OsProfile, PlacementOptions, PodOptions } from "./_pod.ts";
-export * from "./daemonset.ts";
+  APP_NAME,
+  baselineLabels,
+  DAEMON_CSR_SIGNER,
+  DAEMON_TOKEN_AUDIENCE,
+  daemonCaConfigMapName,
+  daemonClusterRoleName,
+  daemonLabels,
+  daemonReaderClusterRoleName,
+  daemonReaderName,
+  daemonSelectorLabels,
+  daemonServerName,
+  daemonSignerSecretName,
+  daemonSweepLabels,
+  daemonTlsSecretName,
+  DEFAULT_DAEMON_NAME,
+  DEFAULT_JOB_NAME_PREFIX,
+  DEFAULT_SERVICE_ACCOUNT_PREFIX,
+  exactStagingConfigMapName,
+  formatLabelSelector,
+  isDns1123Subdomain,
+  isLabelKey,
+  isLabelValue,
+  isRunId,
+  LABEL_INVOCATION_ID,
+  LABEL_MANAGED_BY,
+  LABEL_NAME,
+  LABEL_RUN_ID,
+  matchesLabels,
+  newInvocationId,
+  newRunId,
+  nodeReaderName,
+  rbacDirectoryName,
+  renderedClusterRoleName,
+  renderedLabels,
+  renderedRoleName,
+  runLabels,
+  runSelector,
+  serviceAccountGroups,
+  serviceAccountRunName,
+  serviceAccountUser,
+  snapshotConfigMapLabels,
+  stagingConfigMapName,
+  validateDaemonName,
+  validateNamespace,
+  validateServiceAccountName,
+} from "./names.ts";
+export type { Labels, RunIdentity } from "./names.ts";
+export { isQuantity } from "./quantity.ts";
+export type { JobManifest, ObjectMeta, PodSpec, ResourceList, Toleration } from "./types.ts";
+export { formatManifest } from "./yaml.ts";

@@ -17,11 +17,11 @@ export const LABEL_NAME = "app.kubernetes.io/name";
 /** `app.kubernetes.io/managed-by`: `aicr` on every object a run creates. */
 export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 /** `app.kubernetes.io/component`: `snapshot-agent`, `daemon`, or `Snapshot` on the ConfigMap. */
-export const LABEL_COMPONENT = "app.kubernetes.io/component";
+const LABEL_COMPONENT = "app.kubernetes.io/component";
 /** `app.kubernetes.io/version`: the agent's version, on the snapshot ConfigMap. */
-export const LABEL_VERSION = "app.kubernetes.io/version";
+const LABEL_VERSION = "app.kubernetes.io/version";
 /** `app.kubernetes.io/instance`: tells two DaemonSets of one namespace apart. */
-export const LABEL_INSTANCE = "app.kubernetes.io/instance";
+const LABEL_INSTANCE = "app.kubernetes.io/instance";
 /** `aicr.run/run-id`: the run ID; settable, so it proves nothing on its own. */
 export const LABEL_RUN_ID = "aicr.run/run-id";
 /** `aicr.run/invocation-id`: generated per process; what cleanup's ownership proof rests on. */
@@ -30,11 +30,11 @@ export const LABEL_INVOCATION_ID = "aicr.run/invocation-id";
 /** The value of {@link LABEL_NAME} and {@link LABEL_MANAGED_BY}. */
 export const APP_NAME = "aicr";
 /** Component of the snapshot agent Job, its pod and its RBAC. */
-export const COMPONENT_SNAPSHOT_AGENT = "snapshot-agent";
+const COMPONENT_SNAPSHOT_AGENT = "snapshot-agent";
 /** Component of the DaemonSet mode's objects. */
-export const COMPONENT_DAEMON = "daemon";
+const COMPONENT_DAEMON = "daemon";
 /** Component the in-pod agent writes on the snapshot ConfigMap. */
-export const COMPONENT_SNAPSHOT = "Snapshot";
+const COMPONENT_SNAPSHOT = "Snapshot";
 
 /** A component aicr creates objects for. */
 export type Component = typeof COMPONENT_SNAPSHOT_AGENT | typeof COMPONENT_DAEMON;
@@ -44,20 +44,20 @@ export const DEFAULT_JOB_NAME_PREFIX = "aicr";
 /** Default `--service-account-name` prefix. */
 export const DEFAULT_SERVICE_ACCOUNT_PREFIX = "aicr";
 /** Prefix of the run-scoped ClusterRole and ClusterRoleBinding. */
-export const NODE_READER_PREFIX = "aicr-node-reader";
+const NODE_READER_PREFIX = "aicr-node-reader";
 /** Prefix of the staging ConfigMap the agent writes when no `cm://` was given. */
-export const STAGING_CONFIGMAP_PREFIX = "aicr-agent-snapshot";
+const STAGING_CONFIGMAP_PREFIX = "aicr-agent-snapshot";
 /** Prefix of the directory `--add-roles-to-service-account` writes. */
-export const RBAC_DIRECTORY_PREFIX = "snapshot-rbac";
+const RBAC_DIRECTORY_PREFIX = "snapshot-rbac";
 
 /** Longest Kubernetes object name that is also a DNS-1123 label (Jobs, pod-template labels). */
-export const MAX_NAME_LENGTH = 63;
+const MAX_NAME_LENGTH = 63;
 /** Length of a run ID: `YYYYMMDD-HHMMSS-` plus 16 hex digits. */
-export const RUN_ID_LENGTH = 32;
+const RUN_ID_LENGTH = 32;
 /** Longest prefix kept in a run-scoped name: 63 - 1 (`-`) - 32. */
 export const MAX_PREFIX_LENGTH = MAX_NAME_LENGTH - 1 - RUN_ID_LENGTH;
 /** Hex digits the random source must give for a run or invocation ID. */
-export const RANDOM_HEX_LENGTH = 16;
+const RANDOM_HEX_LENGTH = 16;
 
 const RUN_ID_REGEXP = /^\d{8}-\d{6}-[0-9a-f]{16}$/;
 const INVOCATION_ID_REGEXP = /^[0-9a-f]{16}$/;

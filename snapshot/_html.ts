@@ -39,7 +39,7 @@ export function breakablePath(path: string): string {
 }
 
 /** CSS every page shares. */
-export const BASE_STYLE = `
+const BASE_STYLE = `
 *{box-sizing:border-box}
 body{margin:0;font:13px/1.35 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d232a;background:#fff}
 header{padding:12px 16px;border-bottom:1px solid #d0d7de;background:#f6f8fa}

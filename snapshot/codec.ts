@@ -35,16 +35,16 @@ import type {
 } from "./model.ts";
 
 /** Output encodings. */
-export const SNAPSHOT_FORMATS = ["yaml", "json"] as const;
+const SNAPSHOT_FORMATS = ["yaml", "json"] as const;
 
 /** One output encoding. */
 export type SnapshotFormat = typeof SNAPSHOT_FORMATS[number];
 
 /** A ConfigMap holds at most 1 MiB in all (keys, values and metadata). */
-export const CONFIGMAP_MAX_BYTES = 1024 * 1024;
+const CONFIGMAP_MAX_BYTES = 1024 * 1024;
 
 /** Bytes of a ConfigMap kept free for metadata, labels and the small data keys. */
-export const CONFIGMAP_RESERVED_BYTES = 16 * 1024;
+const CONFIGMAP_RESERVED_BYTES = 16 * 1024;
 
 /** The largest encoded snapshot a ConfigMap can carry. */
 export const CONFIGMAP_SNAPSHOT_BUDGET = CONFIGMAP_MAX_BYTES - CONFIGMAP_RESERVED_BYTES;
@@ -462,7 +462,7 @@ export interface SizeEntry {
  * @param snapshot the snapshot
  * @returns entries sorted by size, descending
  */
-export function sizeReport(snapshot: Snapshot): SizeEntry[] {
+function sizeReport(snapshot: Snapshot): SizeEntry[] {
   const encoder = new TextEncoder();
   const entries: SizeEntry[] = [];
   for (const m of snapshot.measurements) {

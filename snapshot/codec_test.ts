@@ -3,14 +3,13 @@ import { UsageError } from "../errors.ts";
 import {
   assertFitsConfigMap,
   CONFIGMAP_SNAPSHOT_BUDGET,
-  createSnapshot,
   encodeSnapshot,
-  LEGACY_API_VERSION,
   MAX_DOCUMENT_BYTES,
   parseSnapshot,
   parseSnapshotStream,
-} from "./mod.ts";
-import type { Measurement } from "./mod.ts";
+} from "./codec.ts";
+import { createSnapshot, LEGACY_API_VERSION } from "./model.ts";
+import type { Measurement } from "./model.ts";
 
 const MEASUREMENTS: Measurement[] = [
   { type: "SystemD", subtypes: [] },

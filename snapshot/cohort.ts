@@ -26,7 +26,7 @@ export const GROUP_BY_NONE = "none";
 /** Reading path of the GPU model of a node. */
 export const GPU_MODEL_PATH = "GPU.smi.gpu.model";
 /** Reading path of the GPU count of a node. */
-export const GPU_COUNT_PATH = "GPU.smi.gpu-count";
+const GPU_COUNT_PATH = "GPU.smi.gpu-count";
 
 /** Labels that name a node's instance type, first present wins. */
 export const INSTANCE_TYPE_LABELS: readonly string[] = [
@@ -64,7 +64,7 @@ export interface CohortAssignment {
 }
 
 /** The cohort name when every node is in one cohort. */
-export const WHOLE_FLEET_COHORT = "fleet";
+const WHOLE_FLEET_COHORT = "fleet";
 
 /**
  * Assigns every member of a fleet to a cohort.

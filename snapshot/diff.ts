@@ -258,7 +258,7 @@ export interface FlatReading {
  * @param ignored predicate from {@link compileIgnore}
  * @returns readings by path
  */
-export function flattenSnapshot(
+function flattenSnapshot(
   snapshot: Snapshot,
   ignored: (path: string) => boolean = () => false,
 ): Map<string, FlatReading> {

@@ -288,7 +288,7 @@ export function formatAbsentSubtype(
  * @param report the fleet report
  * @returns `[name, nodes, outliers]` rows, largest cohort first
  */
-export function cohortRows(report: FleetReport): [string, string, string][] {
+function cohortRows(report: FleetReport): [string, string, string][] {
   return report.cohorts.map((c) => [
     c.name,
     String(c.nodes.length),

@@ -7,18 +7,84 @@
  * const again = parseSnapshot(encodeSnapshot(snap));
  * ```
  *
+ * Only what callers outside the folder use is exported here (named); each file's other exports
+ * serve its siblings and its tests.
+ *
  * @module
  */
-export * from "./model.ts";
-export * from "./codec.ts";
-export * from "./stream.ts";
-export * from "./target.ts";
-export * from "./diff.ts";
-export * from "./fleet.ts";
-export * from "./diff_render.ts";
-export * from "./fleet_html.ts";
-export * from "./diff_html.ts";
-export * from "./cohort.ts";
-export * from "./per_gpu.ts";
-export * from "./baseline.ts";
-export * from "./table.ts";
+export {
+  BASELINE_COHORT_ANNOTATION,
+  BASELINE_COHORT_KEY_LABEL,
+  BASELINE_VALUES_ANNOTATION,
+  baselineCohortOf,
+  baselineConfigMapName,
+  baselineSnapshot,
+  checkBaselineCohort,
+  cohortMatches,
+  driftFromBaseline,
+  snapshotCohort,
+} from "./baseline.ts";
+export type { BaselineCohort } from "./baseline.ts";
+export {
+  assertFitsConfigMap,
+  encodeSnapshot,
+  encodeYamlWithLibrary,
+  isSnapshotFormat,
+  MAX_DOCUMENT_BYTES,
+  parseSnapshot,
+  parseSnapshotStream,
+  plainSnapshotDocument,
+} from "./codec.ts";
+export type { SnapshotFormat } from "./codec.ts";
+export {
+  GPU_MODEL_PATH,
+  GROUP_BY_NONE,
+  INSTANCE_TYPE_LABELS,
+  NODE_POOL_LABELS,
+  readPath,
+} from "./cohort.ts";
+export { DEFAULT_IGNORE_PATTERNS, diffSnapshots } from "./diff.ts";
+export type { ChangeKind } from "./diff.ts";
+export { renderDiffHtml } from "./diff_html.ts";
+export {
+  DIFF_FORMATS,
+  encodeDocument,
+  FLEET_FORMATS,
+  fleetDocument,
+  renderDiff,
+  renderFleetTable,
+} from "./diff_render.ts";
+export { buildFleetReport, createFleetBuilder, FLEET_IDENTITY_IGNORE_PATTERNS } from "./fleet.ts";
+export type { FleetMember } from "./fleet.ts";
+export { renderFleetHtml } from "./fleet_html.ts";
+export {
+  createSnapshot,
+  findMeasurement,
+  findSubtype,
+  isMeasurementType,
+  MEASUREMENT_TYPES,
+  normalizeSnapshot,
+  resolveNodeName,
+  setOwn,
+  SOURCE_STATUSES,
+  sourceContext,
+} from "./model.ts";
+export type {
+  Measurement,
+  MeasurementType,
+  Reading,
+  ReadingMap,
+  Snapshot,
+  SourceStatus,
+  Subtype,
+} from "./model.ts";
+export { fleetDocuments, parseFleetText } from "./stream.ts";
+export { alignColumns, formatSnapshotTable } from "./table.ts";
+export {
+  formatConfigMapUri,
+  parseConfigMapUri,
+  parseSnapshotTarget,
+  snapshotConfigMapData,
+  snapshotFromConfigMapData,
+} from "./target.ts";
+export type { ConfigMapRef, SnapshotTarget } from "./target.ts";

@@ -9,7 +9,7 @@ import { formatTimestamp } from "./model.ts";
 import type { SnapshotFormat } from "./codec.ts";
 
 /** The URI scheme of ConfigMap targets. */
-export const CONFIGMAP_SCHEME = "cm://";
+const CONFIGMAP_SCHEME = "cm://";
 
 /** A ConfigMap address. */
 export interface ConfigMapRef {
@@ -115,7 +115,7 @@ export function formatConfigMapUri(ref: ConfigMapRef): string {
 }
 
 /** The ConfigMap data key holding a snapshot in a format. */
-export function snapshotDataKey(format: SnapshotFormat): string {
+function snapshotDataKey(format: SnapshotFormat): string {
   return `snapshot.${format}`;
 }
 

@@ -283,3 +283,63 @@ Deno.test("layout: the flag check reads string literals, not comments (a broken 
   );
   assert.deepEqual(scanned.strings.map((s) => s.text), ["x --image", "y ", "--in-hole", " --tail"]);
 });
+
+/** Barrels still re-exporting whole files (`export *`): not yet cut down to what callers use. */
+const STAR_BARRELS_LEFT = new Set([
+  "agent/mod.ts",
+  "collectors/mod.ts",
+  "controller/mod.ts",
+  "kube/mod.ts",
+  "rbac/mod.ts",
+]);
+
+const NAMED_IMPORT_REGEXP = /(?:import|export)\s+(?:type\s+)?\{([^}]*)\}\s*from\s*"([^"]+)"/g;
+
+/** Every name each file imports (or re-exports) by name from `spec` resolved, per importer. */
+function namesImportedFrom(target: string, files: readonly string[]): Set<string> {
+  const names = new Set<string>();
+  for (const file of files) {
+    const text = readFileSync(join(ROOT, file), "utf8");
+    for (const match of text.matchAll(NAMED_IMPORT_REGEXP)) {
+      const spec = match[2] ?? "";
+      if (!spec.startsWith(".") || relative(ROOT, resolve(ROOT, dirname(file), spec)) !== target) {
+        continue;
+      }
+      for (const item of (match[1] ?? "").split(",")) {
+        const name = item.trim().replace(/^type\s+/, "").split(/\s+as\s+/)[0]?.trim();
+        if (name) names.add(name);
+      }
+    }
+  }
+  return names;
+}
+
+/** Barrels cut down to what callers outside their folder import (the others may export more). */
+const TRIMMED_BARRELS = new Set(["snapshot/mod.ts", "manifests/mod.ts"]);
+
+const BARREL_EXPORT_REGEXP = /^export\s+(?:type\s+)?\{([^}]*)\}\s*from\s*"[^"]+"/gm;
+
+Deno.test("layout: barrels export by name; trimmed ones only what a caller outside the folder imports", () => {
+  const everyFile = walk(ROOT, []);
+  const barrels = GRAPH.files.filter((f) => /^[a-z_]+\/mod\.ts$/.test(f) && f !== "cli/mod.ts");
+  assert.ok(barrels.includes("snapshot/mod.ts") && barrels.includes("manifests/mod.ts"));
+  for (const file of barrels.filter((f) => !STAR_BARRELS_LEFT.has(f))) {
+    const text = readFileSync(join(ROOT, file), "utf8");
+    assert.doesNotMatch(text, /^export (type )?\*/m, `${file} re-exports a whole file`);
+    if (!TRIMMED_BARRELS.has(file)) continue;
+    const folder = dirname(file);
+    const exported = new Set<string>();
+    for (const match of text.matchAll(BARREL_EXPORT_REGEXP)) {
+      for (const item of (match[1] ?? "").split(",")) {
+        const name = item.trim().replace(/^type\s+/, "").split(/\s+as\s+/)[0]?.trim();
+        if (name) exported.add(name);
+      }
+    }
+    const used = namesImportedFrom(file, everyFile.filter((f) => !f.startsWith(`${folder}/`)));
+    const example = text.match(/\/\*\*[\s\S]*?\*\//)?.[0] ?? "";
+    const unused = [...exported].filter((name) =>
+      !used.has(name) && !new RegExp(`\\b${name}\\b`).test(example)
+    );
+    assert.deepEqual(unused, [], `${file} exports what no caller outside ${folder}/ imports`);
+  }
+});
