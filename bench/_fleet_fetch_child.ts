@@ -18,6 +18,7 @@ import process from "node:process";
 import { fetchFleet, writeFleet } from "../controller/mod.ts";
 import type { FleetOutput } from "../controller/mod.ts";
 import { runCli } from "../cli/mod.ts";
+import type { RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { daemonCaConfigMapName, daemonSelectorLabels } from "../manifests/mod.ts";
 import { processDeps } from "../mod.ts";
@@ -68,12 +69,18 @@ function simulatedApi(sim: Sim) {
       } as Parameters<typeof fake.put>[1],
     );
   }
-  // TokenRequest: the simulated daemons know the reader's token.
+  // TokenRequest, one per node: each simulated daemon accepts only the token for its node. The
+  // signer's list of pending certificate requests is empty.
   return {
     ...fake.client,
     rest: {
       ...fake.client.rest,
-      json: <T>() => Promise.resolve({ status: { token: "token-reader" } } as T),
+      json: <T>(request: RestRequest) => {
+        if (request.method === "GET") return Promise.resolve({ items: [] } as T);
+        const audience = (request.body as { spec: { audiences: string[] } }).spec.audiences[0];
+        const node = String(audience).replace(/^aicr-daemon:/, "");
+        return Promise.resolve({ status: { token: `token-reader@${node}` } } as T);
+      },
     },
   };
 }

@@ -2,8 +2,10 @@
  * Many simulated daemons in one process, for `daemonset_bench.ts --simulate N`: N real daemon
  * apps (`createDaemon`, warm cache, real caching authorizer over a counting fake
  * TokenReview/SubjectAccessReview), each served over real TLS by `serve()` on its own loopback
- * address (127.0.1.1, 127.0.1.2, …, one port), with the certificate the installer would make
- * (`<name>.<namespace>.svc`, one throwaway CA). Node snapshots come from the mixed-fleet
+ * address (127.0.1.1, 127.0.1.2, …, one port), each with a certificate of its own naming its
+ * node and address (one throwaway CA, as the install signs), each accepting only the reader
+ * token minted for its node (`token-reader@<node>`, as the per-node audience and node binding
+ * do on a cluster). Node snapshots come from the mixed-fleet
  * generator (H100, GB200, CPU nodes from the real captures; NodeTopology of the whole
  * simulated cluster, as a real daemon collects it).
  *
@@ -14,11 +16,10 @@
  */
 import process from "node:process";
 import { createInterface } from "node:readline";
-import { generateDaemonTls } from "../x509.ts";
+import { generateDaemonCa, generateServingKey, issueServingCertificate } from "../x509.ts";
 import { createCachingAuthorizer, createDaemon, serve } from "../daemon/mod.ts";
 import { fakeKubeAuth, OK_REPORTS } from "../daemon/_testing.ts";
 import { NOOP_LOGGER } from "../log.ts";
-import { daemonServerName } from "../manifests/mod.ts";
 import { encodeSnapshot } from "../snapshot/mod.ts";
 import { generateMixedFleet, mixedCounts } from "../snapshot/testdata/mixed_fleet.ts";
 
@@ -29,12 +30,8 @@ export function simulatedIp(i: number): string {
 
 async function main(): Promise<void> {
   const total = Number(process.argv[2] ?? process.env.AICR_SIM_NODES ?? "1000");
-  const namespace = process.env.AICR_SIM_NAMESPACE ?? "aicr-bench";
   const port = Number(process.env.AICR_SIM_PORT ?? "28443");
-  const tls = generateDaemonTls({
-    dnsNames: [daemonServerName(namespace, "aicr-daemon")],
-    now: new Date(),
-  });
+  const ca = generateDaemonCa({ now: new Date() });
   const auth = fakeKubeAuth();
   const counts = mixedCounts(total);
   const servers: { shutdown(): Promise<void> }[] = [];
@@ -45,9 +42,19 @@ async function main(): Promise<void> {
   for (const snapshot of generateMixedFleet(counts)) {
     const node = snapshot.metadata["source-node"];
     if (i === 0) snapshotBytes = new TextEncoder().encode(encodeSnapshot(snapshot, "json")).length;
+    // This node's token only (another node's is as invalid as a bad one).
+    const nodeAuth = {
+      authorizer: auth.authorizer,
+      authenticator: {
+        review: (token: string) =>
+          token === `token-reader@${node}`
+            ? auth.authenticator.review("token-reader")
+            : auth.authenticator.review(`refused: ${token}`),
+      },
+    };
     const daemon = createDaemon({
       collect: () => Promise.resolve({ snapshot, reports: OK_REPORTS }),
-      auth: createCachingAuthorizer(auth),
+      auth: createCachingAuthorizer(nodeAuth),
       clock: Date.now,
       log: NOOP_LOGGER,
       build: { version: "bench", commit: "bench" },
@@ -55,18 +62,27 @@ async function main(): Promise<void> {
     }, { maxAgeMs: 3_600_000 });
     await daemon.cache.refresh();
     const ip = simulatedIp(i);
+    const key = generateServingKey();
+    const cert = issueServingCertificate({
+      ca,
+      publicKey: key.publicKey,
+      node,
+      ipAddresses: [ip],
+      now: new Date(),
+      lifetimeSeconds: 86_400,
+    });
     servers.push(
       await serve(daemon.app.fetch, {
         hostname: ip,
         port,
-        tls: { cert: tls.cert, key: tls.key },
+        tls: { cert, key: key.privateKey.export({ type: "pkcs8", format: "pem" }) as string },
       }),
     );
     daemons.push(daemon);
     nodes.push({ node, ip });
     i++;
   }
-  process.stdout.write(JSON.stringify({ ca: tls.caCert, port, nodes, snapshotBytes }) + "\n");
+  process.stdout.write(JSON.stringify({ ca: ca.caCert, port, nodes, snapshotBytes }) + "\n");
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) {
     if (line === "stats") {

@@ -7,6 +7,7 @@
  * @module
  */
 import { readFile } from "node:fs/promises";
+import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { collectSnapshot } from "../agent/mod.ts";
@@ -16,6 +17,7 @@ import {
   createCachingAuthorizer,
   createDaemon,
   createKubeAuth,
+  createServingIdentity,
   type RequestAuthorizer,
   type RunningServer,
   serve,
@@ -60,6 +62,8 @@ export interface MakeAuthOptions {
   kube: KubeClient;
   /** Token audiences to require (empty: the API server's). */
   audiences: string[];
+  /** The node tokens must be bound to (`--require-node-bound-token`), when set. */
+  boundNode?: string;
 }
 
 /** Factories of the daemon's real dependencies; each has a default built from {@link CliDeps}. */
@@ -117,6 +121,16 @@ export interface DaemonFlags {
   baselineName: string;
   /** `--baseline-interval`. */
   baselineInterval: string;
+  /** `--csr-signer`. */
+  csrSigner?: string;
+  /** `--pod-name`. */
+  podName?: string;
+  /** `--pod-uid`. */
+  podUid?: string;
+  /** `--pod-ip`. */
+  podIp?: string;
+  /** `--require-node-bound-token`. */
+  requireNodeBoundToken?: boolean;
 }
 
 function parsePort(value: string): number {
@@ -232,6 +246,12 @@ export interface DaemonOptions {
   systemdUnits: string[];
   /** Where the cohort's baseline is read; absent: no drift metric. */
   baseline?: { namespace: string; daemonName: string; intervalMs: number };
+  /** This pod (`--pod-name`, `--pod-uid`): named in its certificate request. */
+  pod?: { name: string; uid: string };
+  /** `--require-node-bound-token`: snapshot tokens must be bound to this node. */
+  requireNodeBoundToken: boolean;
+  /** `--csr-signer` with `--pod-ip`: the serving certificate comes from the CSR API. */
+  csr?: { signerName: string; podIp: string };
 }
 
 /**
@@ -263,7 +283,15 @@ export async function daemonOptions(
     );
   }
   let tls: { cert: string; key: string } | undefined;
-  if (flags.tlsCertFile || flags.tlsKeyFile) {
+  const identity = podIdentity(flags);
+  if (identity.csr && (flags.tlsCertFile || flags.tlsKeyFile || flags.insecureHttp)) {
+    throw new UsageError(
+      "Cannot use '--csr-signer' with '--tls-cert-file', '--tls-key-file' or '--insecure-http': the certificate comes from one place",
+    );
+  }
+  if (identity.csr) {
+    // The serving certificate comes from the CSR API once the daemon runs.
+  } else if (flags.tlsCertFile || flags.tlsKeyFile) {
     if (!flags.tlsCertFile || !flags.tlsKeyFile) {
       throw new UsageError(
         "Cannot serve TLS as '--tls-cert-file' and '--tls-key-file' go together: only one is set",
@@ -323,7 +351,35 @@ export async function daemonOptions(
     tokenAudiences: flags.tokenAudience ?? [],
     ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
     systemdUnits: flags.systemdUnit ?? [],
+    ...identity,
+    requireNodeBoundToken: flags.requireNodeBoundToken ?? false,
   };
+}
+
+/**
+ * The pod's identity flags: `--pod-name` and `--pod-uid` go together; `--csr-signer` needs
+ * them and `--pod-ip` (the certificate's IP).
+ *
+ * @throws {UsageError} when one of a pair is missing
+ */
+function podIdentity(flags: DaemonFlags): Pick<DaemonOptions, "pod" | "csr"> {
+  if ((flags.podName === undefined) !== (flags.podUid === undefined)) {
+    throw new UsageError(
+      "Cannot use '--pod-name' and '--pod-uid' apart: they go together, only one is set",
+    );
+  }
+  const pod = flags.podName && flags.podUid
+    ? { name: flags.podName, uid: flags.podUid }
+    : undefined;
+  if (flags.csrSigner === undefined) return pod ? { pod } : {};
+  if (!pod || !flags.podIp || isIP(flags.podIp) === 0) {
+    throw new UsageError(
+      `Cannot request a serving certificate from '--csr-signer' '${flags.csrSigner}': it needs '--pod-name', '--pod-uid' and '--pod-ip' (an IP address; current value is '${
+        flags.podIp ?? ""
+      }')`,
+    );
+  }
+  return { pod, csr: { signerName: flags.csrSigner, podIp: flags.podIp } };
 }
 
 /**
@@ -350,9 +406,18 @@ function createAuthorizers(
     );
   }
   const makeAuth = deps.makeAuth ??
-    ((options: MakeAuthOptions) => createKubeAuth(options.kube, { audiences: options.audiences }));
+    ((options: MakeAuthOptions) =>
+      createKubeAuth(options.kube, {
+        audiences: options.audiences,
+        ...(options.boundNode !== undefined ? { boundNode: options.boundNode } : {}),
+      }));
   const auth = createCachingAuthorizer(
-    makeAuth({ log, kube, audiences: options.tokenAudiences }),
+    makeAuth({
+      log,
+      kube,
+      audiences: options.tokenAudiences,
+      ...(options.requireNodeBoundToken ? { boundNode: options.nodeName } : {}),
+    }),
     { clock: () => deps.now().getTime() },
   );
   // /metrics takes tokens of the API server's own audience, as the kubelet does, so a stock
@@ -363,6 +428,31 @@ function createAuthorizers(
     { clock: () => deps.now().getTime() },
   );
   return { auth, metricsAuth };
+}
+
+/**
+ * The daemon's own serving identity with `--csr-signer` (daemon/identity.ts), else undefined.
+ *
+ * @throws {UsageError} when there is no Kubernetes client to send the request with
+ */
+function servingIdentity(
+  deps: DaemonCommandDeps,
+  context: { kube: ReturnType<typeof connectOptional>; log: Logger },
+  options: DaemonOptions,
+): ReturnType<typeof createServingIdentity> | undefined {
+  if (!options.csr || !options.pod) return undefined;
+  if (!context.kube) {
+    throw new UsageError(
+      "Cannot request a serving certificate ('--csr-signer') without a Kubernetes client: run in a pod or pass '--kubeconfig'",
+    );
+  }
+  return createServingIdentity({ kube: context.kube, log: context.log, now: deps.now }, {
+    signerName: options.csr.signerName,
+    nodeName: options.nodeName,
+    podName: options.pod.name,
+    podUid: options.pod.uid,
+    podIp: options.csr.podIp,
+  });
 }
 
 /**
@@ -381,9 +471,12 @@ export async function runDaemon(
 ): Promise<void> {
   const { log } = context;
   const { nodeName, maxNodesPerEntry, port, drainTimeoutMs, tlsReloadMs } = options;
-  const tls = options.tls ? { cert: options.tls.cert, key: options.tls.key } : undefined;
   const kube = connectOptional(deps, context.globals, log);
   const { auth, metricsAuth } = createAuthorizers(deps, { kube, log }, options);
+  const identity = servingIdentity(deps, { kube, log }, options);
+  const tls = options.tls
+    ? { cert: options.tls.cert, key: options.tls.key }
+    : identity?.placeholder;
   if (options.insecureHttp) log.warn("serving plain HTTP (--insecure-http): for local tests only");
   const makeCollect = deps.makeCollect ?? defaultMakeCollect(deps);
   const collect = makeCollect({
@@ -419,6 +512,7 @@ export async function runDaemon(
     nodeName,
     metricsAuth,
     processStats,
+    ...(identity ? { awaitingCertificate: identity.awaiting } : {}),
   }, options.cache);
   const server = await serve(daemon.app.fetch, {
     hostname: options.listen,
@@ -429,6 +523,7 @@ export async function runDaemon(
     drainTimeoutMs,
   });
   daemon.start();
+  const asking = identity?.run((pair) => server.setTls(pair), deps.signal);
   const reload = tls && options.tls && tlsReloadMs > 0
     ? watchTls(server, {
       certFile: options.tls.certFile,
@@ -442,6 +537,7 @@ export async function runDaemon(
     : undefined;
   await server.finished;
   reload?.stop();
+  await asking;
   await daemon.close();
   log.info("daemon stopped");
 }
@@ -515,6 +611,17 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
       DEFAULT_DAEMON_NAME,
     )
     .option("--baseline-interval <duration>", "read the baseline again this often", "60s")
+    .option(
+      "--csr-signer <signer>",
+      "get the serving certificate from the CSR API under this signer (key made in memory)",
+    )
+    .option("--pod-name <name>", "this pod's name (with --csr-signer)")
+    .option("--pod-uid <uid>", "this pod's UID (with --csr-signer)")
+    .option(
+      "--require-node-bound-token",
+      "accept snapshot tokens only when bound to this node (TokenRequest boundObjectRef Node)",
+    )
+    .option("--pod-ip <ip>", "this pod's IP, named in the requested certificate")
     .action(namingFlags(async (flags: DaemonFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals, { prefix: "daemon" });

@@ -25,7 +25,7 @@ import {
   formatFleetTable,
   installDaemonSet,
   installReportContent,
-  makeDaemonTls,
+  makeDaemonCa,
   renderDaemonSet,
   uninstallDaemonSet,
   uninstallReportContent,
@@ -286,11 +286,7 @@ function renderCommand(deps: CliDeps): Command {
       const options = daemonOptions(flags, globals);
       const rendered = renderDaemonSet({
         ...options,
-        tls: makeDaemonTls({
-          namespace: options.namespace,
-          ...(options.name ? { name: options.name } : {}),
-          now: deps.now(),
-        }),
+        ca: makeDaemonCa({ now: deps.now() }),
       });
       deps.stdout.write(
         rendered.objects.map((o) => `---\n${formatManifest(o.manifest)}`).join(""),
@@ -300,7 +296,9 @@ function renderCommand(deps: CliDeps): Command {
           "render: no ServiceMonitor (the CRD cannot be checked without a cluster); the Service carries prometheus.io/scrape annotations",
         );
       }
-      log.warn("the rendered Secret holds a freshly made private key: keep the output private");
+      log.warn(
+        "the rendered Secret holds a freshly made CA key: keep the output private; the daemons' certificate requests are signed by 'aicr daemonset fetch'",
+      );
     }));
 }
 
@@ -337,6 +335,12 @@ function uninstallCommand(deps: CliDeps): Command {
               kind: o.kind,
               name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
               uid: o.uid,
+            });
+          }
+          for (const csr of result.csrs) {
+            log.info(flags.dryRun ? "would delete" : "deleted", {
+              kind: "CertificateSigningRequest",
+              name: csr,
             });
           }
           const content = uninstallReportContent(result);
@@ -546,7 +550,7 @@ export async function runFleetFetch(
     let fleet: Awaited<ReturnType<typeof fetchFleet>>;
     let written: string[];
     try {
-      fleet = await fetchFleet({ kube: connect(deps, context.globals), log }, {
+      fleet = await fetchFleet({ kube: connect(deps, context.globals), log, now: deps.now }, {
         ...fetch,
         signal: deps.signal,
         onResult: writer.put,

@@ -2,13 +2,17 @@
  * DaemonSet mode, the fleet fetch: every targeted node's snapshot from its daemon, concurrently
  * with a bound, each node with its own status (ok, not ready, unreachable, denied, timed out).
  *
- * The design is daemon/README.md's "How the CLI reaches the daemons": one TokenRequest token for
- * the reader ServiceAccount (audience `aicr-daemon`, 10 minutes), so the user's own credential
- * never reaches a node; then either **direct** (`https://<podIP>:<port>`, the certificate
- * verified against the CA the installer published, with the fixed server name
- * `<name>.<ns>.svc`), or the API server's **pod proxy** (token in `X-Aicr-Authorization`,
- * because the proxy drops `Authorization`). `auto` tries direct on one pod and falls back to the
- * proxy for all when that pod cannot be reached.
+ * The design is daemon/README.md's "How the CLI reaches the daemons" and "Per-node identity":
+ * pending daemon certificate requests are signed first (`signer.ts`, when the caller may);
+ * then, per node and within the same concurrency bound, one TokenRequest token for the reader
+ * ServiceAccount with that node's audience (`aicr-daemon:<node>`) bound to that Node object
+ * (10 minutes), so the user's own credential never reaches a node and no daemon can replay
+ * what it received to another; then either **direct** (`https://<podIP>:<port>`, the
+ * certificate verified against the install's CA and required to name the node asked), or the
+ * API server's **pod proxy** (token in `X-Aicr-Authorization`, because the proxy drops
+ * `Authorization`). Either way the snapshot's `source-node` must be the node asked: a mismatch
+ * is that node's `wrong-identity`. `auto` tries direct on one pod and falls back to the proxy
+ * for all when that pod cannot be reached.
  *
  * @module
  */
@@ -28,16 +32,16 @@ import { KubeApiError, ResponseTooLargeError } from "../kube/mod.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
-  DAEMON_TOKEN_AUDIENCE,
   daemonCaConfigMapName,
+  daemonNodeAudience,
   daemonReaderName,
-  daemonServerName,
   DEFAULT_DAEMON_NAME,
 } from "../manifests/mod.ts";
 import { encodeSnapshot, parseSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import type { Toleration } from "../manifests/mod.ts";
 import { daemonPods } from "./install.ts";
+import { signPendingCsrs } from "./signer.ts";
 import type { DaemonPlacement, DaemonPodState } from "./install.ts";
 
 /** One node's outcome. */
@@ -47,7 +51,8 @@ export type NodeStatus =
   | "unreachable"
   | "denied"
   | "timed-out"
-  | "too-large";
+  | "too-large"
+  | "wrong-identity";
 
 /** The largest answer one daemon may send by default: one snapshot document's cap (16 MiB). */
 export const DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
@@ -101,7 +106,7 @@ export interface DirectRequest {
   url: string;
   /** The CA to trust (PEM). */
   ca: string;
-  /** The name the certificate must carry. */
+  /** The node: the name the certificate must carry (and the TLS server name). */
   servername: string;
   /** The bearer token. */
   token: string;
@@ -128,6 +133,8 @@ export interface FleetDeps {
   clock?: () => number;
   /** Sleep (429 retry). @default setTimeout */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Wall clock, for the certificates signed on the way. @default new Date() */
+  now?: () => Date;
 }
 
 /** Options of {@link fetchFleet}. */
@@ -172,19 +179,27 @@ export interface FleetResult {
 const TOKEN_SECONDS = 600;
 
 /**
- * Mints the reader's token (TokenRequest, audience `aicr-daemon`, 10 minutes).
+ * Mints the reader's token for one node (TokenRequest, audience `aicr-daemon:<node>`, bound
+ * to that Node object, 10 minutes): only that node's daemon accepts it. (Bound to the node,
+ * not the daemon's pod: the API server binds a token only to a pod of the same ServiceAccount,
+ * and the reader is not the daemon's.)
  *
  * @param kube the client
- * @param options namespace and reader ServiceAccount
+ * @param options namespace, reader ServiceAccount and the node
  * @returns the token
  * @throws {PermissionError} when the caller may not create `serviceaccounts/token` for it
  * @throws {NotFoundError} when the reader ServiceAccount does not exist
  */
 export async function mintReaderToken(
   kube: KubeClient,
-  options: { namespace: string; serviceAccount: string; signal?: AbortSignal },
+  options: {
+    namespace: string;
+    serviceAccount: string;
+    node: string;
+    signal?: AbortSignal;
+  },
 ): Promise<string> {
-  const { namespace, serviceAccount } = options;
+  const { namespace, serviceAccount, node } = options;
   try {
     const answer = await kube.rest.json<{ status?: { token?: string } }>({
       method: "POST",
@@ -192,7 +207,12 @@ export async function mintReaderToken(
       body: {
         apiVersion: "authentication.k8s.io/v1",
         kind: "TokenRequest",
-        spec: { audiences: [DAEMON_TOKEN_AUDIENCE], expirationSeconds: TOKEN_SECONDS },
+        spec: {
+          audiences: [daemonNodeAudience(node)],
+          expirationSeconds: TOKEN_SECONDS,
+          // Bound to the node (a token cannot be bound to a pod of another ServiceAccount).
+          boundObjectRef: { apiVersion: "v1", kind: "Node", name: node },
+        },
       },
       // A TokenRequest stores nothing: sending it again is safe.
       idempotent: true,
@@ -249,8 +269,8 @@ export async function readDaemonCa(
 }
 
 /**
- * The real direct transport: node:https, the CA as the only trust anchor, the fixed server name
- * checked instead of the IP.
+ * The real direct transport: node:https, the install's CA as the only trust anchor, and the
+ * certificate must name the node asked (its DNS SAN), whatever IP answered.
  *
  * @param req URL, CA, server name, token, timeouts
  * @returns the answer
@@ -335,11 +355,21 @@ type Outcome = Pick<NodeResult, "status" | "snapshot" | "error">;
 function fromAnswer(answer: HttpAnswer, node: string): Outcome {
   const { status, body } = answer;
   if (status === 200) {
+    let snapshot: Snapshot;
     try {
-      return { status: "ok", snapshot: parseSnapshot(body, { source: `daemon on ${node}` }) };
+      snapshot = parseSnapshot(body, { source: `daemon on ${node}` });
     } catch (error) {
       return { status: "unreachable", error: `invalid snapshot: ${(error as Error).message}` };
     }
+    const source = snapshot.metadata["source-node"];
+    if (source !== node) {
+      // Whoever answered speaks for another node: nothing of it is kept.
+      return {
+        status: "wrong-identity",
+        error: `the snapshot describes node '${source}', not '${node}'`,
+      };
+    }
+    return { status: "ok", snapshot };
   }
   const message = `HTTP ${status}: ${statusMessage(body)}`;
   if (status === 401 || status === 403) return { status: "denied", error: message };
@@ -353,10 +383,35 @@ function fromAnswer(answer: HttpAnswer, node: string): Outcome {
   return { status: "unreachable", error: message };
 }
 
+/**
+ * TLS verification failures: the peer is not a daemon of this install speaking for this node
+ * (another node's certificate, another CA's, or the self-signed placeholder of a daemon whose
+ * request is not signed yet).
+ */
+const IDENTITY_ERROR_CODES = new Set([
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_SIGNATURE_FAILURE",
+  "CERT_UNTRUSTED",
+  "CERT_NOT_YET_VALID",
+  "CERT_HAS_EXPIRED",
+]);
+
 function fromError(error: unknown, deadline: AbortSignal): Outcome {
   const message = error instanceof Error ? error.message : String(error);
   if (error instanceof AnswerTooLargeError || error instanceof ResponseTooLargeError) {
     return { status: "too-large", error: message };
+  }
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && IDENTITY_ERROR_CODES.has(code)) {
+    return {
+      status: "wrong-identity",
+      error: `the daemon's certificate does not prove this node (${code}): ${message}`,
+    };
   }
   if (deadline.aborted || /timed out/i.test(message)) {
     return { status: "timed-out", error: message };
@@ -424,14 +479,10 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   const directGet = deps.directGet ?? nodeDirectGet;
   const sleep = deps.sleep ??
     ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-  const servername = daemonServerName(namespace, name);
-  const [ca, token, listed] = await Promise.all([
+  // Daemons that joined (or restarted) since the install wait for their certificate.
+  await signLateJoiners(deps, { namespace, name, ...(signal ? { signal } : {}) });
+  const [ca, listed] = await Promise.all([
     transport === "proxy" ? Promise.resolve("") : readDaemonCa(kube, { namespace, name }),
-    mintReaderToken(kube, {
-      namespace,
-      serviceAccount: daemonReaderName(name),
-      ...(signal ? { signal } : {}),
-    }),
     daemonPods(kube, { namespace, name, ...(signal ? { signal } : {}) }),
   ]);
   const wanted = options.nodes ? new Set(options.nodes) : undefined;
@@ -441,8 +492,7 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     kube,
     namespace,
     ca,
-    servername,
-    token,
+    reader: daemonReaderName(name),
     connectTimeoutMs,
     timeoutMs,
     maxAnswerBytes,
@@ -490,6 +540,31 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   };
 }
 
+/**
+ * Signs the daemons' pending certificate requests before fetching, when the caller may read the
+ * install's CA; otherwise says so once and goes on (those nodes then fail on their own).
+ */
+async function signLateJoiners(
+  deps: FleetDeps,
+  options: { namespace: string; name: string; signal?: AbortSignal },
+): Promise<void> {
+  try {
+    const outcome = await signPendingCsrs(
+      { kube: deps.kube, log: deps.log, now: deps.now ?? (() => new Date()) },
+      options,
+    );
+    if (outcome.signed.length > 0) {
+      deps.log.info("signed the certificates of daemons that joined since the install", {
+        nodes: outcome.signed.join(","),
+      });
+    }
+  } catch (error) {
+    deps.log.warn("cannot sign pending daemon certificate requests; those daemons stay unproven", {
+      error: error instanceof Error ? error.message.split("\n")[0] ?? "" : String(error),
+    });
+  }
+}
+
 /** Targeted nodes that have no daemon pod: the asked-for ones, or those the placement targets. */
 async function missingNodes(
   deps: FleetDeps,
@@ -520,8 +595,8 @@ interface NodeFetch {
   kube: KubeClient;
   namespace: string;
   ca: string;
-  servername: string;
-  token: string;
+  /** The reader ServiceAccount a token is minted for, per node. */
+  reader: string;
   connectTimeoutMs: number;
   timeoutMs: number;
   maxAnswerBytes: number;
@@ -535,13 +610,14 @@ async function askDirect(
   ctx: NodeFetch,
   pod: DaemonPodState,
   deadline: AbortSignal,
+  token: string,
 ): Promise<HttpAnswer> {
-  const { ca, servername, token, connectTimeoutMs } = ctx;
+  const { ca, connectTimeoutMs } = ctx;
   const host = pod.ip?.includes(":") ? `[${pod.ip}]` : pod.ip;
   return await ctx.directGet({
     url: `https://${host}:${pod.port}/v1/snapshot`,
     ca,
-    servername,
+    servername: pod.node,
     token,
     connectTimeoutMs,
     signal: deadline,
@@ -553,8 +629,9 @@ async function askProxy(
   ctx: NodeFetch,
   pod: DaemonPodState,
   deadline: AbortSignal,
+  token: string,
 ): Promise<HttpAnswer> {
-  const { kube, namespace, token, timeoutMs } = ctx;
+  const { kube, namespace, timeoutMs } = ctx;
   try {
     const body = await kube.rest.text({
       method: "GET",
@@ -608,12 +685,26 @@ async function fetchNodeSnapshot(
     ...(signal ? [signal] : []),
   ]);
   const ask = via === "direct" ? askDirect : askProxy;
+  let token: string;
   try {
-    let answer = await ask(ctx, pod, deadline);
+    token = await mintReaderToken(ctx.kube, {
+      namespace: ctx.namespace,
+      serviceAccount: ctx.reader,
+      node: pod.node,
+      signal: deadline,
+    });
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    return error instanceof PermissionError || error instanceof NotFoundError
+      ? done({ status: "denied", error: `no reader token: ${message}` })
+      : done(fromError(error, deadline));
+  }
+  try {
+    let answer = await ask(ctx, pod, deadline, token);
     if (answer.status === 429) {
       // `?fresh` rate limit: once, after the daemon's Retry-After, within the deadline.
       await sleep(Math.min((answer.retryAfterSeconds ?? 1) * 1000, timeoutMs), deadline);
-      answer = await ask(ctx, pod, deadline);
+      answer = await ask(ctx, pod, deadline, token);
     }
     return done(fromAnswer(answer, pod.node));
   } catch (error) {

@@ -38,8 +38,11 @@ function cluster(nodes: { node: string; ip: string; ready?: boolean }[]) {
   const tokenRequests: RestRequest[] = [];
   const proxied: RestRequest[] = [];
   fake.client.rest.json = <T>(request: RestRequest) => {
+    // The signer's list of pending certificate requests: none here.
+    if (request.method === "GET") return Promise.resolve({ items: [] } as T);
     tokenRequests.push(request);
-    return Promise.resolve({ status: { token: "reader-token" } } as T);
+    const node = (request.body as { spec: { audiences: string[] } }).spec.audiences[0];
+    return Promise.resolve({ status: { token: `reader-token for ${node}` } } as T);
   };
   return { fake, tokenRequests, proxied };
 }
@@ -50,7 +53,7 @@ function snapshotAnswer(node: string): HttpAnswer {
 
 const quiet = () => createLogger({ write: () => {} });
 
-Deno.test("fleet: each node gets its own status, and the one token is the reader's for aicr-daemon", async () => {
+Deno.test("fleet: each node gets its own status and its own token, bound to its node", async () => {
   const { fake, tokenRequests } = cluster([
     { node: "a-ok", ip: "10.0.0.1" },
     { node: "b-503", ip: "10.0.0.2" },
@@ -112,17 +115,28 @@ Deno.test("fleet: each node gets its own status, and the one token is the reader
     0,
     "a pod not Ready is not asked",
   );
-  assert.ok(seen.every((r) => r.token === "reader-token" && r.ca === "CA PEM"));
-  assert.ok(seen.every((r) => r.servername === "aicr-daemon.aicr-system.svc"));
+  // Each node's request carries its own token and must be answered with a certificate naming it.
+  for (const r of seen) {
+    const node = r.servername;
+    assert.equal(r.token, `reader-token for aicr-daemon:${node}`);
+    assert.equal(r.ca, "CA PEM");
+  }
   assert.equal(seen[0]?.url, "https://10.0.0.1:8443/v1/snapshot");
-  assert.equal(tokenRequests.length, 1);
-  assert.equal(
-    tokenRequests[0]?.path,
-    `/api/v1/namespaces/${NS}/serviceaccounts/aicr-reader/token`,
+  assert.equal(seen[0]?.servername, "a-ok");
+  // One token per asked node (the six Ready ones), none for the pending pod.
+  assert.equal(tokenRequests.length, 6);
+  assert.ok(
+    tokenRequests.every((r) =>
+      r.path === `/api/v1/namespaces/${NS}/serviceaccounts/aicr-reader/token`
+    ),
   );
-  assert.deepEqual((tokenRequests[0]?.body as { spec: unknown }).spec, {
-    audiences: ["aicr-daemon"],
+  const first = tokenRequests.find((r) =>
+    (r.body as { spec: { audiences: string[] } }).spec.audiences[0] === "aicr-daemon:a-ok"
+  );
+  assert.deepEqual((first?.body as { spec: unknown }).spec, {
+    audiences: ["aicr-daemon:a-ok"],
     expirationSeconds: 600,
+    boundObjectRef: { apiVersion: "v1", kind: "Node", name: "a-ok" },
   });
   const error = fleetError(fleet);
   assert.equal(exitCodeOf(error), 9);
@@ -144,7 +158,7 @@ Deno.test("fleet: no more than the concurrency bound is in flight", async () => 
     max = Math.max(max, inFlight);
     await new Promise((resolve) => setTimeout(resolve, 2));
     inFlight--;
-    return snapshotAnswer(new URL(request.url).hostname);
+    return snapshotAnswer(request.servername);
   };
   const fleet = await fetchFleet({ kube: fake.client, log: quiet(), directGet }, {
     namespace: NS,
@@ -191,7 +205,9 @@ Deno.test("fleet: auto falls back to the pod proxy when one daemon cannot be rea
     proxied[0]?.path,
     `/api/v1/namespaces/${NS}/pods/https:aicr-daemon-a:8443/proxy/v1/snapshot`,
   );
-  assert.deepEqual(proxied[0]?.headers, { "X-Aicr-Authorization": "Bearer reader-token" });
+  assert.deepEqual(proxied[0]?.headers, {
+    "X-Aicr-Authorization": "Bearer reader-token for aicr-daemon:a",
+  });
   assert.equal(proxied[0]?.idempotent, false, "one attempt per node");
 });
 

@@ -2,21 +2,24 @@
  * DaemonSet mode, controller side: render, install and uninstall the daemon.
  *
  * - {@link renderDaemonSet} is pure: the daemon's ServiceAccount and its ClusterRole/Binding
- *   (from `daemonRules()`: the agent's read-only baseline plus TokenReview/SubjectAccessReview
- *   create), the reader ServiceAccount with a ClusterRole granting `get snapshots.aicr.run`,
- *   the `kubernetes.io/tls` Secret (plus `ca.crt`), the CA ConfigMap the fleet fetch trusts,
- *   and the DaemonSet, all with the daemon's labels.
+ *   (from `daemonRules()`: the agent's read-only baseline, TokenReview/SubjectAccessReview
+ *   create, CertificateSigningRequest create and get), the reader ServiceAccount with a
+ *   ClusterRole granting `get snapshots.aicr.run`, the signer Secret (the install's CA key,
+ *   never mounted), the CA ConfigMap the fleet fetch trusts, and the DaemonSet, all with the
+ *   daemon's labels.
  * - {@link installDaemonSet} runs the same pre-flight gate as `aicr snapshot` (questions derived
  *   from what it creates; every missing permission in one error, nothing written), creates
  *   through a {@link Ledger} (UID-pinned cleanup of what it made on any failure or signal), and
- *   waits, bounded and with progress, for the pods of the targeted nodes to be Ready.
+ *   waits, bounded and with progress, for the pods of the targeted nodes to be Ready and to
+ *   hold their own certificate, signing their requests meanwhile (`signer.ts`).
  * - {@link uninstallDaemonSet} finds the daemon's objects by labels and deletes each by the
  *   UID it read (the shared sweep of `aicr cleanup`), then checks that nothing is left.
  *
- * The certificate is made here, in TypeScript (`_x509.ts`), because the release binary cannot
- * run `openssl`. The CSR API (`certificates.k8s.io`) was not used: a serving certificate from a
- * signer the cluster trusts needs someone (a controller or the user) to approve each request,
- * and the kubelet-serving signer refuses SANs that are not the node's own.
+ * Each daemon proves which node it is: it makes its own key and asks for a certificate through
+ * the CSR API under aicr's signer; the install (and every fetch) signs only what it can match
+ * to a live pod of this DaemonSet on the node the request names (daemon/README.md, "Per-node
+ * identity"). The CA is made here, in TypeScript (`x509.ts`): the release binary cannot run
+ * `openssl`.
  *
  * @module
  */
@@ -44,16 +47,16 @@ import type { Logger } from "../log.ts";
 import {
   baselineLabels,
   buildDaemonSet,
-  DAEMON_TOKEN_AUDIENCE,
+  DAEMON_CSR_SIGNER,
   daemonCaConfigMapName,
   daemonClusterRoleName,
   daemonLabels,
+  daemonNodeAudience,
   daemonReaderClusterRoleName,
   daemonReaderName,
   daemonSelectorLabels,
-  daemonServerName,
+  daemonSignerSecretName,
   daemonSweepLabels,
-  daemonTlsSecretName,
   DEFAULT_DAEMON_NAME,
   DEFAULT_DAEMON_PORT,
   formatLabelSelector,
@@ -72,10 +75,12 @@ import {
   runGate,
 } from "../rbac/mod.ts";
 import type { AccessAttributes, RuleSet } from "../rbac/mod.ts";
-import { generateDaemonTls } from "../x509.ts";
+import { generateDaemonCa } from "../x509.ts";
 import { createImagePullCheck, HEARTBEAT_MS, unschedulableReason } from "./wait.ts";
 import type { PodObject } from "./wait.ts";
-import type { DaemonTlsBundle } from "../x509.ts";
+import type { DaemonCa } from "../x509.ts";
+import { deleteDaemonCsrs, signerCallerChecks, signPendingCsrs } from "./signer.ts";
+import type { SignOutcome } from "./signer.ts";
 
 /** The knobs of one daemon install (the same placement and pod flags as `aicr snapshot`). */
 export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
@@ -107,8 +112,8 @@ export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
 
 /** Options for {@link renderDaemonSet}. */
 export interface RenderOptions extends DaemonSetOptions {
-  /** The CA and serving certificate (from {@link makeDaemonTls}). */
-  tls: DaemonTlsBundle;
+  /** The install's CA (from {@link makeDaemonCa}): it signs every daemon's certificate. */
+  ca: DaemonCa;
   /** The installing run's ID (labels). */
   runId?: string;
   /** The installing invocation's ID (labels, with `runId`). */
@@ -140,20 +145,14 @@ function secretData(values: Record<string, string>): Record<string, string> {
 }
 
 /**
- * Makes the CA and the serving certificate of one install: DNS names
- * `<name>.<ns>.svc` and `<name>.<ns>.svc.cluster.local`. Node IPs are not known when the
- * certificate is made (and change as nodes come and go), so clients verify the fixed service
- * name instead (`servername`), which every pod's certificate carries.
+ * Makes the CA of one install (P-256, 10 years): its key goes into the signer Secret, which no
+ * pod mounts; its certificate into the ConfigMap the fetch trusts.
  *
- * @param options namespace, name and the clock reading
- * @returns the bundle
- * @throws {UsageError} when the namespace or name is not a valid Kubernetes name
+ * @param options the clock reading
+ * @returns the CA pair
  */
-export function makeDaemonTls(
-  options: { namespace: string; name?: string; now: Date },
-): DaemonTlsBundle {
-  const server = daemonServerName(options.namespace, options.name ?? DEFAULT_DAEMON_NAME);
-  return generateDaemonTls({ dnsNames: [server, `${server}.cluster.local`], now: options.now });
+export function makeDaemonCa(options: { now: Date }): DaemonCa {
+  return generateDaemonCa({ now: options.now });
 }
 
 /**
@@ -165,13 +164,13 @@ export function makeDaemonTls(
  * @throws {UsageError} when a value cannot go into a manifest
  */
 export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
-  const { name = DEFAULT_DAEMON_NAME, tls, allNodes = false } = options;
+  const { name = DEFAULT_DAEMON_NAME, ca, allNodes = false } = options;
   const { namespace } = options;
   const identity = options.runId !== undefined && options.invocationId !== undefined
     ? { runId: options.runId, invocationId: options.invocationId }
     : {};
   const labels = daemonLabels({ name, ...identity });
-  const rules = daemonRules({ readBaselines: true });
+  const rules = daemonRules({ readBaselines: true, servingCertificate: true });
   const readerRules: RuleSet = { namespaced: [], cluster: DAEMON_READER_RULES };
   const daemon = daemonRbacObjects({
     namespace,
@@ -187,12 +186,13 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     labels,
     rules: readerRules,
   });
-  const secretName = daemonTlsSecretName(name);
+  const secretName = daemonSignerSecretName(name);
   const {
     extraArgs,
     port = DEFAULT_DAEMON_PORT,
     service = true,
     serviceMonitor = false,
+    ca: _ca,
     ...pod
   } = options;
   const daemonSet = buildDaemonSet({
@@ -200,8 +200,9 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     namespace,
     name,
     port,
-    tls: { secretName },
-    tokenAudience: DAEMON_TOKEN_AUDIENCE,
+    tls: { csrSigner: DAEMON_CSR_SIGNER },
+    // One audience per node: the daemon on node A accepts only tokens minted for node A.
+    tokenAudience: daemonNodeAudience("$(NODE_NAME)"),
     autoTargetGpu: !allNodes && Object.keys(options.nodeSelector ?? {}).length === 0,
     ...(allNodes ? { nodeSelector: {} } : {}),
     // Each daemon reads its cohort's baseline from this namespace (aicr daemonset baseline set).
@@ -229,7 +230,7 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
         kind: "Secret",
         metadata: meta(secretName),
         type: "kubernetes.io/tls",
-        data: secretData({ "tls.crt": tls.cert, "tls.key": tls.key, "ca.crt": tls.caCert }),
+        data: secretData({ "tls.crt": ca.caCert, "tls.key": ca.caKey }),
       } as RenderedObject["manifest"],
     },
     {
@@ -238,7 +239,7 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
         apiVersion: "v1",
         kind: "ConfigMap",
         metadata: meta(daemonCaConfigMapName(name)),
-        data: { "ca.crt": tls.caCert },
+        data: { "ca.crt": ca.caCert },
       } as RenderedObject["manifest"],
     },
     { kind: "DaemonSet", manifest: daemonSet as unknown as RenderedObject["manifest"] },
@@ -300,10 +301,9 @@ function scrapeObjects(
           // Prometheus's own ServiceAccount token (API server audience): the daemon reviews it
           // and asks 'get nodes/metrics', as the kubelet does.
           bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
-          tlsConfig: {
-            ca: { configMap: { name: daemonCaConfigMapName(name), key: "ca.crt" } },
-            serverName: daemonServerName(namespace, name),
-          },
+          // Each daemon's own certificate names its node and its pod IP: Prometheus scrapes the
+          // pod IP and verifies it against the install's CA (no fixed server name).
+          tlsConfig: { ca: { configMap: { name: daemonCaConfigMapName(name), key: "ca.crt" } } },
           relabelings: [{ sourceLabels: ["__meta_kubernetes_pod_node_name"], targetLabel: "node" }],
         }],
       },
@@ -361,7 +361,7 @@ export function installCallerChecks(
     creates: rendered.objects.map((o) => resourceOf(o.kind, namespace)),
     grants: rendered.grants,
     namespace,
-    extra: [{ verb: "list", group: "", resource: "pods", namespace }],
+    extra: [{ verb: "list", group: "", resource: "pods", namespace }, ...signerCallerChecks()],
   });
 }
 
@@ -392,7 +392,10 @@ export function uninstallCallerChecks(
   kinds: readonly KindName[] = UNINSTALL_KINDS,
 ): AccessAttributes[] {
   return creatorChecks({
-    creates: kinds.map((kind) => resourceOf(kind, namespace)),
+    creates: [
+      ...kinds.map((kind) => resourceOf(kind, namespace)),
+      { group: "certificates.k8s.io", resource: "certificatesigningrequests" },
+    ],
     namespace,
     verbs: ["list", "delete"],
     extra: [{ verb: "list", group: "", resource: "pods", namespace }],
@@ -433,6 +436,8 @@ export interface DaemonPodState {
   node: string;
   /** The pod. */
   pod: string;
+  /** The pod's UID (reader tokens are bound to it). */
+  uid?: string;
   /** Whether its Ready condition is True. */
   ready: boolean;
   /** Why not, when it is not (phase, container waiting reason). */
@@ -500,6 +505,7 @@ function podState(pod: KubeObject): DaemonPodState {
   return {
     node: spec?.nodeName ?? "",
     pod: pod.metadata?.name ?? "",
+    ...(pod.metadata?.uid ? { uid: pod.metadata.uid } : {}),
     ready,
     ...(ready ? {} : { detail: waiting ?? status?.phase ?? "Pending" }),
     ...(waitingState?.message ? { waitingMessage: waitingState.message } : {}),
@@ -596,10 +602,11 @@ export async function installDaemonSet(
       });
       return false;
     }));
+  const ca = makeDaemonCa({ now: deps.now() });
   const rendered = renderDaemonSet({
     ...daemonOptions,
     serviceMonitor,
-    tls: makeDaemonTls({ namespace, name, now: deps.now() }),
+    ca,
     runId,
     invocationId,
   });
@@ -625,7 +632,7 @@ export async function installDaemonSet(
   if (options.noWait) {
     return { runId, created: ledger.entries, desired: 0, pods: [], ready: true };
   }
-  const wait = await waitForPods(deps, { namespace, name, timeoutMs, pollMs, signal });
+  const wait = await waitForPods(deps, { namespace, name, timeoutMs, pollMs, signal, ca });
   if (wait.pullFailed) {
     throw await rollBackPullFailure(deps, ledger, options, wait.pullFailed);
   }
@@ -773,6 +780,7 @@ async function waitForPods(
     timeoutMs: number;
     pollMs: number;
     signal: AbortSignal | undefined;
+    ca: DaemonCa;
   },
 ): Promise<
   { desired: number; pods: DaemonPodState[]; ready: boolean; pullFailed?: DaemonPodState }
@@ -782,6 +790,7 @@ async function waitForPods(
   const started = now().getTime();
   const deadline = started + options.timeoutMs;
   const imagePullFailed = createImagePullCheck();
+  const signFailuresSaid = new Set<string>();
   let last = "";
   let lastAt = started;
   const unschedulableSaid = new Map<string, string>();
@@ -798,6 +807,15 @@ async function waitForPods(
     });
     if (desired !== undefined) {
       seen = { desired, pods };
+      const issued = await signWhileWaiting(deps, options, signFailuresSaid);
+      // Ready, and serving its own certificate (a real kubelet's probe on /readyz says both;
+      // the certificate is checked here too, from the signed request of that pod).
+      for (const pod of pods) {
+        if (pod.ready && !(pod.uid && issued.has(pod.uid))) {
+          pod.ready = false;
+          pod.detail = "awaiting its serving certificate";
+        }
+      }
       const ready = pods.filter((p) => p.ready).length;
       const line = `${ready}/${desired}`;
       const at = now().getTime();
@@ -849,6 +867,36 @@ async function waitForPods(
   }
 }
 
+/**
+ * Signs the daemons' pending requests during the wait; a failure is said (once per message) and
+ * the wait goes on: a pod without a certificate stays not Ready and is named at the end.
+ *
+ * @returns the UIDs of the pods holding a certificate
+ */
+async function signWhileWaiting(
+  deps: InstallDeps,
+  options: { namespace: string; name: string; signal: AbortSignal | undefined; ca: DaemonCa },
+  said: Set<string>,
+): Promise<Set<string>> {
+  const { namespace, name, signal, ca } = options;
+  try {
+    const outcome: SignOutcome = await signPendingCsrs(deps, {
+      namespace,
+      name,
+      ca,
+      ...(signal ? { signal } : {}),
+    });
+    return outcome.issuedPods;
+  } catch (error) {
+    const message = error instanceof Error ? error.message.split("\n")[0] ?? "" : String(error);
+    if (!said.has(message)) {
+      said.add(message);
+      deps.log.warn("cannot sign the daemons' certificate requests yet", { error: message });
+    }
+    return new Set();
+  }
+}
+
 function interruptedWait(signal: AbortSignal | undefined): void {
   if (signal?.aborted) {
     throw new InterruptedError(
@@ -877,6 +925,8 @@ export interface UninstallOptions {
 export interface UninstallResult {
   /** Every object found, with what happened to it. */
   swept: SweptObject[];
+  /** The daemons' certificate requests deleted (or found, in a dry run). */
+  csrs: string[];
   /** `Kind/name` of whatever is still there at the end (empty when clean). */
   remaining: string[];
 }
@@ -922,7 +972,9 @@ export async function uninstallDaemonSet(
   };
   const swept = await sweepObjects(deps, { ...sweep, kinds, dryRun });
   await sayBaselinesKept(deps, namespace, name);
-  if (dryRun) return { swept, remaining: [] };
+  // The daemons' certificate requests: this signer's, sent by this install's ServiceAccount.
+  const csrs = await deleteDaemonCsrs(deps, { namespace, name, dryRun });
+  if (dryRun) return { swept, csrs, remaining: [] };
   const deadline = deps.now().getTime() + timeoutMs;
   for (;;) {
     const left = await sweepObjects(deps, {
@@ -930,16 +982,22 @@ export async function uninstallDaemonSet(
       kinds: [...kinds, "Pod"],
       dryRun: true,
     });
-    const remaining = left.map((o) => `${o.kind}/${o.name}`);
-    if (remaining.length === 0) return { swept, remaining };
+    const csrsLeft = await deleteDaemonCsrs(deps, { namespace, name, dryRun: true });
+    const remaining = [
+      ...left.map((o) => `${o.kind}/${o.name}`),
+      ...csrsLeft.map((csr) => `CertificateSigningRequest/${csr}`),
+    ];
+    if (remaining.length === 0) return { swept, csrs, remaining };
     if (deps.now().getTime() >= deadline) {
       log.warn("uninstall: objects are still there", { objects: remaining.join(",") });
-      return { swept, remaining };
+      return { swept, csrs, remaining };
     }
     // A pod still terminating is expected; anything else was created since (or failed): sweep again.
     if (left.some((o) => o.kind !== "Pod")) {
       await sweepObjects(deps, { ...sweep, kinds });
     }
+    // A pod still terminating may have asked once more.
+    if (csrsLeft.length > 0) await deleteDaemonCsrs(deps, { namespace, name });
     await sleep(pollMs);
   }
 }

@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import { X509Certificate } from "node:crypto";
+import { createPrivateKey, X509Certificate } from "node:crypto";
 import { exitCodeOf, formatError, InterruptedError, PermissionError } from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
-import type { KubeObject } from "../kube/mod.ts";
+import type { KubeObject, RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import {
   installCallerChecks,
   installDaemonSet,
-  makeDaemonTls,
+  makeDaemonCa,
   renderDaemonSet,
   uninstallDaemonSet,
 } from "./install.ts";
@@ -21,7 +21,7 @@ function render(extra: Partial<Parameters<typeof renderDaemonSet>[0]> = {}) {
   return renderDaemonSet({
     namespace: "aicr-system",
     image: "ghcr.io/nvidia/aicr:v0.1.0",
-    tls: makeDaemonTls({ namespace: "aicr-system", now: NOW }),
+    ca: makeDaemonCa({ now: NOW }),
     runId: "20261202-180000-0123456789abcdef",
     invocationId: "fedcba9876543210",
     ...extra,
@@ -39,7 +39,7 @@ Deno.test("install: render gives the twelve objects in creation order, all with 
     "ServiceAccount/aicr-reader",
     "ClusterRole/aicr-snapshot-reader-aicr-system.aicr-daemon",
     "ClusterRoleBinding/aicr-snapshot-reader-aicr-system.aicr-daemon",
-    "Secret/aicr-daemon-tls",
+    "Secret/aicr-daemon-signer",
     "ConfigMap/aicr-daemon-ca",
     "DaemonSet/aicr-daemon",
     "Service/aicr-daemon",
@@ -71,7 +71,7 @@ Deno.test("install: the daemon may review tokens and access, the reader may only
   ]);
 });
 
-Deno.test("install: the Secret is a kubernetes.io/tls pair for the service name, the ConfigMap its CA", () => {
+Deno.test("install: the signer Secret holds the CA pair (mounted nowhere), the ConfigMap its certificate", () => {
   const { objects } = render();
   const secret = objects.find((o) => o.kind === "Secret")?.manifest as unknown as {
     type: string;
@@ -79,16 +79,17 @@ Deno.test("install: the Secret is a kubernetes.io/tls pair for the service name,
   };
   assert.equal(secret.type, "kubernetes.io/tls");
   const pem = (key: string) => Buffer.from(secret.data[key] ?? "", "base64").toString("utf8");
-  const leaf = new X509Certificate(pem("tls.crt"));
-  const ca = new X509Certificate(pem("ca.crt"));
-  assert.ok(leaf.verify(ca.publicKey));
-  assert.ok(leaf.checkHost("aicr-daemon.aicr-system.svc"));
-  assert.match(pem("tls.key"), /BEGIN PRIVATE KEY/);
+  const ca = new X509Certificate(pem("tls.crt"));
+  assert.equal(ca.ca, true);
+  assert.ok(ca.checkPrivateKey(createPrivateKey(pem("tls.key"))));
   const cm = objects.find((o) => o.kind === "ConfigMap")?.manifest as unknown as {
     data: Record<string, string>;
   };
-  assert.equal(cm.data["ca.crt"], pem("ca.crt"));
+  assert.equal(cm.data["ca.crt"], pem("tls.crt"));
   assert.equal(JSON.stringify(cm).includes("PRIVATE KEY"), false, "the key stays in the Secret");
+  const ds = JSON.stringify(objects.find((o) => o.kind === "DaemonSet")?.manifest);
+  assert.equal(ds.includes("aicr-daemon-signer"), false, "no pod mounts the CA key");
+  assert.equal(ds.includes("secretName"), false, "no pod mounts any Secret");
 });
 
 Deno.test("install: GPU nodes by default, every node with allNodes, the selector given otherwise", () => {
@@ -104,7 +105,10 @@ Deno.test("install: GPU nodes by default, every node with allNodes, the selector
   assert.equal(spec({ allNodes: true }).nodeSelector, undefined);
   assert.deepEqual(spec({ nodeSelector: { pool: "a" } }).nodeSelector, { pool: "a" });
   const args = spec({}).containers[0]?.args ?? [];
-  assert.equal(args[args.indexOf("--token-audience") + 1], "aicr-daemon");
+  assert.equal(args[args.indexOf("--token-audience") + 1], "aicr-daemon:$(NODE_NAME)");
+  assert.equal(args[args.indexOf("--csr-signer") + 1], "aicr.run/daemon-serving");
+  assert.equal(args[args.indexOf("--pod-uid") + 1], "$(POD_UID)");
+  assert.ok(args.includes("--require-node-bound-token"));
   assert.equal(args[args.indexOf("--listen") + 1], "$(POD_IP)");
   assert.equal(args[args.indexOf("--baseline-namespace") + 1], "aicr-system");
   assert.equal(args[args.indexOf("--baseline-name") + 1], "aicr-daemon");
@@ -148,18 +152,18 @@ Deno.test("install: a headless Service on the https port, scrape annotations wit
   const withMonitor = monitored.find((o) => o.kind === "Service")?.manifest as unknown as Service;
   assert.equal(withMonitor.metadata.annotations, undefined, "no double scrape");
   const monitor = monitored.find((o) => o.kind === "ServiceMonitor")?.manifest as unknown as {
-    spec: { endpoints: { port: string; tlsConfig: { serverName: string } }[] };
+    spec: { endpoints: { port: string; tlsConfig: { serverName?: string } }[] };
   };
   assert.equal(monitor.spec.endpoints[0]?.port, "https");
-  assert.equal(monitor.spec.endpoints[0]?.tlsConfig.serverName, "aicr-daemon.aicr-system.svc");
+  // Each daemon's certificate names its pod IP, which Prometheus scrapes: no fixed server name.
+  assert.equal(monitor.spec.endpoints[0]?.tlsConfig.serverName, undefined);
   const none = render({ service: false, serviceMonitor: true }).objects;
   assert.ok(!none.some((o) => o.kind === "Service" || o.kind === "ServiceMonitor"));
 });
 
 Deno.test("install: the caller matrix covers every created kind and every granted rule", () => {
-  const keys = installCallerChecks(render(), "aicr-system").map((q) =>
-    `${q.verb} ${q.group}/${q.resource} ${q.namespace ?? "*"}`
-  );
+  const checks = installCallerChecks(render(), "aicr-system");
+  const keys = checks.map((q) => `${q.verb} ${q.group}/${q.resource} ${q.namespace ?? "*"}`);
   for (
     const want of [
       "create apps/daemonsets aicr-system",
@@ -170,9 +174,20 @@ Deno.test("install: the caller matrix covers every created kind and every grante
       "get aicr.run/snapshots *",
       "list /nodes *",
       "list /pods aicr-system",
+      "approve certificates.k8s.io/signers *",
+      "sign certificates.k8s.io/signers *",
+      "list certificates.k8s.io/certificatesigningrequests *",
+      "create certificates.k8s.io/certificatesigningrequests *",
     ]
   ) assert.ok(keys.includes(want), `missing ${want}`);
-  assert.equal(new Set(keys).size, keys.length, "no question twice");
+  const full = checks.map((q) =>
+    `${q.verb} ${q.group}/${q.resource}/${q.subresource ?? ""} ${q.name ?? ""} ${
+      q.namespace ?? "*"
+    }`
+  );
+  assert.ok(full.includes("update certificates.k8s.io/certificatesigningrequests/approval  *"));
+  assert.ok(full.includes("approve certificates.k8s.io/signers/ aicr.run/daemon-serving *"));
+  assert.equal(new Set(full).size, full.length, "no question twice");
 });
 
 function fakeCluster(options: { denied?: string[]; serviceMonitorCrd?: boolean } = {}) {
@@ -191,6 +206,9 @@ function fakeCluster(options: { denied?: string[]; serviceMonitorCrd?: boolean }
         }]
         : [],
     );
+  // The signer's list of certificate requests: none unless a test says otherwise.
+  fake.client.rest.json = <T>(request: RestRequest) =>
+    Promise.resolve((request.method === "GET" ? { items: [] } : {}) as T);
   fake.client.selfAccessReview = (attributes) =>
     Promise.resolve({
       allowed: !options.denied?.includes(`${attributes.verb} ${attributes.resource}`),
@@ -281,10 +299,62 @@ Deno.test("install: the wait reports the pods that are not Ready when time runs 
   }, { namespace: "aicr-system", image: "aicr:dev", timeoutMs: 5000, pollMs: 1000 });
   assert.equal(result.ready, false);
   assert.equal(result.desired, 2);
+  // Ready by its condition, but no certificate was ever issued to it: not ready.
   assert.deepEqual(result.pods.map((p) => [p.node, p.ready, p.detail ?? ""]), [
-    ["gpu-1", true, ""],
+    ["gpu-1", false, "awaiting its serving certificate"],
     ["gpu-2", false, "CrashLoopBackOff"],
   ]);
+});
+
+Deno.test("install: a Ready pod counts once its certificate request was signed", async () => {
+  const fake = fakeCluster();
+  let clock = NOW.getTime();
+  const labels = {
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "aicr-daemon",
+  };
+  fake.client.rest.json = <T>(request: RestRequest) => {
+    const uid = fake.objects.get("Pod/aicr-system/a")?.metadata?.uid;
+    const items = uid
+      ? [{
+        metadata: { name: "aicr-daemon.gpu-1.x" },
+        spec: {
+          signerName: "aicr.run/daemon-serving",
+          username: "system:serviceaccount:aicr-system:aicr-daemon",
+          extra: { "authentication.kubernetes.io/pod-uid": [uid] },
+        },
+        status: { certificate: "eA==" },
+      }]
+      : [];
+    return Promise.resolve((request.method === "GET" ? { items } : {}) as T);
+  };
+  const result = await installDaemonSet({
+    ...deps(fake),
+    now: () => new Date(clock),
+    sleep: (ms) => {
+      clock += ms;
+      const ds = [...fake.objects.entries()].find(([k]) => k.startsWith("DaemonSet/"))?.[1];
+      if (ds) {
+        ds.metadata = { ...ds.metadata, generation: 1 } as NonNullable<KubeObject["metadata"]>;
+        ds.status = { observedGeneration: 1, desiredNumberScheduled: 1 };
+      }
+      if (!fake.objects.has("Pod/aicr-system/a")) {
+        fake.put("Pod", {
+          metadata: { name: "a", namespace: "aicr-system", labels },
+          spec: { nodeName: "gpu-1" },
+          status: {
+            phase: "Running",
+            podIP: "10.0.0.1",
+            conditions: [{ type: "Ready", status: "True" }],
+          },
+        } as never);
+      }
+      return Promise.resolve();
+    },
+  }, { namespace: "aicr-system", image: "aicr:dev", timeoutMs: 5000, pollMs: 1000 });
+  assert.equal(result.ready, true);
+  assert.deepEqual(result.pods.map((p) => [p.node, p.ready]), [["gpu-1", true]]);
 });
 
 Deno.test("install: a pull that fails ends the wait early and rolls the install back", async () => {

@@ -15,7 +15,7 @@
 export * from "./deploy.ts";
 export * from "./wait.ts";
 export * from "./sweep.ts";
-export { installDaemonSet, makeDaemonTls, renderDaemonSet, uninstallDaemonSet } from "./install.ts";
+export { installDaemonSet, makeDaemonCa, renderDaemonSet, uninstallDaemonSet } from "./install.ts";
 export type {
   DaemonSetOptions,
   InstallDeps,

@@ -55,6 +55,11 @@ export interface AppDeps {
   log: Logger;
   /** This daemon's node: the name authorized against, and the `X-Aicr-Node` header. */
   nodeName: string;
+  /**
+   * Why the daemon does not serve its own certificate yet (its CSR not signed), or undefined
+   * once it does: `/readyz` is 503 meanwhile and `/healthz` says so. @default always serving
+   */
+  awaitingCertificate?: () => string | undefined;
 }
 
 /** Content types of the snapshot formats. */
@@ -350,9 +355,15 @@ export function createApp(deps: AppDeps): Hono<DaemonEnv> {
 
   app.use(observeRequests(metrics, log));
 
-  app.get("/healthz", (c) => c.text("ok\n", 200, { "cache-control": "no-store" }));
+  const awaiting = deps.awaitingCertificate ?? (() => undefined);
+  app.get("/healthz", (c) => {
+    const waiting = awaiting();
+    return c.text(waiting ? `ok: ${waiting}\n` : "ok\n", 200, { "cache-control": "no-store" });
+  });
 
   app.get("/readyz", (c) => {
+    const waiting = awaiting();
+    if (waiting) return c.text(`not ready: ${waiting}\n`, 503, { "cache-control": "no-store" });
     return cache.ready
       ? c.text("ok\n", 200, { "cache-control": "no-store" })
       : c.text("not ready: no successful collection yet\n", 503, { "cache-control": "no-store" });

@@ -65,6 +65,31 @@ Deno.test("createApp() answers /readyz 503 before the first collection and 200 a
   await daemon.close();
 });
 
+Deno.test("createApp() is not ready while awaiting its own certificate, and /healthz says so", async () => {
+  const collector = fakeCollector();
+  let awaiting: string | undefined = "awaiting its serving certificate (request r1)";
+  const daemon = createDaemon({
+    collect: collector.collect,
+    auth: undefined,
+    clock: Date.now,
+    log: NOOP_LOGGER,
+    build: BUILD,
+    nodeName: "node-1",
+    awaitingCertificate: () => awaiting,
+  });
+  await daemon.cache.refresh();
+  const health = await daemon.app.request("/healthz");
+  assert.equal(health.status, 200, "alive: no restart while waiting");
+  assert.equal(await health.text(), "ok: awaiting its serving certificate (request r1)\n");
+  const waiting = await daemon.app.request("/readyz");
+  assert.equal(waiting.status, 503);
+  assert.match(await waiting.text(), /awaiting its serving certificate/);
+  awaiting = undefined;
+  assert.equal((await daemon.app.request("/readyz")).status, 200);
+  assert.equal(await (await daemon.app.request("/healthz")).text(), "ok\n");
+  await daemon.close();
+});
+
 Deno.test("createApp() keeps /readyz at 503 while collections fail", async () => {
   const { daemon, collector } = setup();
   collector.failWith = new Error("nvidia-smi exploded");

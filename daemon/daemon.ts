@@ -44,6 +44,8 @@ export interface DaemonDeps {
    * namespace's ConfigMaps, the daemon's name and the poll interval. @default no baseline
    */
   baseline?: { read: ConfigMapReader; daemonName: string; intervalMs?: number };
+  /** Why the daemon does not serve its own certificate yet (see `AppDeps`). @default never */
+  awaitingCertificate?: () => string | undefined;
 }
 
 /** A daemon: the app and what it stands on. */
@@ -119,6 +121,7 @@ export function createDaemon(deps: DaemonDeps, options: SnapshotCacheOptions = {
     ...(deps.metricsAuth !== undefined ? { metricsAuth: deps.metricsAuth } : {}),
     log: deps.log,
     nodeName: deps.nodeName,
+    ...(deps.awaitingCertificate ? { awaitingCertificate: deps.awaitingCertificate } : {}),
   });
   return {
     app,

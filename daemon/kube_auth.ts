@@ -19,6 +19,28 @@ export interface KubeAuthOptions {
   audiences?: readonly string[];
   /** Timeout of each review. @default 10_000 */
   timeoutMs?: number;
+  /**
+   * This daemon's node: a token is accepted only when it is bound to it (TokenRequest
+   * `boundObjectRef` of kind Node, which the TokenReview reports as
+   * `authentication.kubernetes.io/node-name`), so a token minted for another node's daemon,
+   * or replayed by it, is refused even where the audiences were to match. @default no binding
+   */
+  boundNode?: string;
+}
+
+/** The `extra` key naming the node a ServiceAccount token is bound to (directly or via a pod). */
+const EXTRA_NODE_NAME = "authentication.kubernetes.io/node-name";
+
+/**
+ * Whether a reviewed user's token is bound to this node.
+ *
+ * @param user the TokenReview's user
+ * @param node this daemon's node
+ * @returns true when the token names exactly this node
+ */
+export function boundToNode(user: { extra?: Record<string, string[]> }, node: string): boolean {
+  const names = user.extra?.[EXTRA_NODE_NAME] ?? [];
+  return names.length === 1 && names[0] === node;
 }
 
 /**
@@ -33,7 +55,7 @@ export function createKubeAuth(
   kube: Pick<KubeClient, "tokenReview" | "subjectAccessReview">,
   options: KubeAuthOptions = {},
 ): { authenticator: TokenAuthenticator; authorizer: AccessAuthorizer } {
-  const { audiences = [], timeoutMs = 10_000 } = options;
+  const { audiences = [], timeoutMs = 10_000, boundNode } = options;
   return {
     authenticator: {
       async review(token, signal) {
@@ -44,9 +66,12 @@ export function createKubeAuth(
         }).catch((error) => {
           throw ownCredentialError(error, "tokenreviews.authentication.k8s.io");
         });
-        return result.user
-          ? { authenticated: result.authenticated, user: result.user }
-          : { authenticated: result.authenticated };
+        if (!result.user) return { authenticated: result.authenticated };
+        // Valid, but bound to another node (or to none): as invalid as a bad token.
+        if (boundNode !== undefined && !boundToNode(result.user, boundNode)) {
+          return { authenticated: false };
+        }
+        return { authenticated: result.authenticated, user: result.user };
       },
     },
     authorizer: {

@@ -3,7 +3,7 @@ import { ToolError } from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import { snapshotAttributes } from "./auth.ts";
-import { createKubeAuth } from "./kube_auth.ts";
+import { boundToNode, createKubeAuth } from "./kube_auth.ts";
 
 type Reviews = Pick<KubeClient, "tokenReview" | "subjectAccessReview">;
 
@@ -82,4 +82,30 @@ Deno.test("createKubeAuth() answers 500, not 403, when the daemon itself may not
       return true;
     });
   }
+});
+
+Deno.test("createKubeAuth() with boundNode accepts only tokens bound to this node", async () => {
+  const extraOf: Record<string, Record<string, string[]> | undefined> = {
+    mine: { "authentication.kubernetes.io/node-name": ["gpu-a"] },
+    other: { "authentication.kubernetes.io/node-name": ["gpu-b"] },
+    twice: { "authentication.kubernetes.io/node-name": ["gpu-a", "gpu-b"] },
+    unbound: undefined,
+  };
+  const kube: Reviews = {
+    tokenReview(token) {
+      const extra = extraOf[token];
+      return Promise.resolve({
+        authenticated: true,
+        user: { username: "reader", groups: [], ...(extra ? { extra } : {}) },
+      });
+    },
+    subjectAccessReview: () => Promise.resolve({ allowed: true }),
+  };
+  const { authenticator } = createKubeAuth(kube, { boundNode: "gpu-a" });
+  assert.equal((await authenticator.review("mine")).authenticated, true);
+  for (const token of ["other", "twice", "unbound"]) {
+    assert.deepEqual(await authenticator.review(token), { authenticated: false }, token);
+  }
+  assert.equal(boundToNode({ extra: extraOf.mine ?? {} }, "gpu-a"), true);
+  assert.equal(boundToNode({}, "gpu-a"), false);
 });

@@ -24,7 +24,9 @@ export type {
 export type { CollectFunction, SnapshotCacheOptions } from "./cache.ts";
 export { createDaemon } from "./daemon.ts";
 export type { Daemon, DaemonDeps } from "./daemon.ts";
-export { createKubeAuth } from "./kube_auth.ts";
+export { boundToNode, createKubeAuth } from "./kube_auth.ts";
+export { createServingIdentity, csrName } from "./identity.ts";
+export type { IdentityOptions, ServingIdentity, ServingPair } from "./identity.ts";
 export type { KubeAuthOptions } from "./kube_auth.ts";
 export { serve, validateTls } from "./serve.ts";
 export type { FetchHandler, RunningServer, ServeOptions, TlsMaterial } from "./serve.ts";

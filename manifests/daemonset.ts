@@ -9,9 +9,10 @@
  * - Host networking follows the posture (on when privileged, like the Job, so the
  *   collectors see the host); `hostNetwork` overrides it. With host networking the
  *   port is bound on the node itself: pick one nothing else on the nodes uses.
- * - TLS comes from a `kubernetes.io/tls` Secret mounted read-only at
- *   {@link DAEMON_TLS_DIR} (`aicr daemon` reads `--tls-cert-file`/`--tls-key-file` and has
- *   no self-signed mode); `insecureHttp` exists for local tests only.
+ * - TLS: the installer's daemons make their own key in memory and get a certificate for their
+ *   node through the CSR API (`--csr-signer`, with the pod's name, UID and IP from the
+ *   downward API); a `kubernetes.io/tls` Secret mounted read-only at {@link DAEMON_TLS_DIR}
+ *   still works for hand-made setups; `insecureHttp` exists for local tests only.
  * - Probes: liveness on `/healthz`, readiness on `/readyz` (503 until the first
  *   snapshot succeeds), so a rollout waits for real data.
  * - No GPU request even with a GPU-targeting config: a long-lived pod holding
@@ -48,8 +49,12 @@ const DAEMON_RESOURCES: ResourceRequirements = {
   limits: { cpu: "1", memory: "1Gi", "ephemeral-storage": "1Gi" },
 };
 
-/** How the daemon serves: TLS from a Secret, or plain HTTP for local tests. */
-export type DaemonTls = { secretName: string } | { insecureHttp: true };
+/**
+ * How the daemon serves: its own certificate from the CSR API under this signer (key made in
+ * the pod, never stored; the installer's choice), TLS from a Secret, or plain HTTP for local
+ * tests.
+ */
+export type DaemonTls = { csrSigner: string } | { secretName: string } | { insecureHttp: true };
 
 /** The DaemonSet's configuration. */
 export interface DaemonSetConfig extends PodOptions {
@@ -77,7 +82,10 @@ export interface DaemonSetConfig extends PodOptions {
    * the pod IP anyway. @default true
    */
   listenOnPodIp?: boolean;
-  /** `--token-audience`: the audience callers' tokens must carry (the installer's `aicr-daemon`). */
+  /**
+   * `--token-audience`: the audience callers' tokens must carry (the installer's
+   * `aicr-daemon:$(NODE_NAME)`, one per node).
+   */
   tokenAudience?: string;
 }
 
@@ -102,7 +110,19 @@ export function daemonArgs(
     "daemon",
     "--port",
     String(port),
-    ...("secretName" in tls
+    ...("csrSigner" in tls
+      ? [
+        "--csr-signer",
+        tls.csrSigner,
+        "--pod-name",
+        "$(POD_NAME)",
+        "--pod-uid",
+        "$(POD_UID)",
+        "--pod-ip",
+        "$(POD_IP)",
+        "--require-node-bound-token",
+      ]
+      : "secretName" in tls
       ? [
         "--tls-cert-file",
         `${DAEMON_TLS_DIR}/tls.crt`,
@@ -132,8 +152,14 @@ function daemonContainer(
       ...(config.extraArgs ?? []),
     ]),
     env: [
-      ...(listenOnPodIp
+      ...(listenOnPodIp || "csrSigner" in tls
         ? [{ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }]
+        : []),
+      ...("csrSigner" in tls
+        ? [
+          { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+          { name: "POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
+        ]
         : []),
       ...pod.env,
     ],
@@ -188,7 +214,7 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
     volumes.push({ name: "tls", secret: { secretName: tls.secretName, defaultMode: 0o440 } });
     mounts.push({ name: "tls", mountPath: DAEMON_TLS_DIR, readOnly: true });
   }
-  const scheme = "secretName" in tls ? "HTTPS" : "HTTP";
+  const scheme = "insecureHttp" in tls ? "HTTP" : "HTTPS";
   // Restricted pods have no host namespaces, unless host networking is asked for explicitly.
   const host = privileged ? pod.host : hostNetwork ? { hostNetwork: true } : {};
   return {

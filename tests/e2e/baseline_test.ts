@@ -158,7 +158,8 @@ Deno.test({
             const port = pod.spec.containers[0].ports[0].containerPort;
             const res = await httpsGet(`https://${pod.status.podIP}:${port}/metrics`, {
               ca,
-              servername: `aicr-daemon.${ns}.svc`,
+              // Each daemon's own certificate names its node (issue #18).
+              servername: node,
               token,
             });
             assert.equal(res.status, 200, res.body);
@@ -329,7 +330,8 @@ Deno.test({
             `/apis/monitoring.coreos.com/v1/namespaces/${ns}/servicemonitors/aicr-daemon`,
           );
           assert.equal(monitor.spec.endpoints[0].port, "https");
-          assert.equal(monitor.spec.endpoints[0].tlsConfig.serverName, `aicr-daemon.${ns}.svc`);
+          // Per-node certificates name the pod IP Prometheus scrapes: no fixed server name.
+          assert.equal(monitor.spec.endpoints[0].tlsConfig.serverName, undefined);
           const service = await ok(admin, "GET", `/api/v1/namespaces/${ns}/services/aicr-daemon`);
           assert.equal(service.metadata.annotations?.["prometheus.io/scrape"], undefined);
           const gone = await ds("uninstall");

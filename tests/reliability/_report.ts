@@ -33,6 +33,14 @@ export interface Figures {
   accessReviews?: number;
   /** Real control-plane components killed (SIGKILL) and started again mid-run. */
   realRestarts?: number;
+  /**
+   * Attempts to speak for another node or reuse another node's credentials (DaemonSet mode:
+   * a rogue server with another node's certificate, a replayed reader token, a certificate
+   * request from another identity or naming another node).
+   */
+  identityAttacks?: number;
+  /** Of those, refused: the fetch marked the node, the daemon said 401, nothing was signed. */
+  identityAttacksRefused?: number;
 }
 
 /** One line of the report. */
@@ -96,6 +104,8 @@ export function summarize(text: string): Totals {
     overGrants: 0,
     accessReviews: 0,
     realRestarts: 0,
+    identityAttacks: 0,
+    identityAttacksRefused: 0,
   };
   for (const line of latest.values()) {
     for (const k of Object.keys(totals) as (keyof Totals)[]) {
@@ -122,6 +132,7 @@ export function summaryText(path: string = reportPath()): string {
     `  bad inputs tried:       ${totals.badInputs} (handled as specified: ${totals.badInputsRefused})`,
     `  access reviews asked:   ${totals.accessReviews}`,
     `  real restarts:          ${totals.realRestarts} (kube-apiserver or etcd killed -9 mid-run)`,
+    `  identity attacks tried: ${totals.identityAttacks} (refused: ${totals.identityAttacksRefused})`,
     `  objects left behind:    ${totals.leftovers} (goal: 0)`,
     `  over-grants found:      ${totals.overGrants} (goal: 0)`,
   ].join("\n");

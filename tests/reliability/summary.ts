@@ -1,7 +1,8 @@
 /**
  * Prints the reliability suite's totals (`deno task reliability:summary`): faults
  * injected and survived, concurrent runs held, bad inputs tried, objects left behind,
- * over-grants found. Exits 1 when anything was left behind or over-granted.
+ * over-grants found, identity attacks tried and refused. Exits 1 when anything was left behind
+ * or over-granted, or an identity attack was not refused.
  *
  * @module
  */
@@ -13,5 +14,10 @@ if (import.meta.main) {
   // deno-lint-ignore no-console
   console.log(summaryText(path));
   const totals = summarize(existsSync(path) ? readFileSync(path, "utf8") : "");
-  Deno.exit(totals.leftovers === 0 && totals.overGrants === 0 ? 0 : 1);
+  Deno.exit(
+    totals.leftovers === 0 && totals.overGrants === 0 &&
+      totals.identityAttacksRefused === totals.identityAttacks
+      ? 0
+      : 1,
+  );
 }

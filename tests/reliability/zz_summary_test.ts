@@ -90,5 +90,10 @@ Deno.test({
     assert.equal(totals.leftovers, 0, "objects left behind");
     assert.equal(totals.overGrants, 0, "over-grants found");
     assert.equal(totals.faultsSurvived, totals.faultsInjected, "every injected fault survived");
+    assert.equal(
+      totals.identityAttacksRefused,
+      totals.identityAttacks,
+      "every attempt to speak for another node was refused",
+    );
   },
 });

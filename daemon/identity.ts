@@ -1,0 +1,277 @@
+/**
+ * The daemon's own serving identity (DaemonSet mode): a P-256 key made in memory at start (never
+ * written anywhere), a `certificates.k8s.io/v1` CertificateSigningRequest for exactly this
+ * node's name and this pod's IP under the aicr signer, sent with the pod-bound ServiceAccount
+ * token (the API server records the pod and node in the request: that is the proof aicr
+ * checks before signing), and a bounded poll with back-off until the certificate appears.
+ *
+ * Until then the server holds a self-signed placeholder no client trusts, `/readyz` is 503 and
+ * `/healthz` says so. A denied request is logged with its reason and asked again (new key, new
+ * request) after a pause; a certificate is renewed the same way at two thirds of its life.
+ *
+ * @module
+ */
+import { Buffer } from "node:buffer";
+import { createHash, X509Certificate } from "node:crypto";
+import type { KeyObject } from "node:crypto";
+import { KubeApiError } from "../kube/mod.ts";
+import type { KubeClient } from "../kube/mod.ts";
+import type { Logger } from "../log.ts";
+import { buildCsr, canonicalIp, generateServingKey, placeholderCertificate } from "../x509.ts";
+
+const CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+
+/** Where this daemon runs (downward API) and which signer it asks. */
+export interface IdentityOptions {
+  /** The signer (`aicr.run/daemon-serving`). */
+  signerName: string;
+  /** This node. */
+  nodeName: string;
+  /** This pod's name. */
+  podName: string;
+  /** This pod's UID. */
+  podUid: string;
+  /** This pod's IP (the certificate's IP SAN). */
+  podIp: string;
+  /** Labels for the request (the daemon's instance labels). @default none */
+  labels?: Record<string, string>;
+  /** First poll delay. @default 500 */
+  initialPollMs?: number;
+  /** Longest poll delay. @default 30000 */
+  maxPollMs?: number;
+  /** Pause after a denied or vanished request before asking again. @default 300000 */
+  retryAfterDenialMs?: number;
+}
+
+/** A serving pair in PEM. */
+export interface ServingPair {
+  /** Certificate. */
+  cert: string;
+  /** Private key (PKCS#8). */
+  key: string;
+}
+
+/** What {@link createServingIdentity} returns. */
+export interface ServingIdentity {
+  /** The placeholder pair to start the server with. */
+  placeholder: ServingPair;
+  /** Why the daemon does not serve its own certificate yet; undefined once it does. */
+  awaiting(): string | undefined;
+  /**
+   * Asks for certificates until `signal` aborts: each issued one goes to `install`.
+   *
+   * @param install hands the pair to the server
+   * @param signal ends the loop
+   */
+  run(install: (pair: ServingPair) => void, signal: AbortSignal): Promise<void>;
+}
+
+/**
+ * The request's name: derived from the node, the pod UID and the key (a new key, a new name).
+ *
+ * @param options node and pod UID
+ * @param publicKey the key asked for
+ * @returns a DNS subdomain of at most 253 characters
+ */
+export function csrName(
+  options: { nodeName: string; podUid: string },
+  publicKey: KeyObject,
+): string {
+  const digest = createHash("sha256").update(publicKey.export({ type: "spki", format: "der" }))
+    .digest("hex").slice(0, 10);
+  const pod = options.podUid.replace(/[^a-z0-9]/g, "").slice(0, 8);
+  return `aicr-daemon.${options.nodeName.slice(0, 200)}.${pod}.${digest}`;
+}
+
+function pem(key: KeyObject): string {
+  return key.export({ type: "pkcs8", format: "pem" }) as string;
+}
+
+/**
+ * Builds the daemon's identity keeper.
+ *
+ * @param deps the daemon's client (its pod-bound token), logger, clock, sleep
+ * @param options node, pod and signer
+ * @returns the placeholder, the readiness reason and the request loop
+ */
+export function createServingIdentity(
+  deps: {
+    kube: Pick<KubeClient, "rest">;
+    log: Logger;
+    now: () => Date;
+    sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  },
+  options: IdentityOptions,
+): ServingIdentity {
+  const { kube, log, now } = deps;
+  const sleep = deps.sleep ?? abortableSleep;
+  const { initialPollMs = 500, maxPollMs = 30_000, retryAfterDenialMs = 300_000 } = options;
+  const first = generateServingKey();
+  const placeholder = { cert: placeholderCertificate(first, now()), key: pem(first.privateKey) };
+  let waiting: string | undefined = "awaiting its serving certificate";
+  let nextKey: ReturnType<typeof generateServingKey> | undefined = first;
+
+  async function request(key: ReturnType<typeof generateServingKey>, signal: AbortSignal) {
+    const name = csrName(options, key.publicKey);
+    const csr = buildCsr({
+      commonName: options.nodeName,
+      dnsNames: [options.nodeName],
+      ipAddresses: [options.podIp],
+      ...key,
+    });
+    try {
+      await kube.rest.json({
+        method: "POST",
+        path: CSR_PATH,
+        body: {
+          apiVersion: "certificates.k8s.io/v1",
+          kind: "CertificateSigningRequest",
+          metadata: { name, ...(options.labels ? { labels: options.labels } : {}) },
+          spec: {
+            request: Buffer.from(csr).toString("base64"),
+            signerName: options.signerName,
+            usages: ["digital signature", "key encipherment", "server auth"],
+          },
+        },
+        idempotent: false,
+        timeoutMs: 10_000,
+        signal,
+      });
+    } catch (error) {
+      if (!(error instanceof KubeApiError && error.status === 409)) throw error;
+    }
+    return name;
+  }
+
+  /** Polls one request; returns the certificate, or undefined when denied or gone. */
+  async function poll(name: string, signal: AbortSignal): Promise<string | undefined> {
+    let delay = initialPollMs;
+    for (;;) {
+      await sleep(delay, signal);
+      if (signal.aborted) return undefined;
+      delay = Math.min(delay * 2, maxPollMs);
+      let csr: {
+        status?: {
+          certificate?: string;
+          conditions?: { type: string; reason?: string; message?: string }[];
+        };
+      };
+      try {
+        csr = await kube.rest.json({
+          method: "GET",
+          path: `${CSR_PATH}/${name}`,
+          idempotent: true,
+          timeoutMs: 10_000,
+          signal,
+        });
+      } catch (error) {
+        if (error instanceof KubeApiError && error.isNotFound) {
+          log.warn("serving certificate request vanished; asking again", { csr: name });
+          return undefined;
+        }
+        log.warn("cannot read the serving certificate request; retrying", {
+          csr: name,
+          error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+        });
+        continue;
+      }
+      if (csr.status?.certificate) {
+        return Buffer.from(csr.status.certificate, "base64").toString("utf8");
+      }
+      const refused = csr.status?.conditions?.find((c) =>
+        c.type === "Denied" || c.type === "Failed"
+      );
+      if (refused) {
+        waiting = `its serving certificate request ${name} was ${refused.type.toLowerCase()}: ${
+          refused.reason ?? ""
+        } ${refused.message ?? ""}`.trim();
+        log.error("serving certificate request refused", {
+          csr: name,
+          condition: refused.type,
+          reason: refused.reason ?? "",
+          message: refused.message ?? "",
+        });
+        return undefined;
+      }
+    }
+  }
+
+  /** Checks the issued certificate is for this key and this node before serving it. */
+  function usable(cert: string, key: KeyObject): X509Certificate | undefined {
+    try {
+      const x509 = new X509Certificate(cert);
+      if (!x509.checkPrivateKey(key)) return undefined;
+      if (x509.checkHost(options.nodeName, { subject: "never" }) === undefined) return undefined;
+      if (x509.checkIP(canonicalIp(options.podIp)) === undefined) return undefined;
+      return x509;
+    } catch {
+      return undefined;
+    }
+  }
+
+  return {
+    placeholder,
+    awaiting: () => waiting,
+    async run(install, signal) {
+      while (!signal.aborted) {
+        const key = nextKey ?? generateServingKey();
+        nextKey = undefined;
+        let name: string;
+        try {
+          name = await request(key, signal);
+          if (waiting) waiting = `awaiting its serving certificate (request ${name})`;
+          log.info("serving certificate requested", { csr: name, signer: options.signerName });
+        } catch (error) {
+          if (signal.aborted) return;
+          log.warn("cannot request a serving certificate; retrying", {
+            error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+          });
+          await sleep(maxPollMs, signal);
+          continue;
+        }
+        const cert = await poll(name, signal);
+        if (signal.aborted) return;
+        const x509 = cert !== undefined ? usable(cert, key.privateKey) : undefined;
+        if (!x509) {
+          if (cert !== undefined) {
+            log.error("the issued certificate does not match this key, node and IP; ignored", {
+              csr: name,
+            });
+          }
+          await sleep(retryAfterDenialMs, signal);
+          continue;
+        }
+        try {
+          install({ cert: cert as string, key: pem(key.privateKey) });
+        } catch (error) {
+          log.error("the issued certificate cannot be served; asking again", {
+            csr: name,
+            error: error instanceof Error ? error.message : String(error),
+          });
+          await sleep(retryAfterDenialMs, signal);
+          continue;
+        }
+        waiting = undefined;
+        const from = Date.parse(x509.validFrom);
+        const to = Date.parse(x509.validTo);
+        log.info("serving its own certificate", { csr: name, notAfter: x509.validTo });
+        // Renew at two thirds of the lifetime: a new key, a new request.
+        await sleep(Math.max(60_000, from + (to - from) * 2 / 3 - now().getTime()), signal);
+      }
+    },
+  };
+}
+
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    // setTimeout takes at most 2^31-1 ms; longer waits are cut to that and looped by the caller.
+    const timer = setTimeout(done, Math.min(ms, 2_147_483_647));
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
