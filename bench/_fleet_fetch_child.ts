@@ -8,7 +8,7 @@
  *
  * Reads `{ ca, port, nodes, namespace }` as JSON on stdin; arguments: the concurrency, the
  * output (`dir/`, a file, or `-` for stdout, thrown away), and optionally `--hold`. Prints
- * one JSON line: `{ ms, peakMiB, code, ok }`.
+ * one JSON line: `{ ms, cpuMs, peakMiB, code }` (CPU of the whole process, start included).
  *
  * @module
  */
@@ -129,7 +129,9 @@ async function main(): Promise<void> {
     ], deps);
   }
   const ms = performance.now() - t0;
-  process.stdout.write(JSON.stringify({ ms, peakMiB: peakMiB(), code }) + "\n");
+  const cpu = process.cpuUsage();
+  const cpuMs = (cpu.user + cpu.system) / 1000;
+  process.stdout.write(JSON.stringify({ ms, cpuMs, peakMiB: peakMiB(), code }) + "\n");
 }
 
 if (import.meta.main) await main();

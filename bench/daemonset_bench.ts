@@ -140,6 +140,7 @@ async function simulate(
       const done = await fetcher.output();
       return JSON.parse(new TextDecoder().decode(done.stdout)) as {
         ms: number;
+        cpuMs: number;
         peakMiB: number;
         code: number;
       };
@@ -149,6 +150,7 @@ async function simulate(
         for (const kind of outputs) {
           const times: number[] = [];
           const peaks: number[] = [];
+          const cpus: number[] = [];
           const codes = new Set<number>();
           let files = 0;
           for (let round = 0; round < rounds; round++) {
@@ -156,6 +158,7 @@ async function simulate(
             const run = await ask(concurrency, target, kind === "hold");
             times.push(run.ms);
             peaks.push(run.peakMiB);
+            cpus.push(run.cpuMs);
             codes.add(run.code);
             files = kind === "file" ? 1 : (await readdir(join(scratch, "fleet")).catch(() => []))
               .length;
@@ -174,7 +177,9 @@ async function simulate(
               [...codes].join("/")
             }, ${files} file(s), ~${
               (sim.snapshotBytes * sim.nodes.length / 1024 / 1024).toFixed(0)
-            } MiB moved; peak RSS median ${median(peaks).toFixed(0)} MiB (max ${
+            } MiB moved; fetch process CPU median ${
+              (median(cpus) / 1000).toFixed(1)
+            } s; peak RSS median ${median(peaks).toFixed(0)} MiB (max ${
               Math.max(...peaks).toFixed(0)
             }); daemons' TokenReviews so far ${stats.reviews}`,
             times,

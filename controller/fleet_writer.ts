@@ -12,9 +12,10 @@
  *
  * @module
  */
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { openAtomicFile, writeFileAtomic } from "../io.ts";
 import type { AtomicFile } from "../io.ts";
 import type { TextWriter } from "../log.ts";
@@ -79,7 +80,12 @@ function directoryWriter(dir: string): FleetWriter {
     async put(result) {
       if (!result.snapshot) return;
       const path = join(dir, `${result.node}.yaml`);
-      await writeFileAtomic(path, encodeSnapshot(result.snapshot, "yaml"));
+      const text = encodeSnapshot(result.snapshot, "yaml");
+      // Once a file went in, the folder is known good: the next ones skip writeFileAtomic's
+      // checks (a temporary file and a rename only), and take them again on any failure.
+      if (written.length === 0 || !await writeBeside(path, text)) {
+        await writeFileAtomic(path, text);
+      }
       written.push({ node: result.node, path });
     },
     close: () =>
@@ -88,6 +94,19 @@ function directoryWriter(dir: string): FleetWriter {
       ),
     abort: () => Promise.resolve(),
   };
+}
+
+/** A temporary file beside `path`, renamed over it; false (nothing left behind) on failure. */
+async function writeBeside(path: string, text: string): Promise<boolean> {
+  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    await writeFile(temp, text, { flag: "wx", mode: 0o644 });
+    await rename(temp, path);
+    return true;
+  } catch {
+    await rm(temp, { force: true }).catch(() => {});
+    return false;
+  }
 }
 
 /** A document waiting for its turn: in memory, spooled to a file, or none (a failed node). */

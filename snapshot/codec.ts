@@ -15,6 +15,7 @@ import {
   visit,
 } from "yaml";
 import type { Document } from "yaml";
+import { readSnapshotYaml } from "./yaml_reader.ts";
 import { snapshotYamlDocument, writeSnapshotYaml, YAML_WRITE_OPTIONS } from "./yaml_writer.ts";
 import { UsageError } from "../errors.ts";
 import {
@@ -162,11 +163,27 @@ export function parseSnapshot(text: string, options: ParseSnapshotOptions = {}):
   checkDocumentSize(text, source);
   return guardNesting(source, () => {
     if (JSON_START_REGEXP.test(text)) return parseJsonSnapshot(text, source);
+    const fast = readSnapshotYaml(text);
+    if (fast !== undefined) {
+      // Our own layout, read without the library's node tree; an invalid document is read
+      // again by the library below, for the error with its line.
+      try {
+        return normalizeSnapshot(validateSnapshot(fast, rejectForLibrary));
+      } catch (error) {
+        if (error !== NEEDS_LIBRARY) throw error;
+      }
+    }
     const lineCounter = new LineCounter();
     const doc = parseDocument(text, YAML_PARSE_OPTIONS(lineCounter));
     return decodeDocument(doc, lineCounter, source);
   });
 }
+
+const NEEDS_LIBRARY = Symbol("read again by the library");
+
+const rejectForLibrary: Fail = () => {
+  throw NEEDS_LIBRARY;
+};
 
 /**
  * Runs a parse step and turns a stack overflow (a document nested thousands of levels
@@ -215,10 +232,15 @@ function keepBigIntegers(_key: string, value: unknown, context?: { source?: stri
 }
 
 /** A document that starts like JSON is strict JSON (YAML would accept `{"a": }`), read fast. */
+const UNSAFE_INTEGER_REGEXP = /\d{16}/;
+
 function parseJsonSnapshot(text: string, source: string): Snapshot {
   let value: unknown;
   try {
-    value = JSON.parse(text, keepBigIntegers as (key: string, value: unknown) => unknown);
+    // The reviver (a call per value) only where an integer beyond 2^53 can be: 16 digits in a row.
+    value = UNSAFE_INTEGER_REGEXP.test(text)
+      ? JSON.parse(text, keepBigIntegers as (key: string, value: unknown) => unknown)
+      : JSON.parse(text);
   } catch (error) {
     throw new UsageError(
       `Cannot parse snapshot '${source}' as JSON: ${

@@ -1,0 +1,98 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { parseDocument } from "yaml";
+import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
+import { encodeSnapshot, parseSnapshot } from "./codec.ts";
+import type { Snapshot } from "./model.ts";
+import { readSnapshotYaml } from "./yaml_reader.ts";
+import { makeLargeSnapshot } from "./testdata/generate.ts";
+import { makeMixedFleet } from "./testdata/mixed_fleet.ts";
+import { randomSnapshot, tricky } from "./testdata/yaml_cases.ts";
+
+/** What the library reads from the same text (as `parseSnapshot` asks it). */
+function library(text: string): unknown {
+  return parseDocument(text, { intAsBigInt: true, uniqueKeys: false }).toJS();
+}
+
+function snapshots(): [string, Snapshot][] {
+  const fixture = parseSnapshot(
+    readFileSync(new URL("./testdata/h100-gpu-node-1.yaml", import.meta.url), "utf8"),
+  );
+  return [
+    ["sample", sampleSnapshot({ nodeName: "n1" })],
+    ["fixture", fixture],
+    ["large", makeLargeSnapshot("gpu-node-1", 256 * 1024)],
+    ["tricky single-line", tricky({ singleLine: true })],
+    ...makeMixedFleet({ "p5-h100": 2, "p6-gb200": 2, "system-m7i": 2 }).map((
+      s,
+    ): [string, Snapshot] => [s.metadata["source-node"], s]),
+  ];
+}
+
+Deno.test("yaml reader: the writer's layout is read without the library's tree, as the library reads it", () => {
+  for (const [name, snapshot] of snapshots()) {
+    const text = encodeSnapshot(snapshot);
+    const fast = readSnapshotYaml(text);
+    assert.ok(fast !== undefined, `${name}: the fast path`);
+    assert.deepEqual(fast, library(text), name);
+  }
+});
+
+Deno.test("yaml reader: 300 random snapshots of tricky keys and readings read as the library reads them (or left to it)", () => {
+  let fast = 0;
+  for (let seed = 1; seed <= 300; seed++) {
+    const text = encodeSnapshot(randomSnapshot(seed));
+    const read = readSnapshotYaml(text);
+    if (read === undefined) continue;
+    fast++;
+    assert.deepEqual(read, library(text), `seed ${seed}`);
+  }
+  // Most of them carry a multi-line reading (a block scalar) somewhere, which the library reads.
+  assert.ok(
+    fast >= 30,
+    `random snapshots without a block scalar take the fast path (${fast} of 300)`,
+  );
+});
+
+Deno.test("yaml reader: anything beyond the writer's layout is left to the library", () => {
+  const text = encodeSnapshot(sampleSnapshot({ nodeName: "n1" }));
+  const departures: [string, string][] = [
+    ["a comment line", text.replace("measurements:\n", "measurements:\n# note\n")],
+    ["a blank line", text.replace("measurements:\n", "measurements:\n\n")],
+    ["CRLF", text.replaceAll("\n", "\r\n")],
+    ["a document marker", "---\n" + text],
+    ["a repeated key", text.replace("  driver: ", "  gpu-count: 1\n          driver: ")],
+    ["a flow map reading", text.replace(/driver: .*\n/, "driver: {a: 1}\n")],
+    ["an alias", text.replace(/driver: (.*)\n/, "driver: &d $1\n          alias: *d\n")],
+    ["a continued plain scalar", text.replace(/driver: (.*)\n/, "driver: $1\n            more\n")],
+    ["a block scalar", text.replace(/driver: (.*)\n/, "driver: |-\n            $1\n")],
+    [
+      "another key order",
+      text.replace(/^kind: (.*)\napiVersion: (.*)\n/, "apiVersion: $2\nkind: $1\n"),
+    ],
+    ["a nested map", text.replace(/driver: (.*)\n/, "driver:\n            x: 1\n")],
+    ["an unknown tag", text.replace(/driver: (.*)\n/, "driver: !thing $1\n")],
+  ];
+  for (const [what, changed] of departures) {
+    assert.notEqual(changed, text, `${what}: the case changes the text`);
+    const read = readSnapshotYaml(changed);
+    if (read !== undefined) assert.deepEqual(read, library(changed), what);
+    else assert.equal(read, undefined, what);
+  }
+  for (
+    const what of ["a comment line", "CRLF", "a repeated key", "a flow map reading", "an alias"]
+  ) {
+    const changed = departures.find(([w]) => w === what)?.[1] as string;
+    assert.equal(readSnapshotYaml(changed), undefined, `${what}: left to the library`);
+  }
+  // The library still names a repeated key with its line.
+  assert.throws(
+    () => parseSnapshot(departures[4]?.[1] as string, { source: "n1.yaml" }),
+    /Cannot parse snapshot 'n1\.yaml' at line \d+: map keys must be unique: 'gpu-count' repeats/,
+  );
+  // And an invalid document read fast is read again by the library, for the located error.
+  assert.throws(
+    () => parseSnapshot(text.replace(/^kind: .*\n/, "kind: Other\n"), { source: "n1.yaml" }),
+    /'n1\.yaml': field 'kind' \(line 1\) must be 'Snapshot'/,
+  );
+});
