@@ -39,6 +39,7 @@ export {
   daemonCaConfigMapName,
   daemonClusterRoleName,
   daemonLabels,
+  daemonNodeAudience,
   daemonReaderClusterRoleName,
   daemonReaderName,
   daemonSelectorLabels,
