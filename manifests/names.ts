@@ -650,16 +650,6 @@ export function daemonReaderClusterRoleName(namespace: string, name: string): st
 }
 
 /**
- * The daemon's `kubernetes.io/tls` Secret: `<name>-tls`.
- *
- * @param name the daemon's name
- * @returns the Secret name
- */
-export function daemonTlsSecretName(name: string): string {
-  return `${validateDaemonName(name)}-tls`;
-}
-
-/**
  * The Secret holding the install's CA key and certificate (`tls.key`, `tls.crt`): `<name>-signer`.
  * Never mounted: only the installer and the fetch (the caller's RBAC) read it to sign.
  *
@@ -679,18 +669,6 @@ export function daemonSignerSecretName(name: string): string {
  */
 export function daemonCaConfigMapName(name: string): string {
   return `${validateDaemonName(name)}-ca`;
-}
-
-/**
- * The DNS name every daemon's serving certificate carries and the fleet fetch verifies
- * (`<name>.<ns>.svc`; node IPs are unknown when the certificate is made).
- *
- * @param namespace the daemon's namespace
- * @param name the daemon's name
- * @returns the server name
- */
-export function daemonServerName(namespace: string, name: string): string {
-  return `${validateDaemonName(name)}.${namespace}.svc`;
 }
 
 /**

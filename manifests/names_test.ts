@@ -250,8 +250,8 @@ Deno.test("names: the daemon's objects are named from its namespace and name", a
     m.daemonReaderClusterRoleName("ns", "aicr-daemon"),
     "aicr-snapshot-reader-ns.aicr-daemon",
   );
-  assert.equal(m.daemonTlsSecretName("aicr-daemon"), "aicr-daemon-tls");
+  assert.equal(m.daemonSignerSecretName("aicr-daemon"), "aicr-daemon-signer");
   assert.equal(m.daemonCaConfigMapName("aicr-daemon"), "aicr-daemon-ca");
-  assert.equal(m.daemonServerName("aicr-system", "aicr-daemon"), "aicr-daemon.aicr-system.svc");
+  assert.equal(m.daemonNodeAudience("gpu-1"), "aicr-daemon:gpu-1");
   assert.equal(m.daemonSweepLabels("x")["app.kubernetes.io/managed-by"], "aicr");
 });
