@@ -54,17 +54,19 @@ export const REPO_ROOT: string = resolve(dirname(fileURLToPath(import.meta.url))
 export const NODE_SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
 /**
- * V8 flags baked into the binary (both backends). A 2 MiB cap on each young-generation semi-space
- * takes about 18 MiB off the peak RSS of an agent run against a cluster (134 -> 116 MiB, measured
- * with bench/binary_bench.ts) for about 6% more CPU in it; V8's default lets the young generation
- * grow to 16 MiB per semi-space, which a short-lived agent never needs. Optimising compiles on the
- * main thread (`--no-concurrent-recompilation`) take about 11 MiB more off the local agent's peak
- * (74 -> 63 MiB under plain Node on a fake H100 node): the background compiler thread's own
- * memory is never touched; CPU is unchanged, for the agent and for a 300-node `aicr diff --fleet`
- * (6.4-6.9 s either way). `--lite-mode` would take 5 MiB more but tripled that diff's CPU.
+ * V8 flags baked into the binary (both backends). A cap on each young-generation semi-space: at
+ * 2 MiB it took about 18 MiB off the peak RSS of an agent run against a cluster (134 -> 116 MiB,
+ * measured with bench/binary_bench.ts); at 1 MiB about 2 MiB more off the local agent and 3.5 MiB
+ * off the daemon's steady RSS, with no more CPU (agent; a 100-node `aicr diff --fleet`, 2.3-3.1 s
+ * either way). V8's default lets the young generation grow to 16 MiB per semi-space, which a
+ * short-lived agent never needs. Optimising compiles on the main thread
+ * (`--no-concurrent-recompilation`) take about 11 MiB more off the local agent's peak (74 -> 63
+ * MiB under plain Node on a fake H100 node): the background compiler thread's own memory is never
+ * touched; CPU is unchanged, for the agent and for a 300-node `aicr diff --fleet` (6.4-6.9 s
+ * either way). `--lite-mode` would take 5 MiB more but tripled that diff's CPU.
  */
 export const RUNTIME_V8_FLAGS: readonly string[] = [
-  "--max-semi-space-size=2",
+  "--max-semi-space-size=1",
   "--no-concurrent-recompilation",
 ];
 

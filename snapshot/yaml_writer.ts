@@ -50,8 +50,13 @@ export function snapshotYamlDocument(value: unknown): Document {
   return doc;
 }
 
-/** Distinct scalars and keys remembered; past this the caches start over. */
-const CACHE_LIMIT = 200_000;
+/**
+ * Distinct scalars and keys remembered; past this the caches start over. Only what the direct
+ * path leaves to the library is cached (tabs, non-ASCII, `-0`, ...), so a fleet fits in far less;
+ * a daemon caches its volatile tab-separated readings anew at each collection (`fs.dentry-state`,
+ * `fs.file-nr`), and at 200,000 entries that grew for weeks to tens of MiB before a clear.
+ */
+const CACHE_LIMIT = 10_000;
 // Strings by themselves (no derived key to build and hash per lookup), other readings apart.
 const strings = new Map<string, string | null>();
 const others = new Map<string, string | null>();
