@@ -132,6 +132,36 @@ const isMap = (v: unknown): v is Record<string, string> =>
  * @throws {UsageError} naming the field for an unknown field, a wrong type, or a bad envelope
  */
 export function parseSnapshotConfig(text: string, file: string): SnapshotConfigValues {
+  const doc = readConfigEnvelope(text, file);
+  const spec = isObject(doc.spec) ? doc.spec : {};
+  const snapshot = isObject(spec.snapshot) ? spec.snapshot : {};
+  const section = (name: string): ConfigSection => ({
+    name,
+    file,
+    fields: isObject(snapshot[name]) ? snapshot[name] : {},
+  });
+  const values: ConfigValues = {
+    ...outputValues(section("output")),
+    ...agentValues(section("agent")),
+    ...executionValues(section("execution")),
+  };
+  return Object.fromEntries(
+    Object.entries(values).filter(([, v]) => v !== undefined),
+  ) as SnapshotConfigValues;
+}
+
+/** The values read so far, each possibly unset. */
+type ConfigValues = { [K in keyof SnapshotConfigValues]?: SnapshotConfigValues[K] | undefined };
+
+/** One section of `spec.snapshot` (`output`, `agent`, `execution`) and the file it is in. */
+interface ConfigSection {
+  name: string;
+  file: string;
+  fields: Record<string, unknown>;
+}
+
+/** The document parsed, its kind and apiVersion checked, every field known. */
+function readConfigEnvelope(text: string, file: string): Record<string, unknown> {
   let doc: unknown;
   try {
     doc = parseYaml(text);
@@ -158,85 +188,66 @@ export function parseSnapshotConfig(text: string, file: string): SnapshotConfigV
     );
   }
   checkFields(doc, "", file);
-  const spec = isObject(doc.spec) ? doc.spec : {};
-  const snapshot = isObject(spec.snapshot) ? spec.snapshot : {};
-  const output = isObject(snapshot.output) ? snapshot.output : {};
-  const agent = isObject(snapshot.agent) ? snapshot.agent : {};
-  const execution = isObject(snapshot.execution) ? snapshot.execution : {};
-  const p = (section: string, key: string) => `spec.snapshot.${section}.${key}`;
-  const str = (o: Record<string, unknown>, s: string, k: string) =>
-    typed(o[k], p(s, k), file, isString, "a string");
-  const selector = typed(agent.nodeSelector, p("agent", "nodeSelector"), file, isMap, "a map");
-  const timeout = typed(
-    execution.timeout,
-    p("execution", "timeout"),
-    file,
-    isDuration,
-    "a duration",
+  return doc;
+}
+
+/** One field of a section, of the type `check` accepts (`what` names it in the message). */
+function field<T>(
+  section: ConfigSection,
+  key: string,
+  check: (v: unknown) => v is T,
+  what: string,
+): T | undefined {
+  return typed(
+    section.fields[key],
+    `spec.snapshot.${section.name}.${key}`,
+    section.file,
+    check,
+    what,
   );
-  const maxNodes = typed(
-    execution.maxNodesPerEntry,
-    p("execution", "maxNodesPerEntry"),
-    file,
-    isCount,
-    "a whole number",
-  );
-  const privileged = typed(
-    execution.privileged,
-    p("execution", "privileged"),
-    file,
-    isBool,
-    "true or false",
-  );
-  const noCleanup = typed(
-    execution.noCleanup,
-    p("execution", "noCleanup"),
-    file,
-    isBool,
-    "true or false",
-  );
-  const values: { [K in keyof SnapshotConfigValues]: SnapshotConfigValues[K] | undefined } = {
-    output: str(output, "output", "path"),
-    format: str(output, "output", "format"),
-    template: str(output, "output", "template"),
-    namespace: str(agent, "agent", "namespace"),
-    image: str(agent, "agent", "image"),
-    imagePullSecret: typed(
-      agent.imagePullSecrets,
-      p("agent", "imagePullSecrets"),
-      file,
-      isStrings,
-      "a list of strings",
-    ),
-    jobName: str(agent, "agent", "jobName"),
-    serviceAccountName: str(agent, "agent", "serviceAccountName"),
+}
+
+function outputValues(output: ConfigSection): ConfigValues {
+  return {
+    output: field(output, "path", isString, "a string"),
+    format: field(output, "format", isString, "a string"),
+    template: field(output, "template", isString, "a string"),
+  };
+}
+
+function agentValues(agent: ConfigSection): ConfigValues {
+  const selector = field(agent, "nodeSelector", isMap, "a map");
+  const tolerations = agent.fields.tolerations;
+  return {
+    namespace: field(agent, "namespace", isString, "a string"),
+    image: field(agent, "image", isString, "a string"),
+    imagePullSecret: field(agent, "imagePullSecrets", isStrings, "a list of strings"),
+    jobName: field(agent, "jobName", isString, "a string"),
+    serviceAccountName: field(agent, "serviceAccountName", isString, "a string"),
     nodeSelector: selector ? Object.entries(selector).map(([k, v]) => `${k}=${v}`) : undefined,
-    toleration: typed(
-      agent.tolerations,
-      p("agent", "tolerations"),
-      file,
-      isStrings,
-      "a list of key=value:effect strings",
-    ),
-    requireGpu: typed(agent.requireGpu, p("agent", "requireGpu"), file, isBool, "true or false"),
-    runtimeClass: str(agent, "agent", "runtimeClassName"),
-    os: str(agent, "agent", "os"),
-    requests: str(agent, "agent", "requests"),
-    limits: str(agent, "agent", "limits"),
-    timeout: timeout === undefined
-      ? undefined
-      : typeof timeout === "number"
-      ? `${timeout}s`
-      : timeout,
+    // An explicit empty list clears the tolerate-all default (upstream's nil-vs-empty).
+    toleration: Array.isArray(tolerations) && tolerations.length === 0
+      ? []
+      : field(agent, "tolerations", isStrings, "a list of key=value:effect strings"),
+    requireGpu: field(agent, "requireGpu", isBool, "true or false"),
+    runtimeClass: field(agent, "runtimeClassName", isString, "a string"),
+    os: field(agent, "os", isString, "a string"),
+    requests: field(agent, "requests", isString, "a string"),
+    limits: field(agent, "limits", isString, "a string"),
+  };
+}
+
+function executionValues(execution: ConfigSection): ConfigValues {
+  const timeout = field(execution, "timeout", isDuration, "a duration");
+  const noCleanup = field(execution, "noCleanup", isBool, "true or false");
+  const privileged = field(execution, "privileged", isBool, "true or false");
+  const maxNodes = field(execution, "maxNodesPerEntry", isCount, "a whole number");
+  return {
+    timeout: typeof timeout === "number" ? `${timeout}s` : timeout,
     cleanup: noCleanup === undefined ? undefined : !noCleanup,
     privileged: privileged === undefined ? undefined : String(privileged),
     maxNodesPerEntry: maxNodes === undefined ? undefined : String(maxNodes),
   };
-  // An explicit empty tolerations list clears the tolerate-all default (upstream's nil-vs-empty).
-  if (Array.isArray(agent.tolerations) && agent.tolerations.length === 0) values.toleration = [];
-  return Object.fromEntries(
-    Object.entries(values).filter(([, v]) => v !== undefined),
-  ) as SnapshotConfigValues;
 }
 
 /**

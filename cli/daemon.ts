@@ -282,22 +282,53 @@ export async function daemonOptions(
       "Cannot use '--collect-timeout' as it must be positive: current value is '0'",
     );
   }
-  let tls: { cert: string; key: string } | undefined;
   const identity = podIdentity(flags);
   if (identity.csr && (flags.tlsCertFile || flags.tlsKeyFile || flags.insecureHttp)) {
     throw new UsageError(
       "Cannot use '--csr-signer' with '--tls-cert-file', '--tls-key-file' or '--insecure-http': the certificate comes from one place",
     );
   }
-  if (identity.csr) {
-    // The serving certificate comes from the CSR API once the daemon runs.
-  } else if (flags.tlsCertFile || flags.tlsKeyFile) {
+  // With --csr-signer the serving certificate comes from the CSR API once the daemon runs.
+  const tls = identity.csr ? undefined : await readTlsFlags(deps, flags);
+  const nodeName = flags.nodeName ?? resolveNodeName(deps.env);
+  if (!nodeName) {
+    throw new UsageError(
+      "Cannot run the daemon as the node name is unknown: set '--node-name' or NODE_NAME",
+    );
+  }
+  const baseline = baselineFlags(flags);
+  return {
+    ...(baseline ? { baseline } : {}),
+    listen: flags.listen,
+    port,
+    cache: cacheOptions,
+    drainTimeoutMs,
+    tlsReloadMs,
+    maxNodesPerEntry,
+    ...(tls ? { tls } : {}),
+    insecureHttp: flags.insecureHttp,
+    insecureNoAuth: flags.insecureNoAuth,
+    nodeName,
+    tokenAudiences: flags.tokenAudience ?? [],
+    ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
+    systemdUnits: flags.systemdUnit ?? [],
+    ...identity,
+    requireNodeBoundToken: flags.requireNodeBoundToken ?? false,
+  };
+}
+
+/** The certificate and key files, read and checked as a pair; absent with `--insecure-http`. */
+async function readTlsFlags(
+  deps: DaemonCommandDeps,
+  flags: DaemonFlags,
+): Promise<DaemonOptions["tls"]> {
+  if (flags.tlsCertFile || flags.tlsKeyFile) {
     if (!flags.tlsCertFile || !flags.tlsKeyFile) {
       throw new UsageError(
         "Cannot serve TLS as '--tls-cert-file' and '--tls-key-file' go together: only one is set",
       );
     }
-    tls = {
+    const tls = {
       cert: await readPem("--tls-cert-file", flags.tlsCertFile, deps.cwd),
       key: await readPem("--tls-key-file", flags.tlsKeyFile, deps.cwd),
     };
@@ -310,50 +341,22 @@ export async function daemonOptions(
         }`,
       );
     }
+    return { ...tls, certFile: flags.tlsCertFile, keyFile: flags.tlsKeyFile };
   } else if (!flags.insecureHttp) {
     throw new UsageError(
       "Cannot serve as '--tls-cert-file' and '--tls-key-file' are not set: pass them, or '--insecure-http' for a local test",
     );
   }
-  const nodeName = flags.nodeName ?? resolveNodeName(deps.env);
-  if (!nodeName) {
-    throw new UsageError(
-      "Cannot run the daemon as the node name is unknown: set '--node-name' or NODE_NAME",
-    );
-  }
-  const baselineIntervalMs = parseDuration(flags.baselineInterval, "--baseline-interval");
-  if (flags.baselineNamespace !== undefined) {
-    validateNamespace("--baseline-namespace", flags.baselineNamespace);
-    validateDaemonName(flags.baselineName);
-  }
-  return {
-    ...(flags.baselineNamespace !== undefined
-      ? {
-        baseline: {
-          namespace: flags.baselineNamespace,
-          daemonName: flags.baselineName,
-          intervalMs: baselineIntervalMs,
-        },
-      }
-      : {}),
-    listen: flags.listen,
-    port,
-    cache: cacheOptions,
-    drainTimeoutMs,
-    tlsReloadMs,
-    maxNodesPerEntry,
-    ...(tls && flags.tlsCertFile && flags.tlsKeyFile
-      ? { tls: { ...tls, certFile: flags.tlsCertFile, keyFile: flags.tlsKeyFile } }
-      : {}),
-    insecureHttp: flags.insecureHttp,
-    insecureNoAuth: flags.insecureNoAuth,
-    nodeName,
-    tokenAudiences: flags.tokenAudience ?? [],
-    ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
-    systemdUnits: flags.systemdUnit ?? [],
-    ...identity,
-    requireNodeBoundToken: flags.requireNodeBoundToken ?? false,
-  };
+  return undefined;
+}
+
+/** Where the cohort's baseline is read (`--baseline-namespace`), or undefined: no drift metric. */
+function baselineFlags(flags: DaemonFlags): DaemonOptions["baseline"] {
+  const intervalMs = parseDuration(flags.baselineInterval, "--baseline-interval");
+  if (flags.baselineNamespace === undefined) return undefined;
+  validateNamespace("baselineNamespace", flags.baselineNamespace);
+  validateDaemonName(flags.baselineName);
+  return { namespace: flags.baselineNamespace, daemonName: flags.baselineName, intervalMs };
 }
 
 /**

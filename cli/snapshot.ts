@@ -116,6 +116,11 @@ function parseBoolFlag(flag: string): (value: string | undefined) => string {
 
 /** Adds the flags of a run (the Job's knobs, RBAC, waiting, outputs) to the command. */
 function addSnapshotFlags(command: Command): Command {
+  return addRunModeFlags(addAgentPodFlags(addAgentPlacementFlags(command)));
+}
+
+/** The agent's image, name, ServiceAccount and placement. */
+function addAgentPlacementFlags(command: Command): Command {
   return command
     .addOption(
       new Option(
@@ -142,7 +147,12 @@ function addSnapshotFlags(command: Command): Command {
     .option(
       "--toleration <key=value:effect...>",
       "toleration (repeatable; default: tolerate all taints)",
-    )
+    );
+}
+
+/** How the agent's pod runs and how long the run waits for it. */
+function addAgentPodFlags(command: Command): Command {
+  return command
     .option("--timeout <duration>", "wait timeout", "5m")
     .option(
       "--no-cleanup",
@@ -171,7 +181,12 @@ function addSnapshotFlags(command: Command): Command {
     )
     .addOption(
       new Option("--limits <list>", "container limits, e.g. cpu=2,memory=8Gi").env("AICR_LIMITS"),
-    )
+    );
+}
+
+/** What the run does: network discovery, a pinned run ID, previews, a config file, the fleet. */
+function addRunModeFlags(command: Command): Command {
+  return command
     .addOption(
       new Option(
         "--cluster-config <path>",

@@ -553,163 +553,15 @@ export async function connectDbus(
   }
   const uid = options.uid ?? process.getuid?.() ?? 0;
   const socket = await openSocket(socketPath, { timeoutMs, ...(signal ? { signal } : {}) });
-  let buffer = new Uint8Array(0);
-  let authenticated = false;
-  let authWaiter: { resolve(line: string): void; reject(error: Error): void } | undefined;
-  const pending = new Map<number, Pending>();
-  let closedError: Error | undefined;
-  let serial = 0;
-
-  function failAll(error: Error): void {
-    closedError ??= error;
-    authWaiter?.reject(error);
-    authWaiter = undefined;
-    for (const p of pending.values()) p.reject(error);
-    pending.clear();
-  }
-  function onData(chunk: Uint8Array): void {
-    const merged = new Uint8Array(buffer.length + chunk.length);
-    merged.set(buffer);
-    merged.set(chunk, buffer.length);
-    buffer = merged;
-    try {
-      if (!authenticated) {
-        const newline = buffer.indexOf(0x0a);
-        if (newline < 0) return;
-        const line = new TextDecoder().decode(buffer.subarray(0, newline)).replace(/\r$/, "");
-        buffer = buffer.slice(newline + 1);
-        authWaiter?.resolve(line);
-        authWaiter = undefined;
-        return;
-      }
-      for (;;) {
-        const length = messageLength(buffer);
-        if (length === undefined || buffer.length < length) return;
-        const message = decodeMessage(buffer.subarray(0, length));
-        buffer = buffer.slice(length);
-        const replyTo = message.fields.get(HEADER_FIELD.replySerial);
-        if (typeof replyTo !== "number") continue; // signals such as NameAcquired
-        const waiter = pending.get(replyTo);
-        if (!waiter) continue;
-        pending.delete(replyTo);
-        waiter.resolve(message);
-      }
-    } catch (error) {
-      socket.destroy();
-      failAll(error instanceof Error ? error : new Error(String(error)));
-    }
-  }
-  socket.on("data", onData);
-  socket.on(
-    "error",
-    (error) =>
-      failAll(
-        new UnavailableError(`Cannot talk to D-Bus at '${socketPath}': ${error.message}`, {
-          cause: error,
-        }),
-      ),
-  );
-  socket.on(
-    "close",
-    () =>
-      failAll(
-        new UnavailableError(`Cannot talk to D-Bus at '${socketPath}': the connection closed`),
-      ),
-  );
-
-  function readLine(): Promise<string> {
-    return new Promise((resolve, reject) => {
-      if (closedError) return reject(closedError);
-      const timer = setTimeout(() => {
-        authWaiter = undefined;
-        reject(
-          new UnavailableError(
-            `Cannot authenticate to D-Bus at '${socketPath}': no answer within ${timeoutMs} ms`,
-          ),
-        );
-      }, timeoutMs);
-      authWaiter = {
-        resolve: (line) => (clearTimeout(timer), resolve(line)),
-        reject: (error) => (clearTimeout(timer), reject(error)),
-      };
-    });
-  }
-
-  const connection: DbusConnection = {
-    call(call: DbusCall, signal?: AbortSignal): Promise<DbusMessage> {
-      return new Promise((resolve, reject) => {
-        if (closedError) return reject(closedError);
-        if (signal?.aborted) {
-          return reject(
-            new TimeoutError(`Cannot call ${call.member} on '${call.path}': the deadline passed`),
-          );
-        }
-        const id = ++serial;
-        function onAbort(): void {
-          pending.delete(id);
-          reject(
-            new TimeoutError(`Cannot call ${call.member} on '${call.path}': the deadline passed`),
-          );
-        }
-        signal?.addEventListener("abort", onAbort, { once: true });
-        pending.set(id, {
-          resolve(message) {
-            signal?.removeEventListener("abort", onAbort);
-            if (message.type === MESSAGE_TYPE.error) {
-              const name = String(message.fields.get(HEADER_FIELD.errorName) ?? "unknown");
-              const text = typeof message.body[0] === "string" ? `: ${message.body[0]}` : "";
-              const text2 = `Cannot call ${call.member} on '${call.path}': ${name}${text}`;
-              const unavailable = name.endsWith(".ServiceUnknown") ||
-                name.endsWith(".NameHasNoOwner");
-              reject(
-                unavailable
-                  ? new UnavailableError(text2, { details: [name] })
-                  : name.endsWith(".AccessDenied")
-                  ? new PermissionError(text2, { details: [name] })
-                  : new ToolError(text2, "internal", 502, { details: [name] }),
-              );
-            } else {
-              resolve(message);
-            }
-          },
-          reject(error) {
-            signal?.removeEventListener("abort", onAbort);
-            reject(error);
-          },
-        });
-        socket.write(encodeMethodCall(call, id));
-      });
-    },
-    close(): Promise<void> {
-      return new Promise((resolve) => {
-        if (socket.destroyed) return resolve();
-        socket.once("close", () => resolve());
-        socket.end();
-        socket.destroy();
-      });
-    },
-  };
-
+  const connection = new SocketConnection(socket, socketPath, timeoutMs);
   function onAbortDuringSetup(): void {
-    socket.destroy();
-    failAll(new TimeoutError(`Cannot connect to D-Bus at '${socketPath}': it was cancelled`));
+    connection.abort(
+      new TimeoutError(`Cannot connect to D-Bus at '${socketPath}': it was cancelled`),
+    );
   }
   signal?.addEventListener("abort", onAbortDuringSetup, { once: true });
   try {
-    const hexUid = Array.from(
-      new TextEncoder().encode(String(uid)),
-      (b) => b.toString(16).padStart(2, "0"),
-    ).join("");
-    socket.write(`\0AUTH EXTERNAL ${hexUid}\r\n`);
-    const answer = await readLine();
-    if (!answer.startsWith("OK")) {
-      throw new UnavailableError(
-        `Cannot authenticate to D-Bus at '${socketPath}': the server answered '${answer}'`,
-      );
-    }
-    socket.write("BEGIN\r\n");
-    authenticated = true;
-    if (buffer.length > 0) onData(new Uint8Array(0));
+    await connection.authenticate(uid);
     if (hello) {
       await connection.call({
         path: "/org/freedesktop/DBus",
@@ -725,6 +577,169 @@ export async function connectDbus(
   } finally {
     signal?.removeEventListener("abort", onAbortDuringSetup);
   }
+}
+
+/**
+ * One D-Bus connection over a socket: the EXTERNAL handshake's line, then messages matched to
+ * their calls by serial. Every waiter fails with the first error the socket meets.
+ */
+class SocketConnection implements DbusConnection {
+  readonly #socket: Socket;
+  readonly #path: string;
+  readonly #timeoutMs: number;
+  #buffer = new Uint8Array(0);
+  #authenticated = false;
+  #authWaiter: { resolve(line: string): void; reject(error: Error): void } | undefined;
+  readonly #pending = new Map<number, Pending>();
+  #closedError: Error | undefined;
+  #serial = 0;
+
+  constructor(socket: Socket, path: string, timeoutMs: number) {
+    this.#socket = socket;
+    this.#path = path;
+    this.#timeoutMs = timeoutMs;
+    socket.on("data", (chunk: Uint8Array) => this.#onData(chunk));
+    socket.on("error", (error) =>
+      this.#failAll(
+        new UnavailableError(`Cannot talk to D-Bus at '${path}': ${error.message}`, {
+          cause: error,
+        }),
+      ));
+    socket.on("close", () =>
+      this.#failAll(
+        new UnavailableError(`Cannot talk to D-Bus at '${path}': the connection closed`),
+      ));
+  }
+
+  /** Authenticates as `uid` with EXTERNAL and begins the message stream. */
+  async authenticate(uid: number): Promise<void> {
+    const hexUid = Array.from(
+      new TextEncoder().encode(String(uid)),
+      (b) => b.toString(16).padStart(2, "0"),
+    ).join("");
+    this.#socket.write(`\0AUTH EXTERNAL ${hexUid}\r\n`);
+    const answer = await this.#readLine();
+    if (!answer.startsWith("OK")) {
+      throw new UnavailableError(
+        `Cannot authenticate to D-Bus at '${this.#path}': the server answered '${answer}'`,
+      );
+    }
+    this.#socket.write("BEGIN\r\n");
+    this.#authenticated = true;
+    if (this.#buffer.length > 0) this.#onData(new Uint8Array(0));
+  }
+
+  /** Destroys the socket and fails every waiter with `error`. */
+  abort(error: Error): void {
+    this.#socket.destroy();
+    this.#failAll(error);
+  }
+
+  call(call: DbusCall, signal?: AbortSignal): Promise<DbusMessage> {
+    return new Promise((resolve, reject) => {
+      if (this.#closedError) return reject(this.#closedError);
+      const deadline = () =>
+        new TimeoutError(`Cannot call ${call.member} on '${call.path}': the deadline passed`);
+      if (signal?.aborted) return reject(deadline());
+      const id = ++this.#serial;
+      const onAbort = (): void => {
+        this.#pending.delete(id);
+        reject(deadline());
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#pending.set(id, {
+        resolve(message) {
+          signal?.removeEventListener("abort", onAbort);
+          if (message.type === MESSAGE_TYPE.error) reject(replyError(call, message));
+          else resolve(message);
+        },
+        reject(error) {
+          signal?.removeEventListener("abort", onAbort);
+          reject(error);
+        },
+      });
+      this.#socket.write(encodeMethodCall(call, id));
+    });
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.#socket.destroyed) return resolve();
+      this.#socket.once("close", () => resolve());
+      this.#socket.end();
+      this.#socket.destroy();
+    });
+  }
+
+  #failAll(error: Error): void {
+    this.#closedError ??= error;
+    this.#authWaiter?.reject(error);
+    this.#authWaiter = undefined;
+    for (const p of this.#pending.values()) p.reject(error);
+    this.#pending.clear();
+  }
+
+  #onData(chunk: Uint8Array): void {
+    const merged = new Uint8Array(this.#buffer.length + chunk.length);
+    merged.set(this.#buffer);
+    merged.set(chunk, this.#buffer.length);
+    this.#buffer = merged;
+    try {
+      if (!this.#authenticated) {
+        const newline = this.#buffer.indexOf(0x0a);
+        if (newline < 0) return;
+        const line = new TextDecoder().decode(this.#buffer.subarray(0, newline)).replace(/\r$/, "");
+        this.#buffer = this.#buffer.slice(newline + 1);
+        this.#authWaiter?.resolve(line);
+        this.#authWaiter = undefined;
+        return;
+      }
+      for (;;) {
+        const length = messageLength(this.#buffer);
+        if (length === undefined || this.#buffer.length < length) return;
+        const message = decodeMessage(this.#buffer.subarray(0, length));
+        this.#buffer = this.#buffer.slice(length);
+        const replyTo = message.fields.get(HEADER_FIELD.replySerial);
+        if (typeof replyTo !== "number") continue; // signals such as NameAcquired
+        const waiter = this.#pending.get(replyTo);
+        if (!waiter) continue;
+        this.#pending.delete(replyTo);
+        waiter.resolve(message);
+      }
+    } catch (error) {
+      this.abort(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  #readLine(): Promise<string> {
+    return new Promise((resolve, reject) => {
+      if (this.#closedError) return reject(this.#closedError);
+      const timer = setTimeout(() => {
+        this.#authWaiter = undefined;
+        reject(
+          new UnavailableError(
+            `Cannot authenticate to D-Bus at '${this.#path}': no answer within ${this.#timeoutMs} ms`,
+          ),
+        );
+      }, this.#timeoutMs);
+      this.#authWaiter = {
+        resolve: (line) => (clearTimeout(timer), resolve(line)),
+        reject: (error) => (clearTimeout(timer), reject(error)),
+      };
+    });
+  }
+}
+
+/** An error reply as the error a caller catches: unavailable, denied, or another failure. */
+function replyError(call: DbusCall, message: DbusMessage): ToolError {
+  const name = String(message.fields.get(HEADER_FIELD.errorName) ?? "unknown");
+  const text = typeof message.body[0] === "string" ? `: ${message.body[0]}` : "";
+  const reason = `Cannot call ${call.member} on '${call.path}': ${name}${text}`;
+  if (name.endsWith(".ServiceUnknown") || name.endsWith(".NameHasNoOwner")) {
+    return new UnavailableError(reason, { details: [name] });
+  }
+  if (name.endsWith(".AccessDenied")) return new PermissionError(reason, { details: [name] });
+  return new ToolError(reason, "internal", 502, { details: [name] });
 }
 
 /** A connection to systemd: its private socket, or the system bus (then with a destination). */

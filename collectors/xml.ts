@@ -111,44 +111,37 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
       `Cannot parse XML: it is too large: current length is ${input.length}, limit ${maxChars}`,
     );
   }
-  const select = limits.select;
-  const maxKept = limits.maxKept ?? maxElements;
-  let kept = 0;
-  const stack: XmlElement[] = [];
-  // Per open element: its selection (undefined = keep everything), or SKIP when not built.
-  const selections: (XmlSelection | typeof SKIP | undefined)[] = [];
-  let root: XmlElement | undefined;
-  let elements = 0;
   let pos = 0;
   const length = input.length;
-
   function fail(reason: string, at = pos): never {
     throw new XmlError(`Cannot parse XML at offset ${at}: ${reason}`);
-  }
-  function appendText(text: string): void {
-    const top = stack[stack.length - 1];
-    if (!top) {
-      if (text.trim() !== "") fail("text outside the root element");
-      return;
-    }
-    const selection = selections[selections.length - 1];
-    // Text is kept for whole-tree parses and for the selection's leaves only.
-    if (selection === undefined || (selection !== SKIP && isLeaf(selection))) top.text += text;
   }
   function indexOrFail(needle: string, from: number, what: string): number {
     const index = input.indexOf(needle, from);
     if (index < 0) fail(`unterminated ${what}`);
     return index;
   }
+  const tree: TreeBuilder = {
+    maxDepth,
+    maxElements,
+    maxKept: limits.maxKept ?? maxElements,
+    select: limits.select,
+    stack: [],
+    selections: [],
+    root: undefined,
+    elements: 0,
+    kept: 0,
+    fail: (reason) => fail(reason),
+  };
 
   while (pos < length) {
     const lt = input.indexOf("<", pos);
     if (lt < 0) {
-      appendText(decodeEntities(input.slice(pos)));
+      appendText(tree, decodeEntities(input.slice(pos)));
       pos = length;
       break;
     }
-    if (lt > pos) appendText(decodeEntities(input.slice(pos, lt)));
+    if (lt > pos) appendText(tree, decodeEntities(input.slice(pos, lt)));
     pos = lt;
     if (input.startsWith("<?", pos)) {
       pos = indexOrFail("?>", pos + 2, "processing instruction") + 2;
@@ -156,51 +149,95 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
       pos = indexOrFail("-->", pos + 4, "comment") + 3;
     } else if (input.startsWith("<![CDATA[", pos)) {
       const end = indexOrFail("]]>", pos + 9, "CDATA section");
-      if (stack.length === 0) fail("CDATA outside the root element");
-      appendText(input.slice(pos + 9, end));
+      if (tree.stack.length === 0) fail("CDATA outside the root element");
+      appendText(tree, input.slice(pos + 9, end));
       pos = end + 3;
     } else if (input.startsWith("<!DOCTYPE", pos)) {
-      if (root !== undefined || stack.length > 0) fail("DOCTYPE after the root element");
+      if (tree.root !== undefined || tree.stack.length > 0) fail("DOCTYPE after the root element");
       pos = skipDoctype(input, pos + 9, fail);
     } else if (input.startsWith("</", pos)) {
       const { name, close } = readEndTag(input, pos, fail);
-      const top = stack.pop();
-      selections.pop();
-      if (!top || top.name !== name) fail(`end tag '${name}' does not match '${top?.name ?? ""}'`);
-      if (stack.length === 0) root = top;
+      closeElement(tree, name);
       pos = close + 1;
     } else {
       const tag = readStartTag(input, pos, fail);
-      const { element, selfClosing } = tag;
       pos = tag.end;
-      if (++elements > maxElements) fail(`too many elements: limit is ${maxElements}`);
-      const parent = stack[stack.length - 1];
-      const parentSelection = selections[selections.length - 1];
-      // The root is always built; below it, what the selection names.
-      const selection = !parent ? select : childSelection(parentSelection, element.name);
-      if (selection === SKIP) element.attributes = {};
-      else if (++kept > maxKept) fail(`too many elements to keep: limit is ${maxKept}`);
-      if (parent) {
-        if (selection !== SKIP) parent.children.push(element);
-      } else if (root !== undefined) fail("a second root element");
-      if (selfClosing) {
-        if (!parent) root = element;
-      } else {
-        if (stack.length >= maxDepth) fail(`elements nest too deep: limit is ${maxDepth}`);
-        stack.push(element);
-        selections.push(selection);
-      }
+      openElement(tree, tag.element, tag.selfClosing);
     }
   }
-  if (stack.length > 0) {
+  if (tree.stack.length > 0) {
     throw new XmlError(
       `Cannot parse XML: the document is truncated: element '${
-        stack[stack.length - 1]?.name
+        tree.stack[tree.stack.length - 1]?.name
       }' is not closed`,
     );
   }
-  if (root === undefined) throw new XmlError("Cannot parse XML: there is no root element");
-  return root;
+  if (tree.root === undefined) throw new XmlError("Cannot parse XML: there is no root element");
+  return tree.root;
+}
+
+/** The tree {@link parseXml} builds: its bounds, the open elements, the root once read. */
+interface TreeBuilder {
+  maxDepth: number;
+  maxElements: number;
+  maxKept: number;
+  select: XmlSelection | undefined;
+  /** The open elements, outermost first. */
+  stack: XmlElement[];
+  /** Per open element: its selection (undefined = keep everything), or SKIP when not built. */
+  selections: (XmlSelection | typeof SKIP | undefined)[];
+  root: XmlElement | undefined;
+  /** Elements read, and elements built. */
+  elements: number;
+  kept: number;
+  /** Throws the parse error at the current offset. */
+  fail: (reason: string) => never;
+}
+
+function appendText(tree: TreeBuilder, text: string): void {
+  const top = tree.stack[tree.stack.length - 1];
+  if (!top) {
+    if (text.trim() !== "") tree.fail("text outside the root element");
+    return;
+  }
+  const selection = tree.selections[tree.selections.length - 1];
+  // Text is kept for whole-tree parses and for the selection's leaves only.
+  if (selection === undefined || (selection !== SKIP && isLeaf(selection))) top.text += text;
+}
+
+function openElement(tree: TreeBuilder, element: XmlElement, selfClosing: boolean): void {
+  if (++tree.elements > tree.maxElements) {
+    tree.fail(`too many elements: limit is ${tree.maxElements}`);
+  }
+  const parent = tree.stack[tree.stack.length - 1];
+  const parentSelection = tree.selections[tree.selections.length - 1];
+  // The root is always built; below it, what the selection names.
+  const selection = !parent ? tree.select : childSelection(parentSelection, element.name);
+  if (selection === SKIP) element.attributes = {};
+  else if (++tree.kept > tree.maxKept) {
+    tree.fail(`too many elements to keep: limit is ${tree.maxKept}`);
+  }
+  if (parent) {
+    if (selection !== SKIP) parent.children.push(element);
+  } else if (tree.root !== undefined) tree.fail("a second root element");
+  if (selfClosing) {
+    if (!parent) tree.root = element;
+  } else {
+    if (tree.stack.length >= tree.maxDepth) {
+      tree.fail(`elements nest too deep: limit is ${tree.maxDepth}`);
+    }
+    tree.stack.push(element);
+    tree.selections.push(selection);
+  }
+}
+
+function closeElement(tree: TreeBuilder, name: string): void {
+  const top = tree.stack.pop();
+  tree.selections.pop();
+  if (!top || top.name !== name) {
+    tree.fail(`end tag '${name}' does not match '${top?.name ?? ""}'`);
+  }
+  if (tree.stack.length === 0) tree.root = top;
 }
 
 const SKIP = Symbol("skip");

@@ -159,14 +159,37 @@ function mutatingWarning(
 export function renderRbacFiles(options: RenderRbacOptions): RenderedRbac {
   const { namespace, serviceAccount, discoverNetwork = false } = options;
   const configMaps = renderedConfigMaps(serviceAccount, options.outputConfigMap);
-  const grant = renderedRbacObjects({ namespace, serviceAccount, discoverNetwork, configMaps });
-  const rules = agentRules({ discoverNetwork, configMaps });
   const directory = rbacDirectoryName(options.runId);
-  const footer = generatedBy(options, directory);
-  const sa = `ServiceAccount "${serviceAccount}" in namespace "${namespace}"`;
-  const role = grant.role.metadata.name;
-  const clusterRole = grant.clusterRole.metadata.name;
-  const files: RenderedFile[] = [
+  const grant: GrantText = {
+    namespace,
+    serviceAccount,
+    sa: `ServiceAccount "${serviceAccount}" in namespace "${namespace}"`,
+    objects: renderedRbacObjects({ namespace, serviceAccount, discoverNetwork, configMaps }),
+    rules: agentRules({ discoverNetwork, configMaps }),
+    configMaps,
+    footer: generatedBy(options, directory),
+  };
+  return { directory, files: [...namespacedFiles(grant), ...clusterFiles(grant)] };
+}
+
+/** What the four files of a grant are written from. */
+interface GrantText {
+  namespace: string;
+  serviceAccount: string;
+  /** The ServiceAccount as the comments name it. */
+  sa: string;
+  objects: ReturnType<typeof renderedRbacObjects>;
+  rules: ReturnType<typeof agentRules>;
+  configMaps: ReturnType<typeof renderedConfigMaps>;
+  /** The closing lines of every file: how it was generated and how to apply it. */
+  footer: string[];
+}
+
+/** `01-role.yaml` and `02-rolebinding.yaml`: what the agent may do in the namespace. */
+function namespacedFiles(grant: GrantText): RenderedFile[] {
+  const { namespace, serviceAccount, sa, configMaps, footer } = grant;
+  const role = grant.objects.role.metadata.name;
+  return [
     {
       name: "01-role.yaml",
       text: comment([
@@ -185,10 +208,10 @@ export function renderRbacFiles(options: RenderRbacOptions): RenderedRbac {
           }.`,
           "",
         ),
-        ...explainRules(rules.namespaced),
+        ...explainRules(grant.rules.namespaced),
         "",
         ...footer,
-      ]) + formatManifest(grant.role),
+      ]) + formatManifest(grant.objects.role),
     },
     {
       name: "02-rolebinding.yaml",
@@ -200,22 +223,30 @@ export function renderRbacFiles(options: RenderRbacOptions): RenderedRbac {
         ...verifyServiceAccount(namespace, serviceAccount),
         "",
         ...footer,
-      ]) + formatManifest(grant.roleBinding),
+      ]) + formatManifest(grant.objects.roleBinding),
     },
+  ];
+}
+
+/** `03-clusterrole.yaml` and `04-clusterrolebinding.yaml`: what the agent may do cluster-wide. */
+function clusterFiles(grant: GrantText): RenderedFile[] {
+  const { namespace, serviceAccount, sa, footer } = grant;
+  const clusterRole = grant.objects.clusterRole.metadata.name;
+  return [
     {
       name: "03-clusterrole.yaml",
       text: comment([
         `ClusterRole ${clusterRole} (cluster-scoped)`,
         "",
-        ...mutatingWarning(rules.cluster, namespace, serviceAccount),
+        ...mutatingWarning(grant.rules.cluster, namespace, serviceAccount),
         ...wrap(
           `What the aicr snapshot agent, running as ${sa}, may do across the cluster. Bound by 04-clusterrolebinding.yaml. The rules, and why the agent needs each:`,
           "",
         ),
-        ...explainRules(rules.cluster),
+        ...explainRules(grant.rules.cluster),
         "",
         ...footer,
-      ]) + formatManifest(grant.clusterRole),
+      ]) + formatManifest(grant.objects.clusterRole),
     },
     {
       name: "04-clusterrolebinding.yaml",
@@ -232,10 +263,9 @@ export function renderRbacFiles(options: RenderRbacOptions): RenderedRbac {
         ...verifyServiceAccount(namespace, serviceAccount),
         "",
         ...footer,
-      ]) + formatManifest(grant.clusterRoleBinding),
+      ]) + formatManifest(grant.objects.clusterRoleBinding),
     },
   ];
-  return { directory, files };
 }
 
 /** Options for {@link rbacNextSteps}. */

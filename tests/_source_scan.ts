@@ -221,25 +221,28 @@ export function functionSpans(source: string): FunctionSpan[] {
   return spans;
 }
 
-// From a head line, finds the line of the brace closing the body: the first `{` opened at
-// parenthesis depth 0 after the parameters (or after `=>`), matched.
+// From a head line, finds the line of the brace closing the body: the first `{` outside
+// parentheses, angle brackets and type literals that does not start a type (after `:`, `|`,
+// `&`, `,`, `(`, `<` or `=`), matched.
 function bodyEnd(lines: string[], from: number): number | undefined {
   let parens = 0;
   let braces = 0;
   let opened = false;
+  let previous = "";
   for (let index = from; index < lines.length && index < from + 2000; index++) {
     const text = lines[index] ?? "";
     for (let k = 0; k < text.length; k++) {
-      const ch = text[k];
+      const ch = text[k] ?? "";
       if (!opened) {
         if (ch === "(" || ch === "[" || ch === "<") parens++;
-        else if (ch === ")" || ch === "]" || (ch === ">" && text[k - 1] !== "=")) parens--;
-        else if (ch === "{" && parens <= 0 && isBodyBrace(text, k)) {
+        else if (ch === ")" || ch === "]" || (ch === ">" && previous !== "=")) parens--;
+        else if (ch === "{" && parens <= 0 && braces <= 0 && !":|&,(<=".includes(previous)) {
           opened = true;
           braces = 1;
         } else if (ch === "{") braces++;
         else if (ch === "}") braces--;
         else if (ch === ";" && parens <= 0 && braces <= 0) return undefined;
+        if (!/\s/.test(ch)) previous = ch;
         continue;
       }
       if (ch === "{") braces++;
@@ -247,11 +250,4 @@ function bodyEnd(lines: string[], from: number): number | undefined {
     }
   }
   return undefined;
-}
-
-// A `{` is the body when it follows `)`, `=>` or a return type, not a type literal after `:`.
-function isBodyBrace(text: string, k: number): boolean {
-  const before = text.slice(0, k).trimEnd();
-  return before.endsWith(")") || before.endsWith("=>") ||
-    /\)\s*:\s*[\w$.<>[\]|, ]+$/.test(before) || /\)\s*:\s*asserts\s+[\w$ ]+$/.test(before);
 }
