@@ -411,7 +411,10 @@ function validateSubtype(value: unknown, path: (string | number)[], fail: Fail):
   if (!isRecord(rawData)) fail([...path, "data"], "must be a mapping of scalar readings");
   const data: ReadingMap = {};
   for (const [key, v] of Object.entries(rawData as Record<string, unknown>)) {
-    setOwn(data, key, toReading(v, [...path, "data", key], fail));
+    // The common readings need no path (built only for the failure message).
+    const plain = typeof v === "string" || typeof v === "boolean" ||
+      typeof v === "number" || v === null;
+    setOwn(data, key, plain ? v : toReading(v, [...path, "data", key], fail));
   }
   const out: Subtype = { subtype: name as string, data };
   if (value.context !== undefined && value.context !== null) {

@@ -14,6 +14,7 @@
  * @module
  */
 import { parseDocument } from "yaml";
+import { setOwn } from "./model.ts";
 
 /** Characters of scalar and key texts remembered; past this the caches start over. */
 const CACHE_CHARS = 32 * 1024 * 1024;
@@ -131,12 +132,7 @@ function readMap(
     const key = decodeKey(parts[0]);
     const value = decodeValue(parts[1]);
     if (key === FAIL || value === FAIL || Object.hasOwn(map, key)) return FAIL;
-    Object.defineProperty(map, key, {
-      value,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    setOwn(map, key, value);
   }
   return { map, next: i };
 }
