@@ -343,3 +343,44 @@ Deno.test("layout: barrels export by name; trimmed ones only what a caller outsi
     assert.deepEqual(unused, [], `${file} exports what no caller outside ${folder}/ imports`);
   }
 });
+
+/** The README's drawing: each part's arrows above floor 0, as `part -> target` (folders bare). */
+function drawnEdges(): string[] {
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## Layout"));
+  const start = section.indexOf("```\n") + 4;
+  const block = section.slice(start, section.indexOf("\n```", start));
+  const edges: string[] = [];
+  let from: string | undefined;
+  let column = 0; // where the current arrow's targets start; continuation lines start there
+  for (const line of block.split("\n")) {
+    const arrow = /^(?:floor \d+)?\s*(\S+) ─+► /.exec(line);
+    if (arrow) {
+      from = (arrow[1] ?? "").replace(/\/$/, "");
+      column = arrow[0].length;
+    } else if (line.search(/\S/) !== column) from = undefined;
+    if (from === undefined) continue;
+    for (const token of line.slice(column).split(/\s+/)) {
+      if (!/^[a-z]+\/$/.test(token)) break;
+      edges.push(`${from} -> ${token.replace(/\/$/, "")}`);
+    }
+  }
+  return edges.sort();
+}
+
+Deno.test("layout: the README draws every production import between parts above floor 0, and no other", () => {
+  const drawn = drawnEdges();
+  assert.ok(
+    drawn.includes("cli -> controller") && drawn.includes("manifests -> kube"),
+    "drawing read",
+  );
+  const actual = [
+    ...new Set(
+      GRAPH.edges.filter((e) => !e.test)
+        .map((e) => [partOf(e.from), partOf(e.to)] as const)
+        .filter(([a, b]) => a !== b && (FLOORS[b] ?? 0) > 0)
+        .map(([a, b]) => `${a} -> ${b}`),
+    ),
+  ].sort();
+  assert.deepEqual(drawn, actual);
+});
