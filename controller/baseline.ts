@@ -15,11 +15,13 @@
 import { ConflictError, NotFoundError, ToolError, UsageError } from "../errors.ts";
 import { createAccessReviewer, runGate } from "../rbac/mod.ts";
 import type { AccessAttributes } from "../rbac/mod.ts";
+import { KubeApiError } from "../kube/mod.ts";
 import type { KubeClient, KubeObject, NewObject } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
   baselineLabels,
   daemonReaderName,
+  daemonSweepLabels,
   DEFAULT_DAEMON_NAME,
   formatLabelSelector,
   matchesLabels,
@@ -86,6 +88,85 @@ function configMapChecks(namespace: string, verbs: readonly string[]): AccessAtt
   return verbs.map((verb) => ({ verb, group: "", resource: "configmaps", namespace }));
 }
 
+/** The daemon's Role lists the baselines it may read: set and delete keep it in step. */
+function roleChecks(namespace: string): AccessAttributes[] {
+  return ["get", "update"].map((verb) => ({
+    verb,
+    group: RBAC_GROUP,
+    resource: "roles",
+    namespace,
+  }));
+}
+
+const RBAC_GROUP = "rbac.authorization.k8s.io";
+
+interface RoleObject extends KubeObject {
+  rules?: {
+    apiGroups?: string[];
+    resources?: string[];
+    verbs?: string[];
+    resourceNames?: string[];
+  }[];
+}
+
+/**
+ * Adds a baseline's name to the daemon's Role (or removes it), so the daemon may `get` exactly
+ * the baselines that exist. No Role (the daemon is not installed): nothing to do, the install
+ * grants the baselines it finds. A Role without aicr's daemon labels is not touched. The update
+ * is pinned to the UID and resourceVersion read, and retried on a conflict.
+ */
+async function syncDaemonGrant(
+  deps: Pick<BaselineDeps, "kube" | "log">,
+  options: { namespace: string; name: string; configMap: string; grant: boolean },
+): Promise<void> {
+  const { kube, log } = deps;
+  const { namespace, name, configMap, grant } = options;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const role = await kube.get<RoleObject>("Role", namespace, name, { timeoutMs: 10_000 });
+    if (!role) {
+      if (grant) {
+        log.info("no daemon installed here yet: its install lets it read this baseline", {
+          role: `${namespace}/${name}`,
+        });
+      }
+      return;
+    }
+    const rule = role.rules?.find((r) =>
+      r.resources?.includes("configmaps") && r.verbs?.includes("get") &&
+      (r.resourceNames?.length ?? 0) > 0
+    );
+    if (!matchesLabels(role.metadata?.labels, daemonSweepLabels(name)) || !rule) {
+      log.warn("the daemon's Role is not aicr's, or has no baseline rule: left as it is", {
+        role: `${namespace}/${name}`,
+        remedy:
+          `aicr daemonset uninstall -n ${namespace} && aicr daemonset install -n ${namespace}`,
+      });
+      return;
+    }
+    const names = new Set(rule.resourceNames);
+    if (names.has(configMap) === grant) return;
+    if (grant) names.add(configMap);
+    else names.delete(configMap);
+    rule.resourceNames = [...names].sort();
+    try {
+      await kube.rest.json({
+        method: "PUT",
+        path: `/apis/${RBAC_GROUP}/v1/namespaces/${encodeURIComponent(namespace)}/roles/${
+          encodeURIComponent(name)
+        }`,
+        body: role,
+      });
+      log.info(grant ? "the daemons may read this baseline" : "the daemons' grant withdrawn", {
+        role: `${namespace}/${name}`,
+        configmap: configMap,
+      });
+      return;
+    } catch (error) {
+      if (!(error instanceof KubeApiError && error.status === 409) || attempt === 2) throw error;
+    }
+  }
+}
+
 async function gate(deps: BaselineDeps, namespace: string, questions: AccessAttributes[]) {
   await runGate(createAccessReviewer(deps.kube), {
     namespace,
@@ -109,6 +190,7 @@ export function baselineSetChecks(scope: BaselineScope, fromNode: boolean): Acce
   const { namespace, name = DEFAULT_DAEMON_NAME } = scope;
   return [
     ...configMapChecks(namespace, ["get", "create", "update"]),
+    ...roleChecks(namespace),
     ...(fromNode
       ? [
         { verb: "list", group: "", resource: "pods", namespace },
@@ -217,6 +299,7 @@ export async function setBaseline(
   if (!record) {
     throw new ToolError(`Cannot read back the baseline ConfigMap '${namespace}/${configMap}'`);
   }
+  await syncDaemonGrant(deps, { namespace, name, configMap, grant: true });
   log.info(existing ? "baseline replaced" : "baseline set", {
     cohort: cohort.name,
     key: cohort.key,
@@ -346,7 +429,10 @@ export async function deleteBaselines(
       `Cannot delete a baseline as neither '${option("cohort")}' nor '${option("all")}' is set`
     );
   }
-  await gate(deps as BaselineDeps, namespace, configMapChecks(namespace, ["list", "delete"]));
+  await gate(deps as BaselineDeps, namespace, [
+    ...configMapChecks(namespace, ["list", "delete"]),
+    ...roleChecks(namespace),
+  ]);
   const records = await readBaselines(deps.kube, options);
   const doomed = options.all ? records : [pick(records, options.cohort, "delete")];
   for (const record of doomed) {
@@ -362,6 +448,12 @@ export async function deleteBaselines(
     deps.log.info(result === "deleted" ? "baseline deleted" : "baseline already gone", {
       cohort: record.cohort.name,
       configmap: `${namespace}/${record.configMap}`,
+    });
+    await syncDaemonGrant(deps, {
+      namespace,
+      name: options.name ?? DEFAULT_DAEMON_NAME,
+      configMap: record.configMap,
+      grant: false,
     });
   }
   return doomed;

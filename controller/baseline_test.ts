@@ -159,3 +159,59 @@ Deno.test("setBaseline() runs the gate first: every missing permission, nothing 
   assert.equal(loaded, false);
   assert.equal(writes(fake), 0);
 });
+
+Deno.test("setBaseline() and deleteBaselines() keep the daemon's Role listing exactly the baselines that exist", async () => {
+  const { fake, deps, lines } = cluster();
+  const daemonLabels = {
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/managed-by": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "aicr-daemon",
+  };
+  fake.put("Role", {
+    metadata: { name: "aicr-daemon", namespace: NS, labels: daemonLabels },
+    rules: [{
+      apiGroups: [""],
+      resources: ["configmaps"],
+      verbs: ["get"],
+      resourceNames: ["aicr-daemon-baseline-none"],
+    }],
+  } as never);
+  const puts: string[] = [];
+  fake.client.rest.json = <T>(request: { method: string; path: string; body?: unknown }) => {
+    puts.push(`${request.method} ${request.path}`);
+    const body = request.body as KubeObject;
+    fake.objects.set(`Role/${NS}/${body.metadata?.name}`, structuredClone(body));
+    return Promise.resolve(body as T);
+  };
+  const names = () =>
+    (fake.objects.get(`Role/${NS}/aicr-daemon`) as unknown as {
+      rules: { resourceNames: string[] }[];
+    }).rules[0]?.resourceNames;
+  const record = await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(sampleSnapshot()),
+    source: "x",
+  });
+  assert.deepEqual(names(), [record.configMap, "aicr-daemon-baseline-none"]);
+  await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(sampleSnapshot()),
+    source: "y",
+  });
+  assert.equal(puts.length, 1, "a replaced baseline needs no new grant");
+  assert.deepEqual(puts, [
+    `PUT /apis/rbac.authorization.k8s.io/v1/namespaces/${NS}/roles/aicr-daemon`,
+  ]);
+  await deleteBaselines(deps, { namespace: NS, all: true });
+  assert.deepEqual(names(), ["aicr-daemon-baseline-none"], "never empty: empty means every name");
+  // A Role of that name that aicr did not make is left alone.
+  fake.put("Role", { metadata: { name: "aicr-daemon", namespace: NS }, rules: [] } as never);
+  await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(sampleSnapshot()),
+    source: "z",
+  });
+  assert.equal(puts.length, 2);
+  assert.ok(lines.some((l) => l.includes("is not aicr's, or has no baseline rule")));
+});

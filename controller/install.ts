@@ -75,6 +75,7 @@ import {
   runGate,
 } from "../rbac/mod.ts";
 import type { AccessAttributes, RuleSet } from "../rbac/mod.ts";
+import { baselinePlaceholderName } from "../snapshot/mod.ts";
 import { generateDaemonCa } from "../x509.ts";
 import { createImagePullCheck, HEARTBEAT_MS, unschedulableReason } from "./wait.ts";
 import type { PodObject } from "./wait.ts";
@@ -118,6 +119,8 @@ export interface RenderOptions extends DaemonSetOptions {
   runId?: string;
   /** The installing invocation's ID (labels, with `runId`). */
   invocationId?: string;
+  /** Baseline ConfigMaps that already exist (kept from an earlier install): the daemon may read them. */
+  baselineConfigMaps?: readonly string[];
 }
 
 /** One rendered object, in creation order. */
@@ -170,7 +173,10 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     ? { runId: options.runId, invocationId: options.invocationId }
     : {};
   const labels = daemonLabels({ name, ...identity });
-  const rules = daemonRules({ readBaselines: true, servingCertificate: true });
+  const rules = daemonRules({
+    servingCertificate: true,
+    baselineConfigMaps: [baselinePlaceholderName(name), ...(options.baselineConfigMaps ?? [])],
+  });
   const readerRules: RuleSet = { namespaced: [], cluster: DAEMON_READER_RULES };
   const daemon = daemonRbacObjects({
     namespace,
@@ -189,6 +195,7 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
   const secretName = daemonSignerSecretName(name);
   const {
     extraArgs,
+    baselineConfigMaps: _baselines,
     port = DEFAULT_DAEMON_PORT,
     service = true,
     serviceMonitor = false,
@@ -603,8 +610,14 @@ export async function installDaemonSet(
       return false;
     }));
   const ca = makeDaemonCa({ now: deps.now() });
+  // Baselines outlive an uninstall: a re-install lets the daemons read those that exist.
+  const baselineConfigMaps = (await kube.listAll("ConfigMap", namespace, {
+    labelSelector: formatLabelSelector(baselineLabels(name)),
+    timeoutMs: 10_000,
+  }).catch(() => [])).flatMap((o) => o.metadata?.name ?? []);
   const rendered = renderDaemonSet({
     ...daemonOptions,
+    baselineConfigMaps,
     serviceMonitor,
     ca,
     runId,

@@ -114,13 +114,26 @@ Deno.test("install: GPU nodes by default, every node with allNodes, the selector
   assert.equal(args[args.indexOf("--baseline-name") + 1], "aicr-daemon");
 });
 
-Deno.test("install: the daemon's Role may only get ConfigMaps of its namespace (its cohort's baseline)", () => {
-  const role = render().objects.find((o) => o.kind === "Role")?.manifest as unknown as {
-    metadata: { namespace: string };
-    rules: unknown[];
-  };
-  assert.equal(role.metadata.namespace, "aicr-system");
-  assert.deepEqual(role.rules, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }]);
+Deno.test("install: the daemon's Role may only get the baseline ConfigMaps that exist, never every ConfigMap", () => {
+  const role = (extra: Parameters<typeof render>[0]) =>
+    render(extra).objects.find((o) => o.kind === "Role")?.manifest as unknown as {
+      metadata: { namespace: string };
+      rules: unknown[];
+    };
+  assert.equal(role({}).metadata.namespace, "aicr-system");
+  // No baseline yet: only the placeholder, so resourceNames is never empty (empty = every name).
+  assert.deepEqual(role({}).rules, [{
+    apiGroups: [""],
+    resources: ["configmaps"],
+    verbs: ["get"],
+    resourceNames: ["aicr-daemon-baseline-none"],
+  }]);
+  assert.deepEqual(
+    (role({ baselineConfigMaps: ["aicr-daemon-baseline-0123456789abcdef"] }).rules[0] as {
+      resourceNames: string[];
+    }).resourceNames,
+    ["aicr-daemon-baseline-0123456789abcdef", "aicr-daemon-baseline-none"],
+  );
 });
 
 Deno.test("install: a headless Service on the https port, scrape annotations without a ServiceMonitor, none with one", () => {
@@ -507,4 +520,13 @@ Deno.test("install: uninstall keeps the cohort baselines (the operator's data) a
     ),
     lines.join(""),
   );
+  // A re-install lets the daemons read the baseline that was kept.
+  await installDaemonSet(deps(fake), OPTIONS);
+  const role = fake.objects.get("Role/aicr-system/aicr-daemon") as unknown as {
+    rules: { resourceNames: string[] }[];
+  };
+  assert.deepEqual(role.rules[0]?.resourceNames, [
+    "aicr-daemon-baseline-0123456789abcdef",
+    "aicr-daemon-baseline-none",
+  ]);
 });

@@ -20,6 +20,7 @@ import type { Logger } from "../log.ts";
 import {
   baselineCohortOf,
   baselineConfigMapName,
+  baselinePlaceholderName,
   driftFromBaseline,
   isMeasurementType,
   parseSnapshot,
@@ -158,13 +159,8 @@ export function createBaselineTracker(
       object = await deps.read(configMap, abort.signal);
     } catch (error) {
       if (abort.signal.aborted) return;
-      const forbidden = error instanceof KubeApiError &&
-        (error.status === 403 || error.status === 401);
       seenVersion = undefined;
-      publish({
-        state: forbidden ? "forbidden" : "unreachable",
-        reason: error instanceof Error ? error.message.split("\n")[0] ?? "" : String(error),
-      }, configMap);
+      publish(await classifyReadError(error), configMap);
       return;
     }
     if (cohort !== own) return; // the cohort changed while reading: that read is under way
@@ -185,6 +181,31 @@ export function createBaselineTracker(
     }
     seenVersion = version;
     publish(judgeBaseline(object, own), configMap, version ?? "");
+  };
+
+  /**
+   * The daemon may `get` only the baselines that exist (their names are in its Role), so a
+   * refused read is what a cohort without a baseline looks like. One read of the placeholder
+   * name, which the Role always lists, tells that apart from a broken grant: a 404 there means
+   * the daemon's RBAC works and this cohort has no (granted) baseline.
+   */
+  const classifyReadError = async (error: unknown): Promise<ReadOutcome> => {
+    const message = (e: unknown) => e instanceof Error ? e.message.split("\n")[0] ?? "" : String(e);
+    const refused = (e: unknown) =>
+      e instanceof KubeApiError && (e.status === 403 || e.status === 401);
+    if (!refused(error)) return { state: "unreachable", reason: message(error) };
+    try {
+      await deps.read(baselinePlaceholderName(deps.daemonName), abort.signal);
+    } catch (probe) {
+      return refused(probe)
+        ? { state: "forbidden", reason: message(error) }
+        : { state: "unreachable", reason: message(probe) };
+    }
+    return {
+      state: "missing",
+      reason:
+        "no baseline is granted for this cohort: none was set (aicr daemonset baseline set), or the daemon's Role does not list it",
+    };
   };
 
   const refresh = (): Promise<void> => {

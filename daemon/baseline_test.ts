@@ -96,12 +96,12 @@ Deno.test("createBaselineTracker() says malformed, wrong-cohort, forbidden and u
   const node = sampleSnapshot();
   const gb200 = sampleSnapshot();
   setReading(gb200, "GPU.smi.gpu.model", "NVIDIA GB200 192GB HBM3e");
-  let answer: () => Promise<KubeObject | undefined> = () => {
+  let answer: (name: string) => Promise<KubeObject | undefined> = () => {
     const cm = configMap(node);
     (cm as { data: Record<string, string> }).data = { "snapshot.yaml": "kind: NotASnapshot\n" };
     return Promise.resolve(cm);
   };
-  const { metrics, lines, tracker } = setup(() => answer());
+  const { metrics, lines, tracker } = setup((name) => answer(name));
   await tracker.observe(node);
   assert.equal(tracker.state(), "malformed");
   assert.equal(metrics.baselineReadErrors.get({ reason: "malformed" }), 1);
@@ -113,6 +113,16 @@ Deno.test("createBaselineTracker() says malformed, wrong-cohort, forbidden and u
   answer = () => Promise.resolve(configMap(node, "3", gb200));
   await tracker.refresh();
   assert.equal(tracker.state(), "wrong-cohort");
+  // Refused for the cohort's name, but the placeholder every grant lists reads fine (404): the
+  // RBAC works and no baseline is granted for this cohort, which is what "missing" means.
+  answer = (name) =>
+    name.endsWith("-baseline-none")
+      ? Promise.resolve(undefined)
+      : Promise.reject(new KubeApiError("configmaps is forbidden", 403, "Forbidden"));
+  await tracker.refresh();
+  assert.equal(tracker.state(), "missing");
+  assert.equal(metrics.baselineReadErrors.get({ reason: "forbidden" }), undefined);
+  // Refused for the placeholder too: the daemon's grant itself is broken.
   answer = () => Promise.reject(new KubeApiError("configmaps is forbidden", 403, "Forbidden"));
   await tracker.refresh();
   assert.equal(tracker.state(), "forbidden");

@@ -270,22 +270,26 @@ export const DAEMON_CONFIGMAP_RULES: readonly Rule[] = [
 ];
 
 /**
- * What the daemon needs to read its cohort's baseline: `get` on ConfigMaps of its own namespace.
- * Not limited by name: the baseline ConfigMaps are named per cohort
- * (`<daemon>-baseline-<cohort key>`) when someone sets a baseline, after the install made this
- * rule, and `resourceNames` cannot hold a prefix. No `list` or `watch`: those could not be
- * narrowed by name at all, and would hand the daemon every ConfigMap's content at once; the
- * daemon polls `get` on its own cohort's name instead.
+ * What the daemon needs to read its cohort's baseline: `get` on the baseline ConfigMaps of its
+ * own namespace, by name. The names are made per cohort when someone sets a baseline, after the
+ * install wrote this rule, so `aicr daemonset baseline set` and `delete` keep `resourceNames` in
+ * step with the baselines that exist; the list always holds a placeholder name no baseline has,
+ * since an empty `resourceNames` would mean every ConfigMap. No `list` or `watch`: neither can be
+ * narrowed by name, and the daemon polls `get` of its own cohort's name instead.
+ *
+ * @param configMaps the names the daemon may read (placeholder included)
+ * @returns the rule
  */
-export const DAEMON_BASELINE_RULES: readonly Rule[] = [
-  {
+export function daemonBaselineRules(configMaps: readonly string[]): Rule[] {
+  return [{
     group: "",
     resources: ["configmaps"],
     verbs: ["get"],
+    resourceNames: [...new Set(configMaps)].sort(),
     why:
-      "The daemon reads its cohort's baseline ConfigMap by name (aicr daemonset baseline set) to export aicr_drift_readings; get only, no list or watch",
-  },
-];
+      "The daemon reads its cohort's baseline ConfigMap by name to export aicr_drift_readings; get only, limited to the baselines that exist (aicr daemonset baseline set and delete keep this list)",
+  }];
+}
 
 /**
  * Whether a rule can change the cluster: any verb other than get, list or watch.
@@ -330,8 +334,11 @@ export interface DaemonRuleOptions {
   publishConfigMap?: boolean;
   /** Let the daemon request its serving certificate through the CSR API. @default false */
   servingCertificate?: boolean;
-  /** Let the daemon read its cohort's baseline ConfigMap in its namespace. @default false */
-  readBaselines?: boolean;
+  /**
+   * The baseline ConfigMaps of its namespace the daemon may `get` (never empty: callers add a
+   * placeholder). @default none: no baseline rule
+   */
+  baselineConfigMaps?: readonly string[];
 }
 
 /**
@@ -339,7 +346,7 @@ export interface DaemonRuleOptions {
  * collectors), the delegated-auth rules, and ConfigMap writes only when it publishes.
  * It never gets the discovery rules: a long-lived identity must not mutate the cluster.
  *
- * @param options `delegatedAuth`, `publishConfigMap`, `readBaselines`
+ * @param options `delegatedAuth`, `publishConfigMap`, `servingCertificate`, `baselineConfigMaps`
  * @returns the rule set
  */
 export function daemonRules(options: DaemonRuleOptions = {}): RuleSet {
@@ -347,12 +354,12 @@ export function daemonRules(options: DaemonRuleOptions = {}): RuleSet {
     delegatedAuth = true,
     publishConfigMap = false,
     servingCertificate = false,
-    readBaselines = false,
+    baselineConfigMaps,
   } = options;
   return {
     namespaced: [
       ...(publishConfigMap ? DAEMON_CONFIGMAP_RULES : []),
-      ...(readBaselines ? DAEMON_BASELINE_RULES : []),
+      ...(baselineConfigMaps ? daemonBaselineRules(baselineConfigMaps) : []),
     ],
     cluster: [
       ...AGENT_CLUSTER_RULES,

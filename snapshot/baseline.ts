@@ -203,6 +203,17 @@ export function baselineConfigMapName(daemonName: string, key: string): string {
 }
 
 /**
+ * The name the daemon's Role always lists among its baseline ConfigMaps, which no baseline has
+ * (its key is not hex): `resourceNames` must never be empty, since empty means every name.
+ *
+ * @param daemonName the daemon's name
+ * @returns the placeholder name
+ */
+export function baselinePlaceholderName(daemonName: string): string {
+  return baselineConfigMapName(daemonName, "none");
+}
+
+/**
  * Reads the cohort a baseline ConfigMap says it holds, from its annotations and label.
  *
  * @param metadata the ConfigMap's labels and annotations

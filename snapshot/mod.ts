@@ -18,6 +18,7 @@ export {
   BASELINE_VALUES_ANNOTATION,
   baselineCohortOf,
   baselineConfigMapName,
+  baselinePlaceholderName,
   baselineSnapshot,
   checkBaselineCohort,
   cohortMatches,

@@ -97,6 +97,17 @@ Deno.test({
     const gb200 = env.nodes.find((n) => n.gpu && n.profile === "p6-gb200")?.name;
     assert.ok(h100 && gb200, "the test cluster has an H100 and a GB200 node");
     let crdCreated = false;
+    /** Whether the daemon's ServiceAccount may get a ConfigMap of the namespace. */
+    const may = async (name: string) =>
+      (await ok(admin, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        spec: {
+          user: `system:serviceaccount:${ns}:aicr-daemon`,
+          groups: ["system:serviceaccounts", `system:serviceaccounts:${ns}`],
+          resourceAttributes: { namespace: ns, verb: "get", resource: "configmaps", name },
+        },
+      })).status.allowed === true;
     try {
       // A stock Prometheus: its own ServiceAccount, 'get nodes/metrics', a default-audience token.
       await ok(admin, "POST", `/api/v1/namespaces/${ns}/serviceaccounts`, {
@@ -200,6 +211,10 @@ Deno.test({
           assert.equal(snapshot.metadata["source-node"], h100);
           cohortKey = snapshotCohort(snapshot).key;
           assert.match(list.stdout, new RegExp(`^${cohortKey}\\s`, "m"));
+          // The daemon may get exactly the baselines that exist, no other ConfigMap.
+          assert.equal(await may(`aicr-daemon-baseline-${cohortKey}`), true);
+          assert.equal(await may("aicr-daemon-ca"), false);
+          assert.equal(await may("kube-root-ca.crt"), false);
           await waitFor("drift 0 from the node's own baseline", async () => {
             const body = await scrape(h100);
             const drift = ["K8s", "GPU", "OS", "SystemD"].map((m) =>
@@ -250,7 +265,7 @@ Deno.test({
       );
 
       await t.step(
-        "a foreign ConfigMap at a baseline's name is left untouched; that daemon says 'malformed'",
+        "a foreign ConfigMap at a baseline's name is left untouched; that daemon may not read it",
         async () => {
           // The GB200 node's cohort, read from its daemon's own metrics.
           const body = await waitFor("the GB200 daemon's state", async () => {
@@ -273,13 +288,12 @@ Deno.test({
           );
           const cm = await ok(admin, "GET", `/api/v1/namespaces/${ns}/configmaps/${name}`);
           assert.deepEqual(cm.data, { owner: "someone else" });
-          await waitFor("the GB200 daemon reports malformed", async () => {
-            const text = await scrape(gb200);
-            return sample(text, "aicr_baseline_info", { state: "malformed" }) === 1 &&
-                (sample(text, "aicr_baseline_read_errors_total", { reason: "malformed" }) ?? 0) > 0
-              ? true
-              : undefined;
-          });
+          // No baseline was set under that name, so no grant names it: the daemon cannot read
+          // the foreign object, and still says its cohort has no baseline.
+          assert.equal(await may(name), false);
+          const text = await scrape(gb200);
+          assert.equal(sample(text, "aicr_baseline_info", { state: "missing" }), 1, text);
+          assert.equal(sample(text, "aicr_baseline_read_errors_total", {}), undefined, text);
           await ok(admin, "DELETE", `/api/v1/namespaces/${ns}/configmaps/${name}`);
         },
       );
@@ -299,6 +313,22 @@ Deno.test({
           });
         },
       );
+
+      await t.step("a daemon whose grant is gone says 'forbidden' and keeps serving", async () => {
+        assert.equal(await may(`aicr-daemon-baseline-${cohortKey}`), false, "delete withdrew it");
+        await ok(
+          admin,
+          "DELETE",
+          `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings/aicr-daemon`,
+        );
+        await waitFor("state forbidden", async () => {
+          const body = await scrape(h100);
+          return sample(body, "aicr_baseline_info", { state: "forbidden" }) === 1 &&
+              (sample(body, "aicr_baseline_read_errors_total", { reason: "forbidden" }) ?? 0) > 0
+            ? true
+            : undefined;
+        });
+      });
 
       await t.step("uninstall removes the Service", async () => {
         const run = await ds("uninstall");
