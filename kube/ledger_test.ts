@@ -87,26 +87,36 @@ Deno.test("isAmbiguousCreateFailure() separates lost responses from definite ref
   assert.equal(isAmbiguousCreateFailure(new KubeApiError("x", 403, "Forbidden")), false);
 });
 
-function flakyCreate(fake: ReturnType<typeof createFakeKube>, failures: KubeApiError[]) {
+/**
+ * A client whose `method` fails with these errors in turn (undefined: the fake answers), then
+ * reaches the fake; with `forever`, the last one stays.
+ */
+function withFailures(
+  fake: ReturnType<typeof createFakeKube>,
+  method: "create" | "deleteIfUid",
+  failures: (KubeApiError | undefined)[],
+  options: { forever?: boolean } = {},
+) {
   let sent = 0;
+  const real = fake.client[method] as (...args: unknown[]) => Promise<unknown>;
   return {
     get sent() {
       return sent;
     },
     client: {
       ...fake.client,
-      create: (...args: Parameters<typeof fake.client.create>) => {
+      [method]: (...args: unknown[]) => {
         sent++;
-        const next = failures.shift();
-        return next ? Promise.reject(next) : fake.client.create(...args);
+        const next = options.forever && failures.length === 1 ? failures[0] : failures.shift();
+        return next ? Promise.reject(next) : real.apply(fake.client, args);
       },
-    },
+    } as typeof fake.client,
   };
 }
 
 Deno.test("Ledger.create() sends a create again after a 429 (refused, so not applied)", async () => {
   const fake = createFakeKube();
-  const flaky = flakyCreate(fake, [
+  const flaky = withFailures(fake, "create", [
     new KubeApiError("slow down", 429, "TooManyRequests", { retryAfterSeconds: 1 }),
   ]);
   const waits: number[] = [];
@@ -123,7 +133,9 @@ Deno.test("Ledger.create() sends a create again after a 429 (refused, so not app
 
 Deno.test("Ledger.create() after a 503 re-reads first and only re-creates a name that is free", async () => {
   const fake = createFakeKube();
-  const flaky = flakyCreate(fake, [new KubeApiError("unavailable", 503, "ServiceUnavailable")]);
+  const flaky = withFailures(fake, "create", [
+    new KubeApiError("unavailable", 503, "ServiceUnavailable"),
+  ]);
   const ledger = new Ledger(flaky.client, PROOF, { sleep: () => Promise.resolve() });
   await ledger.create("Role", role("r"));
   assert.equal(flaky.sent, 2);
@@ -134,38 +146,23 @@ Deno.test("Ledger.create() after a 503 re-reads first and only re-creates a name
   // Another invocation's object at the name: the 503 is reported, nothing is re-sent.
   const other = createFakeKube();
   other.put("Role", role("r", { "aicr.run/run-id": "run-1", "aicr.run/invocation-id": "other" }));
-  const flaky2 = flakyCreate(other, [new KubeApiError("unavailable", 503, "ServiceUnavailable")]);
+  const flaky2 = withFailures(other, "create", [
+    new KubeApiError("unavailable", 503, "ServiceUnavailable"),
+  ]);
   const ledger2 = new Ledger(flaky2.client, PROOF, { sleep: () => Promise.resolve() });
   await assert.rejects(ledger2.create("Role", role("r")), /unavailable/);
   assert.equal(flaky2.sent, 1);
   assert.equal(ledger2.entries[0]?.state, "unconfirmed");
 });
 
-/** A client whose deletes fail with these errors in turn (the last one for good; undefined: reach the fake). */
-function flakyDelete(
-  fake: ReturnType<typeof createFakeKube>,
-  failures: (KubeApiError | undefined)[],
-) {
-  let sent = 0;
-  return {
-    get sent() {
-      return sent;
-    },
-    client: {
-      ...fake.client,
-      deleteIfUid: (...args: Parameters<typeof fake.client.deleteIfUid>) => {
-        sent++;
-        const next = failures.length > 1 ? failures.shift() : failures[0];
-        return next ? Promise.reject(next) : fake.client.deleteIfUid(...args);
-      },
-    },
-  };
-}
-
 Deno.test("Ledger.cleanup() deletes again while the API server is away (restarting), within retryForMs", async () => {
   const fake = createFakeKube();
   const away = () => new KubeApiError("connect ECONNREFUSED", 0, "ConnectionFailure");
-  const flaky = flakyDelete(fake, [away(), new KubeApiError("etcd down", 503, "x"), undefined]);
+  const flaky = withFailures(fake, "deleteIfUid", [
+    away(),
+    new KubeApiError("etcd down", 503, "x"),
+    undefined,
+  ], { forever: true });
   const waits: number[] = [];
   const ledger = new Ledger(flaky.client, PROOF, {
     sleep: (ms) => (waits.push(ms), Promise.resolve()),
@@ -182,7 +179,12 @@ Deno.test("Ledger.cleanup() deletes again while the API server is away (restarti
 
 Deno.test("Ledger.cleanup() gives up at retryForMs with the WARN, and never retries a refusal", async () => {
   const fake = createFakeKube();
-  const flaky = flakyDelete(fake, [new KubeApiError("gone away", 0, "ConnectionFailure")]);
+  const flaky = withFailures(
+    fake,
+    "deleteIfUid",
+    [new KubeApiError("gone away", 0, "ConnectionFailure")],
+    { forever: true },
+  );
   const ledger = new Ledger(flaky.client, PROOF);
   await ledger.create("Job", role("j"));
   const { lines, log } = capture();
@@ -192,7 +194,12 @@ Deno.test("Ledger.cleanup() gives up at retryForMs with the WARN, and never retr
   assert.equal(lines.filter((l) => l.includes("WARN cleanup could not delete")).length, 1);
 
   const refused = createFakeKube();
-  const forbidden = flakyDelete(refused, [new KubeApiError("forbidden", 403, "Forbidden")]);
+  const forbidden = withFailures(
+    refused,
+    "deleteIfUid",
+    [new KubeApiError("forbidden", 403, "Forbidden")],
+    { forever: true },
+  );
   const ledger2 = new Ledger(forbidden.client, PROOF);
   await ledger2.create("Role", role("r"));
   const [kept] = await ledger2.cleanup({ log, retryForMs: 30_000 });
