@@ -80,7 +80,12 @@ import { generateDaemonCa } from "../x509.ts";
 import { createImagePullCheck, HEARTBEAT_MS, unschedulableReason } from "./wait.ts";
 import type { PodObject } from "./wait.ts";
 import type { DaemonCa } from "../x509.ts";
-import { deleteDaemonCsrs, signerCallerChecks, signPendingCsrs } from "./signer.ts";
+import {
+  deleteDaemonCsrs,
+  readDaemonSetAndPods,
+  signerCallerChecks,
+  signPendingCsrs,
+} from "./signer.ts";
 import type { SignOutcome } from "./signer.ts";
 
 /** The knobs of one daemon install (the same placement and pod flags as `aicr snapshot`). */
@@ -542,14 +547,7 @@ export async function daemonPods(
   options: { namespace: string; name?: string; signal?: AbortSignal },
 ): Promise<{ desired: number | undefined; pods: DaemonPodState[]; placement?: DaemonPlacement }> {
   const { namespace, name = DEFAULT_DAEMON_NAME } = options;
-  const call = { timeoutMs: 10_000, ...(options.signal ? { signal: options.signal } : {}) };
-  const [ds, pods] = await Promise.all([
-    kube.get("DaemonSet", namespace, name, call),
-    kube.listAll("Pod", namespace, {
-      labelSelector: formatLabelSelector(daemonSelectorLabels(name)),
-      ...call,
-    }),
-  ]);
+  const { ds, pods } = await readDaemonSetAndPods(kube, { ...options, namespace, name });
   const status = ds?.status as
     | { desiredNumberScheduled?: number; observedGeneration?: number }
     | undefined;

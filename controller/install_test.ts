@@ -275,9 +275,36 @@ Deno.test("install: an existing DaemonSet is a conflict before anything is creat
   assert.equal(fake.calls.filter((c) => c.method === "create").length, 0);
 });
 
+/**
+ * The clock and sleep of an install's wait: each sleep advances the clock, has the DaemonSet
+ * controller count `desired` nodes, and puts the pods once.
+ */
+function waitWorld(
+  clock: { ms: number },
+  fake: ReturnType<typeof createFakeKube>,
+  desired: number,
+  pods: () => KubeObject[],
+) {
+  return {
+    now: () => new Date(clock.ms),
+    sleep: (ms: number) => {
+      clock.ms += ms;
+      const ds = [...fake.objects.entries()].find(([k]) => k.startsWith("DaemonSet/"))?.[1];
+      if (ds) {
+        ds.metadata = { ...ds.metadata, generation: 1 } as NonNullable<KubeObject["metadata"]>;
+        ds.status = { observedGeneration: 1, desiredNumberScheduled: desired };
+      }
+      if (!fake.objects.has("Pod/aicr-system/a")) {
+        for (const pod of pods()) fake.put("Pod", pod as never);
+      }
+      return Promise.resolve();
+    },
+  };
+}
+
 Deno.test("install: the wait reports the pods that are not Ready when time runs out", async () => {
   const fake = fakeCluster();
-  let clock = NOW.getTime();
+  const clock = { ms: NOW.getTime() };
   const labels = {
     "app.kubernetes.io/name": "aicr",
     "app.kubernetes.io/component": "daemon",
@@ -295,20 +322,10 @@ Deno.test("install: the wait reports the pods that are not Ready when time runs 
   });
   const result = await installDaemonSet({
     ...deps(fake),
-    now: () => new Date(clock),
-    sleep: (ms) => {
-      clock += ms;
-      const ds = [...fake.objects.entries()].find(([k]) => k.startsWith("DaemonSet/"))?.[1];
-      if (ds) {
-        ds.metadata = { ...ds.metadata, generation: 1 } as NonNullable<KubeObject["metadata"]>;
-        ds.status = { observedGeneration: 1, desiredNumberScheduled: 2 };
-      }
-      if (!fake.objects.has("Pod/aicr-system/a")) {
-        fake.put("Pod", pod("a", "gpu-1", true) as never);
-        fake.put("Pod", pod("b", "gpu-2", false) as never);
-      }
-      return Promise.resolve();
-    },
+    ...waitWorld(clock, fake, 2, () => [
+      pod("a", "gpu-1", true),
+      pod("b", "gpu-2", false),
+    ]),
   }, { namespace: "aicr-system", image: "aicr:dev", timeoutMs: 5000, pollMs: 1000 });
   assert.equal(result.ready, false);
   assert.equal(result.desired, 2);
@@ -321,7 +338,7 @@ Deno.test("install: the wait reports the pods that are not Ready when time runs 
 
 Deno.test("install: a Ready pod counts once its certificate request was signed", async () => {
   const fake = fakeCluster();
-  let clock = NOW.getTime();
+  const clock = { ms: NOW.getTime() };
   const labels = {
     "app.kubernetes.io/name": "aicr",
     "app.kubernetes.io/component": "daemon",
@@ -344,27 +361,17 @@ Deno.test("install: a Ready pod counts once its certificate request was signed",
   };
   const result = await installDaemonSet({
     ...deps(fake),
-    now: () => new Date(clock),
-    sleep: (ms) => {
-      clock += ms;
-      const ds = [...fake.objects.entries()].find(([k]) => k.startsWith("DaemonSet/"))?.[1];
-      if (ds) {
-        ds.metadata = { ...ds.metadata, generation: 1 } as NonNullable<KubeObject["metadata"]>;
-        ds.status = { observedGeneration: 1, desiredNumberScheduled: 1 };
-      }
-      if (!fake.objects.has("Pod/aicr-system/a")) {
-        fake.put("Pod", {
-          metadata: { name: "a", namespace: "aicr-system", labels },
-          spec: { nodeName: "gpu-1" },
-          status: {
-            phase: "Running",
-            podIP: "10.0.0.1",
-            conditions: [{ type: "Ready", status: "True" }],
-          },
-        } as never);
-      }
-      return Promise.resolve();
-    },
+    ...waitWorld(clock, fake, 1, () => [
+      {
+        metadata: { name: "a", namespace: "aicr-system", labels },
+        spec: { nodeName: "gpu-1" },
+        status: {
+          phase: "Running",
+          podIP: "10.0.0.1",
+          conditions: [{ type: "Ready", status: "True" }],
+        },
+      },
+    ]),
   }, { namespace: "aicr-system", image: "aicr:dev", timeoutMs: 5000, pollMs: 1000 });
   assert.equal(result.ready, true);
   assert.deepEqual(result.pods.map((p) => [p.node, p.ready]), [["gpu-1", true]]);
@@ -372,7 +379,7 @@ Deno.test("install: a Ready pod counts once its certificate request was signed",
 
 Deno.test("install: a pull that fails ends the wait early and rolls the install back", async () => {
   const fake = fakeCluster();
-  let clock = NOW.getTime();
+  const clock = { ms: NOW.getTime() };
   const lines: string[] = [];
   const labels = {
     "app.kubernetes.io/name": "aicr",
@@ -382,45 +389,35 @@ Deno.test("install: a pull that fails ends the wait early and rolls the install 
   const error = await installDaemonSet({
     ...deps(fake),
     log: createLogger({ write: (t) => void lines.push(t) }),
-    now: () => new Date(clock),
-    sleep: (ms) => {
-      clock += ms;
-      const ds = [...fake.objects.entries()].find(([k]) => k.startsWith("DaemonSet/"))?.[1];
-      if (ds) {
-        ds.metadata = { ...ds.metadata, generation: 1 } as NonNullable<KubeObject["metadata"]>;
-        ds.status = { observedGeneration: 1, desiredNumberScheduled: 2 };
-      }
-      if (!fake.objects.has("Pod/aicr-system/a")) {
-        fake.put("Pod", {
-          metadata: { name: "a", namespace: "aicr-system", labels },
-          spec: { nodeName: "gpu-1" },
-          status: {
-            phase: "Pending",
-            containerStatuses: [{
-              state: {
-                waiting: {
-                  reason: "ImagePullBackOff",
-                  message: 'Back-off pulling image "aicr:nope"',
-                },
+    ...waitWorld(clock, fake, 2, () => [
+      {
+        metadata: { name: "a", namespace: "aicr-system", labels },
+        spec: { nodeName: "gpu-1" },
+        status: {
+          phase: "Pending",
+          containerStatuses: [{
+            state: {
+              waiting: {
+                reason: "ImagePullBackOff",
+                message: 'Back-off pulling image "aicr:nope"',
               },
-            }],
-          },
-        } as never);
-        fake.put("Pod", {
-          metadata: { name: "b", namespace: "aicr-system", labels },
-          status: {
-            phase: "Pending",
-            conditions: [{
-              type: "PodScheduled",
-              status: "False",
-              reason: "Unschedulable",
-              message: "0/3 nodes are available: 1 Too many pods.",
-            }],
-          },
-        } as never);
-      }
-      return Promise.resolve();
-    },
+            },
+          }],
+        },
+      },
+      {
+        metadata: { name: "b", namespace: "aicr-system", labels },
+        status: {
+          phase: "Pending",
+          conditions: [{
+            type: "PodScheduled",
+            status: "False",
+            reason: "Unschedulable",
+            message: "0/3 nodes are available: 1 Too many pods.",
+          }],
+        },
+      },
+    ]),
   }, { namespace: "aicr-system", image: "aicr:nope", timeoutMs: 120_000, pollMs: 1000 }).then(
     () => undefined,
     (e: unknown) => e,
@@ -430,7 +427,7 @@ Deno.test("install: a pull that fails ends the wait early and rolls the install 
   assert.match(text, /its image could not be pulled on node 'gpu-1' \(ImagePullBackOff\)/);
   assert.match(text, /Back-off pulling image "aicr:nope"/);
   assert.match(text, /the install was rolled back: 12 object\(s\) removed/);
-  assert.ok(clock - NOW.getTime() < 120_000, "ended before its timeout");
+  assert.ok(clock.ms - NOW.getTime() < 120_000, "ended before its timeout");
   assert.deepEqual(
     [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/") && !k.startsWith("Pod/")),
     [],

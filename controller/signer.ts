@@ -400,10 +400,17 @@ async function setApproval(
   });
 }
 
-async function signContext(
+/**
+ * Reads the DaemonSet and its pods (by the selector labels), at once.
+ *
+ * @param kube the client
+ * @param options namespace, name, signal
+ * @returns the DaemonSet (undefined when absent) and its pods
+ */
+export async function readDaemonSetAndPods(
   kube: KubeClient,
-  options: { namespace: string; name: string; username: string; signal?: AbortSignal | undefined },
-): Promise<SignContext> {
+  options: { namespace: string; name: string; signal?: AbortSignal | undefined },
+): Promise<{ ds: KubeObject | undefined; pods: KubeObject[] }> {
   const { namespace, name } = options;
   const call = { timeoutMs: 10_000, ...(options.signal ? { signal: options.signal } : {}) };
   const [ds, pods] = await Promise.all([
@@ -413,6 +420,14 @@ async function signContext(
       ...call,
     }),
   ]);
+  return { ds, pods };
+}
+
+async function signContext(
+  kube: KubeClient,
+  options: { namespace: string; name: string; username: string; signal?: AbortSignal | undefined },
+): Promise<SignContext> {
+  const { ds, pods } = await readDaemonSetAndPods(kube, options);
   const byUid = new Map<string, SignerPod>();
   for (const pod of pods) {
     const uid = pod.metadata?.uid;
