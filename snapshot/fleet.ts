@@ -433,6 +433,64 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
     return [...groups].sort((a, b) => b.length - a.length);
   }
 
+  /**
+   * Compares one cohort's nodes, type by type, with the largest group's configuration: the
+   * groups, the columns the report shows, and each other node's differences and absent subtypes
+   * (into `findings`).
+   */
+  function compareCohort(
+    cohort: { indices: readonly number[]; types: Set<MeasurementType> },
+    names: readonly string[],
+    findings: NodeFindings,
+  ): { measurements: FleetMeasurement[]; columns: Map<number, FleetColumn> } {
+    const { indices } = cohort;
+    const measurements: FleetMeasurement[] = [];
+    const columns = new Map<number, FleetColumn>();
+    for (const type of MEASUREMENT_TYPES) {
+      if (!cohort.types.has(type)) continue;
+      const sorted = groupByConfiguration(indices, type);
+      const reference = sorted[0] as number[];
+      measurements.push({
+        type,
+        groups: sorted.map((g) => ({
+          nodes: g.map((i) => names[i] as string),
+          majority: g === reference,
+        })),
+      });
+      const refPairs = configs[reference[0] as number]?.get(type) ?? new Int32Array();
+      const refMap = new Map<number, number>();
+      for (let i = 0; i < refPairs.length; i += 2) {
+        refMap.set(refPairs[i] as number, refPairs[i + 1] as number);
+      }
+      if (options.allReadings) {
+        for (const [pid, vid] of refMap) {
+          const table = paths[pid] as PathTable;
+          columns.set(pid, {
+            path: table.path,
+            type,
+            fleet: table.samples[vid] as Reading,
+            fleetNodes: table.counts[vid] as number,
+          });
+        }
+      }
+      for (const group of sorted.slice(1)) {
+        const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();
+        const found = compareToReference(pairs, refMap, paths, indices.length);
+        const gaps = absentSubtypes(found, refMap, paths, pathIds, subtypeNodes);
+        for (const d of found) {
+          const pid = pathIds.get(d.path) as number;
+          if (!columns.has(pid)) {
+            const column: FleetColumn = { path: d.path, type, fleetNodes: d.fleetNodes };
+            if (d.fleet !== undefined) column.fleet = d.fleet;
+            columns.set(pid, column);
+          }
+        }
+        recordFindings(group, { found, gaps }, findings);
+      }
+    }
+    return { measurements, columns };
+  }
+
   return { add, finish };
 
   function finish(): FleetReport {
@@ -443,13 +501,12 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
     const assignment = cohortReader.assign(names);
     const cohortMembers = membersByCohort(order, assignment.cohortOf);
 
-    const differences = new Map<number, FleetDifference[]>();
-    const absences = new Map<number, FleetAbsentSubtype[]>();
+    const findings: NodeFindings = { differences: new Map(), absences: new Map() };
     const cohorts: FleetCohort[] = [];
     const subtypeLast: number[] = subtypeNodes.map(() => -1);
     for (const [cohortName, indices] of cohortMembers) {
-      const cohortTypes = countCohort(indices, subtypeLast);
-      const compared = compareCohort(indices, cohortTypes);
+      const types = countCohort(indices, subtypeLast);
+      const compared = compareCohort({ indices, types }, names, findings);
       resetCohortCounts(indices);
       cohorts.push({
         name: cohortName,
@@ -457,72 +514,10 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
         nodes: indices.map((i) => names[i] as string),
         measurements: compared.measurements,
         columns: [...compared.columns.values()].sort((a, b) => compareKeys(a.path, b.path)),
-        outliers: indices.filter((i) => differences.has(i)).length,
+        outliers: indices.filter((i) => findings.differences.has(i)).length,
       });
     }
-
-    function compareCohort(indices: readonly number[], typesSeen: Set<MeasurementType>) {
-      const n = indices.length;
-      const measurements: FleetMeasurement[] = [];
-      const columns = new Map<number, FleetColumn>();
-      for (const type of MEASUREMENT_TYPES) {
-        if (!typesSeen.has(type)) continue;
-        const sorted = groupByConfiguration(indices, type);
-        const reference = sorted[0] as number[];
-        measurements.push({
-          type,
-          groups: sorted.map((g) => ({
-            nodes: g.map((i) => names[i] as string),
-            majority: g === reference,
-          })),
-        });
-        const refPairs = configs[reference[0] as number]?.get(type) ?? new Int32Array();
-        const refMap = new Map<number, number>();
-        for (let i = 0; i < refPairs.length; i += 2) {
-          refMap.set(refPairs[i] as number, refPairs[i + 1] as number);
-        }
-        if (options.allReadings) {
-          for (const [pid, vid] of refMap) {
-            const table = paths[pid] as PathTable;
-            columns.set(pid, {
-              path: table.path,
-              type,
-              fleet: table.samples[vid] as Reading,
-              fleetNodes: table.counts[vid] as number,
-            });
-          }
-        }
-        for (const group of sorted.slice(1)) {
-          const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();
-          const found = compareToReference(pairs, refMap, paths, n);
-          const gaps = absentSubtypes(found, refMap, paths, pathIds, subtypeNodes);
-          for (const d of found) {
-            const pid = pathIds.get(d.path) as number;
-            if (!columns.has(pid)) {
-              const column: FleetColumn = { path: d.path, type, fleetNodes: d.fleetNodes };
-              if (d.fleet !== undefined) column.fleet = d.fleet;
-              columns.set(pid, column);
-            }
-          }
-          for (const i of group) {
-            let list = differences.get(i);
-            if (!list) differences.set(i, list = []);
-            list.push(...found);
-            if (gaps.length > 0) {
-              let absent = absences.get(i);
-              if (!absent) absences.set(i, absent = []);
-              absent.push(...gaps);
-            }
-          }
-        }
-      }
-      return { measurements, columns };
-    }
-
-    const outliers = listOutliers(order, { names, cohortOf: assignment.cohortOf }, {
-      differences,
-      absences,
-    });
+    const outliers = listOutliers(order, { names, cohortOf: assignment.cohortOf }, findings);
     return {
       nodes: order.map((i) => names[i] as string),
       groupBy: assignment.keys,
@@ -536,6 +531,30 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
         differences: outliers.reduce((sum, o) => sum + o.differences.length, 0),
       },
     };
+  }
+}
+
+/** Per node index: its differences from its cohort's majority, and the subtypes it lacks. */
+interface NodeFindings {
+  differences: Map<number, FleetDifference[]>;
+  absences: Map<number, FleetAbsentSubtype[]>;
+}
+
+/** Adds one group's differences and absent subtypes to each of its nodes' findings. */
+function recordFindings(
+  group: readonly number[],
+  compared: { found: readonly FleetDifference[]; gaps: readonly FleetAbsentSubtype[] },
+  findings: NodeFindings,
+): void {
+  for (const i of group) {
+    let list = findings.differences.get(i);
+    if (!list) findings.differences.set(i, list = []);
+    list.push(...compared.found);
+    if (compared.gaps.length > 0) {
+      let absent = findings.absences.get(i);
+      if (!absent) findings.absences.set(i, absent = []);
+      absent.push(...compared.gaps);
+    }
   }
 }
 
@@ -562,10 +581,7 @@ function membersByCohort(
 function listOutliers(
   order: readonly number[],
   nodes: { names: readonly string[]; cohortOf: readonly string[] },
-  found: {
-    differences: Map<number, FleetDifference[]>;
-    absences: Map<number, FleetAbsentSubtype[]>;
-  },
+  found: NodeFindings,
 ): FleetOutlier[] {
   return order
     .filter((i) => found.differences.has(i))
