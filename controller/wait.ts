@@ -185,12 +185,18 @@ export async function waitForAgentJob(
   const signals = [deadline, stop.signal, ...(options.signal ? [options.signal] : [])];
   const any = AbortSignal.any(signals);
   let wake: (() => void) | undefined;
+  // Counts watch events: one that arrives while the state is being read means it is read again at
+  // once, not after the next poll interval.
+  let events = 0;
   const watches = startWatches(kube, {
     namespace,
     jobName,
     runId,
     signal: any,
-    onEvent: () => wake?.(),
+    onEvent: () => {
+      events++;
+      wake?.();
+    },
   });
   const agentLog = createLogFollower(kube, namespace, deps.stderr, any);
   const reportProgress = createProgressReporter(deps, {
@@ -204,12 +210,15 @@ export async function waitForAgentJob(
   try {
     while (true) {
       if (options.signal?.aborted) throw options.signal.reason;
+      const seen = events;
+      // The Job and its pods are read side by side; a failed pod read is retried next round.
+      const podList = kube.list<PodObject>("Pod", namespace, {
+        labelSelector: `aicr.run/run-id=${runId}`,
+        signal: any,
+      }).catch(() => undefined);
       const job = await readJob(deps, options, any);
       if (job !== "retry") {
-        const pods = await kube.list<PodObject>("Pod", namespace, {
-          labelSelector: `aicr.run/run-id=${runId}`,
-          signal: any,
-        }).catch(() => undefined);
+        const pods = await podList;
         if (pods) pod = selectAgentPod(pods.items, jobUid);
         reportProgress(pod);
         if (pod && isStarted(pod)) await agentLog.follow(pod);
@@ -234,6 +243,8 @@ export async function waitForAgentJob(
           throw imagePullError(pod, options.injectedSelector);
         }
       }
+      if (deadline.aborted) throw timeoutError(pod, timeoutMs, options.injectedSelector);
+      if (events !== seen) continue;
       const pause = pauseUntilEvent(pollMs, any);
       wake = pause.wake;
       await pause.done;
@@ -447,7 +458,10 @@ async function settleLog(
   if (!pump) return;
   // The kubelet ends a follow stream when the container exits; give it a moment to
   // deliver the last lines, then close it.
-  await Promise.race([pump, abortableSleep(LOG_SETTLE_MS).catch(() => {})]);
+  const done = new AbortController();
+  await Promise.race([pump, abortableSleep(LOG_SETTLE_MS, done.signal).catch(() => {})]);
+  // A stream that ended first leaves no timer behind to hold the process open.
+  done.abort();
   stream?.close();
 }
 

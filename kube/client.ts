@@ -718,14 +718,69 @@ interface ApiResourceList {
   resources?: { name: string; kind: string; namespaced: boolean; verbs?: string[] }[];
 }
 
+/** Aggregated discovery (`apidiscovery.k8s.io/v2`): every group's resources in one answer. */
+const AGGREGATED_DISCOVERY =
+  "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+
+/** An answer to `/api` or `/apis`: aggregated, or the legacy group list (older servers). */
+interface DiscoveryAnswer {
+  kind?: string;
+  /** Aggregated: one entry per group, versions in order of preference. */
+  items?: {
+    metadata?: { name?: string };
+    versions?: {
+      version: string;
+      freshness?: string;
+      resources?: {
+        resource: string;
+        responseKind?: { kind?: string };
+        scope?: string;
+        verbs?: string[];
+      }[];
+    }[];
+  }[];
+  /** Legacy `/apis`. */
+  groups?: { name: string; preferredVersion?: { version: string } }[];
+}
+
+/**
+ * The preferred version's resources of every group in an aggregated answer. A stale group (its
+ * aggregated API server does not answer) is skipped, as a group whose legacy read fails.
+ */
+function aggregatedResources(answer: DiscoveryAnswer): DiscoveredResource[] {
+  const out: DiscoveredResource[] = [];
+  for (const item of answer.items ?? []) {
+    const preferred = item.versions?.[0];
+    if (!preferred || preferred.freshness === "Stale") continue;
+    for (const r of preferred.resources ?? []) {
+      out.push({
+        group: item.metadata?.name ?? "",
+        version: preferred.version,
+        plural: r.resource,
+        kind: r.responseKind?.kind ?? "",
+        namespaced: r.scope === "Namespaced",
+        verbs: r.verbs ?? [],
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * Every API resource's preferred version: from two aggregated answers (`/api`, `/apis`) where the
+ * server gives them (Kubernetes 1.30+), else one read per group version.
+ */
 async function discover(
   rest: RestClient,
   call: { signal?: AbortSignal; timeoutMs?: number },
 ): Promise<DiscoveredResource[]> {
+  const read = (path: string) =>
+    rest.json<DiscoveryAnswer>({ method: "GET", path, accept: AGGREGATED_DISCOVERY, ...call });
+  const [core, groups] = await Promise.all([read("/api").catch(() => undefined), read("/apis")]);
+  if (core?.kind === "APIGroupDiscoveryList" && groups.kind === "APIGroupDiscoveryList") {
+    return [...aggregatedResources(core), ...aggregatedResources(groups)];
+  }
   const groupVersions: { group: string; version: string }[] = [{ group: "", version: "v1" }];
-  const groups = await rest.json<{
-    groups?: { name: string; preferredVersion?: { version: string } }[];
-  }>({ method: "GET", path: "/apis", ...call });
   for (const g of groups.groups ?? []) {
     if (g.preferredVersion) {
       groupVersions.push({ group: g.name, version: g.preferredVersion.version });

@@ -100,3 +100,65 @@ Deno.test("createKubeClient() listAll() follows continue tokens to the last page
   assert.match(server.seen[1]?.query ?? "", /continue=t1/);
   for (const r of server.seen) assert.match(r.query, /labelSelector=aicr.run%2Frun-id%3Dr/);
 });
+
+Deno.test("createKubeClient() discovers from the aggregated answers, each group's preferred version, stale groups skipped", async () => {
+  const accepts: string[] = [];
+  const group = (name: string, versions: unknown[]) => ({ metadata: { name }, versions });
+  const resource = (name: string, kind: string, scope: string) => ({
+    resource: name,
+    responseKind: { group: "", version: "", kind },
+    scope,
+    verbs: ["get", "list"],
+  });
+  const answers: Record<string, unknown> = {
+    "/api": {
+      kind: "APIGroupDiscoveryList",
+      items: [group("", [{ version: "v1", resources: [resource("nodes", "Node", "Cluster")] }])],
+    },
+    "/apis": {
+      kind: "APIGroupDiscoveryList",
+      items: [
+        group("nvidia.com", [
+          { version: "v1", resources: [resource("clusterpolicies", "ClusterPolicy", "Cluster")] },
+          {
+            version: "v1alpha1",
+            resources: [resource("nvidiadrivers", "NVIDIADriver", "Cluster")],
+          },
+        ]),
+        group("metrics.k8s.io", [{ version: "v1beta1", freshness: "Stale", resources: [] }]),
+      ],
+    },
+  };
+  await using server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
+    accepts.push(req.headers.get("accept") ?? "");
+    return Response.json(answers[new URL(req.url).pathname] ?? {}, {
+      status: new URL(req.url).pathname in answers ? 200 : 404,
+    });
+  });
+  const found = await clientOn(server.addr.port).discoverResources();
+  assert.deepEqual(found, [
+    {
+      group: "",
+      version: "v1",
+      plural: "nodes",
+      kind: "Node",
+      namespaced: false,
+      verbs: ["get", "list"],
+    },
+    {
+      group: "nvidia.com",
+      version: "v1",
+      plural: "clusterpolicies",
+      kind: "ClusterPolicy",
+      namespaced: false,
+      verbs: ["get", "list"],
+    },
+  ]);
+  assert.equal(accepts.length, 2);
+  for (const accept of accepts) {
+    assert.match(
+      accept,
+      /^application\/json;g=apidiscovery\.k8s\.io;v=v2;as=APIGroupDiscoveryList,application\/json$/,
+    );
+  }
+});

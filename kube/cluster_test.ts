@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import process from "node:process";
 import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
-import { connectKube, KubeApiError } from "./mod.ts";
+import { connectKube, createKubeClient, KubeApiError } from "./mod.ts";
+import type { RestClient } from "./mod.ts";
 
 const ENABLED = process.env.AICR_CLUSTER_DIR !== undefined;
 
@@ -59,6 +60,45 @@ Deno.test({
       assert.equal(warnings.length, 1);
     } finally {
       await env.admin.request("DELETE", `/api/v1/namespaces/${ns}`);
+      await env.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "kube: discovery from the aggregated answers equals discovery group version by group version",
+  ignore: !ENABLED,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const env = await useTestCluster();
+    try {
+      const kube = connectKube({ kubeconfig: env.cluster.adminKubeconfig }, () => undefined);
+      const paths: string[] = [];
+      const seen = (rest: RestClient, legacy: boolean): RestClient => ({
+        ...rest,
+        json: (request) => {
+          paths.push(request.path);
+          // An older server: it ignores the aggregated Accept and answers the legacy lists.
+          const { accept: _accept, ...plain } = request;
+          return rest.json(legacy ? plain : request);
+        },
+      });
+      const key = (r: { group: string; version: string; plural: string }) =>
+        `${r.group}/${r.version}/${r.plural}`;
+      const aggregated = await createKubeClient(seen(kube.rest, false)).discoverResources();
+      assert.deepEqual(paths, ["/api", "/apis"], "two reads");
+      paths.length = 0;
+      const legacy = await createKubeClient(seen(kube.rest, true)).discoverResources();
+      assert.ok(paths.length > 10, `one read per group version: ${paths.join(" ")}`);
+      assert.ok(aggregated.some((r) => key(r) === "batch/v1/jobs" && r.kind === "Job"));
+      assert.ok(aggregated.some((r) => key(r) === "/v1/pods" && r.namespaced));
+      assert.deepEqual(
+        [...aggregated].sort((a, b) => key(a).localeCompare(key(b))),
+        [...legacy].sort((a, b) => key(a).localeCompare(key(b))),
+      );
+    } finally {
       await env.stop();
     }
   },

@@ -201,27 +201,32 @@ export class Ledger {
   }
 
   /**
-   * Deletes every recorded object: confirmed ones by UID, unconfirmed ones only after
-   * re-reading them and proving ownership by labels. Never deletes anything else.
+   * Deletes every recorded object (or those `only` selects): confirmed ones by UID, unconfirmed
+   * ones only after re-reading them and proving ownership by labels. Never deletes anything else.
    *
    * With `retryForMs`, an object whose delete failed because the API server did not answer
    * (no connection, 429, 5xx: restarting, its etcd down) is tried again, backing off from
    * 250 ms to 2 s, until it answers or that long after cleanup began; then it is `failed`.
    *
-   * @param options logger, cancellation, and how long an absent API server is waited for
-   *   (default 0: the client's own retries only)
+   * @param options logger, cancellation, how long an absent API server is waited for
+   *   (default 0: the client's own retries only), and which entries (default: all)
    * @returns one outcome per entry
    */
   async cleanup(
-    options: { log: Logger; signal?: AbortSignal; retryForMs?: number },
+    options: {
+      log: Logger;
+      signal?: AbortSignal;
+      retryForMs?: number;
+      only?: (entry: LedgerEntry) => boolean;
+    },
   ): Promise<CleanupOutcome[]> {
-    const { log } = options;
+    const { log, only = () => true } = options;
     const deadline = Date.now() + (options.retryForMs ?? 0);
     const rank = (kind: KindName) => {
       const i = DELETE_ORDER.indexOf(kind);
       return i < 0 ? DELETE_ORDER.length : i;
     };
-    const ordered = [...this.#entries].sort((a, b) => rank(a.kind) - rank(b.kind));
+    const ordered = this.#entries.filter(only).sort((a, b) => rank(a.kind) - rank(b.kind));
     // The Job goes first so its pods stop before their permissions do; the rest fan out.
     const first = ordered.filter((e) => e.kind === "Job");
     const rest = ordered.filter((e) => e.kind !== "Job");

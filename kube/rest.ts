@@ -43,6 +43,8 @@ export interface RestRequest {
   body?: unknown;
   /** Content type of the body. @default "application/json" */
   contentType?: string;
+  /** The Accept header. @default "application/json" */
+  accept?: string;
   /** More request headers (e.g. a credential for a proxied pod); never overrides the kubeconfig's. */
   headers?: Record<string, string>;
   /** Cancels the request. */
@@ -437,7 +439,7 @@ export function createRestClient(
  * free one. Streams (watches, followed logs) hold a connection for long, so they never take one
  * from this pool.
  */
-export const MAX_POOLED_SOCKETS = 32;
+export const MAX_POOLED_SOCKETS = 16;
 /** Idle connections kept for reuse. */
 const MAX_FREE_SOCKETS = 8;
 /** How long an idle connection is kept. */
@@ -498,7 +500,7 @@ async function sendRequest(
   const headers: Record<string, string> = {
     ...request.headers,
     ...(opts.headers as Record<string, string> | undefined),
-    Accept: "application/json",
+    Accept: request.accept ?? "application/json",
     "User-Agent": "aicr",
   };
   if (body !== undefined) {
