@@ -319,31 +319,45 @@ export async function serve(
 
   await listen(server, { port, hostname, sweep });
   server.on("error", (error: Error) => log.error("server error", { error: error.message }));
-  const address = server.address() as AddressInfo;
-  const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
-
-  const { shutdown, finished } = createShutdown(server, state, {
-    log,
-    drainTimeoutMs,
-    sweep,
-    ...(signal ? { signal } : {}),
+  // The address is read before a shutdown (an aborted signal) can close the server.
+  const running = runningServer(server, state, {
+    scheme,
+    address: server.address() as AddressInfo,
+    ...createShutdown(server, state, {
+      log,
+      drainTimeoutMs,
+      sweep,
+      ...(signal ? { signal } : {}),
+    }),
   });
-
   log.info("listening", {
-    url: `${scheme}://${shownHost}:${address.port}`,
+    url: running.url,
     certificateNotAfter: tlsInfo?.notAfter.toISOString(),
   });
+  return running;
+}
+
+/** The listening server as its caller holds it: address, requests in flight, shutdown, TLS. */
+function runningServer(
+  server: http.Server | https.Server,
+  state: ServeState,
+  control: Pick<RunningServer, "shutdown" | "finished"> & { scheme: string; address: AddressInfo },
+): RunningServer {
+  const { address } = control;
+  const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {
     hostname: address.address,
     port: address.port,
-    url: `${scheme}://${shownHost}:${address.port}`,
+    url: `${control.scheme}://${shownHost}:${address.port}`,
     get inFlight() {
       return state.inFlight;
     },
-    finished,
-    shutdown,
+    finished: control.finished,
+    shutdown: control.shutdown,
     setTls(material) {
-      if (!tls) throw new TypeError("Cannot set TLS material on a plain HTTP server");
+      if (control.scheme !== "https") {
+        throw new TypeError("Cannot set TLS material on a plain HTTP server");
+      }
       const info = validateTls(material);
       (server as https.Server).setSecureContext({ cert: material.cert, key: material.key });
       return info;
