@@ -210,7 +210,7 @@ Deno.test({
           ]);
           assert.equal(run.code, 8, run.stderr);
           assert.match(run.stderr, /its image could not be pulled on node '\S+' \(ErrImagePull\)/);
-          assert.match(run.stderr, /the install was rolled back: 9 object\(s\) removed/);
+          assert.match(run.stderr, /the install was rolled back: 12 object\(s\) removed/);
           assertErrorIsLast(run.stderr);
           const doc = JSON.parse(await readFile(report, "utf8"));
           assert.equal(doc.kind, "DaemonSetInstallReport");
@@ -246,7 +246,10 @@ Deno.test({
               "ClusterRoleBinding",
               "ConfigMap",
               "DaemonSet",
+              "Role",
+              "RoleBinding",
               "Secret",
+              "Service",
               "ServiceAccount",
               "ServiceAccount",
             ],
