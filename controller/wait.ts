@@ -176,41 +176,22 @@ export async function waitForAgentJob(
 ): Promise<{ nodeName: string | undefined }> {
   const { kube } = deps;
   const clock = deps.clock ?? (() => Date.now());
-  const { namespace, jobName, jobUid, runId, timeoutMs, pollMs = 1000 } = options;
-  const heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
+  const { namespace, jobUid, runId, timeoutMs, pollMs = 1000 } = options;
   const imagePullFailed = createImagePullCheck();
   const started = clock();
   const deadline = AbortSignal.timeout(timeoutMs);
   const stop = new AbortController();
   const signals = [deadline, stop.signal, ...(options.signal ? [options.signal] : [])];
   const any = AbortSignal.any(signals);
-  let wake: (() => void) | undefined;
-  // Counts watch events: one that arrives while the state is being read means it is read again at
-  // once, not after the next poll interval.
-  let events = 0;
-  const watches = startWatches(kube, {
-    namespace,
-    jobName,
-    runId,
+  const { events, watches, agentLog, reportProgress } = observeRun(deps, options, {
     signal: any,
-    onEvent: () => {
-      events++;
-      wake?.();
-    },
-  });
-  const agentLog = createLogFollower(kube, namespace, deps.stderr, any);
-  const reportProgress = createProgressReporter(deps, {
-    jobName,
-    timeoutMs,
-    heartbeatMs,
     started,
-    ...(options.injectedSelector ? { injectedSelector: options.injectedSelector } : {}),
   });
   let pod: PodObject | undefined;
   try {
     while (true) {
       if (options.signal?.aborted) throw options.signal.reason;
-      const seen = events;
+      const seen = events.count;
       // The Job and its pods are read side by side; a failed pod read is retried next round.
       const podList = kube.list<PodObject>("Pod", namespace, {
         labelSelector: `aicr.run/run-id=${runId}`,
@@ -244,11 +225,11 @@ export async function waitForAgentJob(
         }
       }
       if (deadline.aborted) throw timeoutError(pod, timeoutMs, options.injectedSelector);
-      if (events !== seen) continue;
+      if (events.count !== seen) continue;
       const pause = pauseUntilEvent(pollMs, any);
-      wake = pause.wake;
+      events.wake = pause.wake;
       await pause.done;
-      wake = undefined;
+      events.wake = undefined;
       if (options.signal?.aborted) throw options.signal.reason;
       if (deadline.aborted) throw timeoutError(pod, timeoutMs, options.injectedSelector);
     }
@@ -257,6 +238,42 @@ export async function waitForAgentJob(
     agentLog.close();
     for (const w of await watches) w.close();
   }
+}
+
+/**
+ * What a wait watches: the run's Job and pods (each event counted, and waking a paused round: one
+ * that arrives while the state is being read means it is read again at once, not after the next
+ * poll interval), the agent's log, and the progress lines.
+ */
+function observeRun(
+  deps: WaitDeps,
+  options: WaitOptions,
+  context: { signal: AbortSignal; started: number },
+) {
+  const { namespace, jobName, runId, timeoutMs } = options;
+  const events: { count: number; wake: (() => void) | undefined } = { count: 0, wake: undefined };
+  const watches = startWatches(deps.kube, {
+    namespace,
+    jobName,
+    runId,
+    signal: context.signal,
+    onEvent: () => {
+      events.count++;
+      events.wake?.();
+    },
+  });
+  return {
+    events,
+    watches,
+    agentLog: createLogFollower(deps.kube, namespace, deps.stderr, context.signal),
+    reportProgress: createProgressReporter(deps, {
+      jobName,
+      timeoutMs,
+      heartbeatMs: options.heartbeatMs ?? HEARTBEAT_MS,
+      started: context.started,
+      ...(options.injectedSelector ? { injectedSelector: options.injectedSelector } : {}),
+    }),
+  };
 }
 
 /** What the progress reporter needs besides the logger and clock. */

@@ -32,8 +32,6 @@ const ALLOWED: Readonly<Record<string, string>> = {
     "a factory whose closures share the baseline cache; new with the drift metric",
   "daemon/identity.ts:createServingIdentity":
     "a factory whose closures share the serving certificate's state; new with the CSR work",
-  "controller/wait.ts:waitForAgentJob":
-    "the Job wait's loop; it grew past 80 lines with the end-to-end speed work, to split next",
   "controller/install.ts:waitForPods": "the rollout wait; to split after the identity work",
   "controller/install.ts:renderDaemonSet":
     "the DaemonSet's objects in apply order; to split after the identity work",
