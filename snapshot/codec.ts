@@ -410,7 +410,9 @@ function validateSubtype(value: unknown, path: (string | number)[], fail: Fail):
   const rawData = value.data ?? {};
   if (!isRecord(rawData)) fail([...path, "data"], "must be a mapping of scalar readings");
   const data: ReadingMap = {};
-  for (const [key, v] of Object.entries(rawData as Record<string, unknown>)) {
+  const raw = rawData as Record<string, unknown>;
+  for (const key of Object.keys(raw)) {
+    const v = raw[key];
     // The common readings need no path (built only for the failure message).
     const plain = typeof v === "string" || typeof v === "boolean" ||
       typeof v === "number" || v === null;

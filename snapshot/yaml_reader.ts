@@ -22,11 +22,13 @@ let cachedChars = 0;
 const FAIL = Symbol("not a plain scalar");
 const values = new Map<string, unknown>();
 const keys = new Map<string, string | typeof FAIL>();
+const entries = new Map<string, [string, unknown] | typeof FAIL>();
 
 function remember<T>(cache: Map<string, T>, text: string, decoded: T): T {
   if (cachedChars + text.length > CACHE_CHARS) {
     values.clear();
     keys.clear();
+    entries.clear();
     cachedChars = 0;
   }
   cachedChars += text.length;
@@ -127,12 +129,16 @@ function readMap(
   for (; i < lines.length; i++) {
     const line = lines[i] as string;
     if (!line.startsWith(pad) || line[indent] === " ") break;
-    const parts = entry(line, indent);
-    if (!parts) return FAIL;
-    const key = decodeKey(parts[0]);
-    const value = decodeValue(parts[1]);
-    if (key === FAIL || value === FAIL || Object.hasOwn(map, key)) return FAIL;
-    setOwn(map, key, value);
+    // Whole lines repeat across a fleet's files: one lookup per line, no slicing.
+    let decoded = entries.get(line);
+    if (decoded === undefined) {
+      const parts = entry(line, indent);
+      const key = parts ? decodeKey(parts[0]) : FAIL;
+      const value = parts ? decodeValue(parts[1]) : FAIL;
+      decoded = remember(entries, line, key === FAIL || value === FAIL ? FAIL : [key, value]);
+    }
+    if (decoded === FAIL || Object.hasOwn(map, decoded[0])) return FAIL;
+    setOwn(map, decoded[0], decoded[1]);
   }
   return { map, next: i };
 }
