@@ -108,10 +108,9 @@ export class ToolError extends Error {
   readonly code: ExitCodeName;
   /** HTTP status the daemon answers with. */
   readonly httpStatus: number;
-  /** Extra lines shown under the message. */
-  details: readonly string[];
   readonly #message: ErrorText;
   readonly #details: readonly ErrorText[];
+  #renderedDetails: readonly string[];
 
   /**
    * @param message the message, std grammar: action, colon, state
@@ -134,7 +133,12 @@ export class ToolError extends Error {
     this.httpStatus = httpStatus;
     this.#message = message;
     this.#details = options.details ?? [];
-    this.details = this.#details.map((line) => renderText(line, optionName));
+    this.#renderedDetails = this.#details.map((line) => renderText(line, optionName));
+  }
+
+  /** Extra lines shown under the message. */
+  get details(): readonly string[] {
+    return this.#renderedDetails;
   }
 
   /**
@@ -145,7 +149,7 @@ export class ToolError extends Error {
    */
   nameOptions(name: OptionNamer): void {
     this.message = renderText(this.#message, name);
-    this.details = this.#details.map((line) => renderText(line, name));
+    this.#renderedDetails = this.#details.map((line) => renderText(line, name));
   }
 
   /** The numeric exit code. */
