@@ -86,6 +86,199 @@ interface ReadOutcome {
   baseline?: Snapshot;
 }
 
+/** What was last published: the log says each change of it once. */
+interface Published {
+  state: BaselineState;
+  reason: string;
+  configMap: string;
+  /** The baseline's resourceVersion when `ok`, else `""`. */
+  version: string;
+}
+
+const MISSING_UNGRANTED =
+  "no baseline is granted for this cohort: none was set (aicr daemonset baseline set), or the daemon's Role does not list it";
+
+function firstLine(error: unknown): string {
+  return error instanceof Error ? error.message.split("\n")[0] ?? "" : String(error);
+}
+
+function refused(error: unknown): boolean {
+  return error instanceof KubeApiError && (error.status === 403 || error.status === 401);
+}
+
+/** {@link BaselineTracker}: the cohort, the cached baseline and the metrics it feeds. */
+class CohortBaselineTracker implements BaselineTracker {
+  readonly #deps: BaselineTrackerDeps;
+  readonly #intervalMs: number;
+  readonly #abort = new AbortController();
+  #current: Snapshot | undefined;
+  #cohort: BaselineCohort | undefined;
+  #baseline: Snapshot | undefined;
+  #seenVersion: string | undefined;
+  #last: Published | undefined;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #inFlight: Promise<void> | undefined;
+
+  constructor(deps: BaselineTrackerDeps, intervalMs: number) {
+    this.#deps = deps;
+    this.#intervalMs = intervalMs;
+  }
+
+  async observe(snapshot: Snapshot): Promise<void> {
+    this.#current = snapshot;
+    const next = snapshotCohort(snapshot, this.#deps.nodeName);
+    const cohort = this.#cohort;
+    if (cohort && next.key === cohort.key && next.name === cohort.name) {
+      this.#updateDrift();
+      return;
+    }
+    if (cohort) {
+      this.#deps.log.info("cohort changed: reading its baseline", {
+        from: cohort.name,
+        to: next.name,
+      });
+    }
+    this.#cohort = next;
+    this.#baseline = undefined;
+    this.#seenVersion = undefined;
+    await this.#inFlight;
+    await this.refresh();
+  }
+
+  refresh(): Promise<void> {
+    if (!this.#inFlight) {
+      this.#inFlight = this.#read().finally(() => {
+        this.#inFlight = undefined;
+      });
+    }
+    return this.#inFlight;
+  }
+
+  state(): BaselineState | undefined {
+    return this.#last?.state;
+  }
+
+  start(): void {
+    if (this.#intervalMs > 0 && !this.#timer) {
+      this.#timer = setInterval(() => void this.refresh(), this.#intervalMs);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#abort.abort(new Error("daemon stopping"));
+    await this.#inFlight?.catch(() => {});
+  }
+
+  async #read(): Promise<void> {
+    const own = this.#cohort;
+    if (!own) return;
+    const configMap = baselineConfigMapName(this.#deps.daemonName, own.key);
+    let object: KubeObject | undefined;
+    try {
+      object = await this.#deps.read(configMap, this.#abort.signal);
+    } catch (error) {
+      if (this.#abort.signal.aborted) return;
+      this.#seenVersion = undefined;
+      this.#publish(await this.#classifyReadError(error), configMap);
+      return;
+    }
+    if (this.#cohort !== own) return; // the cohort changed while reading: that read is under way
+    if (!object) {
+      this.#seenVersion = undefined;
+      this.#publish({ state: "missing", reason: "no baseline was set for this cohort" }, configMap);
+      return;
+    }
+    const version = object.metadata?.resourceVersion;
+    const last = this.#last;
+    if (version !== undefined && version === this.#seenVersion && last?.configMap === configMap) {
+      // Unchanged since the last read: same verdict, no parse (counters still count a failure).
+      const baseline = this.#baseline;
+      this.#publish(
+        { state: last.state, reason: last.reason, ...(baseline ? { baseline } : {}) },
+        configMap,
+        version,
+      );
+      return;
+    }
+    this.#seenVersion = version;
+    this.#publish(judgeBaseline(object, own), configMap, version ?? "");
+  }
+
+  /**
+   * The daemon may `get` only the baselines that exist (their names are in its Role), so a
+   * refused read is what a cohort without a baseline looks like. One read of the placeholder
+   * name, which the Role always lists, tells that apart from a broken grant: a 404 there means
+   * the daemon's RBAC works and this cohort has no (granted) baseline.
+   */
+  async #classifyReadError(error: unknown): Promise<ReadOutcome> {
+    if (!refused(error)) return { state: "unreachable", reason: firstLine(error) };
+    try {
+      await this.#deps.read(baselinePlaceholderName(this.#deps.daemonName), this.#abort.signal);
+    } catch (probe) {
+      return refused(probe)
+        ? { state: "forbidden", reason: firstLine(error) }
+        : { state: "unreachable", reason: firstLine(probe) };
+    }
+    return { state: "missing", reason: MISSING_UNGRANTED };
+  }
+
+  #publish(outcome: ReadOutcome, configMap: string, version = ""): void {
+    const cohort = this.#cohort;
+    if (!cohort) return;
+    const { metrics } = this.#deps;
+    if (outcome.state !== "ok" && outcome.state !== "missing") {
+      metrics.baselineReadErrors.inc({ reason: outcome.state });
+    }
+    metrics.baselineInfo.reset();
+    metrics.baselineInfo.set(1, {
+      cohort: cohort.name,
+      configmap: configMap,
+      state: outcome.state,
+    });
+    this.#baseline = outcome.state === "ok" ? outcome.baseline : undefined;
+    this.#updateDrift();
+    this.#logChange({
+      state: outcome.state,
+      reason: outcome.reason ?? "",
+      configMap,
+      version: outcome.state === "ok" ? version : "",
+    }, cohort);
+  }
+
+  /** One line per change of state, or of the baseline read (a new resourceVersion when ok). */
+  #logChange(now: Published, cohort: BaselineCohort): void {
+    const last = this.#last;
+    if (
+      last?.state === now.state && last.reason === now.reason &&
+      last.configMap === now.configMap && last.version === now.version
+    ) return;
+    this.#last = now;
+    const fields = {
+      cohort: cohort.name,
+      configmap: now.configMap,
+      ...(now.reason ? { reason: now.reason } : {}),
+      ...(now.version ? { resourceVersion: now.version } : {}),
+    };
+    if (now.state === "ok") this.#deps.log.info("baseline read", fields);
+    else this.#deps.log.warn(`baseline ${now.state}: drift is not measured`, fields);
+  }
+
+  #updateDrift(): void {
+    const { driftReadings } = this.#deps.metrics;
+    driftReadings.reset();
+    const baseline = this.#baseline;
+    const current = this.#current;
+    const cohort = this.#cohort;
+    if (!baseline || !current || !cohort) return;
+    const drift = driftFromBaseline(baseline, current);
+    for (const [measurement, count] of Object.entries(drift.byMeasurement)) {
+      driftReadings.set(count, { measurement, cohort: cohort.name });
+    }
+  }
+}
+
 /**
  * Makes the baseline tracker of one daemon.
  *
@@ -97,155 +290,7 @@ export function createBaselineTracker(
   deps: BaselineTrackerDeps,
   options: BaselineTrackerOptions = {},
 ): BaselineTracker {
-  const { intervalMs = 60_000 } = options;
-  const { metrics, log } = deps;
-  const abort = new AbortController();
-  let current: Snapshot | undefined;
-  let cohort: BaselineCohort | undefined;
-  let baseline: Snapshot | undefined;
-  let seenVersion: string | undefined;
-  let last:
-    | { state: BaselineState; reason: string; configMap: string; version: string }
-    | undefined;
-  let timer: ReturnType<typeof setInterval> | undefined;
-  let inFlight: Promise<void> | undefined;
-
-  const publish = (outcome: ReadOutcome, configMap: string, version = "") => {
-    if (!cohort) return;
-    const reason = outcome.reason ?? "";
-    if (outcome.state !== "ok" && outcome.state !== "missing") {
-      metrics.baselineReadErrors.inc({ reason: outcome.state });
-    }
-    metrics.baselineInfo.reset();
-    metrics.baselineInfo.set(1, {
-      cohort: cohort.name,
-      configmap: configMap,
-      state: outcome.state,
-    });
-    baseline = outcome.state === "ok" ? outcome.baseline : undefined;
-    updateDrift();
-    // One line per change of state, or of the baseline read (a new resourceVersion when ok).
-    const seen = outcome.state === "ok" ? version : "";
-    if (
-      last?.state === outcome.state && last.reason === reason && last.configMap === configMap &&
-      last.version === seen
-    ) return;
-    last = { state: outcome.state, reason, configMap, version: seen };
-    const fields = {
-      cohort: cohort.name,
-      configmap: configMap,
-      ...(reason ? { reason } : {}),
-      ...(seen ? { resourceVersion: seen } : {}),
-    };
-    if (outcome.state === "ok") log.info("baseline read", fields);
-    else log.warn(`baseline ${outcome.state}: drift is not measured`, fields);
-  };
-
-  const updateDrift = () => {
-    metrics.driftReadings.reset();
-    if (!baseline || !current || !cohort) return;
-    const drift = driftFromBaseline(baseline, current);
-    for (const [measurement, count] of Object.entries(drift.byMeasurement)) {
-      metrics.driftReadings.set(count, { measurement, cohort: cohort.name });
-    }
-  };
-
-  const read = async (): Promise<void> => {
-    if (!cohort) return;
-    const own = cohort;
-    const configMap = baselineConfigMapName(deps.daemonName, own.key);
-    let object: KubeObject | undefined;
-    try {
-      object = await deps.read(configMap, abort.signal);
-    } catch (error) {
-      if (abort.signal.aborted) return;
-      seenVersion = undefined;
-      publish(await classifyReadError(error), configMap);
-      return;
-    }
-    if (cohort !== own) return; // the cohort changed while reading: that read is under way
-    if (!object) {
-      seenVersion = undefined;
-      publish({ state: "missing", reason: "no baseline was set for this cohort" }, configMap);
-      return;
-    }
-    const version = object.metadata?.resourceVersion;
-    if (version !== undefined && version === seenVersion && last?.configMap === configMap) {
-      // Unchanged since the last read: same verdict, no parse (counters still count a failure).
-      publish(
-        { state: last.state, reason: last.reason, ...(baseline ? { baseline } : {}) },
-        configMap,
-        version,
-      );
-      return;
-    }
-    seenVersion = version;
-    publish(judgeBaseline(object, own), configMap, version ?? "");
-  };
-
-  /**
-   * The daemon may `get` only the baselines that exist (their names are in its Role), so a
-   * refused read is what a cohort without a baseline looks like. One read of the placeholder
-   * name, which the Role always lists, tells that apart from a broken grant: a 404 there means
-   * the daemon's RBAC works and this cohort has no (granted) baseline.
-   */
-  const classifyReadError = async (error: unknown): Promise<ReadOutcome> => {
-    const message = (e: unknown) => e instanceof Error ? e.message.split("\n")[0] ?? "" : String(e);
-    const refused = (e: unknown) =>
-      e instanceof KubeApiError && (e.status === 403 || e.status === 401);
-    if (!refused(error)) return { state: "unreachable", reason: message(error) };
-    try {
-      await deps.read(baselinePlaceholderName(deps.daemonName), abort.signal);
-    } catch (probe) {
-      return refused(probe)
-        ? { state: "forbidden", reason: message(error) }
-        : { state: "unreachable", reason: message(probe) };
-    }
-    return {
-      state: "missing",
-      reason:
-        "no baseline is granted for this cohort: none was set (aicr daemonset baseline set), or the daemon's Role does not list it",
-    };
-  };
-
-  const refresh = (): Promise<void> => {
-    if (!inFlight) {
-      inFlight = read().finally(() => {
-        inFlight = undefined;
-      });
-    }
-    return inFlight;
-  };
-
-  return {
-    async observe(snapshot) {
-      current = snapshot;
-      const next = snapshotCohort(snapshot, deps.nodeName);
-      if (!cohort || next.key !== cohort.key || next.name !== cohort.name) {
-        if (cohort) {
-          log.info("cohort changed: reading its baseline", { from: cohort.name, to: next.name });
-        }
-        cohort = next;
-        baseline = undefined;
-        seenVersion = undefined;
-        await inFlight;
-        await refresh();
-        return;
-      }
-      updateDrift();
-    },
-    refresh,
-    state: () => last?.state,
-    start() {
-      if (intervalMs > 0 && !timer) timer = setInterval(() => void refresh(), intervalMs);
-    },
-    async close() {
-      if (timer) clearInterval(timer);
-      timer = undefined;
-      abort.abort(new Error("daemon stopping"));
-      await inFlight?.catch(() => {});
-    },
-  };
+  return new CohortBaselineTracker(deps, options.intervalMs ?? 60_000);
 }
 
 /**

@@ -28,8 +28,6 @@ const SKIP_DIRS = new Set([
 const ALLOWED: Readonly<Record<string, string>> = {
   "snapshot/fleet.ts:createFleetBuilder":
     "a factory whose closures share the fleet's interned tables (the hot path of a 10,000-node diff)",
-  "daemon/baseline.ts:createBaselineTracker":
-    "a factory whose closures share the baseline cache; new with the drift metric",
   "daemon/identity.ts:createServingIdentity":
     "a factory whose closures share the serving certificate's state; new with the CSR work",
   "controller/install.ts:waitForPods": "the rollout wait; to split after the identity work",
