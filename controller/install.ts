@@ -802,8 +802,7 @@ async function waitForPods(
   const deadline = started + options.timeoutMs;
   const imagePullFailed = createImagePullCheck();
   const signFailuresSaid = new Set<string>();
-  let last = "";
-  let lastAt = started;
+  const progress = createWaitProgress(log, started, options.timeoutMs);
   const unschedulableSaid = new Map<string, string>();
   let seen: { desired: number; pods: DaemonPodState[] } = { desired: 0, pods: [] };
   for (;;) {
@@ -818,44 +817,11 @@ async function waitForPods(
     });
     if (desired !== undefined) {
       seen = { desired, pods };
-      const issued = await signWhileWaiting(deps, options, signFailuresSaid);
-      // Ready, and serving its own certificate (a real kubelet's probe on /readyz says both;
-      // the certificate is checked here too, from the signed request of that pod).
-      for (const pod of pods) {
-        if (pod.ready && !(pod.uid && issued.has(pod.uid))) {
-          pod.ready = false;
-          pod.detail = "awaiting its serving certificate";
-        }
-      }
+      requireCertificates(pods, await signWhileWaiting(deps, options, signFailuresSaid));
       const ready = pods.filter((p) => p.ready).length;
-      const line = `${ready}/${desired}`;
       const at = now().getTime();
-      // A line on every change, and a heartbeat while nothing changes.
-      if (line !== last || at - lastAt >= HEARTBEAT_MS) {
-        log.info("waiting for the daemon's pods", {
-          ready,
-          desired,
-          elapsed: `${Math.round((at - started) / 1000)}s`,
-          timeout: `${Math.round(options.timeoutMs / 1000)}s`,
-        });
-        last = line;
-        lastAt = at;
-      }
-      for (const pod of pods) {
-        if (
-          pod.unschedulable !== undefined && unschedulableSaid.get(pod.pod) !== pod.unschedulable
-        ) {
-          log.warn("a daemon pod cannot be scheduled", {
-            pod: pod.pod,
-            reason: pod.unschedulable,
-            remedy: (option) =>
-              `check ${option("nodeSelector")}, ${option("allNodes")} and ${
-                option("toleration")
-              } against the nodes`,
-          });
-          unschedulableSaid.set(pod.pod, pod.unschedulable);
-        }
-      }
+      progress(ready, desired, at);
+      sayUnschedulable(log, pods, unschedulableSaid);
       const pullFailed = pods.find((p) => imagePullFailed(p.pod, p.detail, at));
       if (pullFailed) return { ...seen, ready: false, pullFailed };
       if (desired === 0) {
@@ -875,6 +841,61 @@ async function waitForPods(
       return { ...seen, ready: false };
     }
     await sleep(options.pollMs, options.signal);
+  }
+}
+
+/**
+ * Ready, and serving its own certificate: a real kubelet's probe on /readyz says both; the
+ * certificate is checked here too, from the signed request of that pod.
+ */
+function requireCertificates(pods: DaemonPodState[], issued: Set<string>): void {
+  for (const pod of pods) {
+    if (pod.ready && !(pod.uid && issued.has(pod.uid))) {
+      pod.ready = false;
+      pod.detail = "awaiting its serving certificate";
+    }
+  }
+}
+
+/** The wait's progress: a line on every change, and a heartbeat while nothing changes. */
+function createWaitProgress(
+  log: Logger,
+  started: number,
+  timeoutMs: number,
+): (ready: number, desired: number, at: number) => void {
+  let last = "";
+  let lastAt = started;
+  return (ready, desired, at) => {
+    const line = `${ready}/${desired}`;
+    if (line === last && at - lastAt < HEARTBEAT_MS) return;
+    log.info("waiting for the daemon's pods", {
+      ready,
+      desired,
+      elapsed: `${Math.round((at - started) / 1000)}s`,
+      timeout: `${Math.round(timeoutMs / 1000)}s`,
+    });
+    last = line;
+    lastAt = at;
+  };
+}
+
+/** Says why a daemon pod cannot be scheduled, once per pod and reason. */
+function sayUnschedulable(
+  log: Logger,
+  pods: readonly DaemonPodState[],
+  said: Map<string, string>,
+): void {
+  for (const pod of pods) {
+    if (pod.unschedulable === undefined || said.get(pod.pod) === pod.unschedulable) continue;
+    log.warn("a daemon pod cannot be scheduled", {
+      pod: pod.pod,
+      reason: pod.unschedulable,
+      remedy: (option) =>
+        `check ${option("nodeSelector")}, ${option("allNodes")} and ${
+          option("toleration")
+        } against the nodes`,
+    });
+    said.set(pod.pod, pod.unschedulable);
   }
 }
 

@@ -30,7 +30,6 @@ const ALLOWED: Readonly<Record<string, string>> = {
     "a factory whose closures share the fleet's interned tables (the hot path of a 10,000-node diff)",
   "daemon/identity.ts:createServingIdentity":
     "a factory whose closures share the serving certificate's state; new with the CSR work",
-  "controller/install.ts:waitForPods": "the rollout wait; to split after the identity work",
   "controller/install.ts:renderDaemonSet":
     "the DaemonSet's objects in apply order; to split after the identity work",
 };
