@@ -7,7 +7,7 @@
  *
  * builds that release's control plane from Go modules (`tests/cluster/build-minor.sh`: its own cache entry
  * `~/.cache/aicr/testcluster/.k8s-<version>-<hash>/`, which no checkout's pruning removes; cold:
- * 15–20 min on 2 cores), then runs `tests/run.ts` with every cluster (the lane's shared one and
+ * 48 min on 2 cores under load), then runs `tests/run.ts` with every cluster (the lane's shared one and
  * the files' own) started from those binaries (`AICR_K8S_VERSION`) and only the e2e lane. It is a
  * documented task, not part of `npm test`.
  *
