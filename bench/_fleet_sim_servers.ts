@@ -39,7 +39,9 @@ async function main(): Promise<void> {
   const nodes: { node: string; ip: string }[] = [];
   let snapshotBytes = 0;
   let i = 0;
-  for (const snapshot of generateMixedFleet(counts)) {
+  // AICR_SIM_TOPOLOGY=own: each daemon's NodeTopology is its own node's (see generateMixedFleet).
+  const ownTopology = process.env.AICR_SIM_TOPOLOGY === "own";
+  for (const snapshot of generateMixedFleet(counts, { ownTopology })) {
     const node = snapshot.metadata["source-node"];
     if (i === 0) snapshotBytes = new TextEncoder().encode(encodeSnapshot(snapshot, "json")).length;
     // This node's token only (another node's is as invalid as a bad one).

@@ -29,8 +29,11 @@
  *
  * ```sh
  * deno run -A bench/daemonset_bench.ts --simulate=1000 [--rounds=3] [--concurrency=16,64,256] \
- *   [--outputs=dir,file,hold]
+ *   [--outputs=dir,file,hold] [--topology=cluster|own]
  * ```
+ *
+ * `--topology=own` gives each daemon a snapshot whose NodeTopology is its own node's (the
+ * cluster-wide topology collected once instead), so a snapshot's size stays constant with N.
  *
  * The cluster's state folder is `.cluster-runs/bench-daemonset-<pid>/` under the repository
  * (removed afterwards), or `AICR_CLUSTER_DIR` to reuse a running cluster and its nodes.
@@ -75,6 +78,7 @@ async function simulate(
   rounds: number,
   concurrencies: number[],
   outputs: string[],
+  topology: string,
 ): Promise<void> {
   const namespace = "aicr-bench";
   const child = new Deno.Command(Deno.execPath(), {
@@ -85,7 +89,7 @@ async function simulate(
       new URL("./_fleet_sim_servers.ts", import.meta.url).pathname,
       String(total),
     ],
-    env: { AICR_SIM_NAMESPACE: namespace },
+    env: { AICR_SIM_NAMESPACE: namespace, AICR_SIM_TOPOLOGY: topology },
     stdin: "piped",
     stdout: "piped",
     stderr: "inherit",
@@ -112,7 +116,7 @@ async function simulate(
     snapshotBytes: number;
   };
   out(
-    `simulated ${sim.nodes.length} daemons in one process (${
+    `simulated ${sim.nodes.length} daemons in one process, topology ${topology} (${
       Math.round(performance.now() - s0)
     } ms to start), one snapshot ${(sim.snapshotBytes / 1024).toFixed(0)} KiB as JSON`,
   );
@@ -206,6 +210,7 @@ if (import.meta.main && Deno.args.some((a) => a.startsWith("--simulate"))) {
       rounds: { type: "string", default: "3" },
       concurrency: { type: "string", default: "16,64,256" },
       outputs: { type: "string", default: "dir,file,hold" },
+      topology: { type: "string", default: "cluster" },
     },
   });
   await mkdir(join(ROOT, ".cluster-runs"), { recursive: true });
@@ -214,6 +219,7 @@ if (import.meta.main && Deno.args.some((a) => a.startsWith("--simulate"))) {
     Number(values.rounds),
     values.concurrency.split(",").map(Number),
     values.outputs.split(","),
+    values.topology,
   );
 } else if (import.meta.main) {
   const { values } = parseArgs({

@@ -32,7 +32,6 @@ import { runCli } from "../cli/mod.ts";
 import { createLogger } from "../log.ts";
 import { processDeps } from "../mod.ts";
 import { encodeSnapshot } from "../snapshot/mod.ts";
-import type { Snapshot } from "../snapshot/mod.ts";
 import { padSnapshot, setReading } from "../snapshot/testdata/generate.ts";
 import { generateMixedFleet, mixedCounts } from "../snapshot/testdata/mixed_fleet.ts";
 
@@ -50,64 +49,16 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)] ?? NaN;
 }
 
-/** Per node, its NodeTopology label and taint entries (key, value without the node list). */
-type OwnEntries = Map<string, { label: [string, string][]; taint: [string, string][] }>;
-
-/**
- * Inverts the cluster's NodeTopology once (every generated snapshot carries the same one): a walk
- * of its node lists, instead of one per node (quadratic at 10,000 nodes).
- */
-function invertTopology(snapshot: Snapshot): OwnEntries {
-  const own: OwnEntries = new Map();
-  for (const m of snapshot.measurements) {
-    if (m.type !== "NodeTopology") continue;
-    for (const s of m.subtypes) {
-      if (s.subtype !== "label" && s.subtype !== "taint") continue;
-      for (const [key, raw] of Object.entries(s.data)) {
-        if (typeof raw !== "string") continue;
-        const bar = raw.lastIndexOf("|");
-        if (bar < 0) continue;
-        for (const node of raw.slice(bar + 1).split(",")) {
-          let entries = own.get(node);
-          if (!entries) own.set(node, entries = { label: [], taint: [] });
-          entries[s.subtype].push([key, raw.slice(0, bar)]);
-        }
-      }
-    }
-  }
-  return own;
-}
-
-/**
- * NodeTopology cut to the entries naming this node, each naming only it, and no cluster summary
- * (the cohort reader takes a snapshot with the same summary as one more copy of the cluster).
- */
-function ownTopology(snapshot: Snapshot, own: OwnEntries): void {
-  const node = snapshot.metadata["source-node"];
-  const entries = own.get(node) ?? { label: [], taint: [] };
-  for (const m of snapshot.measurements) {
-    if (m.type !== "NodeTopology") continue;
-    m.subtypes = m.subtypes.filter((s) => s.subtype !== "summary").map((s) =>
-      s.subtype === "label" || s.subtype === "taint"
-        ? {
-          ...s,
-          data: Object.fromEntries(entries[s.subtype].map(([k, v]) => [k, `${v}|${node}`])),
-        }
-        : s
-    );
-  }
-}
-
 /** Writes the fleet's files; prints `{ files, mib }`. */
 async function writeFleetFiles(total: number, layout: string, dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
   let bytes = 0;
   let i = 0;
-  let own: OwnEntries | undefined;
-  for (const snapshot of generateMixedFleet(mixedCounts(total))) {
+  for (
+    const snapshot of generateMixedFleet(mixedCounts(total), { ownTopology: layout === "own" })
+  ) {
     padSnapshot(snapshot, READINGS_PAD);
     if (i % 1000 === 17) setReading(snapshot, "OS.sysctl./proc/sys/vm/swappiness", "10");
-    if (layout === "own") ownTopology(snapshot, own ??= invertTopology(snapshot));
     const text = encodeSnapshot(snapshot, "yaml");
     bytes += Buffer.byteLength(text);
     await writeFile(join(dir, `${snapshot.metadata["source-node"]}.yaml`), text);
