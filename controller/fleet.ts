@@ -231,7 +231,9 @@ export async function mintReaderToken(
     }
     if (error instanceof KubeApiError && error.isNotFound) {
       throw new NotFoundError(
-        `Cannot mint a token for ServiceAccount '${namespace}/${serviceAccount}': it does not exist (is the daemon installed?)`,
+        `Cannot mint a token for ServiceAccount '${namespace}/${serviceAccount}' bound to node '${node}': ${
+          error.message.replace(/^Cannot [A-Z]+ \S+: /, "")
+        } (is the daemon installed, and the node still there?)`,
         { cause: error, details: [`  install it: aicr daemonset install -n ${namespace}`] },
       );
     }

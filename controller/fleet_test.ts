@@ -299,3 +299,48 @@ Deno.test("fleet: an answer over the bound is that node's own failure (too-large
   assert.match(fleet.results[0]?.error ?? "", /exceeds the 4096-byte bound/);
   assert.equal(exitCodeOf(fleetError(fleet)), 9);
 });
+
+Deno.test("fleet: a certificate or a snapshot that is not the node's is that node's wrong-identity", async () => {
+  const { fake } = cluster([
+    { node: "a", ip: "10.0.0.1" },
+    { node: "b", ip: "10.0.0.2" },
+    { node: "c", ip: "10.0.0.3" },
+  ]);
+  const directGet: DirectGet = (request) => {
+    switch (request.servername) {
+      case "a":
+        // Another node's certificate at a's address: the handshake's name check fails.
+        return Promise.reject(
+          Object.assign(new Error("Hostname/IP does not match certificate's altnames"), {
+            code: "ERR_TLS_CERT_ALTNAME_INVALID",
+          }),
+        );
+      case "b":
+        // A valid handshake, but the answer speaks for another node.
+        return Promise.resolve(snapshotAnswer("c"));
+      default:
+        return Promise.resolve(snapshotAnswer("c"));
+    }
+  };
+  const fleet = await fetchFleet({ kube: fake.client, log: quiet(), directGet }, {
+    namespace: NS,
+    transport: "direct",
+  });
+  assert.deepEqual(fleet.results.map((r) => [r.node, r.status]), [
+    ["a", "wrong-identity"],
+    ["b", "wrong-identity"],
+    ["c", "ok"],
+  ]);
+  assert.match(String(fleet.results[0]?.error), /ERR_TLS_CERT_ALTNAME_INVALID/);
+  assert.match(String(fleet.results[1]?.error), /describes node 'c', not 'b'/);
+  assert.equal(fleet.results[1]?.snapshot, undefined, "nothing of it is kept");
+  assert.equal(exitCodeOf(fleetError(fleet)), 9);
+  // Through the pod proxy (no certificate to check) the snapshot's source-node still is.
+  fake.client.rest.text = () => Promise.resolve(encodeSnapshot(sampleSnapshot({ nodeName: "c" })));
+  const proxied = await fetchFleet({ kube: fake.client, log: quiet() }, {
+    namespace: NS,
+    transport: "proxy",
+    nodes: ["a"],
+  });
+  assert.deepEqual(proxied.results.map((r) => [r.node, r.status]), [["a", "wrong-identity"]]);
+});
