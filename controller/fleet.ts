@@ -196,12 +196,18 @@ export async function mintReaderToken(
     namespace: string;
     serviceAccount: string;
     node: string;
+    /**
+     * Whether the API server binds tokens to Nodes (Kubernetes 1.31+); set to false when it
+     * refuses, so the rest of the fetch asks without. @default { supported: true }
+     */
+    nodeBinding?: { supported: boolean };
     signal?: AbortSignal;
   },
 ): Promise<string> {
   const { namespace, serviceAccount, node } = options;
-  try {
-    const answer = await kube.rest.json<{ status?: { token?: string } }>({
+  const binding = options.nodeBinding ?? { supported: true };
+  const ask = (bound: boolean) =>
+    kube.rest.json<{ status?: { token?: string } }>({
       method: "POST",
       path: `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
       body: {
@@ -211,7 +217,7 @@ export async function mintReaderToken(
           audiences: [daemonNodeAudience(node)],
           expirationSeconds: TOKEN_SECONDS,
           // Bound to the node (a token cannot be bound to a pod of another ServiceAccount).
-          boundObjectRef: { apiVersion: "v1", kind: "Node", name: node },
+          ...(bound ? { boundObjectRef: { apiVersion: "v1", kind: "Node", name: node } } : {}),
         },
       },
       // A TokenRequest stores nothing: sending it again is safe.
@@ -219,6 +225,17 @@ export async function mintReaderToken(
       timeoutMs: 10_000,
       ...(options.signal ? { signal: options.signal } : {}),
     });
+  try {
+    let answer;
+    try {
+      answer = await ask(binding.supported);
+    } catch (error) {
+      // Before 1.31 the API server cannot bind a token to a Node (400/422 naming the kind):
+      // the per-node audience alone still keeps one node's token from opening another.
+      if (!binding.supported || !refusesNodeBinding(error)) throw error;
+      binding.supported = false;
+      answer = await ask(false);
+    }
     const token = answer.status?.token;
     if (!token) throw new ToolError("Cannot mint the reader token: the TokenRequest had no token");
     return token;
@@ -239,6 +256,11 @@ export async function mintReaderToken(
     }
     throw error;
   }
+}
+
+function refusesNodeBinding(error: unknown): boolean {
+  return error instanceof KubeApiError && (error.status === 400 || error.status === 422) &&
+    /boundObjectRef|kind|Node/i.test(error.message);
 }
 
 /**
@@ -495,6 +517,7 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     namespace,
     ca,
     reader: daemonReaderName(name),
+    nodeBinding: { supported: true },
     connectTimeoutMs,
     timeoutMs,
     maxAnswerBytes,
@@ -526,6 +549,11 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   await mapConcurrent(rest, concurrency, async ({ pod, index }) => {
     await settle(index, await fetchNode(pod, via));
   });
+  if (!node.nodeBinding.supported) {
+    log.warn(
+      "the API server cannot bind tokens to a Node (before 1.31): each reader token carries only its node's audience",
+    );
+  }
   const absent = missing.map((node): NodeResult => ({
     node,
     pod: "",
@@ -599,6 +627,8 @@ interface NodeFetch {
   ca: string;
   /** The reader ServiceAccount a token is minted for, per node. */
   reader: string;
+  /** Whether the API server binds tokens to Nodes (learnt on the first refusal). */
+  nodeBinding: { supported: boolean };
   connectTimeoutMs: number;
   timeoutMs: number;
   maxAnswerBytes: number;
@@ -693,6 +723,7 @@ async function fetchNodeSnapshot(
       namespace: ctx.namespace,
       serviceAccount: ctx.reader,
       node: pod.node,
+      nodeBinding: ctx.nodeBinding,
       signal: deadline,
     });
   } catch (error) {

@@ -344,3 +344,40 @@ Deno.test("fleet: a certificate or a snapshot that is not the node's is that nod
   });
   assert.deepEqual(proxied.results.map((r) => [r.node, r.status]), [["a", "wrong-identity"]]);
 });
+
+Deno.test("fleet: an API server that cannot bind tokens to a Node (before 1.31) gets per-node audiences alone", async () => {
+  const { fake } = cluster([{ node: "a", ip: "10.0.0.1" }, { node: "b", ip: "10.0.0.2" }]);
+  const minted: RestRequest[] = [];
+  fake.client.rest.json = <T>(request: RestRequest) => {
+    if (request.method === "GET") return Promise.resolve({ items: [] } as T);
+    minted.push(request);
+    const spec = (request.body as { spec: { audiences: string[]; boundObjectRef?: unknown } })
+      .spec;
+    if (spec.boundObjectRef) {
+      return Promise.reject(
+        new KubeApiError(
+          `Cannot POST ${request.path}: 400 BadRequest: boundObjectRef.kind: Unsupported value: "Node"`,
+          400,
+          "BadRequest",
+        ),
+      );
+    }
+    return Promise.resolve({ status: { token: `reader-token for ${spec.audiences[0]}` } } as T);
+  };
+  const lines: string[] = [];
+  const fleet = await fetchFleet({
+    kube: fake.client,
+    log: createLogger({ write: (t) => void lines.push(t) }),
+    directGet: (request) => Promise.resolve(snapshotAnswer(request.servername)),
+  }, { namespace: NS, transport: "direct", concurrency: 1 });
+  assert.deepEqual(fleet.results.map((r) => r.status), ["ok", "ok"]);
+  // One refused bound request, then unbound ones only, each still with its node's audience.
+  assert.deepEqual(
+    minted.map((r) => {
+      const spec = (r.body as { spec: { audiences: string[]; boundObjectRef?: unknown } }).spec;
+      return [spec.audiences[0], spec.boundObjectRef !== undefined];
+    }),
+    [["aicr-daemon:a", true], ["aicr-daemon:a", false], ["aicr-daemon:b", false]],
+  );
+  assert.ok(lines.some((l) => l.includes("cannot bind tokens to a Node")));
+});

@@ -120,6 +120,11 @@ export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
 export interface RenderOptions extends DaemonSetOptions {
   /** The install's CA (from {@link makeDaemonCa}): it signs every daemon's certificate. */
   ca: DaemonCa;
+  /**
+   * Whether the API server binds tokens to Nodes (1.31+): the daemons then refuse reader tokens
+   * not bound to their node. @default true
+   */
+  nodeBoundTokens?: boolean;
   /** The installing run's ID (labels). */
   runId?: string;
   /** The installing invocation's ID (labels, with `runId`). */
@@ -205,6 +210,7 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     service = true,
     serviceMonitor = false,
     ca: _ca,
+    nodeBoundTokens: _nodeBoundTokens,
     ...pod
   } = options;
   const daemonSet = buildDaemonSet({
@@ -212,7 +218,7 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     namespace,
     name,
     port,
-    tls: { csrSigner: DAEMON_CSR_SIGNER },
+    tls: { csrSigner: DAEMON_CSR_SIGNER, nodeBoundTokens: options.nodeBoundTokens ?? true },
     // One audience per node: the daemon on node A accepts only tokens minted for node A.
     tokenAudience: daemonNodeAudience("$(NODE_NAME)"),
     autoTargetGpu: !allNodes && Object.keys(options.nodeSelector ?? {}).length === 0,
@@ -326,6 +332,30 @@ function scrapeObjects(
     });
   }
   return objects;
+}
+
+/**
+ * Whether the API server binds ServiceAccount tokens to Nodes (`ServiceAccountTokenNodeBinding`,
+ * on by default from 1.31): asked from `/version`; when it cannot be read, assumed (the
+ * supported range's newer releases all do).
+ */
+async function bindsTokensToNodes(deps: InstallDeps): Promise<boolean> {
+  const version = await deps.kube.rest.json<{ major?: string; minor?: string }>({
+    method: "GET",
+    path: "/version",
+    idempotent: true,
+    timeoutMs: 10_000,
+  }).catch(() => undefined);
+  const major = Number.parseInt(version?.major ?? "", 10);
+  const minor = Number.parseInt(version?.minor ?? "", 10);
+  if (!Number.isFinite(major) || !Number.isFinite(minor)) return true;
+  if (major === 1 && minor < 31) {
+    deps.log.warn(
+      "the API server cannot bind tokens to a Node (before 1.31): the daemons accept reader tokens by their node's audience alone",
+    );
+    return false;
+  }
+  return true;
 }
 
 /** The API group of prometheus-operator's ServiceMonitor. */
@@ -617,6 +647,7 @@ export async function installDaemonSet(
     ...daemonOptions,
     baselineConfigMaps,
     serviceMonitor,
+    nodeBoundTokens: await bindsTokensToNodes(deps),
     ca,
     runId,
     invocationId,

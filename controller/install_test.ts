@@ -527,3 +527,27 @@ Deno.test("install: uninstall keeps the cohort baselines (the operator's data) a
     "aicr-daemon-baseline-none",
   ]);
 });
+
+Deno.test("install: before 1.31 (no Node-bound tokens) the daemons take reader tokens by audience alone", async () => {
+  const args = async (minor: string) => {
+    const fake = fakeCluster();
+    fake.client.rest.json = <T>(request: RestRequest) =>
+      Promise.resolve(
+        (request.path === "/version"
+          ? { major: "1", minor }
+          : request.method === "GET"
+          ? { items: [] }
+          : {}) as T,
+      );
+    await installDaemonSet(deps(fake), OPTIONS);
+    const ds = [...fake.objects.entries()].find(([k]) => k.startsWith("DaemonSet/"))?.[1] as {
+      spec: { template: { spec: { containers: { args: string[] }[] } } };
+    };
+    return ds.spec.template.spec.containers[0]?.args ?? [];
+  };
+  assert.ok((await args("37")).includes("--require-node-bound-token"));
+  assert.ok((await args("31")).includes("--require-node-bound-token"));
+  const old = await args("30+");
+  assert.equal(old.includes("--require-node-bound-token"), false);
+  assert.ok(old.includes("aicr-daemon:$(NODE_NAME)"), "the per-node audience stays");
+});

@@ -54,7 +54,17 @@ const DAEMON_RESOURCES: ResourceRequirements = {
  * the pod, never stored; the installer's choice), TLS from a Secret, or plain HTTP for local
  * tests.
  */
-export type DaemonTls = { csrSigner: string } | { secretName: string } | { insecureHttp: true };
+export type DaemonTls =
+  | {
+    csrSigner: string;
+    /**
+     * Accept only reader tokens bound to this node (`--require-node-bound-token`); off for API
+     * servers before 1.31, which cannot bind a token to a Node. @default true
+     */
+    nodeBoundTokens?: boolean;
+  }
+  | { secretName: string }
+  | { insecureHttp: true };
 
 /** The DaemonSet's configuration. */
 export interface DaemonSetConfig extends PodOptions {
@@ -120,7 +130,7 @@ export function daemonArgs(
         "$(POD_UID)",
         "--pod-ip",
         "$(POD_IP)",
-        "--require-node-bound-token",
+        ...(tls.nodeBoundTokens === false ? [] : ["--require-node-bound-token"]),
       ]
       : "secretName" in tls
       ? [
