@@ -554,20 +554,25 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
       "the API server cannot bind tokens to a Node (before 1.31): each reader token carries only its node's audience",
     );
   }
-  const absent = missing.map((node): NodeResult => ({
-    node,
-    pod: "",
-    status: "not-ready",
-    error: wanted
-      ? "no daemon pod on this node (not targeted, or not scheduled yet)"
-      : "no daemon pod on this node yet",
-    durationMs: 0,
-  }));
+  const absent = absentResults(missing, wanted !== undefined);
   return {
     results: [...results, ...absent].sort((a, b) => a.node.localeCompare(b.node)),
     transport: via,
     missingPods: missing.length,
   };
+}
+
+/** Targeted nodes without a daemon pod, each its own not-ready result. */
+function absentResults(missing: readonly string[], asked: boolean): NodeResult[] {
+  return missing.map((node): NodeResult => ({
+    node,
+    pod: "",
+    status: "not-ready",
+    error: asked
+      ? "no daemon pod on this node (not targeted, or not scheduled yet)"
+      : "no daemon pod on this node yet",
+    durationMs: 0,
+  }));
 }
 
 /**
