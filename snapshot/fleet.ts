@@ -262,21 +262,16 @@ export interface FleetBuilder {
  * @throws {UsageError} when `groupBy` combines `none` with other keys
  */
 export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
-  const ignored = compileIgnore([...FLEET_IDENTITY_IGNORE_PATTERNS, ...(options.ignore ?? [])]);
-  const cohortReader = createCohortReader(options.groupBy ?? []);
-  const rawNames: string[] = [];
-
-  const paths: PathTable[] = [];
-  const pathIds = new Map<string, number>();
+  const tables = createFleetTables(options);
+  // The hot path reads the tables through locals.
+  const { cohortReader, rawNames, paths, configs } = tables;
   // Per subtype, per key: the path id, or -1 when ignored. Keys from Object.keys() are
   // internalised strings, so this lookup avoids building and hashing a path per reading.
   const keyTables = new Map<MeasurementType, Map<string, Map<string, number>>>();
+  // Per path: the node that set it last, and where in that node's pairs (a path read twice in
+  // one snapshot keeps its later reading).
   const lastNode: number[] = [];
   const lastPos: number[] = [];
-  const subtypeIds = new Map<string, number>();
-  const subtypeNodes: number[] = [];
-  // Per node, per type: flat [pathId, valueId, pathId, valueId, ...] sorted by path id.
-  const configs: Map<MeasurementType, Int32Array>[] = [];
   function add(member: FleetMember): void {
     const nodeIndex = configs.length;
     rawNames.push(member.node);
@@ -295,8 +290,13 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
         for (const key of Object.keys(data)) {
           let pid = keys.get(key);
           if (pid === undefined) {
-            pid = internPath(m.type, s.subtype, key);
+            pid = internPath(tables, m.type, s.subtype, key);
             keys.set(key, pid);
+            // A new path gets its slots at once: the arrays stay packed and read in bounds.
+            while (lastNode.length < paths.length) {
+              lastNode.push(-1);
+              lastPos.push(0);
+            }
           }
           if (pid < 0) continue;
           const table = paths[pid] as PathTable;
@@ -336,202 +336,255 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
     configs.push(config);
   }
 
-  function internPath(type: MeasurementType, subtype: string, key: string): number {
-    const path = `${type}.${subtype}.${key}`;
-    if (ignored(path)) return -1;
-    let pid = pathIds.get(path);
-    if (pid === undefined) {
-      pid = paths.length;
-      pathIds.set(path, pid);
-      const schema = readingSchema(type, subtype, key);
-      const topology = type === "NodeTopology" && (subtype === "taint" || subtype === "label");
-      const subtypePath = `${type}.${subtype}`;
-      let sid = subtypeIds.get(subtypePath);
-      if (sid === undefined) {
-        sid = subtypeNodes.length;
-        subtypeIds.set(subtypePath, sid);
-        subtypeNodes.push(0);
-      }
-      paths.push({
-        path,
-        type,
-        subtype: subtypePath,
-        sid,
-        schema,
-        topology,
-        plain: schema === "string" && !topology,
-        ids: new Map(),
-        raw: new Map(),
-        samples: [],
-        counts: [],
-        present: 0,
-      });
-      lastNode.push(-1);
-      lastPos.push(0);
+  return { add, finish: () => finishFleet(tables) };
+}
+
+/** Empty tables for a builder with these options. */
+function createFleetTables(options: FleetOptions): FleetTables {
+  return {
+    options,
+    ignored: compileIgnore([...FLEET_IDENTITY_IGNORE_PATTERNS, ...(options.ignore ?? [])]),
+    subtypeIds: new Map(),
+    cohortReader: createCohortReader(options.groupBy ?? []),
+    rawNames: [],
+    paths: [],
+    pathIds: new Map(),
+    subtypeNodes: [],
+    configs: [],
+  };
+}
+
+/** The id of a reading's path, its table made on first sight; -1 when the path is ignored. */
+function internPath(
+  tables: FleetTables,
+  type: MeasurementType,
+  subtype: string,
+  key: string,
+): number {
+  const { paths, pathIds, subtypeIds, subtypeNodes } = tables;
+  const path = `${type}.${subtype}.${key}`;
+  if (tables.ignored(path)) return -1;
+  let pid = pathIds.get(path);
+  if (pid === undefined) {
+    pid = paths.length;
+    pathIds.set(path, pid);
+    const schema = readingSchema(type, subtype, key);
+    const topology = type === "NodeTopology" && (subtype === "taint" || subtype === "label");
+    const subtypePath = `${type}.${subtype}`;
+    let sid = subtypeIds.get(subtypePath);
+    if (sid === undefined) {
+      sid = subtypeNodes.length;
+      subtypeIds.set(subtypePath, sid);
+      subtypeNodes.push(0);
     }
-    return pid;
+    paths.push({
+      path,
+      type,
+      subtype: subtypePath,
+      sid,
+      schema,
+      topology,
+      plain: schema === "string" && !topology,
+      ids: new Map(),
+      raw: new Map(),
+      samples: [],
+      counts: [],
+      present: 0,
+    });
   }
-  /**
-   * Counts each distinct (path, value) once per node of the cohort, after duplicates were
-   * merged, and the nodes carrying each subtype ({@link resetCohortCounts} once it is done).
-   *
-   * @returns the measurement types the cohort carries
-   */
-  function countCohort(indices: readonly number[], subtypeLast: number[]): Set<MeasurementType> {
-    subtypeNodes.fill(0);
-    const cohortTypes = new Set<MeasurementType>();
-    for (const nodeIndex of indices) {
-      for (const [type, pairs] of configs[nodeIndex] as Map<MeasurementType, Int32Array>) {
-        cohortTypes.add(type);
-        for (let i = 0; i < pairs.length; i += 2) {
-          const table = paths[pairs[i] as number] as PathTable;
-          table.counts[pairs[i + 1] as number]!++;
-          table.present++;
-          if (subtypeLast[table.sid] !== nodeIndex) {
-            subtypeLast[table.sid] = nodeIndex;
-            subtypeNodes[table.sid]!++;
-          }
+  return pid;
+}
+
+/** What a fleet builder has read: interned paths and values, and each node's configuration. */
+interface FleetTables {
+  readonly options: FleetOptions;
+  /** Whether a path is left out (identity readings and the caller's ignore patterns). */
+  readonly ignored: (path: string) => boolean;
+  /** `<Type>.<subtype>` to its id. */
+  readonly subtypeIds: Map<string, number>;
+  readonly cohortReader: ReturnType<typeof createCohortReader>;
+  readonly rawNames: string[];
+  readonly paths: PathTable[];
+  readonly pathIds: Map<string, number>;
+  /** Per subtype id: the nodes of the cohort at hand that carry it. */
+  readonly subtypeNodes: number[];
+  /** Per node, per type: flat [pathId, valueId, pathId, valueId, ...] sorted by path id. */
+  readonly configs: Map<MeasurementType, Int32Array>[];
+}
+
+/**
+ * Counts each distinct (path, value) once per node of the cohort, after duplicates were
+ * merged, and the nodes carrying each subtype ({@link resetCohortCounts} once it is done).
+ *
+ * @returns the measurement types the cohort carries
+ */
+function countCohort(
+  tables: FleetTables,
+  indices: readonly number[],
+  subtypeLast: number[],
+): Set<MeasurementType> {
+  const { paths, configs, subtypeNodes } = tables;
+  subtypeNodes.fill(0);
+  const cohortTypes = new Set<MeasurementType>();
+  for (const nodeIndex of indices) {
+    for (const [type, pairs] of configs[nodeIndex] as Map<MeasurementType, Int32Array>) {
+      cohortTypes.add(type);
+      for (let i = 0; i < pairs.length; i += 2) {
+        const table = paths[pairs[i] as number] as PathTable;
+        table.counts[pairs[i + 1] as number]!++;
+        table.present++;
+        if (subtypeLast[table.sid] !== nodeIndex) {
+          subtypeLast[table.sid] = nodeIndex;
+          subtypeNodes[table.sid]!++;
         }
       }
     }
-    return cohortTypes;
   }
+  return cohortTypes;
+}
 
-  function resetCohortCounts(indices: readonly number[]): void {
-    for (const nodeIndex of indices) {
-      for (const pairs of (configs[nodeIndex] as Map<MeasurementType, Int32Array>).values()) {
-        for (let i = 0; i < pairs.length; i += 2) {
-          const table = paths[pairs[i] as number] as PathTable;
-          table.counts[pairs[i + 1] as number] = 0;
-          table.present = 0;
+function resetCohortCounts(tables: FleetTables, indices: readonly number[]): void {
+  const { paths, configs } = tables;
+  for (const nodeIndex of indices) {
+    for (const pairs of (configs[nodeIndex] as Map<MeasurementType, Int32Array>).values()) {
+      for (let i = 0; i < pairs.length; i += 2) {
+        const table = paths[pairs[i] as number] as PathTable;
+        table.counts[pairs[i + 1] as number] = 0;
+        table.present = 0;
+      }
+    }
+  }
+}
+
+/**
+ * Groups the cohort's nodes by their configuration of one type: by a hash, confirmed by
+ * comparing with the group's first. Largest group first; groups follow first appearance in
+ * name order and the sort is stable, so ties go to the first node.
+ */
+function groupByConfiguration(
+  tables: FleetTables,
+  indices: readonly number[],
+  type: MeasurementType,
+): number[][] {
+  const { configs } = tables;
+  const groups: number[][] = [];
+  const byHash = new Map<string, number[][]>();
+  for (const i of indices) {
+    const pairs = configs[i]?.get(type);
+    const hash = pairs ? hashPairs(pairs) : "absent";
+    let candidates = byHash.get(hash);
+    if (!candidates) byHash.set(hash, candidates = []);
+    let group = candidates.find((g) => samePairs(configs[g[0] as number]?.get(type), pairs));
+    if (!group) {
+      group = [];
+      candidates.push(group);
+      groups.push(group);
+    }
+    group.push(i);
+  }
+  return [...groups].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * Compares one cohort's nodes, type by type, with the largest group's configuration: the
+ * groups, the columns the report shows, and each other node's differences and absent subtypes
+ * (into `findings`).
+ */
+function compareCohort(
+  tables: FleetTables,
+  cohort: { indices: readonly number[]; types: Set<MeasurementType> },
+  names: readonly string[],
+  findings: NodeFindings,
+): { measurements: FleetMeasurement[]; columns: Map<number, FleetColumn> } {
+  const { paths, pathIds, configs, subtypeNodes, options } = tables;
+  const { indices } = cohort;
+  const measurements: FleetMeasurement[] = [];
+  const columns = new Map<number, FleetColumn>();
+  for (const type of MEASUREMENT_TYPES) {
+    if (!cohort.types.has(type)) continue;
+    const sorted = groupByConfiguration(tables, indices, type);
+    const reference = sorted[0] as number[];
+    measurements.push({
+      type,
+      groups: sorted.map((g) => ({
+        nodes: g.map((i) => names[i] as string),
+        majority: g === reference,
+      })),
+    });
+    const refPairs = configs[reference[0] as number]?.get(type) ?? new Int32Array();
+    const refMap = new Map<number, number>();
+    for (let i = 0; i < refPairs.length; i += 2) {
+      refMap.set(refPairs[i] as number, refPairs[i + 1] as number);
+    }
+    if (options.allReadings) {
+      for (const [pid, vid] of refMap) {
+        const table = paths[pid] as PathTable;
+        columns.set(pid, {
+          path: table.path,
+          type,
+          fleet: table.samples[vid] as Reading,
+          fleetNodes: table.counts[vid] as number,
+        });
+      }
+    }
+    for (const group of sorted.slice(1)) {
+      const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();
+      const found = compareToReference(pairs, refMap, paths, indices.length);
+      const gaps = absentSubtypes(found, refMap, paths, pathIds, subtypeNodes);
+      for (const d of found) {
+        const pid = pathIds.get(d.path) as number;
+        if (!columns.has(pid)) {
+          const column: FleetColumn = { path: d.path, type, fleetNodes: d.fleetNodes };
+          if (d.fleet !== undefined) column.fleet = d.fleet;
+          columns.set(pid, column);
         }
       }
+      recordFindings(group, { found, gaps }, findings);
     }
   }
+  return { measurements, columns };
+}
 
-  /**
-   * Groups the cohort's nodes by their configuration of one type: by a hash, confirmed by
-   * comparing with the group's first. Largest group first; groups follow first appearance in
-   * name order and the sort is stable, so ties go to the first node.
-   */
-  function groupByConfiguration(indices: readonly number[], type: MeasurementType): number[][] {
-    const groups: number[][] = [];
-    const byHash = new Map<string, number[][]>();
-    for (const i of indices) {
-      const pairs = configs[i]?.get(type);
-      const hash = pairs ? hashPairs(pairs) : "absent";
-      let candidates = byHash.get(hash);
-      if (!candidates) byHash.set(hash, candidates = []);
-      let group = candidates.find((g) => samePairs(configs[g[0] as number]?.get(type), pairs));
-      if (!group) {
-        group = [];
-        candidates.push(group);
-        groups.push(group);
-      }
-      group.push(i);
-    }
-    return [...groups].sort((a, b) => b.length - a.length);
+/** The report of every member read: cohorts, their groups and columns, the outliers. */
+function finishFleet(tables: FleetTables): FleetReport {
+  const { rawNames, cohortReader, subtypeNodes, configs } = tables;
+  const names = uniqueNames(rawNames);
+  const order = names.map((_, i) => i).sort((a, b) =>
+    compareNodeNames(names[a] as string, names[b] as string)
+  );
+  const assignment = cohortReader.assign(names);
+  const cohortMembers = membersByCohort(order, assignment.cohortOf);
+
+  const findings: NodeFindings = { differences: new Map(), absences: new Map() };
+  const cohorts: FleetCohort[] = [];
+  const subtypeLast: number[] = subtypeNodes.map(() => -1);
+  for (const [cohortName, indices] of cohortMembers) {
+    const types = countCohort(tables, indices, subtypeLast);
+    const compared = compareCohort(tables, { indices, types }, names, findings);
+    resetCohortCounts(tables, indices);
+    cohorts.push({
+      name: cohortName,
+      key: assignment.values.get(cohortName) ?? {},
+      nodes: indices.map((i) => names[i] as string),
+      measurements: compared.measurements,
+      columns: [...compared.columns.values()].sort((a, b) => compareKeys(a.path, b.path)),
+      outliers: indices.filter((i) => findings.differences.has(i)).length,
+    });
   }
-
-  /**
-   * Compares one cohort's nodes, type by type, with the largest group's configuration: the
-   * groups, the columns the report shows, and each other node's differences and absent subtypes
-   * (into `findings`).
-   */
-  function compareCohort(
-    cohort: { indices: readonly number[]; types: Set<MeasurementType> },
-    names: readonly string[],
-    findings: NodeFindings,
-  ): { measurements: FleetMeasurement[]; columns: Map<number, FleetColumn> } {
-    const { indices } = cohort;
-    const measurements: FleetMeasurement[] = [];
-    const columns = new Map<number, FleetColumn>();
-    for (const type of MEASUREMENT_TYPES) {
-      if (!cohort.types.has(type)) continue;
-      const sorted = groupByConfiguration(indices, type);
-      const reference = sorted[0] as number[];
-      measurements.push({
-        type,
-        groups: sorted.map((g) => ({
-          nodes: g.map((i) => names[i] as string),
-          majority: g === reference,
-        })),
-      });
-      const refPairs = configs[reference[0] as number]?.get(type) ?? new Int32Array();
-      const refMap = new Map<number, number>();
-      for (let i = 0; i < refPairs.length; i += 2) {
-        refMap.set(refPairs[i] as number, refPairs[i + 1] as number);
-      }
-      if (options.allReadings) {
-        for (const [pid, vid] of refMap) {
-          const table = paths[pid] as PathTable;
-          columns.set(pid, {
-            path: table.path,
-            type,
-            fleet: table.samples[vid] as Reading,
-            fleetNodes: table.counts[vid] as number,
-          });
-        }
-      }
-      for (const group of sorted.slice(1)) {
-        const pairs = configs[group[0] as number]?.get(type) ?? new Int32Array();
-        const found = compareToReference(pairs, refMap, paths, indices.length);
-        const gaps = absentSubtypes(found, refMap, paths, pathIds, subtypeNodes);
-        for (const d of found) {
-          const pid = pathIds.get(d.path) as number;
-          if (!columns.has(pid)) {
-            const column: FleetColumn = { path: d.path, type, fleetNodes: d.fleetNodes };
-            if (d.fleet !== undefined) column.fleet = d.fleet;
-            columns.set(pid, column);
-          }
-        }
-        recordFindings(group, { found, gaps }, findings);
-      }
-    }
-    return { measurements, columns };
-  }
-
-  return { add, finish };
-
-  function finish(): FleetReport {
-    const names = uniqueNames(rawNames);
-    const order = names.map((_, i) => i).sort((a, b) =>
-      compareNodeNames(names[a] as string, names[b] as string)
-    );
-    const assignment = cohortReader.assign(names);
-    const cohortMembers = membersByCohort(order, assignment.cohortOf);
-
-    const findings: NodeFindings = { differences: new Map(), absences: new Map() };
-    const cohorts: FleetCohort[] = [];
-    const subtypeLast: number[] = subtypeNodes.map(() => -1);
-    for (const [cohortName, indices] of cohortMembers) {
-      const types = countCohort(indices, subtypeLast);
-      const compared = compareCohort({ indices, types }, names, findings);
-      resetCohortCounts(indices);
-      cohorts.push({
-        name: cohortName,
-        key: assignment.values.get(cohortName) ?? {},
-        nodes: indices.map((i) => names[i] as string),
-        measurements: compared.measurements,
-        columns: [...compared.columns.values()].sort((a, b) => compareKeys(a.path, b.path)),
-        outliers: indices.filter((i) => findings.differences.has(i)).length,
-      });
-    }
-    const outliers = listOutliers(order, { names, cohortOf: assignment.cohortOf }, findings);
-    return {
-      nodes: order.map((i) => names[i] as string),
-      groupBy: assignment.keys,
-      cohorts,
-      outliers,
-      summary: {
-        nodes: configs.length,
-        cohorts: cohorts.length,
-        singletons: cohorts.filter((c) => c.nodes.length === 1).length,
-        outliers: outliers.length,
-        differences: outliers.reduce((sum, o) => sum + o.differences.length, 0),
-      },
-    };
-  }
+  const outliers = listOutliers(order, { names, cohortOf: assignment.cohortOf }, findings);
+  return {
+    nodes: order.map((i) => names[i] as string),
+    groupBy: assignment.keys,
+    cohorts,
+    outliers,
+    summary: {
+      nodes: configs.length,
+      cohorts: cohorts.length,
+      singletons: cohorts.filter((c) => c.nodes.length === 1).length,
+      outliers: outliers.length,
+      differences: outliers.reduce((sum, o) => sum + o.differences.length, 0),
+    },
+  };
 }
 
 /** Per node index: its differences from its cohort's majority, and the subtypes it lacks. */
