@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Buffer } from "node:buffer";
 import { NoKubeconfigError } from "../kube/mod.ts";
-import type { KubeClient } from "../kube/mod.ts";
+import type { KubeClient, RestRequest } from "../kube/mod.ts";
+import { generateDaemonCa, issueServingCertificate, parseCsr } from "../x509.ts";
 import { createLogger } from "../log.ts";
 import { fakeCollector, generateTestTls } from "../daemon/_testing.ts";
 import type { CliDeps } from "./context.ts";
@@ -242,5 +244,114 @@ Deno.test("aicr daemon serves a rotated certificate and keeps the old one when t
     oldClient.close();
     newClient.close();
     rmSync(files.dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("aicr daemon --csr-signer needs its pod's name, UID and IP, and no other certificate source", async () => {
+  const h = harness();
+  const files = certFiles();
+  try {
+    for (
+      const [args, want] of [
+        [
+          ["--csr-signer", "aicr.run/daemon-serving"],
+          /needs '--pod-name', '--pod-uid' and '--pod-ip'/,
+        ],
+        [
+          ["--csr-signer", "s", "--pod-name", "p", "--pod-uid", "u", "--pod-ip", "not-an-ip"],
+          /an IP address; current value is 'not-an-ip'/,
+        ],
+        [["--pod-name", "p"], /'--pod-name' and '--pod-uid' apart/],
+        [
+          [
+            "--csr-signer",
+            "s",
+            "--pod-name",
+            "p",
+            "--pod-uid",
+            "u",
+            "--pod-ip",
+            "10.0.0.7",
+            "--tls-cert-file",
+            files.cert,
+            "--tls-key-file",
+            files.key,
+          ],
+          /the certificate comes from one place/,
+        ],
+      ] as const
+    ) {
+      await assert.rejects(runDaemonCli(["--port", "0", ...args], h.deps), want);
+    }
+  } finally {
+    rmSync(files.dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("aicr daemon --csr-signer serves the certificate its request got, naming its node", async () => {
+  const ca = generateDaemonCa({ now: new Date() });
+  const requests: { name: string; request: string }[] = [];
+  const rest = {
+    json: <T>(request: RestRequest): Promise<T> => {
+      if (request.method === "POST") {
+        const body = request.body as { metadata: { name: string }; spec: { request: string } };
+        requests.push({ name: body.metadata.name, request: body.spec.request });
+        return Promise.resolve({} as T);
+      }
+      // Signed at once, as the installer would for a matching pod.
+      const parsed = parseCsr(Buffer.from(requests[0]?.request ?? "", "base64").toString());
+      const cert = issueServingCertificate({
+        ca,
+        publicKey: parsed.publicKey,
+        node: "node-7",
+        ipAddresses: ["127.0.0.1"],
+        now: new Date(),
+        lifetimeSeconds: 3600,
+      });
+      return Promise.resolve(
+        { status: { certificate: Buffer.from(cert).toString("base64") } } as T,
+      );
+    },
+  };
+  const kube = {
+    rest,
+    tokenReview: () => Promise.resolve({ authenticated: false }),
+    subjectAccessReview: () => Promise.resolve({ allowed: false }),
+  } as unknown as KubeClient;
+  const h = harness({ connectKube: () => kube });
+  const client = Deno.createHttpClient({ caCerts: [ca.caCert] });
+  try {
+    const run = runDaemonCli([
+      "--listen",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--csr-signer",
+      "aicr.run/daemon-serving",
+      "--pod-name",
+      "aicr-daemon-x",
+      "--pod-uid",
+      "0f1e2d3c-0000",
+      "--pod-ip",
+      "127.0.0.1",
+      "--require-node-bound-token",
+    ], h.deps);
+    const url = await waitForUrl(h.logs);
+    // The CA's client verifies the certificate names 127.0.0.1 (the pod IP); it is ours once signed.
+    let status = 0;
+    for (let i = 0; i < 300 && status !== 200; i++) {
+      status = await fetch(`${url}/readyz`, { client }).then(async (r) => {
+        await r.body?.cancel();
+        return r.status;
+      }, () => 0);
+      if (status !== 200) await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(status, 200, h.logs());
+    assert.match(h.logs(), /serving its own certificate/);
+    assert.equal(requests.length, 1);
+    h.controller.abort(new Error("received SIGTERM"));
+    assert.equal(await run, 0);
+  } finally {
+    client.close();
   }
 });
