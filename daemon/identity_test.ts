@@ -59,6 +59,17 @@ function fakeApi(script: ("pending" | "denied" | { node: string; ip: string })[]
   return { created, kube: { rest } as never };
 }
 
+/** Runs the request loop until it hands a certificate to the server; returns what it handed. */
+async function firstInstalled(identity: ReturnType<typeof createServingIdentity>) {
+  const stop = new AbortController();
+  const installed: string[] = [];
+  await identity.run((pair) => {
+    installed.push(pair.cert);
+    stop.abort();
+  }, stop.signal);
+  return installed;
+}
+
 Deno.test("identity: asks with its pod's names, serves the placeholder until the certificate comes", async () => {
   const api = fakeApi([["pending", "pending", { node: "gpu-1", ip: "10.0.0.7" }]]);
   const sleeps: number[] = [];
@@ -74,12 +85,7 @@ Deno.test("identity: asks with its pod's names, serves the placeholder until the
   const placeholder = new X509Certificate(identity.placeholder.cert);
   assert.equal(placeholder.verify(new X509Certificate(CA.caCert).publicKey), false);
   assert.match(String(identity.awaiting()), /awaiting its serving certificate/);
-  const stop = new AbortController();
-  const installed: string[] = [];
-  await identity.run((pair) => {
-    installed.push(pair.cert);
-    stop.abort();
-  }, stop.signal);
+  const installed = await firstInstalled(identity);
   assert.equal(installed.length, 1);
   const cert = new X509Certificate(installed[0] ?? "");
   assert.equal(cert.checkHost("gpu-1"), "gpu-1");
@@ -121,12 +127,7 @@ Deno.test("identity: a denied request or a certificate for another node is never
       return Promise.resolve();
     },
   }, OPTIONS);
-  const stop = new AbortController();
-  const installed: string[] = [];
-  await identity.run((pair) => {
-    installed.push(pair.cert);
-    stop.abort();
-  }, stop.signal);
+  const installed = await firstInstalled(identity);
   assert.equal(api.created.length, 3, "a new request (new key) after each refusal");
   assert.equal(new Set(api.created.map((c) => c.name)).size, 3);
   assert.ok(reasons.some((r) => /was denied: WrongNames no/.test(String(r))));

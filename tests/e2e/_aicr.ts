@@ -5,6 +5,8 @@
  * @module
  */
 import { readFileSync } from "node:fs";
+import { request } from "node:https";
+import type { PeerCertificate } from "node:tls";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Api, Obj } from "../kubelet/api.ts";
@@ -177,4 +179,48 @@ export async function aicrObjects(
  */
 export function nodeFixture(stateDir: string, node: string): string {
   return readFileSync(join(stateDir, "kubelet", "nodes", node, "nvidia-smi-q-x.xml"), "utf8");
+}
+
+/** One HTTPS answer: status, body, headers and the server's certificate. */
+export interface HttpsAnswer {
+  /** Status code. */
+  status: number;
+  /** Body text. */
+  body: string;
+  /** Response headers. */
+  headers: Record<string, unknown>;
+  /** The certificate the server presented. */
+  peer: PeerCertificate;
+}
+
+/**
+ * A GET to a daemon: only `ca` trusted, `servername` checked, the token as a bearer.
+ *
+ * @param url the URL
+ * @param options CA, server name, token
+ * @returns the answer
+ */
+export function httpsGet(
+  url: string,
+  options: { ca: string; servername: string; token?: string },
+): Promise<HttpsAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      ca: options.ca,
+      servername: options.servername,
+      agent: false,
+      headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
+    }, (res) => {
+      const peer = (res.socket as unknown as { getPeerCertificate(): PeerCertificate })
+        .getPeerCertificate();
+      let body = "";
+      res.on("data", (chunk) => (body += chunk));
+      res.on(
+        "end",
+        () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers, peer }),
+      );
+    });
+    req.on("error", reject);
+    req.end();
+  });
 }

@@ -10,7 +10,6 @@
  */
 import assert from "node:assert/strict";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { request } from "node:https";
 import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { parseNvidiaSmi } from "../../collectors/mod.ts";
@@ -19,7 +18,7 @@ import { parseSnapshot, parseSnapshotStream } from "../../snapshot/mod.ts";
 import type { Snapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
-import { aicr, AICR_BIN, nodeFixture } from "./_aicr.ts";
+import { aicr, AICR_BIN, httpsGet, nodeFixture } from "./_aicr.ts";
 
 function externalIPv4(): string | undefined {
   for (const list of Object.values(networkInterfaces())) {
@@ -35,26 +34,6 @@ const SELECTOR = encodeURIComponent("app.kubernetes.io/name=aicr");
 function gpuData(snapshot: Snapshot) {
   const gpu = snapshot.measurements.find((m) => m.type === "GPU");
   return gpu?.subtypes.map((s) => ({ subtype: s.subtype, data: s.data })) ?? [];
-}
-
-function get(
-  url: string,
-  options: { ca: string; servername: string; token?: string },
-): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      ca: options.ca,
-      servername: options.servername,
-      agent: false,
-      headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
-    }, (res) => {
-      let body = "";
-      res.on("data", (chunk) => (body += chunk));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
-    });
-    req.on("error", reject);
-    req.end();
-  });
 }
 
 /** A token for `sa`; with a node, for that node's daemon (its audience, bound to the node). */
@@ -171,7 +150,7 @@ Deno.test({
             p.spec.containers[0].ports[0].containerPort
           }/readyz`;
           // Each daemon's own certificate, naming its node.
-          const res = await get(url, { ca, servername: p.spec.nodeName });
+          const res = await httpsGet(url, { ca, servername: p.spec.nodeName });
           assert.equal(res.status, 200, `${p.spec.nodeName}: ${res.body}`);
         }
       });
@@ -231,7 +210,7 @@ Deno.test({
               p.spec.containers[0].ports[0].containerPort
             }/v1/snapshot`;
             const reader = await mint(admin, ns, "aicr-reader", p.spec.nodeName);
-            const res = await get(url, { ca, servername: p.spec.nodeName, token: reader });
+            const res = await httpsGet(url, { ca, servername: p.spec.nodeName, token: reader });
             assert.equal(res.status, 200, res.body);
             // Within --max-age (60 s) this is still the first collection, and it ended before
             // install saw the pod Ready.
@@ -255,10 +234,10 @@ Deno.test({
             p.spec.containers[0].ports[0].containerPort
           }/v1/snapshot`;
           const servername = p.spec.nodeName as string;
-          const none = await get(url, { ca, servername });
+          const none = await httpsGet(url, { ca, servername });
           assert.equal(none.status, 401, none.body);
           const other = await mint(admin, ns, "default", servername);
-          const denied = await get(url, { ca, servername, token: other });
+          const denied = await httpsGet(url, { ca, servername, token: other });
           assert.equal(denied.status, 403, denied.body);
           assert.match(
             JSON.parse(denied.body).message,
@@ -267,10 +246,10 @@ Deno.test({
             ),
           );
           const reader = await mint(admin, ns, "aicr-reader", servername);
-          assert.equal((await get(url, { ca, servername, token: reader })).status, 200);
+          assert.equal((await httpsGet(url, { ca, servername, token: reader })).status, 200);
           // A certificate from another CA is refused by the client: the published CA is what counts.
           const clusterCa = await readFile(env.cluster.caFile, "utf8");
-          await assert.rejects(get(url, { ca: clusterCa, servername }));
+          await assert.rejects(httpsGet(url, { ca: clusterCa, servername }));
         },
       );
 
@@ -388,7 +367,7 @@ Deno.test({
             }, "application/merge-patch+json");
             assert.equal(status.status, 200, JSON.stringify(status.body));
             await waitFor("the proxied daemon ready", async () => {
-              const res = await get(`https://${ip}:${port}/readyz`, {
+              const res = await httpsGet(`https://${ip}:${port}/readyz`, {
                 ca: tls.caCert,
                 servername: "proxied-node",
               }).catch(() => undefined);

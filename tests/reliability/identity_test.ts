@@ -11,8 +11,6 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { request } from "node:https";
-import type { PeerCertificate } from "node:tls";
 import { fetchFleet, nodeDirectGet } from "../../controller/fleet.ts";
 import { connectKube } from "../../kube/mod.ts";
 import { createLogger } from "../../log.ts";
@@ -27,40 +25,12 @@ import { encodeSnapshot } from "../../snapshot/mod.ts";
 import { sampleSnapshot } from "../fakes/snapshot.ts";
 import { createNamespace, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
-import { aicr } from "../e2e/_aicr.ts";
+import { aicr, httpsGet } from "../e2e/_aicr.ts";
 import { record } from "./_report.ts";
 import { ENABLED } from "./_env.ts";
 
 const CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
 const SIGNER = "aicr.run/daemon-serving";
-
-interface Answer {
-  status: number;
-  body: string;
-  peer?: PeerCertificate;
-}
-
-function get(
-  url: string,
-  options: { ca: string; servername: string; token?: string },
-): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      ca: options.ca,
-      servername: options.servername,
-      agent: false,
-      headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
-    }, (res) => {
-      const peer = (res.socket as unknown as { getPeerCertificate(): PeerCertificate })
-        .getPeerCertificate();
-      let body = "";
-      res.on("data", (chunk) => (body += chunk));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body, peer }));
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
 
 async function mint(
   admin: Api,
@@ -207,7 +177,7 @@ Deno.test({
           for (const pod of pods) {
             const node = pod.spec.nodeName as string;
             const answer = await waitFor(`${node} serving its own certificate`, async () => {
-              const res = await get(`https://${pod.status.podIP}:8443/readyz`, {
+              const res = await httpsGet(`https://${pod.status.podIP}:8443/readyz`, {
                 ca,
                 servername: node,
               }).catch(() => undefined);
@@ -350,11 +320,11 @@ Deno.test({
             node: nodeB,
           });
           assert.equal(
-            (await get(urlOf(podB), { ca, servername: nodeB, token: tokenB })).status,
+            (await httpsGet(urlOf(podB), { ca, servername: nodeB, token: tokenB })).status,
             200,
           );
           await attack(async () => {
-            const replay = await get(urlOf(podA), { ca, servername: nodeA, token: tokenB });
+            const replay = await httpsGet(urlOf(podA), { ca, servername: nodeA, token: tokenB });
             assert.equal(replay.status, 401, replay.body);
           });
           await attack(async () => {
@@ -363,7 +333,7 @@ Deno.test({
               audiences: [`aicr-daemon:${nodeA}`],
               node: nodeB,
             });
-            const res = await get(urlOf(podA), { ca, servername: nodeA, token: bound });
+            const res = await httpsGet(urlOf(podA), { ca, servername: nodeA, token: bound });
             assert.equal(res.status, 401, res.body);
           });
           await attack(async () => {
@@ -371,13 +341,13 @@ Deno.test({
             const unbound = await mint(admin, ns, "aicr-reader", {
               audiences: [`aicr-daemon:${nodeA}`],
             });
-            const res = await get(urlOf(podA), { ca, servername: nodeA, token: unbound });
+            const res = await httpsGet(urlOf(podA), { ca, servername: nodeA, token: unbound });
             assert.equal(res.status, 401, res.body);
           });
           await attack(async () => {
             // The old shared audience, bound to nothing: refused.
             const shared = await mint(admin, ns, "aicr-reader", { audiences: ["aicr-daemon"] });
-            const res = await get(urlOf(podA), { ca, servername: nodeA, token: shared });
+            const res = await httpsGet(urlOf(podA), { ca, servername: nodeA, token: shared });
             assert.equal(res.status, 401, res.body);
           });
           const tokenA = await mint(admin, ns, "aicr-reader", {
@@ -385,7 +355,7 @@ Deno.test({
             node: nodeA,
           });
           assert.equal(
-            (await get(urlOf(podA), { ca, servername: nodeA, token: tokenA })).status,
+            (await httpsGet(urlOf(podA), { ca, servername: nodeA, token: tokenA })).status,
             200,
           );
         },
