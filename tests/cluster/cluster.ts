@@ -573,6 +573,11 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       `--proxy-client-cert-file=${frontProxy.cert}`,
       `--proxy-client-key-file=${frontProxy.key}`,
       "--allow-privileged=true",
+      // An older release's feature gates (`deno task test:k8s`): e.g. on 1.30,
+      // AICR_APISERVER_FEATURE_GATES=ServiceAccountTokenNodeBinding=true for DaemonSet mode.
+      ...(Deno.env.get("AICR_APISERVER_FEATURE_GATES")
+        ? [`--feature-gates=${Deno.env.get("AICR_APISERVER_FEATURE_GATES")}`]
+        : []),
       "--profiling=false",
       "--v=1",
     ]);
