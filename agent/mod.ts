@@ -6,7 +6,11 @@
  * const result = await runAgent(deps, { target: { kind: "stdout" }, nodeName: "gpu-1" });
  * ```
  *
+ * Only what callers outside the folder use is exported here (named); each file's other exports
+ * serve its siblings and its tests.
+ *
  * @module
  */
-export * from "./run.ts";
-export * from "./sinks.ts";
+export { collectSnapshot, hasGpu, runAgent } from "./run.ts";
+export type { AgentResult } from "./run.ts";
+export { deliverSnapshot, writeSnapshotConfigMap } from "./sinks.ts";
