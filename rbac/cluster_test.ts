@@ -21,18 +21,12 @@ import type { AgentJobConfig, PodSpec } from "../manifests/mod.ts";
 import type { Api, Obj } from "../tests/kubelet/api.ts";
 import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
 import type { TestCluster } from "../tests/cluster/harness.ts";
-import {
-  accessQuestions,
-  agentRules,
-  callerChecks,
-  daemonRbacObjects,
-  daemonRules,
-  renderedConfigMaps,
-  renderRbacFiles,
-  runGate,
-  runRbacObjects,
-} from "./mod.ts";
-import type { AccessAttributes, AccessReviewer } from "./mod.ts";
+import { accessQuestions, agentRules, daemonRules } from "./rules.ts";
+import type { AccessAttributes } from "./rules.ts";
+import { daemonRbacObjects, renderedConfigMaps, runRbacObjects } from "./objects.ts";
+import { callerChecks, runGate } from "./gate.ts";
+import type { AccessReviewer } from "./gate.ts";
+import { renderRbacFiles } from "./render.ts";
 
 const ENABLED = process.env.AICR_CLUSTER_DIR !== undefined;
 const RBAC = "/apis/rbac.authorization.k8s.io/v1";

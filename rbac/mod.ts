@@ -13,10 +13,16 @@
  * const caller = callerChecks({ mode: "exact", ownsOutput: false, namespace: "gpu-operator" });
  * ```
  *
+ * Only what callers outside the folder use (and the example above) is exported here (named); each
+ * file's other exports serve its siblings and its tests.
+ *
  * @module
  */
-export * from "./rules.ts";
-export * from "./objects.ts";
-export * from "./gate.ts";
-export * from "./render.ts";
+export { accessQuestions, agentRules, DAEMON_READER_RULES, daemonRules } from "./rules.ts";
+export type { AccessAttributes, RuleSet } from "./rules.ts";
+export { daemonRbacObjects, runRbacObjects } from "./objects.ts";
+export type { RunRbac } from "./objects.ts";
+export { callerChecks, creatorChecks, runGate } from "./gate.ts";
+export type { GateReport, ServiceAccountMode } from "./gate.ts";
+export { rbacNextSteps, renderRbacFiles, writeRbacDirectory } from "./render.ts";
 export { createAccessReviewer } from "./kube_reviewer.ts";

@@ -289,7 +289,6 @@ const STAR_BARRELS_LEFT = new Set([
   "collectors/mod.ts",
   "controller/mod.ts",
   "kube/mod.ts",
-  "rbac/mod.ts",
 ]);
 
 const NAMED_IMPORT_REGEXP = /(?:import|export)\s+(?:type\s+)?\{([^}]*)\}\s*from\s*"([^"]+)"/g;
@@ -314,7 +313,12 @@ function namesImportedFrom(target: string, files: readonly string[]): Set<string
 }
 
 /** Barrels cut down to what callers outside their folder import (the others may export more). */
-const TRIMMED_BARRELS = new Set(["snapshot/mod.ts", "manifests/mod.ts", "agent/mod.ts"]);
+const TRIMMED_BARRELS = new Set([
+  "snapshot/mod.ts",
+  "manifests/mod.ts",
+  "agent/mod.ts",
+  "rbac/mod.ts",
+]);
 
 const BARREL_EXPORT_REGEXP = /^export\s+(?:type\s+)?\{([^}]*)\}\s*from\s*"[^"]+"/gm;
 
