@@ -9,8 +9,9 @@
 import assert from "node:assert/strict";
 import process from "node:process";
 import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
-import { connectKube, createKubeClient, KubeApiError } from "./mod.ts";
-import type { RestClient } from "./mod.ts";
+import { connectKube, createKubeClient } from "./client.ts";
+import { KubeApiError } from "./errors.ts";
+import type { RestClient } from "./rest.ts";
 
 const ENABLED = process.env.AICR_CLUSTER_DIR !== undefined;
 

@@ -7,20 +7,25 @@
  * const cm = await kube.get("ConfigMap", "default", "aicr-snapshot");
  * ```
  *
+ * Only what callers outside the folder use is exported here (named); each file's other exports
+ * serve its siblings and its tests.
+ *
  * @module
  */
-export * from "./client.ts";
-export * from "./errors.ts";
-export * from "./resources.ts";
+export { connectKube } from "./client.ts";
+export type { AccessAttributes, KubeClient, KubeObject, NewObject, ObjectMeta } from "./client.ts";
+export { KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
+export { RESOURCES } from "./resources.ts";
+export type { KindName } from "./resources.ts";
 export {
   abortableSleep,
   NoKubeconfigError,
   readContextNamespace,
   ResponseTooLargeError,
 } from "./rest.ts";
-export type { KubeConfigSource, LineStream, RestClient, RestRequest } from "./rest.ts";
-export * from "./ledger.ts";
+export type { KubeConfigSource, LineStream, RestRequest } from "./rest.ts";
+export { DELETE_ORDER, Ledger } from "./ledger.ts";
+export type { LedgerEntry } from "./ledger.ts";
 export { checkNamespace, CREATE_NAMESPACE_CHECK, createNamespaceIfAbsent } from "./namespace.ts";
-export type { NamespaceState } from "./namespace.ts";
 export { sweepObjects } from "./sweep.ts";
-export type { SweepObjectsOptions, SweptObject } from "./sweep.ts";
+export type { SweptObject } from "./sweep.ts";
