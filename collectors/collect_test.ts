@@ -14,13 +14,10 @@ import {
   SOURCE_STATUSES,
 } from "../snapshot/mod.ts";
 import type { Measurement } from "../snapshot/mod.ts";
-import {
-  collectMeasurements,
-  createCommandRunner,
-  createHostReader,
-  createSystemdBus,
-  parseOsRelease,
-} from "./mod.ts";
+import { collectMeasurements } from "./collect.ts";
+import { createCommandRunner, createHostReader } from "./host.ts";
+import { createSystemdBus } from "./dbus.ts";
+import { parseOsRelease } from "./os.ts";
 import { GPU_DETAIL_KEYS } from "./gpu.ts";
 import { createFakeCluster, createRecordedCluster } from "./testdata/fake_cluster.ts";
 import type { CollectorDeps, CommandRunner, HostReader, ListOptions, SystemdBus } from "./types.ts";

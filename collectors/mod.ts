@@ -16,56 +16,23 @@
  * });
  * ```
  *
+ * Only what callers outside the folder use is exported here (named); each file's other exports
+ * serve its siblings and its tests.
+ *
  * @module
  */
-export * from "./types.ts";
+export type { CollectOptions, CollectorDeps, CollectorReport, KubeNode } from "./types.ts";
 export { collectMeasurements } from "./collect.ts";
-export {
-  createCommandRunner,
-  createHostReader,
-  FileTooLargeError,
-  findExecutable,
-} from "./host.ts";
+export { createCommandRunner, createHostReader } from "./host.ts";
 export { createSystemdBus, SYSTEM_BUS_SOCKET, SYSTEMD_PRIVATE_SOCKET } from "./dbus.ts";
-export { collectGpu, gpuUnavailable, parseNvidiaSmi } from "./gpu.ts";
-export {
-  collectOs,
-  parseCmdline,
-  parseModules,
-  parseOsRelease,
-  parseSysctlFile,
-  readSysctl,
-} from "./os.ts";
-export {
-  collectSystemd,
-  DEFAULT_SYSTEMD_UNITS,
-  goFormat,
-  SYSTEMD_STATUS_SUBTYPE,
-  toReading,
-  unitReadings,
-} from "./systemd.ts";
-export {
-  collectK8s,
-  flattenSpec,
-  imageReadings,
-  nodeReadings,
-  providerOf,
-  shortImage,
-} from "./k8s.ts";
-export { collectTopology, foldTopology, formatNodes } from "./topology.ts";
-export { parseXml, XmlError } from "./xml.ts";
-export type { XmlElement, XmlLimits } from "./xml.ts";
-export type { SysctlResult } from "./os.ts";
+export { gpuUnavailable, parseNvidiaSmi } from "./gpu.ts";
+export { foldTopology } from "./topology.ts";
 export { createClusterReader } from "./kube_reader.ts";
 export {
-  ABSENT,
   MAX_PROJECTION_BYTES,
   mergeProjections,
-  MIXED,
-  OKE_NVIDIA_GPU_PLUGIN,
   projectAksGpuPools,
   projectGkeGpuPools,
   PROJECTIONS,
   projectOkeAddons,
 } from "./projections.ts";
-export type { ProjectionSpec } from "./projections.ts";
