@@ -10,49 +10,40 @@
  * const fleet = await fetchFleet(deps, { namespace: "aicr-system", output });
  * ```
  *
+ * Only what callers outside the folder use is exported here (named); each file's other exports
+ * serve its siblings and its tests.
+ *
  * @module
  */
-export * from "./deploy.ts";
-export * from "./wait.ts";
-export * from "./sweep.ts";
+export { deploySnapshot, previewSnapshotRun } from "./deploy.ts";
+export type { AgentJobKnobs, DeployOptions, DeployResult } from "./deploy.ts";
+export { sweepRun } from "./sweep.ts";
 export { installDaemonSet, makeDaemonCa, renderDaemonSet, uninstallDaemonSet } from "./install.ts";
-export type {
-  DaemonSetOptions,
-  InstallDeps,
-  InstallOptions,
-  InstallResult,
-  RenderedDaemonSet,
-  RenderOptions,
-  UninstallOptions,
-  UninstallResult,
-} from "./install.ts";
+export type { DaemonSetOptions } from "./install.ts";
 export {
-  AnswerTooLargeError,
   DEFAULT_MAX_ANSWER_BYTES,
   fetchFleet,
   FLEET_TRANSPORTS,
   fleetError,
   formatFleetTable,
 } from "./fleet.ts";
-export { createFleetWriter, DEFAULT_REORDER_BYTES, writeFleet } from "./fleet_writer.ts";
-export type { FleetOutput, FleetWriter, FleetWriterOptions } from "./fleet_writer.ts";
-export type {
-  FleetDeps,
-  FleetOptions,
-  FleetResult,
-  FleetTransport,
-  NodeResult,
-  NodeStatus,
-} from "./fleet.ts";
-export * from "./report.ts";
-export { DaemonImagePullError } from "./install.ts";
+export type { FleetTransport } from "./fleet.ts";
+export { createFleetWriter, writeFleet } from "./fleet_writer.ts";
+export type { FleetOutput } from "./fleet_writer.ts";
 export {
-  baselineSetChecks,
+  buildReport,
+  cleanupReportContent,
+  fleetReportContent,
+  formatReportJson,
+  formatReportJunit,
+  installReportContent,
+  uninstallReportContent,
+} from "./report.ts";
+export type { ReportContent, ReportKind } from "./report.ts";
+export {
   deleteBaselines,
-  FOREIGN_BASELINE_WARNING,
   formatBaselineTable,
   getBaseline,
   listBaselines,
   setBaseline,
 } from "./baseline.ts";
-export type { BaselineDeps, BaselineRecord, SetBaselineOptions } from "./baseline.ts";
