@@ -15,20 +15,10 @@
  * @module
  */
 export { createCachingAuthorizer } from "./auth.ts";
-export type {
-  AccessAuthorizer,
-  CachingAuthorizerOptions,
-  RequestAuthorizer,
-  TokenAuthenticator,
-} from "./auth.ts";
+export type { AccessAuthorizer, RequestAuthorizer, TokenAuthenticator } from "./auth.ts";
 export type { CollectFunction, SnapshotCacheOptions } from "./cache.ts";
 export { createDaemon } from "./daemon.ts";
-export type { Daemon, DaemonDeps } from "./daemon.ts";
-export { boundToNode, createKubeAuth } from "./kube_auth.ts";
-export { createServingIdentity, csrName } from "./identity.ts";
-export type { IdentityOptions, ServingIdentity, ServingPair } from "./identity.ts";
-export type { KubeAuthOptions } from "./kube_auth.ts";
+export { createKubeAuth } from "./kube_auth.ts";
+export { createServingIdentity } from "./identity.ts";
 export { serve, validateTls } from "./serve.ts";
-export type { FetchHandler, RunningServer, ServeOptions, TlsMaterial } from "./serve.ts";
-export { createBaselineTracker, judgeBaseline } from "./baseline.ts";
-export type { BaselineState, BaselineTracker, ConfigMapReader } from "./baseline.ts";
+export type { RunningServer } from "./serve.ts";

@@ -314,6 +314,7 @@ const TRIMMED_BARRELS = new Set([
   "kube/mod.ts",
   "collectors/mod.ts",
   "controller/mod.ts",
+  "daemon/mod.ts",
 ]);
 
 const BARREL_EXPORT_REGEXP = /^export\s+(?:type\s+)?\{([^}]*)\}\s*from\s*"[^"]+"/gm;
