@@ -177,8 +177,7 @@ export function makeDaemonCa(options: { now: Date }): DaemonCa {
  * @throws {UsageError} when a value cannot go into a manifest
  */
 export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
-  const { name = DEFAULT_DAEMON_NAME, ca, allNodes = false } = options;
-  const { namespace } = options;
+  const { name = DEFAULT_DAEMON_NAME, namespace, ca } = options;
   const identity = options.runId !== undefined && options.invocationId !== undefined
     ? { runId: options.runId, invocationId: options.invocationId }
     : {};
@@ -202,51 +201,52 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     labels,
     rules: readerRules,
   });
-  const secretName = daemonSignerSecretName(name);
-  const {
-    extraArgs,
-    baselineConfigMaps: _baselines,
-    port = DEFAULT_DAEMON_PORT,
-    service = true,
-    serviceMonitor = false,
-    ca: _ca,
-    nodeBoundTokens: _nodeBoundTokens,
-    ...pod
-  } = options;
-  const daemonSet = buildDaemonSet({
-    ...pod,
-    namespace,
-    name,
-    port,
-    tls: { csrSigner: DAEMON_CSR_SIGNER, nodeBoundTokens: options.nodeBoundTokens ?? true },
-    // One audience per node: the daemon on node A accepts only tokens minted for node A.
-    tokenAudience: daemonNodeAudience("$(NODE_NAME)"),
-    autoTargetGpu: !allNodes && Object.keys(options.nodeSelector ?? {}).length === 0,
-    ...(allNodes ? { nodeSelector: {} } : {}),
-    // Each daemon reads its cohort's baseline from this namespace (aicr daemonset baseline set).
-    extraArgs: ["--baseline-namespace", namespace, "--baseline-name", name, ...(extraArgs ?? [])],
-    ...identity,
-  });
-  const meta = (objectName: string) => ({ name: objectName, namespace, labels: { ...labels } });
   const objects: RenderedObject[] = [
-    { kind: "ServiceAccount", manifest: daemon.serviceAccount },
-    { kind: "ClusterRole", manifest: daemon.clusterRole },
-    { kind: "ClusterRoleBinding", manifest: daemon.clusterRoleBinding },
-    ...(daemon.role && daemon.roleBinding
+    ...rbacObjects(daemon),
+    ...rbacObjects(reader),
+    ...caObjects({ namespace, name, labels, ca }),
+    { kind: "DaemonSet", manifest: daemonSetManifest(options, identity) },
+    ...(options.service ?? true
+      ? scrapeObjects({
+        namespace,
+        name,
+        port: options.port ?? DEFAULT_DAEMON_PORT,
+        labels,
+        serviceMonitor: options.serviceMonitor ?? false,
+      })
+      : []),
+  ];
+  return { objects, grants: [rules, readerRules], labels };
+}
+
+/** One account's RBAC objects in apply order: the account, its cluster grant, then its namespaced one. */
+function rbacObjects(rbac: ReturnType<typeof daemonRbacObjects>): RenderedObject[] {
+  return [
+    { kind: "ServiceAccount", manifest: rbac.serviceAccount },
+    { kind: "ClusterRole", manifest: rbac.clusterRole },
+    { kind: "ClusterRoleBinding", manifest: rbac.clusterRoleBinding },
+    ...(rbac.role && rbac.roleBinding
       ? [
-        { kind: "Role" as const, manifest: daemon.role },
-        { kind: "RoleBinding" as const, manifest: daemon.roleBinding },
+        { kind: "Role" as const, manifest: rbac.role },
+        { kind: "RoleBinding" as const, manifest: rbac.roleBinding },
       ]
       : []),
-    { kind: "ServiceAccount", manifest: reader.serviceAccount },
-    { kind: "ClusterRole", manifest: reader.clusterRole },
-    { kind: "ClusterRoleBinding", manifest: reader.clusterRoleBinding },
+  ];
+}
+
+/** The CA's signer Secret (key and certificate, mounted by no pod) and the ConfigMap the fetch trusts. */
+function caObjects(
+  options: { namespace: string; name: string; labels: Labels; ca: DaemonCa },
+): RenderedObject[] {
+  const { namespace, name, labels, ca } = options;
+  const meta = (objectName: string) => ({ name: objectName, namespace, labels: { ...labels } });
+  return [
     {
       kind: "Secret",
       manifest: {
         apiVersion: "v1",
         kind: "Secret",
-        metadata: meta(secretName),
+        metadata: meta(daemonSignerSecretName(name)),
         type: "kubernetes.io/tls",
         data: secretData({ "tls.crt": ca.caCert, "tls.key": ca.caKey }),
       } as RenderedObject["manifest"],
@@ -260,10 +260,42 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
         data: { "ca.crt": ca.caCert },
       } as RenderedObject["manifest"],
     },
-    { kind: "DaemonSet", manifest: daemonSet as unknown as RenderedObject["manifest"] },
-    ...(service ? scrapeObjects({ namespace, name, port, labels, serviceMonitor }) : []),
   ];
-  return { objects, grants: [rules, readerRules], labels };
+}
+
+/** The DaemonSet itself: the pod knobs of `options`, the CSR-signed TLS, per-node token audience. */
+function daemonSetManifest(
+  options: RenderOptions,
+  identity: { runId?: string; invocationId?: string },
+): RenderedObject["manifest"] {
+  const {
+    name = DEFAULT_DAEMON_NAME,
+    namespace,
+    allNodes = false,
+    extraArgs,
+    baselineConfigMaps: _baselines,
+    port = DEFAULT_DAEMON_PORT,
+    service: _service,
+    serviceMonitor: _serviceMonitor,
+    ca: _ca,
+    nodeBoundTokens = true,
+    ...pod
+  } = options;
+  const daemonSet = buildDaemonSet({
+    ...pod,
+    namespace,
+    name,
+    port,
+    tls: { csrSigner: DAEMON_CSR_SIGNER, nodeBoundTokens },
+    // One audience per node: the daemon on node A accepts only tokens minted for node A.
+    tokenAudience: daemonNodeAudience("$(NODE_NAME)"),
+    autoTargetGpu: !allNodes && Object.keys(options.nodeSelector ?? {}).length === 0,
+    ...(allNodes ? { nodeSelector: {} } : {}),
+    // Each daemon reads its cohort's baseline from this namespace (aicr daemonset baseline set).
+    extraArgs: ["--baseline-namespace", namespace, "--baseline-name", name, ...(extraArgs ?? [])],
+    ...identity,
+  });
+  return daemonSet as unknown as RenderedObject["manifest"];
 }
 
 /** The container port's name, which the Service and the ServiceMonitor refer to. */
