@@ -87,6 +87,34 @@ function pem(key: KeyObject): string {
   return key.export({ type: "pkcs8", format: "pem" }) as string;
 }
 
+/** What {@link createServingIdentity} works with. */
+interface IdentityDeps {
+  /** The daemon's client (its pod-bound token). */
+  kube: Pick<KubeClient, "rest">;
+  /** The daemon's logger. */
+  log: Logger;
+  /** The clock. */
+  now: () => Date;
+  /** An abortable sleep. @default a timer */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+}
+
+type ServingKey = ReturnType<typeof generateServingKey>;
+
+/** The part of a CertificateSigningRequest the poll reads. */
+interface CsrStatus {
+  status?: {
+    certificate?: string;
+    conditions?: CsrCondition[];
+  };
+}
+
+interface CsrCondition {
+  type: string;
+  reason?: string;
+  message?: string;
+}
+
 /**
  * Builds the daemon's identity keeper.
  *
@@ -95,23 +123,90 @@ function pem(key: KeyObject): string {
  * @returns the placeholder, the readiness reason and the request loop
  */
 export function createServingIdentity(
-  deps: {
-    kube: Pick<KubeClient, "rest">;
-    log: Logger;
-    now: () => Date;
-    sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
-  },
+  deps: IdentityDeps,
   options: IdentityOptions,
 ): ServingIdentity {
-  const { kube, log, now } = deps;
-  const sleep = deps.sleep ?? abortableSleep;
-  const { initialPollMs = 500, maxPollMs = 30_000, retryAfterDenialMs = 300_000 } = options;
-  const first = generateServingKey();
-  const placeholder = { cert: placeholderCertificate(first, now()), key: pem(first.privateKey) };
-  let waiting: string | undefined = "awaiting its serving certificate";
-  let nextKey: ReturnType<typeof generateServingKey> | undefined = first;
+  return new ServingIdentityKeeper(deps, options);
+}
 
-  async function request(key: ReturnType<typeof generateServingKey>, signal: AbortSignal) {
+/** The serving certificate's state (the placeholder, why not served yet) and the request loop. */
+class ServingIdentityKeeper implements ServingIdentity {
+  readonly placeholder: ServingPair;
+  readonly #kube: Pick<KubeClient, "rest">;
+  readonly #log: Logger;
+  readonly #now: () => Date;
+  readonly #sleep: (ms: number, signal: AbortSignal) => Promise<void>;
+  readonly #options: IdentityOptions;
+  readonly #initialPollMs: number;
+  readonly #maxPollMs: number;
+  readonly #retryAfterDenialMs: number;
+  #waiting: string | undefined = "awaiting its serving certificate";
+  #nextKey: ServingKey | undefined;
+
+  constructor(deps: IdentityDeps, options: IdentityOptions) {
+    this.#kube = deps.kube;
+    this.#log = deps.log;
+    this.#now = deps.now;
+    this.#sleep = deps.sleep ?? abortableSleep;
+    this.#options = options;
+    const { initialPollMs = 500, maxPollMs = 30_000, retryAfterDenialMs = 300_000 } = options;
+    this.#initialPollMs = initialPollMs;
+    this.#maxPollMs = maxPollMs;
+    this.#retryAfterDenialMs = retryAfterDenialMs;
+    const first = generateServingKey();
+    this.placeholder = {
+      cert: placeholderCertificate(first, this.#now()),
+      key: pem(first.privateKey),
+    };
+    this.#nextKey = first;
+  }
+
+  /** Why the daemon does not serve its own certificate yet (bound: callers pass it on). */
+  readonly awaiting = (): string | undefined => this.#waiting;
+
+  async run(install: (pair: ServingPair) => void, signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const key = this.#nextKey ?? generateServingKey();
+      this.#nextKey = undefined;
+      const name = await this.#ask(key, signal);
+      if (name === undefined) {
+        if (signal.aborted) return;
+        await this.#sleep(this.#maxPollMs, signal);
+        continue;
+      }
+      const cert = await this.#poll(name, signal);
+      if (signal.aborted) return;
+      const x509 = cert !== undefined ? this.#serve(cert, key, name, install) : undefined;
+      if (!x509) {
+        await this.#sleep(this.#retryAfterDenialMs, signal);
+        continue;
+      }
+      await this.#awaitRenewal(x509, name, signal);
+    }
+  }
+
+  /** Sends a request for `key`; its name, or undefined (logged) when it cannot be sent. */
+  async #ask(key: ServingKey, signal: AbortSignal): Promise<string | undefined> {
+    try {
+      const name = await this.#request(key, signal);
+      if (this.#waiting) this.#waiting = `awaiting its serving certificate (request ${name})`;
+      this.#log.info("serving certificate requested", {
+        csr: name,
+        signer: this.#options.signerName,
+      });
+      return name;
+    } catch (error) {
+      if (signal.aborted) return undefined;
+      this.#log.warn("cannot request a serving certificate; retrying", {
+        error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+      });
+      return undefined;
+    }
+  }
+
+  /** Creates the CertificateSigningRequest for `key` (one that exists already is fine). */
+  async #request(key: ServingKey, signal: AbortSignal): Promise<string> {
+    const options = this.#options;
     const name = csrName(options, key.publicKey);
     const csr = buildCsr({
       commonName: options.nodeName,
@@ -120,7 +215,7 @@ export function createServingIdentity(
       ...key,
     });
     try {
-      await kube.rest.json({
+      await this.#kube.rest.json({
         method: "POST",
         path: CSR_PATH,
         body: {
@@ -144,20 +239,15 @@ export function createServingIdentity(
   }
 
   /** Polls one request; returns the certificate, or undefined when denied or gone. */
-  async function poll(name: string, signal: AbortSignal): Promise<string | undefined> {
-    let delay = initialPollMs;
+  async #poll(name: string, signal: AbortSignal): Promise<string | undefined> {
+    let delay = this.#initialPollMs;
     for (;;) {
-      await sleep(delay, signal);
+      await this.#sleep(delay, signal);
       if (signal.aborted) return undefined;
-      delay = Math.min(delay * 2, maxPollMs);
-      let csr: {
-        status?: {
-          certificate?: string;
-          conditions?: { type: string; reason?: string; message?: string }[];
-        };
-      };
+      delay = Math.min(delay * 2, this.#maxPollMs);
+      let csr: CsrStatus;
       try {
-        csr = await kube.rest.json({
+        csr = await this.#kube.rest.json({
           method: "GET",
           path: `${CSR_PATH}/${name}`,
           idempotent: true,
@@ -166,10 +256,10 @@ export function createServingIdentity(
         });
       } catch (error) {
         if (error instanceof KubeApiError && error.isNotFound) {
-          log.warn("serving certificate request vanished; asking again", { csr: name });
+          this.#log.warn("serving certificate request vanished; asking again", { csr: name });
           return undefined;
         }
-        log.warn("cannot read the serving certificate request; retrying", {
+        this.#log.warn("cannot read the serving certificate request; retrying", {
           csr: name,
           error: error instanceof Error ? error.message.split("\n")[0] : String(error),
         });
@@ -182,84 +272,76 @@ export function createServingIdentity(
         c.type === "Denied" || c.type === "Failed"
       );
       if (refused) {
-        waiting = `its serving certificate request ${name} was ${refused.type.toLowerCase()}: ${
-          refused.reason ?? ""
-        } ${refused.message ?? ""}`.trim();
-        log.error("serving certificate request refused", {
-          csr: name,
-          condition: refused.type,
-          reason: refused.reason ?? "",
-          message: refused.message ?? "",
-        });
+        this.#refused(name, refused);
         return undefined;
       }
     }
   }
 
+  /** Records a denied or failed request as the reason the daemon is not ready, and logs it. */
+  #refused(name: string, refused: CsrCondition): void {
+    this.#waiting = `its serving certificate request ${name} was ${refused.type.toLowerCase()}: ${
+      refused.reason ?? ""
+    } ${refused.message ?? ""}`.trim();
+    this.#log.error("serving certificate request refused", {
+      csr: name,
+      condition: refused.type,
+      reason: refused.reason ?? "",
+      message: refused.message ?? "",
+    });
+  }
+
+  /** Hands an issued certificate to the server if it is usable; the parsed one, or undefined (logged). */
+  #serve(
+    cert: string,
+    key: ServingKey,
+    name: string,
+    install: (pair: ServingPair) => void,
+  ): X509Certificate | undefined {
+    const x509 = this.#usable(cert, key.privateKey);
+    if (!x509) {
+      this.#log.error("the issued certificate does not match this key, node and IP; ignored", {
+        csr: name,
+      });
+      return undefined;
+    }
+    try {
+      install({ cert, key: pem(key.privateKey) });
+    } catch (error) {
+      this.#log.error("the issued certificate cannot be served; asking again", {
+        csr: name,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return undefined;
+    }
+    this.#waiting = undefined;
+    return x509;
+  }
+
   /** Checks the issued certificate is for this key and this node before serving it. */
-  function usable(cert: string, key: KeyObject): X509Certificate | undefined {
+  #usable(cert: string, key: KeyObject): X509Certificate | undefined {
     try {
       const x509 = new X509Certificate(cert);
       if (!x509.checkPrivateKey(key)) return undefined;
-      if (x509.checkHost(options.nodeName, { subject: "never" }) === undefined) return undefined;
-      if (x509.checkIP(canonicalIp(options.podIp)) === undefined) return undefined;
+      if (x509.checkHost(this.#options.nodeName, { subject: "never" }) === undefined) {
+        return undefined;
+      }
+      if (x509.checkIP(canonicalIp(this.#options.podIp)) === undefined) return undefined;
       return x509;
     } catch {
       return undefined;
     }
   }
 
-  return {
-    placeholder,
-    awaiting: () => waiting,
-    async run(install, signal) {
-      while (!signal.aborted) {
-        const key = nextKey ?? generateServingKey();
-        nextKey = undefined;
-        let name: string;
-        try {
-          name = await request(key, signal);
-          if (waiting) waiting = `awaiting its serving certificate (request ${name})`;
-          log.info("serving certificate requested", { csr: name, signer: options.signerName });
-        } catch (error) {
-          if (signal.aborted) return;
-          log.warn("cannot request a serving certificate; retrying", {
-            error: error instanceof Error ? error.message.split("\n")[0] : String(error),
-          });
-          await sleep(maxPollMs, signal);
-          continue;
-        }
-        const cert = await poll(name, signal);
-        if (signal.aborted) return;
-        const x509 = cert !== undefined ? usable(cert, key.privateKey) : undefined;
-        if (!x509) {
-          if (cert !== undefined) {
-            log.error("the issued certificate does not match this key, node and IP; ignored", {
-              csr: name,
-            });
-          }
-          await sleep(retryAfterDenialMs, signal);
-          continue;
-        }
-        try {
-          install({ cert: cert as string, key: pem(key.privateKey) });
-        } catch (error) {
-          log.error("the issued certificate cannot be served; asking again", {
-            csr: name,
-            error: error instanceof Error ? error.message : String(error),
-          });
-          await sleep(retryAfterDenialMs, signal);
-          continue;
-        }
-        waiting = undefined;
-        const from = Date.parse(x509.validFrom);
-        const to = Date.parse(x509.validTo);
-        log.info("serving its own certificate", { csr: name, notAfter: x509.validTo });
-        // Renew at two thirds of the lifetime: a new key, a new request.
-        await sleep(Math.max(60_000, from + (to - from) * 2 / 3 - now().getTime()), signal);
-      }
-    },
-  };
+  /** Logs the served certificate and sleeps until it is due for renewal. */
+  async #awaitRenewal(x509: X509Certificate, name: string, signal: AbortSignal): Promise<void> {
+    const from = Date.parse(x509.validFrom);
+    const to = Date.parse(x509.validTo);
+    this.#log.info("serving its own certificate", { csr: name, notAfter: x509.validTo });
+    // Renew at two thirds of the lifetime: a new key, a new request.
+    const renewIn = from + (to - from) * 2 / 3 - this.#now().getTime();
+    await this.#sleep(Math.max(60_000, renewIn), signal);
+  }
 }
 
 function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
