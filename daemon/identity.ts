@@ -101,6 +101,9 @@ interface IdentityDeps {
 
 type ServingKey = ReturnType<typeof generateServingKey>;
 
+/** Hands a serving pair to the server. */
+type InstallPair = (pair: ServingPair) => void;
+
 /** The part of a CertificateSigningRequest the poll reads. */
 interface CsrStatus {
   status?: {
@@ -164,7 +167,7 @@ class ServingIdentityKeeper implements ServingIdentity {
   /** Why the daemon does not serve its own certificate yet (bound: callers pass it on). */
   readonly awaiting = (): string | undefined => this.#waiting;
 
-  async run(install: (pair: ServingPair) => void, signal: AbortSignal): Promise<void> {
+  async run(install: InstallPair, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       const key = this.#nextKey ?? generateServingKey();
       this.#nextKey = undefined;
@@ -296,7 +299,7 @@ class ServingIdentityKeeper implements ServingIdentity {
     cert: string,
     key: ServingKey,
     name: string,
-    install: (pair: ServingPair) => void,
+    install: InstallPair,
   ): X509Certificate | undefined {
     const x509 = this.#usable(cert, key.privateKey);
     if (!x509) {
