@@ -180,8 +180,8 @@ export interface FunctionSpan {
 // expressions bound to a const/let, and methods (object or class).
 const HEAD_REGEXPS = [
   /^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*([A-Za-z_$][\w$]*)/,
-  /^\s*(?:export\s+)?(?:const|let)\s+([A-Za-z_$][\w$]*)\s*(?::[^=]+)?=\s*(?:async\s+)?(?:function\b|\([^)]*$|\([^)]*\)\s*(?::\s*[^=]+)?=>|[A-Za-z_$][\w$]*\s*=>)/,
-  /^\s*(?:(?:public|private|protected|static|async|override|readonly|get|set)\s+)*#?([A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\((?:[^)]*\)\s*(?::\s*[^{]+)?\{\s*$|[^)]*$)/,
+  /^\s*(?:export\s+)?(?:const|let)\s+([A-Za-z_$][\w$]*)\s*(?::[^=]+)?=\s*(?:async\s+)?(?:function\b|\([^)]*$|\((?:[^()]|\([^()]*\))*\)\s*(?::\s*[^=]+)?=>|[A-Za-z_$][\w$]*\s*=>)/,
+  /^\s*(?:(?:public|private|protected|static|async|override|readonly|get|set)\s+)*#?([A-Za-z_$][\w$]*)\s*(?:<[^>]*>)?\((?:(?:[^()]|\([^()]*\))*\)\s*(?::\s*[^{]+)?\{\s*$|[^)]*$)/,
 ];
 const NOT_METHODS = new Set([
   "if",

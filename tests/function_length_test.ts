@@ -77,3 +77,20 @@ Deno.test("functions: the scanner measures a known function (a broken scanner wo
     ["h", 9, 3],
   ]);
 });
+
+Deno.test("functions: a head with a function type among its parameters is measured too", () => {
+  const source = [
+    "class K {",
+    "  run(install: (pair: Pair) => void): Promise<void> {",
+    "    return go(install);",
+    "  }",
+    "}",
+    "const m = (f: (x: number) => string): string => {",
+    "  return f(1);",
+    "};",
+  ].join("\n");
+  assert.deepEqual(functionSpans(source).map((s) => [s.name, s.start, s.lines]), [
+    ["run", 2, 3],
+    ["m", 6, 3],
+  ]);
+});
