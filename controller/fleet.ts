@@ -227,12 +227,14 @@ export async function mintReaderToken(
     });
   try {
     let answer;
+    // What this request asked: nodes fetched at once may all be refused before one learns.
+    const bound = binding.supported;
     try {
-      answer = await ask(binding.supported);
+      answer = await ask(bound);
     } catch (error) {
       // Before 1.31 the API server cannot bind a token to a Node (400/422 naming the kind):
       // the per-node audience alone still keeps one node's token from opening another.
-      if (!binding.supported || !refusesNodeBinding(error)) throw error;
+      if (!bound || !refusesNodeBinding(error)) throw error;
       binding.supported = false;
       answer = await ask(false);
     }

@@ -381,3 +381,37 @@ Deno.test("fleet: an API server that cannot bind tokens to a Node (before 1.31) 
   );
   assert.ok(lines.some((l) => l.includes("cannot bind tokens to a Node")));
 });
+
+Deno.test("fleet: nodes refused node binding at once each ask again without it", async () => {
+  const { fake } = cluster([{ node: "a", ip: "10.0.0.1" }, { node: "b", ip: "10.0.0.2" }]);
+  const minted: [string, boolean][] = [];
+  fake.client.rest.json = <T>(request: RestRequest) => {
+    if (request.method === "GET") return Promise.resolve({ items: [] } as T);
+    const spec = (request.body as { spec: { audiences: string[]; boundObjectRef?: unknown } })
+      .spec;
+    minted.push([spec.audiences[0] as string, spec.boundObjectRef !== undefined]);
+    if (spec.boundObjectRef) {
+      return Promise.reject(
+        new KubeApiError(
+          `Cannot POST ${request.path}: 400 BadRequest: cannot bind token to a Node object as the ServiceAccountTokenNodeBinding feature-gate is disabled`,
+          400,
+          "BadRequest",
+        ),
+      );
+    }
+    return Promise.resolve({ status: { token: `reader-token for ${spec.audiences[0]}` } } as T);
+  };
+  const fleet = await fetchFleet({
+    kube: fake.client,
+    log: quiet(),
+    directGet: (request) => Promise.resolve(snapshotAnswer(request.servername)),
+  }, { namespace: NS, transport: "direct", concurrency: 2 });
+  assert.deepEqual(fleet.results.map((r) => [r.node, r.status]), [["a", "ok"], ["b", "ok"]]);
+  // Both bound requests were in flight before the first refusal was learnt.
+  assert.deepEqual(minted.slice().sort(), [
+    ["aicr-daemon:a", false],
+    ["aicr-daemon:a", true],
+    ["aicr-daemon:b", false],
+    ["aicr-daemon:b", true],
+  ]);
+});
