@@ -181,6 +181,37 @@ export function nodeFixture(stateDir: string, node: string): string {
   return readFileSync(join(stateDir, "kubelet", "nodes", node, "nvidia-smi-q-x.xml"), "utf8");
 }
 
+/**
+ * Whether the API server binds ServiceAccount tokens to a Node (`ServiceAccountTokenNodeBinding`,
+ * on by default from 1.31): one probe TokenRequest for the namespace's default ServiceAccount,
+ * bound to `node`. Steps that test Node binding itself run only where it holds.
+ *
+ * @param admin admin client
+ * @param ns a namespace whose default ServiceAccount exists
+ * @param node an existing Node
+ * @returns true when the token was minted, false when the API server refuses to bind to a Node
+ * @throws {Error} on any other answer
+ */
+export async function bindsTokensToNodes(admin: Api, ns: string, node: string): Promise<boolean> {
+  const res = await admin.request(
+    "POST",
+    `/api/v1/namespaces/${ns}/serviceaccounts/default/token`,
+    {
+      apiVersion: "authentication.k8s.io/v1",
+      kind: "TokenRequest",
+      spec: {
+        expirationSeconds: 600,
+        boundObjectRef: { apiVersion: "v1", kind: "Node", name: node },
+      },
+    },
+  );
+  if (res.status === 201) return true;
+  if (res.status === 400 && /ServiceAccountTokenNodeBinding/.test(String(res.body.message))) {
+    return false;
+  }
+  throw new Error(`Cannot probe Node binding: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+}
+
 /** One HTTPS answer: status, body, headers and the server's certificate. */
 export interface HttpsAnswer {
   /** Status code. */

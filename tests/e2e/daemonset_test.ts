@@ -18,7 +18,7 @@ import { parseSnapshot, parseSnapshotStream } from "../../snapshot/mod.ts";
 import type { Snapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
-import { aicr, AICR_BIN, httpsGet, nodeFixture } from "./_aicr.ts";
+import { aicr, AICR_BIN, bindsTokensToNodes, httpsGet, nodeFixture } from "./_aicr.ts";
 
 function externalIPv4(): string | undefined {
   for (const list of Object.values(networkInterfaces())) {
@@ -36,8 +36,17 @@ function gpuData(snapshot: Snapshot) {
   return gpu?.subtypes.map((s) => ({ subtype: s.subtype, data: s.data })) ?? [];
 }
 
-/** A token for `sa`; with a node, for that node's daemon (its audience, bound to the node). */
-async function mint(admin: Api, ns: string, sa: string, node?: string): Promise<string> {
+/**
+ * A token for `sa`; with a node, for that node's daemon: its audience, and bound to the node
+ * where the API server binds tokens to Nodes (`bound`; 1.31+).
+ */
+async function mint(
+  admin: Api,
+  ns: string,
+  sa: string,
+  node?: string,
+  bound = true,
+): Promise<string> {
   const res = await admin.request("POST", `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
     apiVersion: "authentication.k8s.io/v1",
     kind: "TokenRequest",
@@ -46,7 +55,7 @@ async function mint(admin: Api, ns: string, sa: string, node?: string): Promise<
       ...(node
         ? {
           audiences: [`aicr-daemon:${node}`],
-          boundObjectRef: { apiVersion: "v1", kind: "Node", name: node },
+          ...(bound ? { boundObjectRef: { apiVersion: "v1", kind: "Node", name: node } } : {}),
         }
         : {}),
     },
@@ -97,6 +106,8 @@ Deno.test({
     const gpuNodes = env.nodes.filter((n) => n.gpu).map((n) => n.name).sort();
     assert.ok(gpuNodes.length >= 2, "the test cluster has several GPU nodes");
     assert.ok(env.nodes.some((n) => !n.gpu), "and CPU nodes");
+    // Before 1.31 reader tokens carry their node's audience alone (daemon/README.md).
+    const nodeBinding = await bindsTokensToNodes(admin, ns, gpuNodes[0] as string);
     const ds = (...args: string[]) =>
       aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", ns]);
     try {
@@ -209,7 +220,7 @@ Deno.test({
             const url = `https://${p.status.podIP}:${
               p.spec.containers[0].ports[0].containerPort
             }/v1/snapshot`;
-            const reader = await mint(admin, ns, "aicr-reader", p.spec.nodeName);
+            const reader = await mint(admin, ns, "aicr-reader", p.spec.nodeName, nodeBinding);
             const res = await httpsGet(url, { ca, servername: p.spec.nodeName, token: reader });
             assert.equal(res.status, 200, res.body);
             // Within --max-age (60 s) this is still the first collection, and it ended before
@@ -236,7 +247,7 @@ Deno.test({
           const servername = p.spec.nodeName as string;
           const none = await httpsGet(url, { ca, servername });
           assert.equal(none.status, 401, none.body);
-          const other = await mint(admin, ns, "default", servername);
+          const other = await mint(admin, ns, "default", servername, nodeBinding);
           const denied = await httpsGet(url, { ca, servername, token: other });
           assert.equal(denied.status, 403, denied.body);
           assert.match(
@@ -245,7 +256,7 @@ Deno.test({
               `User "system:serviceaccount:${ns}:default" cannot get resource "snapshots"`,
             ),
           );
-          const reader = await mint(admin, ns, "aicr-reader", servername);
+          const reader = await mint(admin, ns, "aicr-reader", servername, nodeBinding);
           assert.equal((await httpsGet(url, { ca, servername, token: reader })).status, 200);
           // A certificate from another CA is refused by the client: the published CA is what counts.
           const clusterCa = await readFile(env.cluster.caFile, "utf8");
@@ -311,7 +322,8 @@ Deno.test({
               join(dir, "tls.key"),
               "--token-audience",
               "aicr-daemon:proxied-node",
-              "--require-node-bound-token",
+              // As install sets it: only where the API server binds tokens to Nodes.
+              ...(nodeBinding ? ["--require-node-bound-token"] : []),
               "--kubeconfig",
               join(dir, "kubeconfig"),
               "--node-name",
@@ -384,6 +396,8 @@ Deno.test({
             );
             assert.equal(run.code, 0, run.stderr);
             assert.match(run.stderr, /proxied-node\s+ok\s+proxy/);
+            // Before 1.31 the fetch says its tokens carry their node's audience alone.
+            assert.equal(/cannot bind tokens to a Node/.test(run.stderr), !nodeBinding, run.stderr);
             const docs = parseSnapshotStream(run.stdout);
             assert.deepEqual(docs.map((d) => d.metadata["source-node"]), ["proxied-node"]);
           } finally {
