@@ -356,6 +356,48 @@ export async function stopProcesses(procs: ClusterProcess[], graceMs = 8000): Pr
 }
 
 /**
+ * Components of the cluster at `stateDir` still running under a pid nobody recorded: when a
+ * watchdog shell is killed (SIGKILL), its component is reparented and the recorded pid is gone.
+ * Found by the command line: the program is a recorded one and an argument names the state folder
+ * (a `mktemp` folder of its own), so another cluster's processes never match.
+ *
+ * @param stateDir the cluster's state folder (absolute)
+ * @param procs the recorded processes, in the order to stop them
+ * @param procDir the proc file system (a test passes its own)
+ * @returns the strays, in the order of the recorded programs
+ */
+export function strayProcesses(
+  stateDir: string,
+  procs: readonly ClusterProcess[],
+  procDir = "/proc",
+): ClusterProcess[] {
+  const recorded = new Set(procs.map((p) => p.pid));
+  const folder = stateDir.endsWith("/") ? stateDir : `${stateDir}/`;
+  const found: { pid: number; argv: string[] }[] = [];
+  let entries: string[] = [];
+  try {
+    entries = readdirSync(procDir);
+  } catch { /* no proc file system: nothing to find */ }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (pid === Deno.pid || recorded.has(pid)) continue;
+    try {
+      const argv = readFileSync(join(procDir, entry, "cmdline"), "latin1").split("\0");
+      if (argv.slice(1).some((arg) => arg.includes(folder))) found.push({ pid, argv });
+    } catch { /* gone meanwhile */ }
+  }
+  const strays: ClusterProcess[] = [];
+  for (const p of procs) {
+    for (const f of found) {
+      if (f.argv[0] !== p.match || strays.some((s) => s.pid === f.pid)) continue;
+      strays.push({ name: `${p.name} (stray)`, pid: f.pid, log: p.log, match: p.match });
+    }
+  }
+  return strays;
+}
+
+/**
  * Polls an HTTPS URL until it answers 200 or the deadline passes.
  *
  * @param url URL to get
@@ -869,7 +911,9 @@ function attach(info: ClusterInfo, children: Deno.ChildProcess[] = []): Cluster 
     },
     stop(): Promise<void> {
       stopped ??= (async () => {
-        await stopProcesses([...info.processes].reverse());
+        const order = [...info.processes].reverse();
+        await stopProcesses(order);
+        await stopProcesses(strayProcesses(info.stateDir, order), 2000);
         await Promise.allSettled(children.map((c) => c.status));
       })();
       return stopped;
@@ -907,7 +951,8 @@ export async function loadCluster(stateDir?: string): Promise<Cluster | undefine
 }
 
 /**
- * Stops a cluster recorded in `stateDir/cluster.json` (by pid, only processes still running our binaries).
+ * Stops a cluster recorded in `stateDir/cluster.json` (by pid, only processes still running our binaries),
+ * then any of its components a killed watchdog left under another pid ({@link strayProcesses}).
  *
  * @param stateDir state folder
  * @returns true when there was a record
@@ -916,7 +961,9 @@ export async function stopClusterAt(stateDir?: string): Promise<boolean> {
   const file = join(resolveStateDir(stateDir), "cluster.json");
   if (!existsSync(file)) return false;
   const info = JSON.parse(await readFile(file, "utf8")) as ClusterInfo;
-  await stopProcesses([...info.processes].reverse());
+  const order = [...info.processes].reverse();
+  await stopProcesses(order);
+  await stopProcesses(strayProcesses(info.stateDir, order), 2000);
   return true;
 }
 

@@ -1,0 +1,54 @@
+/**
+ * `strayProcesses`: a component whose watchdog shell was killed keeps running under a pid nobody
+ * recorded; `cluster:down` finds it by its command line (program + state folder) and stops it,
+ * and never a process of another state folder.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type ClusterProcess, isOurs, stopProcesses, strayProcesses } from "./cluster.ts";
+
+function spawnSh(arg: string): Deno.ChildProcess {
+  // "; :" keeps the shell from exec-ing sleep, so its command line keeps the folder argument.
+  return new Deno.Command("/bin/sh", {
+    args: ["-c", "sleep 600; :", arg],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+}
+
+Deno.test("strayProcesses finds an unrecorded component of this state folder only, and stopProcesses stops it", async () => {
+  const stateDir = mkdtempSync(join(tmpdir(), "aicr-stray-"));
+  const stray = spawnSh(join(stateDir, "etcd"));
+  const other = spawnSh(`${stateDir}-other/etcd`);
+  const recordedChild = spawnSh(join(stateDir, "apiserver"));
+  try {
+    const recorded: ClusterProcess[] = [
+      { name: "kube-apiserver", pid: recordedChild.pid, log: "", match: "/bin/sh" },
+    ];
+    const strays = strayProcesses(stateDir, recorded);
+    assert.deepEqual(
+      strays.map((s) => s.pid),
+      [stray.pid],
+      "only the unrecorded one of this folder",
+    );
+    assert.equal(strays[0]?.name, "kube-apiserver (stray)");
+    assert.deepEqual(strayProcesses(stateDir, []), [], "only recorded programs are strays");
+    await stopProcesses(strays, 2000);
+    await stray.status;
+    assert.equal(isOurs(stray.pid, "/bin/sh"), false);
+    assert.equal(isOurs(other.pid, "/bin/sh"), true, "another folder's process is left alone");
+  } finally {
+    for (const child of [stray, other, recordedChild]) {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* already gone */ }
+      await child.status;
+    }
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
