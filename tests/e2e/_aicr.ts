@@ -193,23 +193,62 @@ export function nodeFixture(stateDir: string, node: string): string {
  * @throws {Error} on any other answer
  */
 export async function bindsTokensToNodes(admin: Api, ns: string, node: string): Promise<boolean> {
-  const res = await admin.request(
-    "POST",
-    `/api/v1/namespaces/${ns}/serviceaccounts/default/token`,
-    {
-      apiVersion: "authentication.k8s.io/v1",
-      kind: "TokenRequest",
-      spec: {
-        expirationSeconds: 600,
-        boundObjectRef: { apiVersion: "v1", kind: "Node", name: node },
-      },
-    },
-  );
+  const res = await requestToken(admin, ns, "default", { node });
   if (res.status === 201) return true;
   if (res.status === 400 && /ServiceAccountTokenNodeBinding/.test(String(res.body.message))) {
     return false;
   }
   throw new Error(`Cannot probe Node binding: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+}
+
+/** What a test's TokenRequest asks for: audiences, and the Pod (first) or Node it is bound to. */
+export interface TokenSpec {
+  audiences?: string[];
+  pod?: Obj;
+  node?: string;
+}
+
+/** Sends a TokenRequest (10 minutes) for ServiceAccount `sa`, answering the API's reply as is. */
+function requestToken(admin: Api, ns: string, sa: string, spec: TokenSpec) {
+  const bound = spec.pod
+    ? {
+      boundObjectRef: {
+        apiVersion: "v1",
+        kind: "Pod",
+        name: spec.pod.metadata.name,
+        uid: spec.pod.metadata.uid,
+      },
+    }
+    : spec.node
+    ? { boundObjectRef: { apiVersion: "v1", kind: "Node", name: spec.node } }
+    : {};
+  return admin.request("POST", `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
+    apiVersion: "authentication.k8s.io/v1",
+    kind: "TokenRequest",
+    spec: {
+      expirationSeconds: 600,
+      ...(spec.audiences ? { audiences: spec.audiences } : {}),
+      ...bound,
+    },
+  });
+}
+
+/**
+ * A token for ServiceAccount `sa` (10 minutes) as {@link TokenSpec} says.
+ *
+ * @throws {Error} unless the API server created it (201), with its answer
+ */
+export async function mintToken(
+  admin: Api,
+  ns: string,
+  sa: string,
+  spec: TokenSpec = {},
+): Promise<string> {
+  const res = await requestToken(admin, ns, sa, spec);
+  if (res.status !== 201) {
+    throw new Error(`TokenRequest for ${ns}/${sa}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+  }
+  return res.body.status.token as string;
 }
 
 /** One HTTPS answer: status, body, headers and the server's certificate. */

@@ -18,7 +18,7 @@ import { parseSnapshot, parseSnapshotStream } from "../../snapshot/mod.ts";
 import type { Snapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
-import { aicr, AICR_BIN, bindsTokensToNodes, httpsGet, nodeFixture } from "./_aicr.ts";
+import { aicr, AICR_BIN, bindsTokensToNodes, httpsGet, mintToken, nodeFixture } from "./_aicr.ts";
 
 function externalIPv4(): string | undefined {
   for (const list of Object.values(networkInterfaces())) {
@@ -40,28 +40,19 @@ function gpuData(snapshot: Snapshot) {
  * A token for `sa`; with a node, for that node's daemon: its audience, and bound to the node
  * where the API server binds tokens to Nodes (`bound`; 1.31+).
  */
-async function mint(
+function mint(
   admin: Api,
   ns: string,
   sa: string,
   node?: string,
   bound = true,
 ): Promise<string> {
-  const res = await admin.request("POST", `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
-    apiVersion: "authentication.k8s.io/v1",
-    kind: "TokenRequest",
-    spec: {
-      expirationSeconds: 600,
-      ...(node
-        ? {
-          audiences: [`aicr-daemon:${node}`],
-          ...(bound ? { boundObjectRef: { apiVersion: "v1", kind: "Node", name: node } } : {}),
-        }
-        : {}),
-    },
-  });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body.status.token as string;
+  return mintToken(
+    admin,
+    ns,
+    sa,
+    node ? { audiences: [`aicr-daemon:${node}`], ...(bound ? { node } : {}) } : {},
+  );
 }
 
 /** Every object labelled aicr in the namespace, and every cluster-scoped one naming it. */

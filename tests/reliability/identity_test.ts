@@ -25,42 +25,12 @@ import { encodeSnapshot } from "../../snapshot/mod.ts";
 import { sampleSnapshot } from "../fakes/snapshot.ts";
 import { createNamespace, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
-import { aicr, bindsTokensToNodes, httpsGet } from "../e2e/_aicr.ts";
+import { aicr, bindsTokensToNodes, httpsGet, mintToken as mint } from "../e2e/_aicr.ts";
 import { record } from "./_report.ts";
 import { ENABLED } from "./_env.ts";
 
 const CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
 const SIGNER = "aicr.run/daemon-serving";
-
-async function mint(
-  admin: Api,
-  ns: string,
-  sa: string,
-  spec: { audiences?: string[]; pod?: Obj; node?: string },
-): Promise<string> {
-  const res = await admin.request("POST", `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
-    apiVersion: "authentication.k8s.io/v1",
-    kind: "TokenRequest",
-    spec: {
-      expirationSeconds: 600,
-      ...(spec.audiences ? { audiences: spec.audiences } : {}),
-      ...(spec.pod
-        ? {
-          boundObjectRef: {
-            apiVersion: "v1",
-            kind: "Pod",
-            name: spec.pod.metadata.name,
-            uid: spec.pod.metadata.uid,
-          },
-        }
-        : spec.node
-        ? { boundObjectRef: { apiVersion: "v1", kind: "Node", name: spec.node } }
-        : {}),
-    },
-  });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body.status.token as string;
-}
 
 /** Sends a CSR to the API server as the holder of `token`. */
 async function postCsrAs(
