@@ -167,6 +167,8 @@ export function parseSnapshot(text: string, options: ParseSnapshotOptions = {}):
     if (fast !== undefined) {
       // Our own layout, read without the library's node tree; an invalid document is read
       // again by the library below, for the error with its line.
+      const adopted = adoptSnapshot(fast);
+      if (adopted !== undefined) return adopted;
       try {
         return normalizeSnapshot(validateSnapshot(fast, rejectForLibrary));
       } catch (error) {
@@ -349,6 +351,87 @@ function decodeDocument(doc: Document, lineCounter: LineCounter, source: string)
 }
 
 type Fail = (path: (string | number)[], problem: string) => never;
+
+/**
+ * `normalizeSnapshot(validateSnapshot(value))` without the two copies, for a document our own
+ * writer wrote (read by `readSnapshotYaml`): when it is valid and already in canonical order
+ * (keys sorted, measurements in type order, the three metadata keys present, no empty context),
+ * it is the snapshot itself, its safe integers turned to numbers in place. Anything else gives
+ * undefined, and the caller validates and normalises as usual (with the error messages).
+ *
+ * @param value what `readSnapshotYaml` read (fresh objects, owned by the caller)
+ * @returns the snapshot, or undefined
+ */
+function adoptSnapshot(value: unknown): Snapshot | undefined {
+  if (!isRecord(value) || value.kind !== SNAPSHOT_KIND) return undefined;
+  const keys = Object.keys(value);
+  if (keys.length !== 4 || keys[2] !== "metadata" || keys[3] !== "measurements") return undefined;
+  if (typeof value.apiVersion !== "string" || !ACCEPTED_API_VERSIONS.includes(value.apiVersion)) {
+    return undefined;
+  }
+  const metadata = value.metadata;
+  if (!isRecord(metadata) || !isCanonicalStrings(metadata)) return undefined;
+  for (const key of ["timestamp", "version", "source-node"]) {
+    if (!Object.hasOwn(metadata, key)) return undefined;
+  }
+  const measurements = value.measurements;
+  if (!Array.isArray(measurements)) return undefined;
+  let lastOrder = -1;
+  for (const m of measurements) {
+    if (!isRecord(m) || !isMeasurementType(m.type)) return undefined;
+    const order = MEASUREMENT_TYPES.indexOf(m.type);
+    if (order < lastOrder) return undefined;
+    lastOrder = order;
+    if (m.subtypes === undefined) m.subtypes = [];
+    if (!Array.isArray(m.subtypes)) return undefined;
+    for (const s of m.subtypes) {
+      if (!isRecord(s) || typeof s.subtype !== "string" || !isRecord(s.data)) return undefined;
+      if (!adoptReadings(s.data)) return undefined;
+      if (s.context !== undefined && (!isRecord(s.context) || !isCanonicalStrings(s.context))) {
+        return undefined;
+      }
+      if (s.context !== undefined && Object.keys(s.context).length === 0) return undefined;
+    }
+  }
+  return value as unknown as Snapshot;
+}
+
+/** Whether a record's keys are in {@link sortKeys} order (array indices enumerate first). */
+function isSortedKeys(keys: readonly string[]): boolean {
+  let last: string | undefined;
+  for (const key of keys) {
+    if (ARRAY_INDEX_REGEXP.test(key) && Number(key) < 4294967295) continue;
+    if (last !== undefined && !(last < key)) return false;
+    last = key;
+  }
+  return true;
+}
+
+const ARRAY_INDEX_REGEXP = /^(?:0|[1-9][0-9]*)$/;
+
+/** Sorted keys and string values (metadata, context). */
+function isCanonicalStrings(record: Record<string, unknown>): boolean {
+  const keys = Object.keys(record);
+  for (const key of keys) if (typeof record[key] !== "string") return false;
+  return isSortedKeys(keys);
+}
+
+/** Sorted keys and scalar readings; safe bigints become numbers in place, as `toReading`. */
+function adoptReadings(data: Record<string, unknown>): boolean {
+  const keys = Object.keys(data);
+  for (const key of keys) {
+    const v = data[key];
+    if (typeof v === "string" || typeof v === "boolean" || typeof v === "number" || v === null) {
+      continue;
+    }
+    if (typeof v !== "bigint") return false;
+    if (v >= MIN_SAFE && v <= MAX_SAFE) data[key] = Number(v);
+  }
+  return isSortedKeys(keys);
+}
+
+const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
 function validateSnapshot(value: unknown, fail: Fail): Snapshot {
   if (!isRecord(value)) return fail([], "must be a mapping with kind, apiVersion and measurements");

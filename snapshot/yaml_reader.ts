@@ -52,8 +52,59 @@ function isScalar(value: unknown): boolean {
   return value === null || (typeof value !== "object" && value !== undefined);
 }
 
+/** Plain scalars read without the library: printable ASCII, no indicator first. */
+const SIMPLE_PLAIN_REGEXP = /^(?:[0-9A-Za-z_./(]|[-+][0-9A-Za-z.])[ -~]*$/;
+/** The YAML 1.2 core schema's decimal int and floats (the library's own tests). */
+const INT_REGEXP = /^[-+]?[0-9]+$/;
+const FLOAT_REGEXP = /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/;
+/** Plain texts the core schema reads as null, a bool, an octal or hex int, inf or NaN. */
+const OTHER_TAG_REGEXP =
+  /^(?:~|[Nn]ull|NULL|[Tt]rue|TRUE|[Ff]alse|FALSE|0o[0-7]+|0x[0-9a-fA-F]+|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/;
+/** Double-quoted printable ASCII whose only escapes are `\t`, `\n`, `\\` and `\"`. */
+const SIMPLE_QUOTED_REGEXP = /^"(?:[ !#-[\]-~]|\\[tn\\"])*"$/;
+const ESCAPE_REGEXP = /\\([tn\\"])/g;
+const ESCAPES: Record<string, string> = { t: "\t", n: "\n", "\\": "\\", '"': '"' };
+
+/**
+ * A one-line plain scalar the library reads as a string or a decimal number, or a simple
+ * double-quoted string, decoded without it (the library reads every other text); FAIL when in
+ * doubt. Plain: no `: ` or ` #` inside, no `:` or space at the end.
+ *
+ * @param text the scalar as written
+ * @param key whether it is a key (which stays the text: a key that reads as a number is left
+ *   to the library, as `007: x` is `"7"`)
+ */
+function simpleScalar(text: string, key: boolean): unknown {
+  if (text.charCodeAt(0) === 34) {
+    if (!SIMPLE_QUOTED_REGEXP.test(text)) return FAIL;
+    const inner = text.slice(1, -1);
+    return inner.includes("\\")
+      ? inner.replace(ESCAPE_REGEXP, (_, c) => ESCAPES[c] as string)
+      : inner;
+  }
+  if (
+    !SIMPLE_PLAIN_REGEXP.test(text) || text.includes(": ") || text.includes(" #") ||
+    text.endsWith(":") || text.endsWith(" ") || OTHER_TAG_REGEXP.test(text)
+  ) {
+    return FAIL;
+  }
+  if (INT_REGEXP.test(text)) return key ? FAIL : BigInt(text);
+  if (FLOAT_REGEXP.test(text)) return key ? FAIL : parseFloat(text);
+  return text;
+}
+
+/**
+ * A copy of a substring that does not keep the whole text alive: V8 makes a slice of 13 or more
+ * characters share its parent's buffer, so a cached key or reading would hold its whole file.
+ */
+function detach(text: string): string {
+  return (" " + text).slice(1);
+}
+
 /** The library's reading of `k: <text>`, when it is one scalar on that line. */
 function decodeValue(text: string): unknown {
+  const simple = simpleScalar(text, false);
+  if (simple !== FAIL) return simple;
   const known = values.get(text);
   if (known !== undefined || values.has(text)) return known;
   const js = libraryValue(`k: ${text}`) as Record<string, unknown> | typeof FAIL | null;
@@ -66,6 +117,8 @@ function decodeValue(text: string): unknown {
 
 /** The library's reading of the key in `<text>: 0`, nested as the keys the reader sees. */
 function decodeKey(text: string): string | typeof FAIL {
+  const simple = simpleScalar(text, true);
+  if (simple !== FAIL) return simple as string;
   const known = keys.get(text);
   if (known !== undefined) return known;
   // Nested, not at the document's start (where a byte order mark would be dropped).
@@ -127,11 +180,12 @@ function readMap(
   const pad = " ".repeat(indent);
   let i = at;
   for (; i < lines.length; i++) {
-    const line = lines[i] as string;
+    let line = lines[i] as string;
     if (!line.startsWith(pad) || line[indent] === " ") break;
     // Whole lines repeat across a fleet's files: one lookup per line, no slicing.
     let decoded = entries.get(line);
     if (decoded === undefined) {
+      line = detach(line);
       const parts = entry(line, indent);
       const key = parts ? decodeKey(parts[0]) : FAIL;
       const value = parts ? decodeValue(parts[1]) : FAIL;
