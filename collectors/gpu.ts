@@ -187,12 +187,16 @@ export function parseNvidiaSmi(xml: string): Subtype[] {
   return out;
 }
 
+/** {@link GPU_DETAIL_KEYS} with each path split into its steps once. */
+const GPU_DETAIL_STEPS: readonly (readonly [string, readonly (readonly string[])[]])[] =
+  GPU_DETAIL_KEYS.map(([key, ...paths]) => [key, paths.map((path) => path.split("/"))]);
+
 function gpuDetails(gpu: XmlElement): ReadingMap {
   const data: ReadingMap = {};
   const busId = gpu.attributes.id ?? textAt(gpu, "pci/pci_bus_id");
   if (busId) data["pci-bus-id"] = busId.trim();
-  for (const [key, ...paths] of GPU_DETAIL_KEYS) {
-    const value = firstPresent(gpu, paths);
+  for (const [key, paths] of GPU_DETAIL_STEPS) {
+    const value = firstPresentSteps(gpu, paths);
     if (value !== undefined) data[key] = value;
   }
   const migRoot = child(gpu, "mig_devices");
@@ -209,9 +213,19 @@ function gpuDetails(gpu: XmlElement): ReadingMap {
 }
 
 function firstPresent(element: XmlElement, paths: readonly string[]): string | undefined {
-  for (const path of paths) {
+  return firstPresentSteps(element, paths.map((path) => path.split("/")));
+}
+
+/** The trimmed text of the first path (given as steps) present below an element. */
+function firstPresentSteps(
+  element: XmlElement,
+  paths: readonly (readonly string[])[],
+): string | undefined {
+  for (const steps of paths) {
     let current: XmlElement | undefined = element;
-    for (const step of path.split("/")) current = child(current, step);
+    for (let i = 0; i < steps.length && current !== undefined; i++) {
+      current = child(current, steps[i] as string);
+    }
     if (current !== undefined) return current.text.trim();
   }
   return undefined;

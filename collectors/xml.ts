@@ -71,6 +71,16 @@ const PREDEFINED: Readonly<Record<string, string>> = {
   apos: "'",
 };
 const NAME_REGEXP = /[A-Za-z_:][-A-Za-z0-9_:.]*/y;
+/**
+ * A start tag without attributes or spaces, with (group 2) the text and end tag of a leaf whose
+ * text holds no markup or reference.
+ */
+const PLAIN_START_REGEXP = /<([A-Za-z_:][-A-Za-z0-9_:.]*)>(?:([^<&]*)<\/\1>)?/y;
+/** An end tag without spaces. */
+const PLAIN_END_REGEXP = /<\/([A-Za-z_:][-A-Za-z0-9_:.]*)>/y;
+const SLASH = 0x2f;
+const QUESTION = 0x3f;
+const BANG = 0x21;
 const ATTRIBUTE_REGEXP = /\s*([A-Za-z_:][-A-Za-z0-9_:.]*)\s*=\s*("([^"]*)"|'([^']*)')/y;
 
 /**
@@ -128,6 +138,7 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
     select: limits.select,
     stack: [],
     selections: [],
+    keeps: [],
     root: undefined,
     elements: 0,
     kept: 0,
@@ -141,29 +152,62 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
       pos = length;
       break;
     }
-    if (lt > pos) appendText(tree, decodeEntities(input.slice(pos, lt)));
+    // Character data is decoded only where it is kept or checked (see `appendText`).
+    if (lt > pos && needsText(tree)) appendText(tree, decodeEntities(input.slice(pos, lt)));
     pos = lt;
-    if (input.startsWith("<?", pos)) {
-      pos = indexOrFail("?>", pos + 2, "processing instruction") + 2;
-    } else if (input.startsWith("<!--", pos)) {
-      pos = indexOrFail("-->", pos + 4, "comment") + 3;
-    } else if (input.startsWith("<![CDATA[", pos)) {
-      const end = indexOrFail("]]>", pos + 9, "CDATA section");
-      if (tree.stack.length === 0) fail("CDATA outside the root element");
-      appendText(tree, input.slice(pos + 9, end));
-      pos = end + 3;
-    } else if (input.startsWith("<!DOCTYPE", pos)) {
-      if (tree.root !== undefined || tree.stack.length > 0) fail("DOCTYPE after the root element");
-      pos = skipDoctype(input, pos + 9, fail);
-    } else if (input.startsWith("</", pos)) {
+    const next = input.charCodeAt(pos + 1);
+    if (next === SLASH) {
+      PLAIN_END_REGEXP.lastIndex = pos;
+      const end = PLAIN_END_REGEXP.exec(input);
+      if (end) {
+        closeElement(tree, end[1] as string);
+        pos = PLAIN_END_REGEXP.lastIndex;
+        continue;
+      }
       const { name, close } = readEndTag(input, pos, fail);
       closeElement(tree, name);
       pos = close + 1;
-    } else {
-      const tag = readStartTag(input, pos, fail);
-      pos = tag.end;
-      openElement(tree, tag.element, tag.selfClosing);
+      continue;
     }
+    if (next === QUESTION) {
+      pos = indexOrFail("?>", pos + 2, "processing instruction") + 2;
+      continue;
+    }
+    if (next === BANG) {
+      if (input.startsWith("<!--", pos)) {
+        pos = indexOrFail("-->", pos + 4, "comment") + 3;
+        continue;
+      }
+      if (input.startsWith("<![CDATA[", pos)) {
+        const end = indexOrFail("]]>", pos + 9, "CDATA section");
+        if (tree.stack.length === 0) fail("CDATA outside the root element");
+        appendText(tree, input.slice(pos + 9, end));
+        pos = end + 3;
+        continue;
+      }
+      if (input.startsWith("<!DOCTYPE", pos)) {
+        if (tree.root !== undefined || tree.stack.length > 0) {
+          fail("DOCTYPE after the root element");
+        }
+        pos = skipDoctype(input, pos + 9, fail);
+        continue;
+      }
+    }
+    // The common start tag, `<name>` with no attribute or space, and with it, when it is a
+    // leaf (`<name>text</name>`, text without markup or references), its text and end tag, in
+    // one match: the same steps as the general path below (open, text, close).
+    PLAIN_START_REGEXP.lastIndex = pos;
+    const plain = PLAIN_START_REGEXP.exec(input);
+    if (plain) {
+      const name = plain[1] as string;
+      pos += name.length + 2;
+      openPlain(tree, name, plain[2]);
+      pos = PLAIN_START_REGEXP.lastIndex;
+      continue;
+    }
+    const tag = readStartTag(input, pos, fail);
+    pos = tag.end;
+    openElement(tree, tag.element, tag.selfClosing);
   }
   if (tree.stack.length > 0) {
     throw new XmlError(
@@ -186,6 +230,8 @@ interface TreeBuilder {
   stack: XmlElement[];
   /** Per open element: its selection (undefined = keep everything), or SKIP when not built. */
   selections: (XmlSelection | typeof SKIP | undefined)[];
+  /** Per open element: whether its text is kept. */
+  keeps: boolean[];
   root: XmlElement | undefined;
   /** Elements read, and elements built. */
   elements: number;
@@ -194,15 +240,21 @@ interface TreeBuilder {
   fail: (reason: string) => never;
 }
 
+/**
+ * Whether character data at this point is kept or checked: outside the root (it must be blank),
+ * in a whole-tree parse, or in a selected leaf. Anything else is read past without decoding.
+ */
+function needsText(tree: TreeBuilder): boolean {
+  return tree.stack.length === 0 || tree.keeps[tree.keeps.length - 1] === true;
+}
+
 function appendText(tree: TreeBuilder, text: string): void {
   const top = tree.stack[tree.stack.length - 1];
   if (!top) {
     if (text.trim() !== "") tree.fail("text outside the root element");
     return;
   }
-  const selection = tree.selections[tree.selections.length - 1];
-  // Text is kept for whole-tree parses and for the selection's leaves only.
-  if (selection === undefined || (selection !== SKIP && isLeaf(selection))) top.text += text;
+  if (tree.keeps[tree.keeps.length - 1]) top.text += text;
 }
 
 function openElement(tree: TreeBuilder, element: XmlElement, selfClosing: boolean): void {
@@ -228,12 +280,46 @@ function openElement(tree: TreeBuilder, element: XmlElement, selfClosing: boolea
     }
     tree.stack.push(element);
     tree.selections.push(selection);
+    // Text is kept for whole-tree parses and for the selection's leaves only.
+    tree.keeps.push(selection === undefined || (selection !== SKIP && isLeaf(selection)));
   }
+}
+
+/**
+ * A plain start tag (see {@link PLAIN_START_REGEXP}) and, given the leaf's text, its text and
+ * end tag: {@link openElement}, the text and {@link closeElement}, in their order and with their
+ * checks, without building an element the selection skips.
+ */
+function openPlain(tree: TreeBuilder, name: string, leafText: string | undefined): void {
+  const depth = tree.stack.length;
+  const parentSelection = tree.selections[depth - 1];
+  if (
+    depth > 0 &&
+    (parentSelection === SKIP ||
+      (parentSelection !== undefined && !Object.hasOwn(parentSelection, name)))
+  ) {
+    if (++tree.elements > tree.maxElements) {
+      tree.fail(`too many elements: limit is ${tree.maxElements}`);
+    }
+    if (depth >= tree.maxDepth) tree.fail(`elements nest too deep: limit is ${tree.maxDepth}`);
+    if (leafText === undefined) {
+      tree.stack.push({ name, attributes: {}, children: [], text: "" });
+      tree.selections.push(SKIP);
+      tree.keeps.push(false);
+    }
+    return;
+  }
+  const element: XmlElement = { name, attributes: {}, children: [], text: "" };
+  openElement(tree, element, false);
+  if (leafText === undefined) return;
+  if (leafText !== "" && tree.keeps[tree.keeps.length - 1]) element.text = leafText;
+  closeElement(tree, name);
 }
 
 function closeElement(tree: TreeBuilder, name: string): void {
   const top = tree.stack.pop();
   tree.selections.pop();
+  tree.keeps.pop();
   if (!top || top.name !== name) {
     tree.fail(`end tag '${name}' does not match '${top?.name ?? ""}'`);
   }
@@ -344,7 +430,9 @@ function skipDoctype(input: string, from: number, fail: (reason: string) => neve
  * @returns the child, if any
  */
 export function child(element: XmlElement | undefined, name: string): XmlElement | undefined {
-  return element?.children.find((c) => c.name === name);
+  if (element === undefined) return undefined;
+  for (const c of element.children) if (c.name === name) return c;
+  return undefined;
 }
 
 /**

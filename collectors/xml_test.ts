@@ -75,3 +75,22 @@ Deno.test("parseXml() with a selection builds only the selected elements and the
     /too many elements to keep: limit is 3/,
   );
 });
+
+Deno.test("parseXml() reads plain tags and leaves as it reads spaced, attributed and referencing ones", () => {
+  const plain = parseXml("<a><b>x y</b><c><d>1</d></c><e></e></a>");
+  const general = parseXml("<a ><b >x y</b ><c\n><d >1</d\n></c ><e ></e ></a >");
+  assert.deepEqual(plain, general);
+  assert.equal(parseXml("<a><b>x&amp;y</b></a>").children[0]?.text, "x&y");
+  // Skipped plain elements still count, nest and match.
+  const select = { b: {} };
+  assert.throws(() => parseXml("<a><s>1</s><s>2</s></a>", { select, maxElements: 2 }), /too many/);
+  assert.throws(() => parseXml("<a><s><t>1</t></s></a>", { select, maxDepth: 2 }), /nest too deep/);
+  assert.throws(() => parseXml("<a><s><t>1</t></a></s>", { select }), /does not match/);
+  assert.throws(() => parseXml("<a><b>1</b>", { select }), /element 'a' is not closed/);
+  assert.deepEqual(
+    parseXml("<a><s><b>1</b></s><b>2</b></a>", { select }).children.map((c) => c.text),
+    [
+      "2",
+    ],
+  );
+});
