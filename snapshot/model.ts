@@ -188,7 +188,8 @@ export function compareKeys(a: string, b: string): number {
 
 function sortKeys<T>(record: Record<string, T>): Record<string, T> {
   const out: Record<string, T> = {};
-  for (const key of Object.keys(record).sort(compareKeys)) setOwn(out, key, record[key] as T);
+  // The default order of `sort()` is `compareKeys`' (UTF-16 code units), without a callback.
+  for (const key of Object.keys(record).sort()) setOwn(out, key, record[key] as T);
   return out;
 }
 

@@ -3,10 +3,11 @@
  * library writes for it (`encodeSnapshot`'s options), without building a YAML node tree per
  * document. A scalar whose form is beyond doubt is written directly: a plain string the library
  * leaves plain (decided by the library's own YAML 1.1 tag tests), a printable ASCII string it
- * double-quotes, a finite number, a bigint, a boolean, null. The library decides any other scalar
- * (a tab, non-ASCII text, a very long key: once, then cached, so a fleet whose snapshots share
- * readings pays once), and writes a reading that takes several lines (a block scalar) together
- * with its key, nested as deep as it sits, so its indentation rules see the same context.
+ * double-quotes (with tabs too), plain lines of printable ASCII (a literal block scalar), a finite
+ * number, a bigint, a boolean, null. The library decides any other scalar (non-ASCII text, a very
+ * long key: once, then cached, so a fleet whose snapshots share readings pays once), and writes
+ * any other reading that takes several lines (a block scalar) together with its key, nested as
+ * deep as it sits, so its indentation rules see the same context.
  *
  * Why: a fleet fetch writes every node's snapshot as YAML; through the library that costs
  * ~60 ms for a 270 KiB snapshot, a minute of CPU for 1,000 nodes; and the agent writes one
@@ -75,21 +76,41 @@ const QUOTABLE = /^[ !#-[\]-~]*$/;
 /** The library's longest implicit key is 1024 characters; far below that, no doubt. */
 const MAX_DIRECT_KEY = 1000;
 
-/** Tests of the YAML 1.1 tags a plain string could be read as (null, bool, int, float, ...). */
-let resolvingTests: RegExp[] | undefined;
+/**
+ * Printable ASCII and tabs, with a tab: the library double-quotes such a value (see
+ * `snapshotYamlDocument`), and its double-quoted form of it is JSON's (nothing but `"`, `\` and
+ * the tab escaped; no line to fold at `lineWidth: 0`).
+ */
+const TABBED = /^[\t -~]*\t[\t -~]*$/;
+/**
+ * Two or more lines of printable ASCII, each starting and ending with a non-space: the library
+ * writes such a value as a literal block scalar, stripped (`|-`), each line at the pair's indent
+ * plus two.
+ */
+const PLAIN_LINES = /^[!-~](?:[ -~]*[!-~])?(?:\n[!-~](?:[ -~]*[!-~])?)+$/;
 
-function tagTests(): RegExp[] {
-  if (resolvingTests) return resolvingTests;
+/**
+ * The YAML 1.1 tags a plain string could be read as (null, bool, int, float, ...): the library's
+ * own tests, in one pattern (each is anchored at both ends, so one alternation of them matches
+ * where any of them does).
+ */
+let resolvingTest: RegExp | undefined;
+
+function tagTest(): RegExp {
+  if (resolvingTest) return resolvingTest;
   const schema = new Document(null, { version: "1.1" }).schema;
   const tags = [...schema.tags, ...(schema.compat ?? [])] as {
     default?: boolean | string;
     tag?: string;
     test?: RegExp;
   }[];
-  resolvingTests = tags
+  const tests = tags
     .filter((t) => t.default && t.tag !== "tag:yaml.org,2002:str" && t.test)
     .map((t) => t.test as RegExp);
-  return resolvingTests;
+  resolvingTest = tests.every((t) => t.flags === "")
+    ? new RegExp(tests.map((t) => `(?:${t.source})`).join("|"))
+    : { test: (text: string) => tests.some((t) => t.test(text)) } as RegExp;
+  return resolvingTest;
 }
 
 /**
@@ -106,9 +127,7 @@ function directString(text: string, isKey: boolean): string | undefined {
   if (isKey && (text === "" || text.length > MAX_DIRECT_KEY)) return undefined;
   // Needing quotes and holding no `"`, it is double-quoted, with nothing to escape.
   if (NOT_PLAIN.test(text)) return `"${text}"`;
-  for (const test of tagTests()) {
-    if (test.test(text)) return `"${text}"`;
-  }
+  if (tagTest().test(text)) return `"${text}"`;
   return text;
 }
 
@@ -116,7 +135,8 @@ function directString(text: string, isKey: boolean): string | undefined {
 function directValue(value: Reading): string | undefined {
   switch (typeof value) {
     case "string":
-      return directString(value, false);
+      return directString(value, false) ??
+        (TABBED.test(value) ? JSON.stringify(value) : undefined);
     case "number":
       return Number.isFinite(value) && !Object.is(value, -0) ? JSON.stringify(value) : undefined;
     case "bigint":
@@ -198,6 +218,11 @@ function writeMap(
   for (const key of entries) {
     const value = record[key] as Reading;
     const k = keyText(key);
+    if (k !== null && typeof value === "string" && PLAIN_LINES.test(value)) {
+      const inner = `${indent}  `;
+      out.push(`${indent}${k}: |-\n${inner}${value.replaceAll("\n", `\n${inner}`)}\n`);
+      continue;
+    }
     const v = valueText(value);
     if (k === null || v === null) pairWithLibrary(out, indent, key, value);
     else out.push(`${indent}${k}: ${v}\n`);

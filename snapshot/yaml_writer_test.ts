@@ -77,3 +77,28 @@ Deno.test("yaml writer: 300 random snapshots of tricky keys and readings, as the
     assert.equal(encodeSnapshot(snapshot), library(snapshot), `seed ${seed}`);
   }
 });
+
+Deno.test("yaml writer: tabbed strings and plain lines are written directly, as the library writes them", () => {
+  const readings = [
+    "\tlead tab",
+    "trail tab\t",
+    'tab\t"quoted"\tand\\back',
+    "tab\t# x: y",
+    "file\npipe\nsocket",
+    "a b\nc d\n- e\n: f",
+    "a\n---\n...\n%x",
+    "#x\n|\n>",
+    "yes\nno",
+    // Beyond plain lines: left to the library.
+    "a\n\nb",
+    "a\n b",
+    "a \nb",
+    "a\tb\nc",
+  ];
+  for (const value of readings) {
+    const snapshot = sampleSnapshot({ nodeName: "n1" });
+    (snapshot.measurements[0]!.subtypes[0]!.data as Record<string, Reading>).v = value;
+    snapshot.metadata.version = value;
+    assert.equal(encodeSnapshot(snapshot), library(snapshot), JSON.stringify(value));
+  }
+});
