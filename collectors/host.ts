@@ -5,8 +5,17 @@
  * @module
  */
 import { spawn } from "node:child_process";
-import { closeSync, constants as fsConstants, openSync, readdirSync, readSync } from "node:fs";
-import { access, lstat } from "node:fs/promises";
+import {
+  accessSync,
+  closeSync,
+  constants as fsConstants,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+} from "node:fs";
+import { lstat } from "node:fs/promises";
 import path from "node:path";
 import process from "node:process";
 import {
@@ -17,6 +26,8 @@ import {
   UnavailableError,
 } from "../errors.ts";
 import { concatBytes } from "../io.ts";
+import { Buffer } from "node:buffer";
+import { decodeUtf8 } from "./status.ts";
 import type { CommandRunner, DirEntry, HostReader, RunOptions, RunResult } from "./types.ts";
 
 /** Default read bound: upstream's file parser rejects files above 1 MiB. */
@@ -102,6 +113,36 @@ function readBounded(full: string, hostPath: string, maxBytes: number): Uint8Arr
 }
 
 /**
+ * Reads a small text file in one call (open, read to the end, close and decode, all in the
+ * runtime's native code): its UTF-8 text, or undefined when it cannot be read, is larger than
+ * `maxBytes` or is not valid UTF-8. The one-call read replaces what cannot be decoded with U+FFFD,
+ * so text holding U+FFFD (or a BOM) is read again byte for byte and decoded strictly.
+ *
+ * @param full the path to open
+ * @param maxBytes the bound
+ * @returns the text, or undefined
+ */
+function readSmallText(full: string, maxBytes: number): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(full, "utf8");
+  } catch {
+    return undefined;
+  }
+  // Every UTF-16 code unit of decoded UTF-8 came from at least one byte.
+  if (text.length > maxBytes) return undefined;
+  if (text.includes("\ufffd") || text.charCodeAt(0) === 0xfeff) {
+    try {
+      return decodeUtf8(readBounded(full, full, maxBytes));
+    } catch {
+      return undefined;
+    }
+  }
+  if (text.length * 3 > maxBytes && Buffer.byteLength(text, "utf8") > maxBytes) return undefined;
+  return text;
+}
+
+/**
  * Creates a reader of host files under `root` (default `/`).
  *
  * @param options `root`: directory prepended to every absolute path
@@ -139,6 +180,13 @@ export function createHostReader(options: { root?: string } = {}): HostReader {
         return Promise.reject(toToolError(error, `list '${hostPath}'`));
       }
     },
+    readTexts(paths: readonly string[], maxBytes: number): Promise<(string | undefined)[]> {
+      try {
+        return Promise.resolve(paths.map((hostPath) => readSmallText(resolve(hostPath), maxBytes)));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    },
     async exists(hostPath: string): Promise<boolean> {
       try {
         await lstat(resolve(hostPath));
@@ -151,28 +199,32 @@ export function createHostReader(options: { root?: string } = {}): HostReader {
 }
 
 /**
- * Finds an executable on a PATH string.
+ * Finds an executable on a PATH string, with synchronous calls: a run starts its process before
+ * the caller's next step (the GPU collector's nvidia-smi runs beside the OS collector's reads,
+ * which would otherwise hold back a promise-based lookup until they are done).
  *
  * @param command a bare name or a path containing `/`
  * @param searchPath a `:`-separated PATH
  * @returns the absolute path, or undefined when not found
  */
-export async function findExecutable(
-  command: string,
-  searchPath: string,
-): Promise<string | undefined> {
+export function findExecutable(command: string, searchPath: string): string | undefined {
   const candidates = command.includes("/")
     ? [path.resolve(command)]
     : searchPath.split(":").filter((dir) => dir !== "").map((dir) => path.join(dir, command));
   for (const candidate of candidates) {
     try {
-      await access(candidate, fsConstants.X_OK);
-      const info = await lstat(candidate).catch(() => undefined);
-      if (info?.isDirectory()) continue;
-      return candidate;
+      accessSync(candidate, fsConstants.X_OK);
     } catch {
-      // not here; try the next directory
+      continue; // not here; try the next directory
     }
+    let isDirectory = false;
+    try {
+      isDirectory = lstatSync(candidate).isDirectory();
+    } catch {
+      // gone since: taken as found, as before
+    }
+    if (isDirectory) continue;
+    return candidate;
   }
   return undefined;
 }
@@ -189,7 +241,7 @@ export function createCommandRunner(options: { path?: string } = {}): CommandRun
     async run(command: string, args: string[], runOptions: RunOptions): Promise<RunResult> {
       const { timeoutMs, signal, maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES } = runOptions;
       const display = [command, ...args].join(" ");
-      const executable = await findExecutable(command, searchPath);
+      const executable = findExecutable(command, searchPath);
       if (executable === undefined) {
         // The PATH itself stays out of the message: it ends up in snapshots.
         throw new NotFoundError(`Cannot run '${command}': it is not on PATH`);

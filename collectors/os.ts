@@ -150,6 +150,26 @@ export async function readSysctl(host: HostReader, signal?: AbortSignal): Promis
   }
   await walk(SYSCTL_ROOT);
   files.sort();
+  throwIfAborted(signal, "sysctl");
+  const texts = host.readTexts
+    ? await host.readTexts(files, MAX_OS_FILE_BYTES)
+    : await readEach(host, files, signal);
+  const data: ReadingMap = {};
+  let skipped = 0;
+  files.forEach((file, index) => {
+    const text = texts[index];
+    if (text === undefined) skipped++;
+    else Object.assign(data, parseSysctlFile(file, text));
+  });
+  return { data, skipped, files: files.length };
+}
+
+/** Reads each file with `readFile`, a few at a time: its text, or undefined when unreadable. */
+async function readEach(
+  host: HostReader,
+  files: readonly string[],
+  signal?: AbortSignal,
+): Promise<(string | undefined)[]> {
   const texts = new Array<string | undefined>(files.length);
   let next = 0;
   async function worker(): Promise<void> {
@@ -160,14 +180,7 @@ export async function readSysctl(host: HostReader, signal?: AbortSignal): Promis
     }
   }
   await Promise.all(Array.from({ length: SYSCTL_READ_CONCURRENCY }, worker));
-  const data: ReadingMap = {};
-  let skipped = 0;
-  files.forEach((file, index) => {
-    const text = texts[index];
-    if (text === undefined) skipped++;
-    else Object.assign(data, parseSysctlFile(file, text));
-  });
-  return { data, skipped, files: files.length };
+  return texts;
 }
 
 async function readText(host: HostReader, path: string): Promise<string> {

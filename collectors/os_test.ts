@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import { readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { NotFoundError, PermissionError, ToolError } from "../errors.ts";
-import { statusOf } from "./status.ts";
+import { decodeUtf8, statusOf } from "./status.ts";
 import { createHostReader } from "./host.ts";
 import {
   collectOs,
@@ -75,6 +76,46 @@ Deno.test("readSysctl() walks the fixture tree without net, cdrom, symlinks, ove
   });
   assert.equal(skipped, 2); // oversized and non_utf8
   assert.equal(files, 10);
+});
+
+Deno.test("createHostReader() readTexts() reads as readFile and a strict UTF-8 decode would", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "aicr-readtexts-"));
+  try {
+    const files: Record<string, Uint8Array | string> = {
+      plain: "60\n",
+      empty: "",
+      bom: "\ufeffwith a BOM",
+      replacement: "a real \ufffd is text",
+      invalid: Uint8Array.of(0x61, 0xff, 0x62),
+      // 600 two-byte characters: 1,200 bytes in 600 UTF-16 code units.
+      wide: "\u00e9".repeat(600),
+      narrow: "e".repeat(1000),
+    };
+    for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
+    mkdirSync(join(dir, "a-directory"));
+    const host = createHostReader({ root: dir });
+    const paths = [...Object.keys(files), "a-directory", "missing"].map((name) => `/${name}`);
+    const texts = await host.readTexts!(paths, 1000);
+    const oneByOne = await Promise.all(
+      paths.map((path) =>
+        host.readFile(path, 1000).then((bytes) => decodeUtf8(bytes), () => undefined)
+      ),
+    );
+    assert.deepEqual(texts, oneByOne);
+    assert.deepEqual(texts, [
+      "60\n",
+      "",
+      "\ufeffwith a BOM",
+      "a real \ufffd is text",
+      undefined,
+      undefined,
+      "e".repeat(1000),
+      undefined,
+      undefined,
+    ]);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
 });
 
 Deno.test("readSysctl() fails as a whole when a directory cannot be listed", async () => {

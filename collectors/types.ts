@@ -73,6 +73,12 @@ export interface HostReader {
   readDir(path: string): Promise<DirEntry[]>;
   /** Whether a path exists (false on any error). */
   exists(path: string): Promise<boolean>;
+  /**
+   * Reads many small text files in one go (the sysctl walk's): each file's UTF-8 text, or
+   * undefined where the file cannot be read, has more than `maxBytes` bytes or is not valid
+   * UTF-8. Optional: without it, each file is read with {@link readFile}.
+   */
+  readTexts?(paths: readonly string[], maxBytes: number): Promise<(string | undefined)[]>;
 }
 
 /** Options of {@link CommandRunner.run}. */
