@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { createHash } from "node:crypto";
+import process from "node:process";
 import { UsageError } from "../errors.ts";
 import { createCohortReader, INSTANCE_TYPE_LABELS, NODE_POOL_LABELS } from "./cohort.ts";
 import { DEFAULT_IGNORE_PATTERNS, diffSnapshots } from "./diff.ts";
@@ -50,6 +50,9 @@ export const DRIFT_MEASUREMENT_TYPES: readonly MeasurementType[] = MEASUREMENT_T
  */
 export function cohortKey(values: Record<string, string | null>): string {
   const sorted = Object.keys(values).sort().map((k) => [k, values[k] ?? null]);
+  // Loaded on first use: `node:crypto` costs about 8 ms of CPU to load, which every command
+  // paid at start (this module is evaluated with the snapshot folder) and few need.
+  const { createHash } = process.getBuiltinModule("node:crypto");
   return createHash("sha256").update(JSON.stringify(sorted)).digest("hex").slice(0, 16);
 }
 
