@@ -8,7 +8,12 @@ import { collectMeasurements } from "../collectors/mod.ts";
 import type { CollectOptions, CollectorDeps, CollectorReport } from "../collectors/mod.ts";
 import { NotFoundError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { createSnapshot, encodeSnapshot, findMeasurement } from "../snapshot/mod.ts";
+import {
+  createSnapshot,
+  encodeSnapshot,
+  findMeasurement,
+  TOPOLOGY_SCOPE_METADATA,
+} from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget } from "../snapshot/mod.ts";
 import { deliverSnapshot } from "./sinks.ts";
 import type { SinkDeps } from "./sinks.ts";
@@ -93,6 +98,10 @@ export async function collectSnapshot(
     version: deps.version,
     nodeName: options.nodeName,
   });
+  // Said at the top of the document too: this NodeTopology is this node's, not the cluster's.
+  if (options.collect?.topologyScope === "node") {
+    snapshot.metadata[TOPOLOGY_SCOPE_METADATA] = "node";
+  }
   return { snapshot, reports };
 }
 

@@ -6,7 +6,7 @@ import { createCommandRunner, createHostReader } from "../collectors/mod.ts";
 import { NotFoundError } from "../errors.ts";
 import { NOOP_LOGGER } from "../log.ts";
 import { parseSnapshot } from "../snapshot/mod.ts";
-import { REQUIRE_GPU_MESSAGE, runAgent } from "./run.ts";
+import { collectSnapshot, REQUIRE_GPU_MESSAGE, runAgent } from "./run.ts";
 import type { AgentDeps } from "./run.ts";
 
 const FIXTURE = new URL("../tests/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url);
@@ -72,6 +72,28 @@ Deno.test("runAgent() writes a valid snapshot of a host tree with the GPU of a f
   } finally {
     await rm(root, { recursive: true, force: true });
     await rm(path, { recursive: true, force: true });
+  }
+});
+
+Deno.test("collectSnapshot() says topology-scope: node in the metadata when its NodeTopology is the node's own (the daemon), and nothing in Job mode", async () => {
+  const root = await hostTree();
+  try {
+    const d = deps(root, "/nonexistent", []);
+    const own = await collectSnapshot(d, {
+      nodeName: "gpu-node-1",
+      collect: { only: ["topology"], topologyScope: "node" },
+    });
+    assert.equal(own.snapshot.metadata["topology-scope"], "node");
+    const topology = own.snapshot.measurements[0];
+    assert.equal(topology?.subtypes[0]?.data.scope, "node");
+    const job = await collectSnapshot(d, {
+      nodeName: "gpu-node-1",
+      collect: { only: ["topology"] },
+    });
+    assert.equal(job.snapshot.metadata["topology-scope"], undefined);
+    assert.equal(job.snapshot.measurements[0]?.subtypes[0]?.data.scope, undefined);
+  } finally {
+    await rm(root, { recursive: true, force: true });
   }
 });
 

@@ -170,6 +170,8 @@ function defaultMakeCollect(deps: CliDeps): (options: MakeCollectOptions) => Col
           nodeName: options.nodeName,
           collect: {
             maxNodesPerEntry: options.maxNodesPerEntry,
+            // Its own Node only (one GET): the fleet fetch lists the cluster once per fetch.
+            topologyScope: "node",
             ...(options.systemdUnits?.length ? { systemdUnits: options.systemdUnits } : {}),
           },
           signal,

@@ -11,8 +11,9 @@ import { collectK8s, k8sUnavailable } from "./k8s.ts";
 import { collectOs, osUnavailable } from "./os.ts";
 import { messageOf } from "./status.ts";
 import { collectSystemd, systemdUnavailable } from "./systemd.ts";
-import { collectTopology, topologyUnavailable } from "./topology.ts";
+import { collectOwnTopology, collectTopology, topologyUnavailable } from "./topology.ts";
 import {
+  type ClusterReader,
   type CollectOptions,
   COLLECTOR_NAMES,
   COLLECTOR_TYPES,
@@ -21,6 +22,7 @@ import {
   type CollectorReport,
   type CollectResult,
   DEFAULT_TIMEOUTS_MS,
+  type KubeNode,
 } from "./types.ts";
 
 type Runner = (
@@ -41,12 +43,17 @@ const RUNNERS: Readonly<Record<CollectorName, Runner>> = {
       options.systemdUnits === undefined ? { signal } : { signal, units: options.systemdUnits },
     ),
   topology: (deps, signal, _timeoutMs, options) =>
-    collectTopology(
-      deps,
-      options.maxNodesPerEntry === undefined
-        ? { signal }
-        : { signal, maxNodesPerEntry: options.maxNodesPerEntry },
-    ),
+    options.topologyScope === "node"
+      ? collectOwnTopology(deps, {
+        signal,
+        nodeName: options.nodeName ?? resolveNodeName(deps.env),
+      })
+      : collectTopology(
+        deps,
+        options.maxNodesPerEntry === undefined
+          ? { signal }
+          : { signal, maxNodesPerEntry: options.maxNodesPerEntry },
+      ),
 };
 
 const FALLBACKS: Readonly<
@@ -77,6 +84,10 @@ export async function collectMeasurements(
   options: CollectOptions = {},
 ): Promise<CollectResult> {
   const now = deps.now ?? (() => performance.now());
+  // Node scope: the K8s and NodeTopology collectors read the same Node, once.
+  if (deps.cluster && options.topologyScope === "node") {
+    deps = { ...deps, cluster: shareNodeReads(deps.cluster, options.signal) };
+  }
   const selected = COLLECTOR_NAMES.filter((name) =>
     options.only === undefined || options.only.includes(name)
   );
@@ -85,6 +96,18 @@ export async function collectMeasurements(
     measurements: results.map((r) => r.measurement),
     reports: results.map((r) => r.report),
   };
+}
+
+/** The reader with `getNode` asked once per name for one collection. */
+function shareNodeReads(cluster: ClusterReader, signal: AbortSignal | undefined): ClusterReader {
+  const reads = new Map<string, Promise<KubeNode>>();
+  const shared: ClusterReader = Object.create(cluster);
+  shared.getNode = (name) => {
+    let read = reads.get(name);
+    if (!read) reads.set(name, read = cluster.getNode(name, signal));
+    return read;
+  };
+  return shared;
 }
 
 async function runOne(

@@ -285,6 +285,24 @@ Deno.test("collectMeasurements() runs all five concurrently and returns them in 
   assertEveryContext(measurements);
 });
 
+Deno.test("collectMeasurements() with topologyScope node reads its own Node once for K8s and NodeTopology, and lists no node", async () => {
+  const cluster = await createRecordedCluster();
+  const { measurements, reports } = await collectMeasurements(
+    baseDeps({ cluster, env: (name) => (name === "NODE_NAME" ? "gpu-node-1" : undefined) }),
+    { only: ["k8s", "topology"], topologyScope: "node" },
+  );
+  for (const r of reports) assert.equal(r.status, "ok", `${r.collector}: ${r.error}`);
+  const nodeCalls = cluster.calls.filter((c) => /Node/.test(c.method));
+  assert.deepEqual(nodeCalls.map((c) => [c.method, c.args]), [["getNode", { name: "gpu-node-1" }]]);
+  const topology = measurements.find((m) => m.type === "NodeTopology");
+  assert.equal(topology?.subtypes[0]?.data.scope, "node");
+  assert.equal(topology?.subtypes[0]?.data["node-count"], 1);
+  // The default stays upstream's: one LIST of every node.
+  const listed = await createRecordedCluster();
+  await collectMeasurements(baseDeps({ cluster: listed }), { only: ["topology"] });
+  assert.deepEqual(listed.calls.map((c) => c.method), ["listNodes"]);
+});
+
 Deno.test("collectMeasurements() gives a hanging collector its timeout status without holding up the rest", async () => {
   // Far beyond any deadline of the test: only the collector's own timeout can end this read.
   const cluster = createFakeCluster({ delayMs: 600_000 });

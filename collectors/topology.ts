@@ -11,6 +11,12 @@
  *   `key.<value>: "<value>|<nodes>"`.
  * - `summary`: `node-count`, `taint-count`, `label-count` (ints; counts of the maps).
  *
+ * Two scopes. `cluster` (the Job's agent, as upstream): one LIST of every node. `node` (the
+ * DaemonSet's daemon): a GET of its own Node only, folded the same way (so `label` and `taint`
+ * name that node alone), and `summary` carries `scope: node` beside `node-count: 1`, so nobody
+ * reads one daemon's answer as the cluster's; `aicr daemonset fetch` collects the cluster's
+ * topology once per fetch instead (`controller/fleet_topology.ts`).
+ *
  * @module
  */
 import type { Measurement, ReadingMap, SourceStatus } from "../snapshot/mod.ts";
@@ -19,6 +25,16 @@ import { messageOf, statusOf, subtype } from "./status.ts";
 import type { CollectorDeps, KubeNode } from "./types.ts";
 
 const SOURCE = "LIST /api/v1/nodes";
+
+/** What a NodeTopology measurement covers: every node, or the collecting node alone. */
+export type TopologyScope = "cluster" | "node";
+
+/** The `summary` reading of a node-scoped topology: `scope: node`. */
+export const NODE_SCOPE_READING = "scope";
+
+function ownSource(nodeName: string): string {
+  return `GET /api/v1/nodes/${nodeName}`;
+}
 
 /**
  * Formats a node list: sorted, comma-joined, truncated to `max` names plus ` (+K more)`.
@@ -117,6 +133,67 @@ export function topologyUnavailable(status: SourceStatus, message: string): Meas
       subtype(name, {}, status, SOURCE, message)
     ),
   };
+}
+
+/**
+ * The topology of one node alone, as a daemon reports it: its labels and taints folded as
+ * {@link foldTopology} folds a cluster (each list names this node only), `summary` with
+ * `scope: node`.
+ *
+ * @param node the node object
+ * @returns `summary`, `taint` and `label` readings
+ */
+export function foldOwnTopology(
+  node: KubeNode,
+): { summary: ReadingMap; taint: ReadingMap; label: ReadingMap } {
+  const folded = foldTopology([node]);
+  return { ...folded, summary: { ...folded.summary, [NODE_SCOPE_READING]: "node" } };
+}
+
+/**
+ * This node's topology: one GET of its own Node (the daemon's scope). Never throws.
+ *
+ * @param deps the cluster reader
+ * @param options the node and signal
+ * @returns the measurement
+ */
+export async function collectOwnTopology(
+  deps: Pick<CollectorDeps, "cluster">,
+  options: { nodeName: string; signal?: AbortSignal },
+): Promise<Measurement> {
+  const { cluster } = deps;
+  const source = ownSource(options.nodeName);
+  const failed = (status: SourceStatus, message: string): Measurement => ({
+    type: "NodeTopology",
+    subtypes: ["summary", "taint", "label"].map((name) =>
+      subtype(
+        name,
+        name === "summary" ? { [NODE_SCOPE_READING]: "node" } : {},
+        status,
+        source,
+        message,
+      )
+    ),
+  });
+  if (cluster === undefined) {
+    return failed("absent", "Cannot read this node: no Kubernetes client (not in a cluster)");
+  }
+  if (!options.nodeName) {
+    return failed("absent", "Cannot read this node: its name is unknown (set NODE_NAME)");
+  }
+  try {
+    const folded = foldOwnTopology(await cluster.getNode(options.nodeName, options.signal));
+    return {
+      type: "NodeTopology",
+      subtypes: [
+        subtype("summary", folded.summary, "ok", source),
+        subtype("taint", folded.taint, "ok", source),
+        subtype("label", folded.label, "ok", source),
+      ],
+    };
+  } catch (error) {
+    return failed(statusOf(error), messageOf(error));
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { PermissionError } from "../errors.ts";
-import { collectTopology, foldTopology, formatNodes } from "./topology.ts";
+import { collectOwnTopology, collectTopology, foldTopology, formatNodes } from "./topology.ts";
 import { createFakeCluster, createRecordedCluster, loadRecorded } from "./testdata/fake_cluster.ts";
 import type { KubeNode } from "./types.ts";
 
@@ -73,4 +73,48 @@ Deno.test("collectTopology() without a client gives zero counts, and a denied li
     assert.deepEqual(s.data, {});
     assert.equal(s.context?.status, "denied");
   }
+});
+
+Deno.test("collectOwnTopology() reads its own Node by GET (never a LIST) and folds it alone, scope node", async () => {
+  const cluster = await createRecordedCluster();
+  const m = await collectOwnTopology({ cluster }, { nodeName: "gpu-node-1" });
+  assert.deepEqual(cluster.calls.map((c) => [c.method, c.args]), [
+    ["getNode", { name: "gpu-node-1" }],
+  ]);
+  const [summary, taint, label] = m.subtypes;
+  assert.deepEqual(summary?.data, {
+    "node-count": 1,
+    "taint-count": 3,
+    "label-count": 3,
+    scope: "node",
+  });
+  assert.deepEqual(summary?.context, { status: "ok", source: "GET /api/v1/nodes/gpu-node-1" });
+  // The same encoding as the cluster's, every list naming this node alone.
+  assert.deepEqual(taint?.data, {
+    "nvidia.com/gpu": "NoSchedule||gpu-node-1",
+    "dedicated.NoExecute": "inference|gpu-node-1",
+    "dedicated.NoSchedule": "inference|gpu-node-1",
+  });
+  assert.equal(label?.data["node.kubernetes.io/instance-type"], "p5.48xlarge|gpu-node-1");
+  // What the cohorts read: the entries of the cluster's fold that name this node.
+  const cluster4 = foldTopology((await loadRecorded<{ items: KubeNode[] }>("nodes.json")).items);
+  for (const [key, value] of Object.entries(label?.data ?? {})) {
+    const [v] = String(value).split("|");
+    const whole = cluster4.label[key] ?? cluster4.label[`${key}.${v}`];
+    assert.ok(String(whole).includes("gpu-node-1"), key);
+  }
+});
+
+Deno.test("collectOwnTopology() says why when it cannot read its Node, and keeps scope node", async () => {
+  const denied = await collectOwnTopology({
+    cluster: createFakeCluster({
+      errors: { getNode: new PermissionError("Cannot get nodes: forbidden") },
+    }),
+  }, { nodeName: "n1" });
+  assert.deepEqual(denied.subtypes.map((s) => s.context?.status), ["denied", "denied", "denied"]);
+  assert.deepEqual(denied.subtypes[0]?.data, { scope: "node" });
+  const none = await collectOwnTopology({}, { nodeName: "n1" });
+  assert.equal(none.subtypes[0]?.context?.status, "absent");
+  const unnamed = await collectOwnTopology({ cluster: createFakeCluster() }, { nodeName: "" });
+  assert.match(unnamed.subtypes[0]?.context?.message ?? "", /NODE_NAME/);
 });

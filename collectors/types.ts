@@ -308,6 +308,12 @@ export interface CollectOptions {
   systemdUnits?: string[];
   /** Truncate node lists in NodeTopology to N names plus ` (+K more)`; 0 = no limit. */
   maxNodesPerEntry?: number;
+  /**
+   * NodeTopology of every node (`cluster`: one LIST, the Job's agent, as upstream) or of this
+   * node alone (`node`: one GET of its Node, the daemon; the fleet fetch lists the cluster
+   * once). @default "cluster"
+   */
+  topologyScope?: "cluster" | "node";
   /** Per-collector timeouts overriding {@link DEFAULT_TIMEOUTS_MS}. */
   timeoutsMs?: Partial<Record<CollectorName, number>>;
   /** Cancels every collector. */

@@ -49,7 +49,7 @@ Deno.test("install: render gives the twelve objects in creation order, all with 
   assert.equal(labels["app.kubernetes.io/component"], "daemon");
 });
 
-Deno.test("install: the daemon may review tokens and access, the reader may only get snapshots", () => {
+Deno.test("install: the daemon may review tokens and access and get (not list) nodes, the reader may get snapshots and list nodes", () => {
   const { objects } = render();
   const rules = (name: string) =>
     (objects.find((o) => o.manifest.metadata.name === name)?.manifest as unknown as {
@@ -58,8 +58,10 @@ Deno.test("install: the daemon may review tokens and access, the reader may only
       .rules;
   assert.deepEqual(rules("aicr-snapshot-reader-aicr-system.aicr-daemon"), [
     { apiGroups: ["aicr.run"], resources: ["snapshots"], verbs: ["get"] },
+    { apiGroups: [""], resources: ["nodes"], verbs: ["list"] },
   ]);
   const daemonRules = JSON.stringify(rules("aicr-daemon-aicr-system.aicr-daemon"));
+  assert.match(daemonRules, /\{"apiGroups":\[""\],"resources":\["nodes"\],"verbs":\["get"\]\}/);
   assert.match(daemonRules, /tokenreviews/);
   assert.match(daemonRules, /subjectaccessreviews/);
   assert.doesNotMatch(daemonRules, /"create".*configmaps|"delete"/);

@@ -409,6 +409,7 @@ Deno.test("gate: creatorChecks asks create, get, list and delete per created kin
     "list clusterroles.rbac.authorization.k8s.io *",
     "delete clusterroles.rbac.authorization.k8s.io *",
     "get snapshots.aicr.run *",
+    "list nodes *",
     "list pods ns",
   ]);
 });

@@ -145,6 +145,28 @@ export const AGENT_CLUSTER_RULES: readonly Rule[] = [
 ];
 
 /**
+ * The daemon's read of Nodes: `get` only. Each daemon reads its own Node (K8s readings and its
+ * own NodeTopology); it never lists them (`aicr daemonset fetch` lists the cluster's once per
+ * fetch, as the reader: {@link DAEMON_READER_RULES}). One ClusterRole serves every daemon, so
+ * the name cannot be pinned per node.
+ */
+export const DAEMON_NODE_RULE: Rule = {
+  group: "",
+  resources: ["nodes"],
+  verbs: ["get"],
+  why:
+    "The daemon reads its own node (provider, kubelet, kernel and OS versions, its labels and taints); it never lists nodes",
+};
+
+/**
+ * The daemon's read-only cluster rules: the agent's baseline with the Node rule narrowed to
+ * {@link DAEMON_NODE_RULE}.
+ */
+export const DAEMON_CLUSTER_RULES: readonly Rule[] = AGENT_CLUSTER_RULES.map((rule) =>
+  rule.group === "" && rule.resources.includes("nodes") ? DAEMON_NODE_RULE : rule
+);
+
+/**
  * The cluster-scoped rules `--discover-network` appends for k8s-launch-kit's live
  * discovery. Most of them mutate the cluster.
  */
@@ -240,6 +262,13 @@ export const DAEMON_READER_RULES: readonly Rule[] = [
     verbs: ["get"],
     why:
       "The fleet fetch reads each node's snapshot from its daemon (a virtual resource no API serves: it opens snapshots and nothing else)",
+  },
+  {
+    group: "",
+    resources: ["nodes"],
+    verbs: ["list"],
+    why:
+      "The fleet fetch lists the nodes once per fetch for the cluster's label and taint topology (each daemon reports its own node only); what every node's snapshot carried before",
   },
 ];
 
@@ -343,7 +372,8 @@ export interface DaemonRuleOptions {
 
 /**
  * The daemon's rules: the agent's read-only cluster baseline (it runs the same
- * collectors), the delegated-auth rules, and ConfigMap writes only when it publishes.
+ * collectors) with Nodes narrowed to `get` (it reads its own Node, never the list), the
+ * delegated-auth rules, and ConfigMap writes only when it publishes.
  * It never gets the discovery rules: a long-lived identity must not mutate the cluster.
  *
  * @param options `delegatedAuth`, `publishConfigMap`, `servingCertificate`, `baselineConfigMaps`
@@ -362,7 +392,7 @@ export function daemonRules(options: DaemonRuleOptions = {}): RuleSet {
       ...(baselineConfigMaps ? daemonBaselineRules(baselineConfigMaps) : []),
     ],
     cluster: [
-      ...AGENT_CLUSTER_RULES,
+      ...DAEMON_CLUSTER_RULES,
       ...(delegatedAuth ? DAEMON_AUTH_RULES : []),
       ...(servingCertificate ? DAEMON_CSR_RULES : []),
     ],

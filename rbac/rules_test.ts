@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   accessQuestions,
   agentRules,
+  DAEMON_READER_RULES,
   daemonRules,
   isMutating,
   qualifiedResource,
@@ -125,9 +126,30 @@ Deno.test("rules: the daemon reads like the agent, checks its clients, and never
     "authorization.k8s.io subjectaccessreviews: create",
   ]);
   assert.equal(daemonRules({ delegatedAuth: false }).cluster.length, 6);
+  // Its own Node by GET only: the fleet fetch lists the nodes once (as the reader), no daemon does.
+  assert.deepEqual(summary(rules.cluster.filter((r) => r.resources.includes("nodes"))), [
+    "core nodes: get",
+  ]);
+  assert.ok(
+    !accessQuestions(rules, "ns").some((q) => q.resource === "nodes" && q.verb === "list"),
+  );
+  // The agent (Job mode) still lists every node, as upstream.
+  assert.ok(
+    accessQuestions(agentRules({ configMaps: STAGING }), "ns").some((q) =>
+      q.resource === "nodes" && q.verb === "list"
+    ),
+  );
   assert.deepEqual(summary(daemonRules({ publishConfigMap: true }).namespaced), [
     "core configmaps: create,get,update,patch",
   ]);
+});
+
+Deno.test("rules: the reader opens snapshots and lists nodes (the fetch's one topology LIST), nothing else", () => {
+  assert.deepEqual(summary(DAEMON_READER_RULES), [
+    "aicr.run snapshots: get",
+    "core nodes: list",
+  ]);
+  assert.ok(DAEMON_READER_RULES.every((rule) => !isMutating(rule)));
 });
 
 Deno.test("rules: resource names read as kubectl writes them", () => {

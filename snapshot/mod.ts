@@ -62,6 +62,8 @@ export {
   createSnapshot,
   findMeasurement,
   findSubtype,
+  FLEET_TOPOLOGY_FILE,
+  isClusterTopologyDocument,
   isMeasurementType,
   MEASUREMENT_TYPES,
   normalizeSnapshot,
@@ -69,6 +71,7 @@ export {
   setOwn,
   SOURCE_STATUSES,
   sourceContext,
+  TOPOLOGY_SCOPE_METADATA,
 } from "./model.ts";
 export type {
   Measurement,

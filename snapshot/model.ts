@@ -67,6 +67,31 @@ export interface SnapshotMetadata {
   [key: string]: string;
 }
 
+/**
+ * The metadata key saying what a document's NodeTopology covers: `node` in a daemon's snapshot
+ * (its own Node alone), `cluster` in the fleet fetch's topology document (every node, listed
+ * once per fetch). Absent: the cluster, as the Job's agent and upstream collect it.
+ */
+export const TOPOLOGY_SCOPE_METADATA = "topology-scope";
+
+/**
+ * Where `aicr daemonset fetch -o dir/` writes the cluster's NodeTopology, beside the
+ * `<node>.yaml` files: no node can have this name (`_` is not allowed in a node name), and
+ * `aicr diff --fleet` skips it by name.
+ */
+export const FLEET_TOPOLOGY_FILE = "_cluster-topology.yaml";
+
+/**
+ * Whether a document is the fleet fetch's cluster topology (`topology-scope: cluster`), not a
+ * node's snapshot: `aicr diff --fleet` skips it in a stream.
+ *
+ * @param snapshot a parsed document
+ * @returns whether it is the topology document
+ */
+export function isClusterTopologyDocument(snapshot: Snapshot): boolean {
+  return snapshot.metadata[TOPOLOGY_SCOPE_METADATA] === "cluster";
+}
+
 /** A snapshot document. */
 export interface Snapshot {
   /** Always {@link SNAPSHOT_KIND}. */
