@@ -7,6 +7,7 @@
  */
 import { ConflictError, NotFoundError } from "../errors.ts";
 import { KubeApiError } from "./errors.ts";
+import { bearerConnection } from "./kubeconfig.ts";
 import { createLazyRestClient, loadKubeConfig, planKubeConfig } from "./rest.ts";
 import type { KubeConfigSource, LineStream, Query, RestClient, RestClientOptions } from "./rest.ts";
 import { apiVersionOf, collectionPath, objectPath, RESOURCES } from "./resources.ts";
@@ -250,6 +251,12 @@ export interface KubeClient {
   ): Promise<KubeObject[]>;
   /** The transport, for calls not covered here. */
   readonly rest: RestClient;
+  /**
+   * A client of the same server and trust speaking with `token` alone, not the kubeconfig's
+   * credentials (a ServiceAccount's TokenRequest token). Absent where the transport has no
+   * kubeconfig behind it (test fakes).
+   */
+  withBearerToken?(token: string): KubeClient;
 }
 
 /** One resource found by discovery. */
@@ -291,10 +298,19 @@ export function connectKube(
 ): KubeClient {
   // Fails now when there is no kubeconfig at all; loads it on the first call.
   planKubeConfig(source, env);
-  return createKubeClient(
+  const client = createKubeClient(
     createLazyRestClient(() => loadKubeConfig(source, env), options),
     options,
   );
+  client.withBearerToken = (token) =>
+    createKubeClient(
+      createLazyRestClient(
+        async () => bearerConnection(await loadKubeConfig(source, env), token),
+        options,
+      ),
+      options,
+    );
+  return client;
 }
 
 /**

@@ -425,6 +425,35 @@ export async function clientNodeConnection(selected: SelectedEntries): Promise<K
 }
 
 /**
+ * The same server, trust and proxy as `connection`, speaking with `token` alone: the
+ * kubeconfig's client certificate, basic auth, bearer token and impersonation are left out
+ * (e.g. the fleet fetch listing nodes as the daemon's reader ServiceAccount).
+ *
+ * @param connection the kubeconfig's connection
+ * @param token the bearer token
+ * @returns the connection
+ */
+export function bearerConnection(connection: KubeConnection, token: string): KubeConnection {
+  return {
+    server: connection.server,
+    context: connection.context,
+    user: "(bearer token)",
+    namespace: connection.namespace,
+    pooled: connection.pooled,
+    async apply(options) {
+      await connection.apply(options);
+      for (const key of ["cert", "key", "pfx", "passphrase", "auth"] as const) delete options[key];
+      const headers: Record<string, string> = {};
+      for (const [key, value] of Object.entries(options.headers ?? {})) {
+        if (!/^(authorization|impersonate-)/i.test(key)) headers[key] = String(value);
+      }
+      headers.Authorization = `Bearer ${token}`;
+      options.headers = headers;
+    },
+  };
+}
+
+/**
  * The in-cluster connection of a pod: `KUBERNETES_SERVICE_HOST`/`_PORT`, the mounted CA, the
  * ServiceAccount token (re-read once a minute: it rotates) and namespace.
  *

@@ -6,6 +6,7 @@ import { Buffer } from "node:buffer";
 import type https from "node:https";
 import { UsageError } from "../errors.ts";
 import {
+  bearerConnection,
   inClusterConnection,
   isNativelyCovered,
   mergeKubeConfigs,
@@ -317,4 +318,36 @@ Deno.test("inClusterConnection() reads the ServiceAccount mount and brackets an 
     assert.deepEqual(options.headers, { Authorization: "Bearer sa-token" });
     assert.throws(() => inClusterConnection(() => undefined, { dir }), /KUBERNETES_SERVICE_HOST/);
   });
+});
+
+Deno.test("bearerConnection() keeps the server's trust and proxy and speaks with the token alone", async () => {
+  const kubeconfig = {
+    server: "https://10.0.0.1:6443",
+    context: "admin@c",
+    user: "admin",
+    namespace: "team",
+    pooled: true,
+    apply(options: Record<string, unknown>) {
+      Object.assign(options, {
+        ca: "CA",
+        servername: "api",
+        cert: "CERT",
+        key: "KEY",
+        auth: "u:p",
+      });
+      options.headers = { Authorization: "Bearer admin", "Impersonate-User": "bob", "X-Keep": "1" };
+      return Promise.resolve();
+    },
+  };
+  const bearer = bearerConnection(kubeconfig, "reader-token");
+  const options: Record<string, unknown> = {};
+  await bearer.apply(options);
+  assert.deepEqual(options, {
+    ca: "CA",
+    servername: "api",
+    headers: { "X-Keep": "1", Authorization: "Bearer reader-token" },
+  });
+  assert.equal(bearer.server, kubeconfig.server);
+  assert.equal(bearer.pooled, true);
+  assert.equal(bearer.user, "(bearer token)");
 });
