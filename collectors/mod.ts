@@ -26,7 +26,7 @@ export { collectMeasurements } from "./collect.ts";
 export { createCommandRunner, createHostReader } from "./host.ts";
 export { createSystemdBus, SYSTEM_BUS_SOCKET, SYSTEMD_PRIVATE_SOCKET } from "./dbus.ts";
 export { gpuUnavailable, parseNvidiaSmi } from "./gpu.ts";
-export { foldTopology } from "./topology.ts";
+export { collectTopology, foldOwnTopology, foldTopology } from "./topology.ts";
 export { createClusterReader } from "./kube_reader.ts";
 export {
   MAX_PROJECTION_BYTES,

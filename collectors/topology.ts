@@ -19,6 +19,7 @@
  *
  * @module
  */
+import { NODE_SCOPE_READING } from "../snapshot/mod.ts";
 import type { Measurement, ReadingMap, SourceStatus } from "../snapshot/mod.ts";
 import { listAll } from "./k8s.ts";
 import { messageOf, statusOf, subtype } from "./status.ts";
@@ -28,9 +29,6 @@ const SOURCE = "LIST /api/v1/nodes";
 
 /** What a NodeTopology measurement covers: every node, or the collecting node alone. */
 export type TopologyScope = "cluster" | "node";
-
-/** The `summary` reading of a node-scoped topology: `scope: node`. */
-export const NODE_SCOPE_READING = "scope";
 
 function ownSource(nodeName: string): string {
   return `GET /api/v1/nodes/${nodeName}`;

@@ -17,7 +17,7 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
-import { isMeasurementType } from "./model.ts";
+import { isMeasurementType, NODE_SCOPE_READING } from "./model.ts";
 import type { Reading, Snapshot } from "./model.ts";
 
 /** `--group-by none`: every node in one cohort. */
@@ -288,10 +288,13 @@ function createLabelIndex(wanted: readonly string[]): {
       // The same cluster seen again (same counts): skip it without walking its entries, which
       // are one per distinct label value (one per node for kubernetes.io/hostname).
       const summary = topology?.subtypes.find((s) => s.subtype === "summary")?.data;
+      // A daemon's own-node topology (scope node) names its node alone and is small: every
+      // one is read (nodes of equal counts would otherwise look like one cluster seen again).
+      const own = summary?.[NODE_SCOPE_READING] === "node";
       // Not the label entries themselves: enumerating an object of 10,000 keys per snapshot
       // is what made a 10,000-node fleet quadratic. The taints are few and name nodes too.
       const taint = topology?.subtypes.find((s) => s.subtype === "taint")?.data;
-      const key = summary
+      const key = summary && !own
         ? `${JSON.stringify(summary)}\n${JSON.stringify(taint ?? {})}`
         : undefined;
       if (key !== undefined && seen.has(key)) return;
@@ -308,10 +311,13 @@ function createLabelIndex(wanted: readonly string[]): {
           : undefined;
         if (name !== undefined) entries.push([name, value, raw.slice(bar + 1)]);
       }
-      const fingerprint = key ??
-        entries.map(([n, v, nodes]) => `${n}=${v}:${nodes.length}:${nodes.slice(-24)}`).join("\n");
-      if (seen.has(fingerprint)) return;
-      seen.add(fingerprint);
+      if (!own) {
+        const fingerprint = key ??
+          entries.map(([n, v, nodes]) => `${n}=${v}:${nodes.length}:${nodes.slice(-24)}`)
+            .join("\n");
+        if (seen.has(fingerprint)) return;
+        seen.add(fingerprint);
+      }
       for (const [name, value, nodes] of entries) {
         const map = index.get(name) as Map<string, string>;
         const whole = nodes.replace(MORE_SUFFIX_REGEXP, "");

@@ -246,3 +246,41 @@ Deno.test("fleetDocument() and the html page name every cohort", () => {
   for (const name of [H100, GB200, CPU]) assert.ok(html.includes(`data-cohort="${name}"`), name);
   assert.match(html, /<section class="cohort" id="cohort-2" data-cohort="NVIDIA GB200/);
 });
+
+Deno.test("buildFleetReport() takes cohort labels from each node's own topology (the daemons' scope node), whatever the node names", () => {
+  // Names sharing a long suffix, as on EKS: nothing of one node's own entries may be taken for
+  // another's, and nodes of equal label counts are not one cluster seen again.
+  const snapshots = makeMixedFleet({ "p5-h100": 4, "p6-gb200": 2, "system-m7i": 2 }, {
+    labels: (n) => ({ "eks.amazonaws.com/nodegroup": /-[12]$/.test(n) ? "pool-a" : "pool-b" }),
+    ownTopology: true,
+  });
+  for (const s of snapshots) {
+    const summary = s.measurements.find((m) => m.type === "NodeTopology")?.subtypes[0]?.data;
+    assert.equal(summary?.scope, "node");
+    assert.equal(summary?.["node-count"], 1);
+  }
+  const cluster = makeMixedFleet({ "p5-h100": 4, "p6-gb200": 2, "system-m7i": 2 }, {
+    labels: (n) => ({ "eks.amazonaws.com/nodegroup": /-[12]$/.test(n) ? "pool-a" : "pool-b" }),
+  });
+  const cohorts = (r: ReturnType<typeof report>) =>
+    r.cohorts.map((c) => [c.name, [...c.nodes].sort()]);
+  assert.deepEqual(cohorts(report(snapshots)), cohorts(report(cluster)));
+  assert.equal(report(snapshots).cohorts.length, 4);
+  const renamed = snapshots.map((s) => {
+    const copy = structuredClone(s);
+    const name = `${s.metadata["source-node"]}.us-west-2.compute.internal`;
+    copy.metadata["source-node"] = name;
+    for (const sub of copy.measurements.find((m) => m.type === "NodeTopology")?.subtypes ?? []) {
+      for (const [k, v] of Object.entries(sub.data)) {
+        if (typeof v === "string") sub.data[k] = v.replace(/\|.*$/, `|${name}`);
+      }
+    }
+    return copy;
+  });
+  const byType = report(renamed, { groupBy: ["node.kubernetes.io/instance-type"] });
+  assert.deepEqual(byType.cohorts.map((c) => [c.name, c.nodes.length]), [
+    ["node.kubernetes.io/instance-type=p5.48xlarge", 4],
+    ["node.kubernetes.io/instance-type=m7i.4xlarge", 2],
+    ["node.kubernetes.io/instance-type=p6.48xlarge", 2],
+  ]);
+});

@@ -66,6 +66,7 @@ export {
   isClusterTopologyDocument,
   isMeasurementType,
   MEASUREMENT_TYPES,
+  NODE_SCOPE_READING,
   normalizeSnapshot,
   resolveNodeName,
   setOwn,

@@ -74,6 +74,9 @@ export interface SnapshotMetadata {
  */
 export const TOPOLOGY_SCOPE_METADATA = "topology-scope";
 
+/** The NodeTopology `summary` reading that says `node` in a daemon's own-node topology. */
+export const NODE_SCOPE_READING = "scope";
+
 /**
  * Where `aicr daemonset fetch -o dir/` writes the cluster's NodeTopology, beside the
  * `<node>.yaml` files: no node can have this name (`_` is not allowed in a node name), and

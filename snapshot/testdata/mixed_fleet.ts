@@ -7,11 +7,16 @@
  *
  * @module
  */
-import { foldTopology, gpuUnavailable, parseNvidiaSmi } from "../../collectors/mod.ts";
+import {
+  foldOwnTopology,
+  foldTopology,
+  gpuUnavailable,
+  parseNvidiaSmi,
+} from "../../collectors/mod.ts";
 import type { KubeNode } from "../../collectors/mod.ts";
 import { loadProfiles, nodeObject, nvidiaSmiXml } from "../../tests/kubelet/profiles.ts";
 import type { NodeProfile } from "../../tests/kubelet/profiles.ts";
-import type { Measurement, ReadingMap, Snapshot } from "../model.ts";
+import type { Measurement, Snapshot } from "../model.ts";
 import { makeNodeSnapshot, setReading } from "./generate.ts";
 
 /** Profile names in `tests/fixtures/node-profiles`. */
@@ -38,9 +43,9 @@ export interface MixedFleetOptions {
   /** NodeTopology node lists cut to this many names, as `aicr agent --max-nodes-per-entry`. */
   maxNodesPerEntry?: number;
   /**
-   * NodeTopology cut to the node's own label and taint entries (each naming only it), without
-   * the cluster summary: what a node's snapshot would hold once the cluster-wide topology is
-   * collected once per fetch, so its size does not grow with the cluster.
+   * NodeTopology of the node's own Node alone, as a daemon reports it (`foldOwnTopology`:
+   * entries naming only it, `summary` with `scope: node`, metadata `topology-scope: node`); the
+   * fleet fetch lists the cluster's once. Its size does not grow with the cluster.
    */
   ownTopology?: boolean;
 }
@@ -88,7 +93,7 @@ export function* generateMixedFleet(
     return obj;
   });
   const topology = foldTopology(nodes, { maxNodesPerEntry: options.maxNodesPerEntry ?? 0 });
-  const own = options.ownTopology ? invertTopology(topology) : undefined;
+
   const gpuOf = new Map<string, Measurement>();
   for (const { profile } of plan) {
     if (gpuOf.has(profile.name)) continue;
@@ -109,15 +114,16 @@ export function* generateMixedFleet(
     snapshot.measurements = snapshot.measurements.map((m) => {
       if (m.type === "GPU") return gpu;
       if (m.type !== "NodeTopology") return m;
-      if (own) {
-        const entries = own.get(node) ?? { label: [], taint: [] };
+      if (options.ownTopology) {
+        // What a daemon reports: its own Node, folded by the real collector (scope node).
+        const folded = foldOwnTopology(nodes[index] as KubeNode);
+        const context = { status: "ok", source: `GET /api/v1/nodes/${node}` };
         return {
           type: "NodeTopology",
-          subtypes: m.subtypes.filter((s) => s.subtype !== "summary").map((s) => ({
-            ...s,
-            data: Object.fromEntries(
-              entries[s.subtype as "taint" | "label"].map(([k, v]) => [k, `${v}|${node}`]),
-            ),
+          subtypes: (["summary", "taint", "label"] as const).map((name) => ({
+            subtype: name,
+            data: folded[name],
+            context,
           })),
         };
       }
@@ -138,27 +144,7 @@ export function* generateMixedFleet(
       setReading(snapshot, "OS.grub.hugepages", undefined);
       setReading(snapshot, "OS.sysctl./proc/sys/vm/nr_hugepages", "0");
     }
+    if (options.ownTopology) snapshot.metadata["topology-scope"] = "node";
     yield snapshot;
   }
-}
-
-/** Per node, its NodeTopology label and taint entries: key, and the value before the node list. */
-type OwnEntries = Map<string, { label: [string, string][]; taint: [string, string][] }>;
-
-/** Inverts the cluster's label and taint entries once (a walk of their node lists). */
-function invertTopology(topology: Record<"label" | "taint", ReadingMap>): OwnEntries {
-  const own: OwnEntries = new Map();
-  for (const subtype of ["label", "taint"] as const) {
-    for (const [key, raw] of Object.entries(topology[subtype])) {
-      if (typeof raw !== "string") continue;
-      const bar = raw.lastIndexOf("|");
-      if (bar < 0) continue;
-      for (const node of raw.slice(bar + 1).split(",")) {
-        let entries = own.get(node);
-        if (!entries) own.set(node, entries = { label: [], taint: [] });
-        entries[subtype].push([key, raw.slice(0, bar)]);
-      }
-    }
-  }
-  return own;
 }
