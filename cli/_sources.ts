@@ -16,7 +16,9 @@ import https from "node:https";
 import { NotFoundError, TimeoutError, ToolError, UnavailableError, UsageError } from "../errors.ts";
 import { concatBytes } from "../io.ts";
 import {
+  FLEET_TOPOLOGY_FILE,
   fleetDocuments,
+  isClusterTopologyDocument,
   MAX_DOCUMENT_BYTES,
   parseConfigMapUri,
   parseSnapshot,
@@ -496,6 +498,8 @@ export async function readFleet(
         ? basename(source, extname(source))
         : `${source}#${i + 1}`);
     for (const snapshot of fleetDocuments(text, source)) {
+      // The fetch's cluster topology document (its last): no node's, never compared.
+      if (isClusterTopologyDocument(snapshot)) continue;
       if (index === 0) first = snapshot;
       else {
         if (index === 1) {
@@ -522,7 +526,8 @@ async function readFleetDirectory(
 ): Promise<number> {
   const dir = resolve(options.cwd, source);
   const files = (await loader.readDirectory(dir))
-    .filter((f) => FLEET_EXTENSIONS.has(extname(f).toLowerCase()))
+    // The fetch's cluster topology beside the node files: no node's, never read.
+    .filter((f) => FLEET_EXTENSIONS.has(extname(f).toLowerCase()) && f !== FLEET_TOPOLOGY_FILE)
     .sort();
   if (files.length === 0) {
     throw new UsageError(

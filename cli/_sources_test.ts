@@ -1,9 +1,17 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { UsageError } from "../errors.ts";
-import { createSnapshot, encodeSnapshot, MAX_DOCUMENT_BYTES } from "../snapshot/mod.ts";
+import { writeFleet } from "../controller/mod.ts";
+import type { NodeResult } from "../controller/mod.ts";
+import {
+  createSnapshot,
+  encodeSnapshot,
+  FLEET_TOPOLOGY_FILE,
+  MAX_DOCUMENT_BYTES,
+  parseSnapshot,
+} from "../snapshot/mod.ts";
 import { createFsSourceLoader, loadFleet, loadSnapshot, readFleet } from "./_sources.ts";
 import type { SnapshotSourceLoader } from "./_sources.ts";
 
@@ -110,4 +118,42 @@ Deno.test("loadFleet() names a JSON array nested too deeply", async () => {
     (e) =>
       e instanceof UsageError && /^Cannot parse snapshot '-': it nests too deeply/.test(e.message),
   );
+});
+
+Deno.test("readFleet() skips the fetch's cluster topology: the directory's _cluster-topology.yaml unread, the stream's topology document", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "aicr-fleet-topology-"));
+  try {
+    const results = ["a", "b"].map((name): NodeResult => ({
+      node: name,
+      pod: `p-${name}`,
+      status: "ok",
+      snapshot: parseSnapshot(node(name)),
+      durationMs: 1,
+    }));
+    const topology = createSnapshot([{ type: "NodeTopology", subtypes: [] }], {
+      timestamp: new Date("2026-01-01T00:00:00Z"),
+      version: "0.1.0",
+      nodeName: "",
+    });
+    topology.metadata["topology-scope"] = "cluster";
+    const quiet = { write: () => {} };
+    const files = await writeFleet(results, { kind: "directory", path: dir }, quiet, topology);
+    assert.deepEqual(files.map((f) => f.slice(dir.length + 1)), [
+      "a.yaml",
+      "b.yaml",
+      FLEET_TOPOLOGY_FILE,
+    ]);
+    const stream = join(dir, "stream", "fleet.yaml");
+    mkdirSync(join(dir, "stream"));
+    await writeFleet(results, { kind: "stream", path: stream }, quiet, topology);
+    assert.match(readFileSync(stream, "utf8"), /topology-scope: cluster\n[^]*$/);
+    const { loader, reads } = counting(createFsSourceLoader());
+    const names: string[] = [];
+    const count = await readFleet([dir, stream], loader, { cwd: "/" }, (m) => names.push(m.node));
+    assert.deepEqual(names, ["a", "b", "a", "b"]);
+    assert.equal(count, 4);
+    assert.ok(!reads.some((r) => r.endsWith(FLEET_TOPOLOGY_FILE)), "never read");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -93,6 +93,7 @@ interface FetchFlags extends CommonFlags {
   concurrency: string;
   timeout: string;
   node?: string[];
+  topology: boolean;
   report?: string;
   junit?: string;
 }
@@ -388,7 +389,11 @@ function fetchCommand(deps: CliDeps): Command {
       "largest answer read from one daemon (streamed and cut; that node fails as too-large)",
       String(DEFAULT_MAX_ANSWER_BYTES),
     )
-    .option("--node <name...>", "only these nodes (repeatable)");
+    .option("--node <name...>", "only these nodes (repeatable)")
+    .option(
+      "--no-topology",
+      "do not list the nodes for the cluster's NodeTopology (written once: _cluster-topology.yaml, or the stream's last document)",
+    );
   return addReportOptions(command, { junit: true })
     .action(namingFlags(async (flags: FetchFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
@@ -432,6 +437,8 @@ export interface FleetFetchFlags {
   maxAnswerBytes?: string;
   /** `--node` filter. */
   node?: string[];
+  /** `--no-topology` (false): no cluster NodeTopology. @default true */
+  topology?: boolean;
   /** `--report`: the JSON report's file, or `-`. */
   report?: string;
   /** `--junit`: the JUnit XML report's file, or `-`. */
@@ -454,6 +461,8 @@ export interface FleetFetchOptions {
   maxAnswerBytes: number;
   /** Only these nodes. */
   nodes?: string[];
+  /** List the nodes once for the cluster's NodeTopology. */
+  topology: boolean;
   /** Where the snapshots go. */
   output: FleetOutput;
   /** Where the reports go. */
@@ -516,6 +525,7 @@ export async function fleetFetchOptions(
     timeoutMs,
     maxAnswerBytes,
     ...(flags.node?.length ? { nodes: flags.node } : {}),
+    topology: flags.topology !== false,
     output,
     reports,
   };
@@ -555,6 +565,8 @@ export async function runFleetFetch(
         signal: deps.signal,
         onResult: writer.put,
       });
+      // Once per fetch, not in every node's snapshot (each daemon reports its own Node).
+      if (fleet.topology) await writer.putTopology(fleet.topology.document);
       written = await writer.close();
     } catch (error) {
       await writer.abort();
@@ -568,6 +580,13 @@ export async function runFleetFetch(
       seconds: ((deps.now().getTime() - started) / 1000).toFixed(1),
       ...(written.length > 0 && output.kind === "directory" ? { directory: output.path } : {}),
       ...(output.kind === "stream" && output.path ? { file: output.path } : {}),
+      ...(fleet.topology
+        ? {
+          topology: fleet.topology.status === "ok"
+            ? `${fleet.topology.nodes} nodes (listed as the ${fleet.topology.as})`
+            : fleet.topology.status,
+        }
+        : {}),
     });
     const failure = fleetError(fleet);
     return { content: fleetReportContent(fleet), ...(failure ? { failure } : {}) };

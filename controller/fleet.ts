@@ -40,6 +40,9 @@ import {
 import { encodeSnapshot, parseSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import type { Toleration } from "../manifests/mod.ts";
+import { buildInfo } from "../version.ts";
+import { readClusterTopology } from "./fleet_topology.ts";
+import type { FleetTopology } from "./fleet_topology.ts";
 import { daemonPods } from "./install.ts";
 import { signPendingCsrs } from "./signer.ts";
 import type { DaemonPlacement, DaemonPodState } from "./install.ts";
@@ -164,6 +167,11 @@ export interface FleetOptions {
    * (see `createFleetWriter`). A rejection ends the fetch after the nodes in flight.
    */
   onResult?: (result: NodeResult, position: number) => Promise<void>;
+  /**
+   * List the nodes once, as the reader, for the cluster's NodeTopology (each daemon reports its
+   * own Node only; see `fleet_topology.ts`). @default true
+   */
+  topology?: boolean;
 }
 
 /** What a fetch returns. */
@@ -174,6 +182,8 @@ export interface FleetResult {
   transport: "direct" | "proxy";
   /** Targeted (or asked-for) nodes with no daemon pod, reported as not ready. */
   missingPods: number;
+  /** The cluster's NodeTopology, listed once (absent with `topology: false`). */
+  topology?: FleetTopology;
 }
 
 const TOKEN_SECONDS = 600;
@@ -530,7 +540,10 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   };
   const fetchNode = (pod: DaemonPodState, via: "direct" | "proxy") =>
     fetchNodeSnapshot(node, pod, via);
-
+  // Once per fetch, beside the nodes: the daemons report their own Node only.
+  const topology = options.topology === false
+    ? undefined
+    : startClusterTopology(deps, { namespace, reader: node.reader, ...(signal ? { signal } : {}) });
   const sorted = [...pods].sort((a, b) => a.node.localeCompare(b.node));
   const results: NodeResult[] = new Array(sorted.length);
   const via = transport === "auto"
@@ -557,11 +570,37 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     );
   }
   const absent = absentResults(missing, wanted !== undefined);
+  const cluster = await topology;
   return {
     results: [...results, ...absent].sort((a, b) => a.node.localeCompare(b.node)),
     transport: via,
     missingPods: missing.length,
+    ...(cluster ? { topology: cluster } : {}),
   };
+}
+
+/** Lists the cluster's NodeTopology once, and warns when it cannot (the nodes are kept). */
+async function startClusterTopology(
+  deps: FleetDeps,
+  options: { namespace: string; reader: string; signal?: AbortSignal },
+): Promise<FleetTopology> {
+  const topology = await readClusterTopology({ kube: deps.kube, log: deps.log }, {
+    ...options,
+    version: buildInfo().version,
+    now: (deps.now ?? (() => new Date()))(),
+  });
+  if (topology.status !== "ok") {
+    deps.log.warn(
+      "cannot list the nodes for the cluster's NodeTopology; the node snapshots are kept",
+      {
+        status: topology.status,
+        error: topology.message ?? "",
+        remedy:
+          `grant 'list nodes' to ServiceAccount ${options.namespace}/${options.reader} (reinstall the daemon) or to the caller`,
+      },
+    );
+  }
+  return topology;
 }
 
 /** Targeted nodes without a daemon pod, each its own not-ready result. */

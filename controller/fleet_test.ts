@@ -41,7 +41,9 @@ function cluster(nodes: { node: string; ip: string; ready?: boolean }[]) {
     // The signer's list of pending certificate requests: none here.
     if (request.method === "GET") return Promise.resolve({ items: [] } as T);
     tokenRequests.push(request);
-    const node = (request.body as { spec: { audiences: string[] } }).spec.audiences[0];
+    // No audience: the reader's token for the API server (the topology LIST).
+    const node = (request.body as { spec: { audiences?: string[] } }).spec.audiences?.[0] ??
+      "the API server";
     return Promise.resolve({ status: { token: `reader-token for ${node}` } } as T);
   };
   return { fake, tokenRequests, proxied };
@@ -123,8 +125,10 @@ Deno.test("fleet: each node gets its own status and its own token, bound to its 
   }
   assert.equal(seen[0]?.url, "https://10.0.0.1:8443/v1/snapshot");
   assert.equal(seen[0]?.servername, "a-ok");
-  // One token per asked node (the six Ready ones), none for the pending pod.
+  // One token per asked node (the six Ready ones), none for the pending pod; and the fake has
+  // no bearer-token client, so no reader token for the API server either (listed as the caller).
   assert.equal(tokenRequests.length, 6);
+  assert.equal(fleet.topology?.as, "caller");
   assert.ok(
     tokenRequests.every((r) =>
       r.path === `/api/v1/namespaces/${NS}/serviceaccounts/aicr-reader/token`
@@ -414,4 +418,109 @@ Deno.test("fleet: nodes refused node binding at once each ask again without it",
     ["aicr-daemon:b", false],
     ["aicr-daemon:b", true],
   ]);
+});
+
+/** Nodes for the topology LIST, in a client of their own (the reader's). */
+function nodesClient(names: string[], refuse = false) {
+  const reader = createFakeKube();
+  for (const name of names) {
+    reader.put("Node", {
+      metadata: { name, labels: { "node.kubernetes.io/instance-type": `type-of-${name}` } },
+    } as never);
+  }
+  if (refuse) {
+    reader.client.list = () =>
+      Promise.reject(new KubeApiError("Cannot list nodes: forbidden", 403, "Forbidden"));
+  }
+  return reader;
+}
+
+Deno.test("fleet: the cluster's NodeTopology is listed once per fetch, as the reader with a token for the API server", async () => {
+  const names = ["a", "b", "c"];
+  const { fake, tokenRequests } = cluster(
+    names.map((node, i) => ({ node, ip: `10.0.0.${i + 1}` })),
+  );
+  const reader = nodesClient(names);
+  const bearers: string[] = [];
+  fake.client.withBearerToken = (token) => {
+    bearers.push(token);
+    return reader.client;
+  };
+  const fleet = await fetchFleet({
+    kube: fake.client,
+    log: quiet(),
+    directGet: (request) => Promise.resolve(snapshotAnswer(request.servername)),
+  }, { namespace: NS, transport: "direct", concurrency: 2 });
+  assert.ok(fleet.results.every((r) => r.status === "ok"));
+  // One reader token without an audience (the API server's), besides the three per node.
+  const apiTokens = tokenRequests.filter((r) =>
+    (r.body as { spec: { audiences?: string[] } }).spec.audiences === undefined
+  );
+  assert.equal(apiTokens.length, 1);
+  assert.equal(apiTokens[0]?.path, `/api/v1/namespaces/${NS}/serviceaccounts/aicr-reader/token`);
+  assert.deepEqual((apiTokens[0]?.body as { spec: unknown }).spec, { expirationSeconds: 600 });
+  assert.deepEqual(bearers, ["reader-token for the API server"]);
+  // One LIST of the nodes, by the reader; none by the caller.
+  assert.deepEqual(reader.calls.filter((c) => c.kind === "Node").map((c) => c.method), ["list"]);
+  assert.equal(fake.calls.filter((c) => c.kind === "Node").length, 0);
+  const topology = fleet.topology;
+  assert.equal(topology?.status, "ok");
+  assert.equal(topology?.as, "reader");
+  assert.equal(topology?.nodes, 3);
+  const doc = topology?.document;
+  assert.equal(doc?.metadata["topology-scope"], "cluster");
+  assert.equal(doc?.metadata["source-node"], "");
+  assert.deepEqual(doc?.measurements.map((m) => m.type), ["NodeTopology"]);
+  const label = doc?.measurements[0]?.subtypes.find((s) => s.subtype === "label")?.data;
+  assert.equal(label?.["node.kubernetes.io/instance-type.type-of-b"], "type-of-b|b");
+});
+
+Deno.test("fleet: a reader that may not list nodes (an older install) leaves the LIST to the caller; refused there too, the topology says denied and the nodes are kept", async () => {
+  const { fake } = cluster([{ node: "a", ip: "10.0.0.1" }]);
+  fake.put("Node", { metadata: { name: "a" } } as never);
+  fake.client.withBearerToken = () => nodesClient(["a"], true).client;
+  const directGet: DirectGet = (request) => Promise.resolve(snapshotAnswer(request.servername));
+  const fleet = await fetchFleet({ kube: fake.client, log: quiet(), directGet }, {
+    namespace: NS,
+    transport: "direct",
+  });
+  assert.equal(fleet.topology?.status, "ok");
+  assert.equal(fleet.topology?.as, "caller");
+  assert.equal(fleet.topology?.nodes, 1);
+
+  const refused = cluster([{ node: "a", ip: "10.0.0.1" }]);
+  refused.fake.client.withBearerToken = () => nodesClient(["a"], true).client;
+  const list = refused.fake.client.list;
+  refused.fake.client.list = (kind, namespace, options) =>
+    kind === "Node"
+      ? Promise.reject(new KubeApiError("Cannot list nodes: forbidden", 403, "Forbidden"))
+      : list(kind, namespace, options);
+  const lines: string[] = [];
+  const denied = await fetchFleet({
+    kube: refused.fake.client,
+    log: createLogger({ write: (t) => lines.push(t) }),
+    directGet,
+  }, { namespace: NS, transport: "direct" });
+  assert.equal(denied.results[0]?.status, "ok");
+  assert.equal(denied.topology?.status, "denied");
+  assert.equal(fleetError(denied), undefined, "the topology alone does not fail the fetch");
+  assert.match(lines.join(""), /cannot list the nodes for the cluster's NodeTopology/);
+});
+
+Deno.test("fleet: topology false lists no node and mints no API token", async () => {
+  const { fake, tokenRequests } = cluster([{ node: "a", ip: "10.0.0.1" }]);
+  let bearer = 0;
+  fake.client.withBearerToken = () => {
+    bearer++;
+    return fake.client;
+  };
+  const fleet = await fetchFleet({
+    kube: fake.client,
+    log: quiet(),
+    directGet: (request) => Promise.resolve(snapshotAnswer(request.servername)),
+  }, { namespace: NS, transport: "direct", topology: false });
+  assert.equal(fleet.topology, undefined);
+  assert.equal(bearer, 0);
+  assert.equal(tokenRequests.length, 1);
+  assert.equal(fake.calls.filter((c) => c.kind === "Node").length, 0);
 });

@@ -8,6 +8,11 @@
  *   node's waits in memory up to {@link DEFAULT_REORDER_BYTES}, and past that in a temporary
  *   folder (a node that hangs until its deadline cannot make the fetch hold the fleet).
  *
+ * The cluster's NodeTopology, listed once per fetch (`fleet_topology.ts`), is written once: a
+ * directory gets `_cluster-topology.yaml` beside the node files (no node can be named so, and
+ * `aicr diff --fleet` skips it), a stream gets it as its last document (`topology-scope:
+ * cluster`, which `aicr diff --fleet` skips too).
+ *
  * Output bytes are the same as writing every result at the end ({@link writeFleet}).
  *
  * @module
@@ -19,7 +24,8 @@ import { basename, dirname, join } from "node:path";
 import { openAtomicFile, writeFileAtomic } from "../io.ts";
 import type { AtomicFile } from "../io.ts";
 import type { TextWriter } from "../log.ts";
-import { encodeSnapshot } from "../snapshot/mod.ts";
+import { encodeSnapshot, FLEET_TOPOLOGY_FILE } from "../snapshot/mod.ts";
+import type { Snapshot } from "../snapshot/mod.ts";
 import type { NodeResult } from "./fleet.ts";
 
 /** Where fetched snapshots go. */
@@ -39,6 +45,13 @@ export interface FleetWriter {
    * @throws {UsageError} naming the path when it cannot be written
    */
   put(result: NodeResult, position: number): Promise<void>;
+  /**
+   * Takes the cluster's NodeTopology document, once: the directory's `_cluster-topology.yaml`
+   * (written now), or the stream's last document (written by `close`).
+   *
+   * @throws {UsageError} naming the path when it cannot be written
+   */
+  putTopology(document: Snapshot): Promise<void>;
   /**
    * Writes what is still waiting, publishes the stream file, and removes the spool.
    *
@@ -76,7 +89,13 @@ export function createFleetWriter(
 
 function directoryWriter(dir: string): FleetWriter {
   const written: { node: string; path: string }[] = [];
+  let topology: string | undefined;
   return {
+    async putTopology(document) {
+      const path = join(dir, FLEET_TOPOLOGY_FILE);
+      await writeFileAtomic(path, encodeSnapshot(document, "yaml"));
+      topology = path;
+    },
     async put(result) {
       if (!result.snapshot) return;
       const path = join(dir, `${result.node}.yaml`);
@@ -89,9 +108,10 @@ function directoryWriter(dir: string): FleetWriter {
       written.push({ node: result.node, path });
     },
     close: () =>
-      Promise.resolve(
-        written.sort((a, b) => a.node.localeCompare(b.node)).map((w) => w.path),
-      ),
+      Promise.resolve([
+        ...written.sort((a, b) => a.node.localeCompare(b.node)).map((w) => w.path),
+        ...(topology ? [topology] : []),
+      ]),
     abort: () => Promise.resolve(),
   };
 }
@@ -138,9 +158,7 @@ function streamWriter(
       held -= item.text.length;
       return item.text;
     }
-    const text = await readFile(item.spooled, "utf8");
-    await rm(item.spooled, { force: true });
-    return text;
+    return await takeSpooled(item.spooled);
   };
   const drain = async (all: boolean) => {
     const positions = all ? [...waiting.keys()].sort((a, b) => a - b) : [];
@@ -160,7 +178,7 @@ function streamWriter(
     return run;
   };
 
-  return {
+  const writer: FleetWriter = {
     async put(result, position) {
       const text = result.snapshot ? `---\n${encodeSnapshot(result.snapshot, "yaml")}` : "";
       await serial(async () => {
@@ -175,6 +193,8 @@ function streamWriter(
         await drain(false);
       });
     },
+    // Last, after every node's: a reader that knows no topology document meets it at the end.
+    putTopology: (document) => writer.put(topologyResult(document), Number.MAX_SAFE_INTEGER),
     async close() {
       await serial(() => drain(true));
       if (spool) await rm(await spool, { recursive: true, force: true });
@@ -189,6 +209,19 @@ function streamWriter(
       if (file) await (await file.catch(() => undefined))?.discard();
     },
   };
+  return writer;
+}
+
+/** Reads a spooled document and removes its file. */
+async function takeSpooled(path: string): Promise<string> {
+  const text = await readFile(path, "utf8");
+  await rm(path, { force: true });
+  return text;
+}
+
+/** The topology document as a result the stream writer orders like a node's. */
+function topologyResult(document: Snapshot): NodeResult {
+  return { node: "", pod: "", status: "ok", snapshot: document, durationMs: 0 };
 }
 
 /**
@@ -198,6 +231,7 @@ function streamWriter(
  * @param results the fetch results, in node-name order
  * @param output where
  * @param stdout standard output
+ * @param topology the cluster's NodeTopology document, when the fetch listed it
  * @returns the paths written (empty for stdout)
  * @throws {ToolError} naming the path when a file cannot be written
  */
@@ -205,10 +239,12 @@ export async function writeFleet(
   results: readonly NodeResult[],
   output: FleetOutput,
   stdout: TextWriter,
+  topology?: Snapshot,
 ): Promise<string[]> {
   const writer = createFleetWriter(output, stdout);
   try {
     for (const [position, result] of results.entries()) await writer.put(result, position);
+    if (topology) await writer.putTopology(topology);
     return await writer.close();
   } catch (error) {
     await writer.abort();

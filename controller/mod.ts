@@ -27,7 +27,7 @@ export {
   fleetError,
   formatFleetTable,
 } from "./fleet.ts";
-export type { FleetTransport } from "./fleet.ts";
+export type { FleetTransport, NodeResult } from "./fleet.ts";
 export { createFleetWriter, writeFleet } from "./fleet_writer.ts";
 export type { FleetOutput } from "./fleet_writer.ts";
 export {
