@@ -3,7 +3,7 @@
  * memory is its own): the whole `aicr daemonset fetch` command (`runCli`, the real direct
  * transport and TLS, the streaming writer) against the simulated daemons, with only the API
  * server replaced by an in-memory one (DaemonSet, one pod per simulated node, the CA ConfigMap,
- * the TokenRequest). `--hold` runs the fetch as it was before the streaming writer instead:
+ * the TokenRequest, and the simulated fleet's Node objects for the fetch's one topology LIST). `--hold` runs the fetch as it was before the streaming writer instead:
  * `fetchFleet` keeping every snapshot, then `writeFleet`.
  *
  * Reads `{ ca, port, nodes, namespace }` as JSON on stdin; arguments: the concurrency, the
@@ -18,10 +18,11 @@ import process from "node:process";
 import { fetchFleet, writeFleet } from "../controller/mod.ts";
 import type { FleetOutput } from "../controller/mod.ts";
 import { runCli } from "../cli/mod.ts";
-import type { RestRequest } from "../kube/mod.ts";
+import type { KubeClient, RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { daemonCaConfigMapName, daemonSelectorLabels } from "../manifests/mod.ts";
 import { processDeps } from "../mod.ts";
+import { mixedCounts, mixedFleetNodes } from "../snapshot/testdata/mixed_fleet.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 
 interface Sim {
@@ -69,20 +70,28 @@ function simulatedApi(sim: Sim) {
       } as Parameters<typeof fake.put>[1],
     );
   }
-  // TokenRequest, one per node: each simulated daemon accepts only the token for its node. The
-  // signer's list of pending certificate requests is empty.
-  return {
+  // The nodes the fetch lists once for the cluster's NodeTopology (the simulated fleet's own).
+  for (const node of mixedFleetNodes(mixedCounts(sim.nodes.length))) {
+    fake.put("Node", node as Parameters<typeof fake.put>[1]);
+  }
+  // TokenRequest, one per node: each simulated daemon accepts only the token for its node; and
+  // one without an audience, the reader's for the API server (the topology LIST). The signer's
+  // list of pending certificate requests is empty.
+  const client: KubeClient = {
     ...fake.client,
     rest: {
       ...fake.client.rest,
       json: <T>(request: RestRequest) => {
         if (request.method === "GET") return Promise.resolve({ items: [] } as T);
-        const audience = (request.body as { spec: { audiences: string[] } }).spec.audiences[0];
-        const node = String(audience).replace(/^aicr-daemon:/, "");
+        const audience = (request.body as { spec: { audiences?: string[] } }).spec.audiences?.[0];
+        const node = String(audience ?? "api").replace(/^aicr-daemon:/, "");
         return Promise.resolve({ status: { token: `token-reader@${node}` } } as T);
       },
     },
+    // The reader's client: the same in-memory API server.
+    withBearerToken: () => client,
   };
+  return client;
 }
 
 async function main(): Promise<void> {
@@ -105,7 +114,7 @@ async function main(): Promise<void> {
       : output.endsWith("/")
       ? { kind: "directory", path: output }
       : { kind: "stream", path: output };
-    await writeFleet(fleet.results, target, discard);
+    await writeFleet(fleet.results, target, discard, fleet.topology?.document);
     code = fleet.results.every((r) => r.status === "ok") ? 0 : 9;
   } else {
     const deps = {

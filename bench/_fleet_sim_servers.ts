@@ -6,8 +6,10 @@
  * node and address (one throwaway CA, as the install signs), each accepting only the reader
  * token minted for its node (`token-reader@<node>`, as the per-node audience and node binding
  * do on a cluster). Node snapshots come from the mixed-fleet
- * generator (H100, GB200, CPU nodes from the real captures; NodeTopology of the whole
- * simulated cluster, as a real daemon collects it).
+ * generator (H100, GB200, CPU nodes from the real captures); their NodeTopology is the whole
+ * simulated cluster's with `AICR_SIM_TOPOLOGY=cluster` (what daemons collected before the
+ * fetch listed the nodes itself), or the node's own with `own` (what a daemon collects now:
+ * the real `foldOwnTopology` of its Node, `scope: node`).
  *
  * Prints one JSON line `{ ca, port, nodes: [{ node, ip }], snapshotBytes }` when every daemon
  * listens; answers `stats` on stdin with `{ reviews, checks }` and exits on `quit`.

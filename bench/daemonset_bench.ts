@@ -32,8 +32,11 @@
  *   [--outputs=dir,file,hold] [--topology=cluster|own]
  * ```
  *
- * `--topology=own` gives each daemon a snapshot whose NodeTopology is its own node's (the
- * cluster-wide topology collected once instead), so a snapshot's size stays constant with N.
+ * `--topology=own` gives each daemon the snapshot a daemon serves now: NodeTopology of its own
+ * Node (`foldOwnTopology`), so a snapshot's size stays constant with N; the fetch lists the
+ * simulated fleet's nodes once from the in-memory API server as the reader and writes the
+ * cluster's topology once (`_cluster-topology.yaml`, counted among the files). `cluster` (the
+ * default) serves the whole cluster's topology in every snapshot, as daemons did before.
  *
  * The cluster's state folder is `.cluster-runs/bench-daemonset-<pid>/` under the repository
  * (removed afterwards), or `AICR_CLUSTER_DIR` to reuse a running cluster and its nodes.

@@ -65,6 +65,44 @@ export function makeMixedFleet(
   return [...generateMixedFleet(counts, options)];
 }
 
+type Plan = { node: string; profile: NodeProfile; name: ProfileName }[];
+
+function fleetPlan(counts: Partial<Record<ProfileName, number>>): Plan {
+  const profiles = loadProfiles();
+  const plan: Plan = [];
+  for (const name of ["p5-h100", "p6-gb200", "system-m7i"] as const) {
+    const profile = profiles.get(name);
+    if (!profile) throw new RangeError(`node profile ${name} missing from the fixtures`);
+    for (let i = 1; i <= (counts[name] ?? 0); i++) {
+      plan.push({ node: `${name}-${i}`, profile, name });
+    }
+  }
+  return plan;
+}
+
+function fleetNodes(plan: Plan, options: MixedFleetOptions): KubeNode[] {
+  return plan.map(({ node, profile, name }) => {
+    const obj = nodeObject(profile, node, "127.0.0.1", 10250, "v1.33.5") as unknown as KubeNode;
+    const labels = (obj.metadata ??= {}).labels ??= {};
+    Object.assign(labels, options.labels?.(node, name) ?? {});
+    return obj;
+  });
+}
+
+/**
+ * The Node objects of {@link makeMixedFleet}'s fleet (what a LIST of its nodes answers).
+ *
+ * @param counts nodes per profile
+ * @param options extra labels
+ * @returns the nodes, in the fleet's order
+ */
+export function mixedFleetNodes(
+  counts: Partial<Record<ProfileName, number>>,
+  options: MixedFleetOptions = {},
+): KubeNode[] {
+  return fleetNodes(fleetPlan(counts), options);
+}
+
 /**
  * {@link makeMixedFleet} one snapshot at a time, for fleets too large to hold (the bench's
  * 10,000 nodes). The NodeTopology readings of all snapshots share one set of strings.
@@ -77,21 +115,8 @@ export function* generateMixedFleet(
   counts: Partial<Record<ProfileName, number>>,
   options: MixedFleetOptions = {},
 ): Generator<Snapshot> {
-  const profiles = loadProfiles();
-  const plan: { node: string; profile: NodeProfile; name: ProfileName }[] = [];
-  for (const name of ["p5-h100", "p6-gb200", "system-m7i"] as const) {
-    const profile = profiles.get(name);
-    if (!profile) throw new RangeError(`node profile ${name} missing from the fixtures`);
-    for (let i = 1; i <= (counts[name] ?? 0); i++) {
-      plan.push({ node: `${name}-${i}`, profile, name });
-    }
-  }
-  const nodes = plan.map(({ node, profile, name }) => {
-    const obj = nodeObject(profile, node, "127.0.0.1", 10250, "v1.33.5") as unknown as KubeNode;
-    const labels = (obj.metadata ??= {}).labels ??= {};
-    Object.assign(labels, options.labels?.(node, name) ?? {});
-    return obj;
-  });
+  const plan = fleetPlan(counts);
+  const nodes = fleetNodes(plan, options);
   const topology = foldTopology(nodes, { maxNodesPerEntry: options.maxNodesPerEntry ?? 0 });
 
   const gpuOf = new Map<string, Measurement>();

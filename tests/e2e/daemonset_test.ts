@@ -14,7 +14,12 @@ import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { parseNvidiaSmi } from "../../collectors/mod.ts";
 import { generateDaemonTls } from "../../x509.ts";
-import { parseSnapshot, parseSnapshotStream } from "../../snapshot/mod.ts";
+import {
+  FLEET_TOPOLOGY_FILE,
+  isClusterTopologyDocument,
+  parseSnapshot,
+  parseSnapshotStream,
+} from "../../snapshot/mod.ts";
 import type { Snapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
@@ -30,6 +35,25 @@ function externalIPv4(): string | undefined {
 }
 
 const SELECTOR = encodeURIComponent("app.kubernetes.io/name=aicr");
+
+/** A snapshot's NodeTopology: summary, labels, its source, and every node its lists name. */
+function topologyOf(snapshot: Snapshot) {
+  const topology = snapshot.measurements.find((m) => m.type === "NodeTopology");
+  const data = (name: string) => topology?.subtypes.find((s) => s.subtype === name)?.data ?? {};
+  const named = new Set<string>();
+  for (const name of ["label", "taint"]) {
+    for (const value of Object.values(data(name))) {
+      const list = String(value).slice(String(value).lastIndexOf("|") + 1);
+      for (const node of list.split(",")) if (node) named.add(node);
+    }
+  }
+  return {
+    summary: data("summary"),
+    label: data("label"),
+    context: topology?.subtypes[0]?.context?.source,
+    named: [...named].sort(),
+  };
+}
 
 function gpuData(snapshot: Snapshot) {
   const gpu = snapshot.measurements.find((m) => m.type === "GPU");
@@ -167,17 +191,36 @@ Deno.test({
           for (const node of gpuNodes) {
             assert.match(run.stderr, new RegExp(`${node}\\s+ok\\s+direct`));
           }
+          // The node files, and the cluster's topology once beside them.
           assert.deepEqual(
             (await readdir(dir)).sort(),
-            gpuNodes.map((n) => `${n}.yaml`),
+            [...gpuNodes.map((n) => `${n}.yaml`), FLEET_TOPOLOGY_FILE].sort(),
           );
+          assert.match(run.stderr, new RegExp(`topology=.${env.nodes.length} nodes`));
           for (const node of gpuNodes) {
             const snapshot = parseSnapshot(await readFile(join(dir, `${node}.yaml`), "utf8"));
             assert.equal(snapshot.metadata["source-node"], node);
             const want = parseNvidiaSmi(nodeFixture(env.cluster.stateDir, node))
               .map((s) => ({ subtype: s.subtype, data: s.data }));
             assert.deepEqual(gpuData(snapshot), want, `GPU data of ${node}`);
+            // Each daemon reports its own Node only, and says so.
+            assert.equal(snapshot.metadata["topology-scope"], "node");
+            const own = topologyOf(snapshot);
+            assert.equal(own.summary["node-count"], 1);
+            assert.equal(own.summary.scope, "node");
+            assert.equal(own.context, `GET /api/v1/nodes/${node}`);
+            assert.equal(own.label["kubernetes.io/hostname"], `${node}|${node}`);
+            assert.deepEqual(own.named, [node], `${node} names only itself`);
           }
+          const cluster = parseSnapshot(await readFile(join(dir, FLEET_TOPOLOGY_FILE), "utf8"));
+          assert.equal(cluster.metadata["topology-scope"], "cluster");
+          assert.equal(cluster.metadata["source-node"], "");
+          assert.deepEqual(cluster.measurements.map((m) => m.type), ["NodeTopology"]);
+          const all = topologyOf(cluster);
+          assert.equal(all.summary["node-count"], env.nodes.length);
+          assert.equal(all.context, "LIST /api/v1/nodes");
+          // Every node of the cluster, CPU nodes included: one LIST, not the daemons' nodes.
+          assert.deepEqual(all.named, env.nodes.map((n) => n.name).sort());
           // What aicr diff --fleet compares.
           const diff = await aicr(["diff", "--fleet", dir]);
           assert.equal(diff.code, 0, diff.stderr);
@@ -185,7 +228,18 @@ Deno.test({
           const stream = await ds("fetch", "-o", "-");
           assert.equal(stream.code, 0, stream.stderr);
           const docs = parseSnapshotStream(stream.stdout);
-          assert.deepEqual(docs.map((d) => d.metadata["source-node"]).sort(), gpuNodes);
+          // The topology document last, once.
+          assert.equal(docs.at(-1)?.metadata["topology-scope"], "cluster");
+          assert.deepEqual(
+            docs.slice(0, -1).map((d) => d.metadata["source-node"]).sort(),
+            gpuNodes,
+          );
+          const noTopology = await ds("fetch", "--no-topology", "-o", "-");
+          assert.equal(noTopology.code, 0, noTopology.stderr);
+          assert.deepEqual(
+            parseSnapshotStream(noTopology.stdout).map((d) => d.metadata["source-node"]).sort(),
+            gpuNodes,
+          );
           // The alias: aicr snapshot --from-daemonset.
           const alias = await aicr([
             "snapshot",
@@ -197,9 +251,36 @@ Deno.test({
           ]);
           assert.equal(alias.code, 0, alias.stderr);
           assert.deepEqual(
-            parseSnapshotStream(alias.stdout).map((d) => d.metadata["source-node"]).sort(),
+            parseSnapshotStream(alias.stdout).filter((d) => !isClusterTopologyDocument(d))
+              .map((d) => d.metadata["source-node"]).sort(),
             gpuNodes,
           );
+        },
+      );
+
+      await t.step(
+        "the daemon may get Nodes but not list them; the reader may list them (the fetch's one LIST)",
+        async () => {
+          const may = async (account: string, verb: string) => {
+            const review = await admin.request(
+              "POST",
+              "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+              {
+                apiVersion: "authorization.k8s.io/v1",
+                kind: "SubjectAccessReview",
+                spec: {
+                  user: `system:serviceaccount:${ns}:${account}`,
+                  groups: ["system:serviceaccounts", `system:serviceaccounts:${ns}`],
+                  resourceAttributes: { verb, resource: "nodes" },
+                },
+              },
+            );
+            return review.body.status?.allowed === true;
+          };
+          assert.equal(await may("aicr-daemon", "get"), true);
+          assert.equal(await may("aicr-daemon", "list"), false);
+          assert.equal(await may("aicr-reader", "list"), true);
+          assert.equal(await may("aicr-reader", "get"), false);
         },
       );
 
