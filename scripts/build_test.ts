@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -8,7 +8,9 @@ import {
   chooseBackend,
   LAZY_BUILTINS,
   LAZY_CHUNKS,
+  makeWarmCache,
   REPO_ROOT,
+  RUNTIME_V8_FLAGS,
 } from "./build.ts";
 
 Deno.test("build: chooseBackend() uses deno-compile when DENORT_BIN names a file", () => {
@@ -124,6 +126,36 @@ console.log(JSON.stringify({ before, after: loaded(), digest, readFile: typeof f
       digest: "36e35597",
       readFile: "function",
     });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("build: the main script's warm code cache holds what its command lines compiled, and V8 accepts it", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "aicr-warm-"));
+  try {
+    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+    const script = join(dir, "aicr.cjs");
+    await writeFile(
+      script,
+      await bundle(join(REPO_ROOT, "mod.ts"), {
+        info,
+        minify: true,
+        chunks: LAZY_CHUNKS,
+        lazyBuiltins: LAZY_BUILTINS,
+      }),
+    );
+    const version = join(dir, "version.cache");
+    await makeWarmCache(script, version, RUNTIME_V8_FLAGS, [["version"]]);
+    const warm = join(dir, "warm.cache");
+    await makeWarmCache(script, warm, RUNTIME_V8_FLAGS);
+    // More command lines, more compiled functions in the cache (a cache of the top level alone,
+    // which Node's own SEA code cache is, holds about a third of what `version` compiles).
+    assert.ok((await stat(warm)).size > (await stat(version)).size);
+    await assert.rejects(
+      makeWarmCache(script, join(dir, "bad.cache"), RUNTIME_V8_FLAGS, [["no-such-verb"]]),
+      /Cannot run the main script to warm its code cache[\s\S]*exit codes \[2\]/,
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
