@@ -22,7 +22,20 @@ let cachedChars = 0;
 const FAIL = Symbol("not a plain scalar");
 const values = new Map<string, unknown>();
 const keys = new Map<string, string | typeof FAIL>();
-const entries = new Map<string, [string, unknown] | typeof FAIL>();
+/** One `key: value` line of a map, decoded. */
+interface Entry {
+  /** The whole line, indentation included (detached from its file's text). */
+  line: string;
+  key: string;
+  value: unknown;
+}
+const entries = new Map<string, Entry | typeof FAIL>();
+/**
+ * Per map (its measurement, subtype and field), the entries of the last one read: the files of
+ * a fleet repeat each other line for line, so a line is first compared with the one at the same
+ * place in the previous file (no slice, no hash), and only looked up when it differs.
+ */
+const templates = new Map<string, readonly Entry[]>();
 
 function remember<T>(cache: Map<string, T>, text: string, decoded: T): T {
   if (cachedChars + text.length > CACHE_CHARS) {
@@ -170,37 +183,84 @@ function entry(line: string, indent: number): [string, string] | undefined {
   return [line.slice(indent, end), line.slice(end + 2)];
 }
 
-/** Reads one map of scalars whose entries sit at `indent`, from `lines[at]`; FAIL on doubt. */
-function readMap(
-  lines: readonly string[],
-  at: number,
-  indent: number,
-): { map: Record<string, unknown>; next: number } | typeof FAIL {
-  const map: Record<string, unknown> = {};
-  const pad = " ".repeat(indent);
-  let i = at;
-  for (; i < lines.length; i++) {
-    let line = lines[i] as string;
-    if (!line.startsWith(pad) || line[indent] === " ") break;
-    // Whole lines repeat across a fleet's files: one lookup per line, no slicing.
-    let decoded = entries.get(line);
-    if (decoded === undefined) {
-      line = detach(line);
-      const parts = entry(line, indent);
-      const key = parts ? decodeKey(parts[0]) : FAIL;
-      const value = parts ? decodeValue(parts[1]) : FAIL;
-      decoded = remember(entries, line, key === FAIL || value === FAIL ? FAIL : [key, value]);
-    }
-    if (decoded === FAIL || Object.hasOwn(map, decoded[0])) return FAIL;
-    setOwn(map, decoded[0], decoded[1]);
-  }
-  return { map, next: i };
+/** The end of the line starting at `pos`: its newline, or the end of the text. */
+function lineEnd(text: string, pos: number): number {
+  const end = text.indexOf("\n", pos);
+  return end < 0 ? text.length : end;
 }
 
-/** A structural line: `<pad><name>:` opening a block, or `<pad><name>: {}` / `[]` empty. */
-function opens(line: string | undefined, pad: string, name: string, empty: string) {
-  if (line === `${pad}${name}:`) return "block";
-  if (line === `${pad}${name}: ${empty}`) return "empty";
+/** Whether the line starting at `pos` is exactly `line`. */
+function lineIs(text: string, pos: number, line: string): boolean {
+  const end = pos + line.length;
+  return text.startsWith(line, pos) && (end === text.length || text.charCodeAt(end) === 10);
+}
+
+/** Where the template goes on after a line off it with this key (a changed, added or removed line). */
+function resync(template: readonly Entry[] | undefined, at: number, key: string): number {
+  if (template === undefined) return at;
+  for (let k = at; k < at + 4 && k < template.length; k++) {
+    if ((template[k] as Entry).key === key) return k + 1;
+  }
+  return at;
+}
+
+/**
+ * Reads one map of scalars whose entries sit at `indent`, from `pos`; FAIL on doubt.
+ *
+ * @param context names the map among a document's maps, for its template
+ */
+function readMap(
+  text: string,
+  pos: number,
+  indent: number,
+  context: string,
+): { map: Record<string, unknown>; next: number } | typeof FAIL {
+  const map: Record<string, unknown> = {};
+  const template = templates.get(context);
+  const read: Entry[] = [];
+  let at = 0;
+  // The template's keys are unique, and lines on it come in its order: keys need checking for a
+  // repeat only once a line off the template was read.
+  let checkKeys = false;
+  while (pos < text.length) {
+    let decoded = template?.[at];
+    if (decoded !== undefined && lineIs(text, pos, decoded.line)) at++;
+    else {
+      const end = lineEnd(text, pos);
+      let i = 0;
+      while (i < indent && text.charCodeAt(pos + i) === 32) i++;
+      if (i < indent || text.charCodeAt(pos + indent) === 32) break;
+      let line = text.slice(pos, end);
+      let known = entries.get(line);
+      if (known === undefined) {
+        line = detach(line);
+        const parts = entry(line, indent);
+        const key = parts ? decodeKey(parts[0]) : FAIL;
+        const value = parts ? decodeValue(parts[1]) : FAIL;
+        known = remember(
+          entries,
+          line,
+          key === FAIL || value === FAIL ? FAIL : { line, key, value },
+        );
+      }
+      if (known === FAIL) return FAIL;
+      decoded = known;
+      checkKeys = true;
+      at = resync(template, at, decoded.key);
+    }
+    if (checkKeys && Object.hasOwn(map, decoded.key)) return FAIL;
+    setOwn(map, decoded.key, decoded.value);
+    read.push(decoded);
+    pos += decoded.line.length + 1;
+  }
+  templates.set(context, read);
+  return { map, next: pos };
+}
+
+/** A structural line at `pos`: `<pad><name>:` opening a block, or `<pad><name>: {}` / `[]`. */
+function opens(text: string, pos: number, block: string, empty: string) {
+  if (lineIs(text, pos, block)) return "block";
+  if (lineIs(text, pos, empty)) return "empty";
   return undefined;
 }
 
@@ -212,64 +272,66 @@ function opens(line: string | undefined, pad: string, name: string, empty: strin
  */
 export function readSnapshotYaml(text: string): unknown {
   if (text.includes("\r") || !text.startsWith("kind: ")) return undefined;
-  const lines = text.split("\n");
-  if (lines[lines.length - 1] === "") lines.pop();
   const doc: Record<string, unknown> = {};
-  let i = 0;
+  let pos = 0;
   for (const name of ["kind", "apiVersion"]) {
-    const parts = entry(lines[i] ?? "", 0);
+    const end = lineEnd(text, pos);
+    const parts = entry(text.slice(pos, end), 0);
     if (!parts || parts[0] !== name) return undefined;
     const value = decodeValue(parts[1]);
     if (value === FAIL) return undefined;
     doc[name] = value;
-    i++;
+    pos = end + 1;
   }
-  const metadata = opens(lines[i], "", "metadata", "{}");
+  const metadata = opens(text, pos, "metadata:", "metadata: {}");
   if (!metadata) return undefined;
-  i++;
+  pos = lineEnd(text, pos) + 1;
   if (metadata === "block") {
-    const read = readMap(lines, i, 2);
-    if (read === FAIL || read.next === i) return undefined;
+    const read = readMap(text, pos, 2, "metadata");
+    if (read === FAIL || read.next === pos) return undefined;
     doc.metadata = read.map;
-    i = read.next;
+    pos = read.next;
   } else doc.metadata = {};
-  const list = opens(lines[i], "", "measurements", "[]");
+  const list = opens(text, pos, "measurements:", "measurements: []");
   if (!list) return undefined;
-  i++;
+  pos = lineEnd(text, pos) + 1;
   const measurements: Record<string, unknown>[] = [];
   doc.measurements = measurements;
-  if (list === "empty") return i === lines.length ? doc : undefined;
-  while (i < lines.length) {
-    const head = lines[i] as string;
-    if (!head.startsWith("  - type: ")) return undefined;
-    const type = decodeValue(head.slice(10));
+  if (list === "empty") return pos >= text.length ? doc : undefined;
+  while (pos < text.length) {
+    if (!text.startsWith("  - type: ", pos)) return undefined;
+    let end = lineEnd(text, pos);
+    const typeText = text.slice(pos + 10, end);
+    const type = decodeValue(typeText);
     if (type === FAIL) return undefined;
     const measurement: Record<string, unknown> = { type };
     measurements.push(measurement);
-    i++;
-    if (lines[i] !== "    subtypes:") continue;
-    i++;
+    pos = end + 1;
+    if (!lineIs(text, pos, "    subtypes:")) continue;
+    pos += 14;
     const subtypes: Record<string, unknown>[] = [];
     measurement.subtypes = subtypes;
-    while (i < lines.length && (lines[i] as string).startsWith("      - subtype: ")) {
-      const name = decodeValue((lines[i] as string).slice(17));
+    while (pos < text.length && text.startsWith("      - subtype: ", pos)) {
+      end = lineEnd(text, pos);
+      const nameText = text.slice(pos + 17, end);
+      const name = decodeValue(nameText);
       if (name === FAIL) return undefined;
       const subtype: Record<string, unknown> = { subtype: name };
       subtypes.push(subtype);
-      i++;
-      for (const field of ["data", "context"]) {
-        const opened = opens(lines[i], "        ", field, "{}");
+      pos = end + 1;
+      for (const field of FIELDS) {
+        const opened = opens(text, pos, field.block, field.empty);
         if (!opened) {
-          if (field === "data") return undefined;
+          if (field.name === "data") return undefined;
           break;
         }
-        i++;
-        if (opened === "empty") subtype[field] = {};
+        pos = lineEnd(text, pos) + 1;
+        if (opened === "empty") subtype[field.name] = {};
         else {
-          const read = readMap(lines, i, 10);
-          if (read === FAIL || read.next === i) return undefined;
-          subtype[field] = read.map;
-          i = read.next;
+          const read = readMap(text, pos, 10, `${typeText}\n${nameText}\n${field.name}`);
+          if (read === FAIL || read.next === pos) return undefined;
+          subtype[field.name] = read.map;
+          pos = read.next;
         }
       }
     }
@@ -277,3 +339,9 @@ export function readSnapshotYaml(text: string): unknown {
   }
   return doc;
 }
+
+const FIELDS = ["data", "context"].map((name) => ({
+  name,
+  block: `        ${name}:`,
+  empty: `        ${name}: {}`,
+}));
