@@ -469,6 +469,8 @@ export async function loadFleet(
  * @param loader the I/O
  * @param options working directory
  * @param add takes each member, in input order
+ * @param addYaml takes a directory's file straight from its text, instead of `add` with the
+ *   parsed snapshot, when it can (`FleetBuilder.addYaml`)
  * @returns the number of members read
  * @throws {UsageError} for invalid inputs, or when no snapshot is found
  * @throws {NotFoundError} for a missing path or ConfigMap
@@ -478,13 +480,14 @@ export async function readFleet(
   loader: SnapshotSourceLoader,
   options: SourceOptions,
   add: (member: FleetMember) => void,
+  addYaml?: FleetYamlReader,
 ): Promise<number> {
   let count = 0;
   for (const source of sources) {
     if (source !== "-" && !source.startsWith("cm://")) {
       const info = await loader.stat(resolve(options.cwd, source));
       if (info?.isDirectory) {
-        count += await readFleetDirectory(source, loader, options, add);
+        count += await readFleetDirectory(source, loader, options, add, addYaml);
         continue;
       }
     }
@@ -518,11 +521,15 @@ export async function readFleet(
   return count;
 }
 
+/** Reads a member from its YAML text, or returns false for the caller to parse it. */
+export type FleetYamlReader = (text: string, nodeName: (sourceNode: string) => string) => boolean;
+
 async function readFleetDirectory(
   source: string,
   loader: SnapshotSourceLoader,
   options: SourceOptions,
   add: (member: FleetMember) => void,
+  addYaml?: FleetYamlReader,
 ): Promise<number> {
   const dir = resolve(options.cwd, source);
   const files = (await loader.readDirectory(dir))
@@ -548,13 +555,17 @@ async function readFleetDirectory(
     infos.push(info);
   }
   for (const [i, name] of names.entries()) {
+    const file = files[i] as string;
+    const nodeName = (sourceNode: string) => sourceNode || basename(file, extname(file));
     // Described above: read at once, unless it was not there or is a directory (for the error).
     const info = infos[i];
-    const snapshot = info && !info.isDirectory
-      ? parseSnapshot(await readKnownFile(name, loader, options), { source: name })
-      : await loadSnapshot(name, loader, options);
-    const file = files[i] as string;
-    add({ node: snapshot.metadata["source-node"] || basename(file, extname(file)), snapshot });
+    let snapshot: Snapshot;
+    if (info && !info.isDirectory) {
+      const text = await readKnownFile(name, loader, options);
+      if (addYaml?.(text, nodeName)) continue;
+      snapshot = parseSnapshot(text, { source: name });
+    } else snapshot = await loadSnapshot(name, loader, options);
+    add({ node: nodeName(snapshot.metadata["source-node"]), snapshot });
   }
   return names.length;
 }

@@ -255,7 +255,14 @@ async function diffFleet(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promis
   });
   // One snapshot at a time: the builder keeps each node's interned configuration (a few KiB),
   // never the parsed snapshots, so 10,000 nodes fit where 10,000 snapshots would not.
-  await readFleet(fleet, run.loader, { cwd: deps.cwd, option: "fleet" }, builder.add);
+  // A directory's files in our own layout go straight into the builder, without a snapshot.
+  await readFleet(
+    fleet,
+    run.loader,
+    { cwd: deps.cwd, option: "fleet" },
+    builder.add,
+    builder.addYaml,
+  );
   const report = builder.finish();
   const format = flags.format as typeof FLEET_FORMATS[number];
   await run.write(

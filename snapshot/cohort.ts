@@ -88,6 +88,11 @@ export interface CohortReader {
   /** Reads what the cohort keys need from the next member's snapshot. */
   observe(snapshot: Snapshot): void;
   /**
+   * Whether {@link CohortReader.observe} reads this subtype's readings: a snapshot holding only
+   * these subtypes (and every measurement, for their order) is observed the same.
+   */
+  wants(type: string, subtype: string): boolean;
+  /**
    * Assigns the members observed so far, in order, to cohorts.
    *
    * @param nodes the members' unique node names, in the order observed
@@ -111,6 +116,7 @@ export function createCohortReader(groupBy: readonly string[] = []): CohortReade
     }
     return {
       observe() {},
+      wants: () => false,
       assign: (nodes) => ({
         keys: [],
         cohortOf: nodes.map(() => WHOLE_FLEET_COHORT),
@@ -134,7 +140,12 @@ export function createCohortReader(groupBy: readonly string[] = []): CohortReade
     ];
   const labels = createLabelIndex(specs.flatMap((s) => s.labels ?? []));
   const pathValues = specs.map(() => [] as (string | null)[]);
+  const paths = specs.flatMap((s) => s.path === undefined ? [] : [s.path]);
+  const anyLabels = specs.some((s) => s.labels !== undefined && s.labels.length > 0);
   return {
+    wants: (type, subtype) =>
+      (anyLabels && type === "NodeTopology" && LABEL_INDEX_SUBTYPES.includes(subtype)) ||
+      paths.some((p) => p.startsWith(`${type}.${subtype}.`)),
     observe(snapshot) {
       specs.forEach((spec, i) => {
         if (spec.path !== undefined) {
@@ -262,6 +273,9 @@ export function readPath(snapshot: Snapshot, path: string): Reading | undefined 
 }
 
 const MORE_SUFFIX_REGEXP = / \(\+\d+ more\)$/;
+
+/** The NodeTopology subtypes the label index reads. */
+const LABEL_INDEX_SUBTYPES = ["label", "summary", "taint"];
 
 /**
  * Node → value for each wanted label, from the NodeTopology `label` readings of the

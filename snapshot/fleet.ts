@@ -17,8 +17,17 @@
 import { createCohortReader } from "./cohort.ts";
 import { canonicalReading, compileIgnore, readingSchema } from "./diff.ts";
 import type { ChangeKind, ReadingSchema } from "./diff.ts";
-import { compareKeys, MEASUREMENT_TYPES } from "./model.ts";
-import type { MeasurementType, Reading, Snapshot } from "./model.ts";
+import {
+  ACCEPTED_API_VERSIONS,
+  compareKeys,
+  isMeasurementType,
+  MEASUREMENT_TYPES,
+  setOwn,
+  SNAPSHOT_KIND,
+} from "./model.ts";
+import type { Measurement, MeasurementType, Reading, ReadingMap, Snapshot } from "./model.ts";
+import { walkSnapshotYaml } from "./yaml_reader.ts";
+import type { YamlMap, YamlSnapshot } from "./yaml_reader.ts";
 
 /**
  * Readings that name the node itself (or one of its GPUs), so they differ across any fleet
@@ -246,6 +255,18 @@ export interface FleetBuilder {
    */
   add(member: FleetMember): void;
   /**
+   * Reads one member straight from its YAML text in `encodeSnapshot`'s layout (what
+   * `aicr daemonset fetch -o dir/` writes), as {@link FleetBuilder.add} reads the snapshot
+   * `parseSnapshot` makes of it, without making it: each line is matched to the same line of
+   * the last file and its path and value ids are remembered with it.
+   *
+   * @param text the document
+   * @param nodeName the member's name from its `metadata.source-node` (`""` when absent)
+   * @returns false, having read nothing, when the text departs from the layout or is not a
+   *   valid snapshot in canonical order: the caller parses it (for its error) and calls `add`
+   */
+  addYaml(text: string, nodeName: (sourceNode: string) => string): boolean;
+  /**
    * Splits the members into cohorts and compares them.
    *
    * @throws {UsageError} when a `groupBy` key is on no snapshot
@@ -272,6 +293,46 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
   // one snapshot keeps its later reading).
   const lastNode: number[] = [];
   const lastPos: number[] = [];
+  /** A subtype's path ids by key. */
+  function keysOf(type: MeasurementType, subtype: string): Map<string, number> {
+    let bySubtype = keyTables.get(type);
+    if (!bySubtype) keyTables.set(type, bySubtype = new Map());
+    let keys = bySubtype.get(subtype);
+    if (!keys) bySubtype.set(subtype, keys = new Map());
+    return keys;
+  }
+
+  /** The id of a path, its table made on first sight; -1 when it is ignored. */
+  function pathId(
+    keys: Map<string, number>,
+    type: MeasurementType,
+    subtype: string,
+    key: string,
+  ): number {
+    let pid = keys.get(key);
+    if (pid === undefined) {
+      pid = internPath(tables, type, subtype, key);
+      keys.set(key, pid);
+      // A new path gets its slots at once: the arrays stay packed and read in bounds.
+      while (lastNode.length < paths.length) {
+        lastNode.push(-1);
+        lastPos.push(0);
+      }
+    }
+    return pid;
+  }
+
+  /** Adds one reading to a node's pairs of its type; a path read twice keeps its later reading. */
+  function place(pairs: number[], pid: number, vid: number, nodeIndex: number): void {
+    if (lastNode[pid] === nodeIndex) {
+      pairs[(lastPos[pid] as number) + 1] = vid;
+      return;
+    }
+    lastNode[pid] = nodeIndex;
+    lastPos[pid] = pairs.length;
+    pairs.push(pid, vid);
+  }
+
   function add(member: FleetMember): void {
     const nodeIndex = configs.length;
     rawNames.push(member.node);
@@ -282,61 +343,135 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
       let pairs = perType.get(m.type);
       if (!pairs) perType.set(m.type, pairs = []);
       for (const s of m.subtypes) {
-        let bySubtype = keyTables.get(m.type);
-        if (!bySubtype) keyTables.set(m.type, bySubtype = new Map());
-        let keys = bySubtype.get(s.subtype);
-        if (!keys) bySubtype.set(s.subtype, keys = new Map());
+        const keys = keysOf(m.type, s.subtype);
         const data = s.data;
         for (const key of Object.keys(data)) {
-          let pid = keys.get(key);
-          if (pid === undefined) {
-            pid = internPath(tables, m.type, s.subtype, key);
-            keys.set(key, pid);
-            // A new path gets its slots at once: the arrays stay packed and read in bounds.
-            while (lastNode.length < paths.length) {
-              lastNode.push(-1);
-              lastPos.push(0);
-            }
+          // Keys from Object.keys() are internalised strings: the lookup hashes no new string.
+          const pid = pathId(keys, m.type, s.subtype, key);
+          if (pid >= 0) {
+            place(pairs, pid, valueId(paths[pid] as PathTable, data[key] as Reading), nodeIndex);
           }
-          if (pid < 0) continue;
-          const table = paths[pid] as PathTable;
-          const value = data[key] as Reading;
-          let vid: number | undefined;
-          if (table.plain) {
-            const canonical = value === null
-              ? null
-              : typeof value === "string"
-              ? value
-              : String(value);
-            vid = table.ids.get(canonical);
-            if (vid === undefined) vid = addValue(table, canonical, value);
-          } else {
-            // Raw readings first: every node of a cluster carries the same NodeTopology
-            // strings, so their node lists are split and sorted once, not once per node.
-            vid = table.raw.get(value);
-            if (vid === undefined) {
-              const canonical = canonicalReading(value, table.schema, table.topology);
-              vid = table.ids.get(canonical) ?? addValue(table, canonical, value);
-              table.raw.set(value, vid);
-            }
-          }
-          if (lastNode[pid] === nodeIndex) {
-            // The same path twice in one snapshot: the later reading wins.
-            pairs[(lastPos[pid] as number) + 1] = vid;
-            continue;
-          }
-          lastNode[pid] = nodeIndex;
-          lastPos[pid] = pairs.length;
-          pairs.push(pid, vid);
         }
       }
     }
-    const config = new Map<MeasurementType, Int32Array>();
-    for (const [type, pairs] of perType) config.set(type, sortPairs(pairs));
-    configs.push(config);
+    configs.push(finishConfig(perType));
   }
 
-  return { add, finish: () => finishFleet(tables) };
+  function addYaml(text: string, nodeName: (sourceNode: string) => string): boolean {
+    let doc: YamlSnapshot | undefined;
+    try {
+      doc = walkSnapshotYaml(text);
+    } catch {
+      // A scalar the library could not read (nested too deeply, ...): parseSnapshot says why.
+      return false;
+    }
+    const sourceNode = doc === undefined ? undefined : validYamlSnapshot(doc);
+    if (doc === undefined || sourceNode === undefined) return false;
+    const nodeIndex = configs.length;
+    rawNames.push(nodeName(sourceNode));
+    // The cohort keys read a few subtypes (GPU.smi, the node's NodeTopology): those only.
+    const observed: Measurement[] = [];
+    const perType = new Map<MeasurementType, number[]>();
+    for (const m of doc.measurements) {
+      const type = m.type as MeasurementType;
+      const subtypes = m.subtypes ?? [];
+      observed.push({
+        type,
+        subtypes: subtypes
+          .filter((s) => cohortReader.wants(type, s.subtype as string))
+          .map((s) => ({ subtype: s.subtype as string, data: readingMap(s.data) })),
+      });
+      if (FLEET_CLUSTER_SCOPED_TYPES.includes(type)) continue;
+      let pairs = perType.get(type);
+      if (!pairs) perType.set(type, pairs = []);
+      for (const s of subtypes) {
+        for (const entry of s.data) {
+          let memo = entry.memo;
+          if (memo === undefined || memo.owner !== tables) {
+            const pid = pathId(
+              keysOf(type, s.subtype as string),
+              type,
+              s.subtype as string,
+              entry.key,
+            );
+            const vid = pid < 0 ? -1 : valueId(paths[pid] as PathTable, entry.reading);
+            entry.memo = memo = { owner: tables, pid, vid };
+          }
+          if (memo.pid >= 0) place(pairs, memo.pid, memo.vid, nodeIndex);
+        }
+      }
+    }
+    cohortReader.observe({
+      kind: SNAPSHOT_KIND,
+      apiVersion: doc.apiVersion as string,
+      metadata: { timestamp: "", version: "", "source-node": sourceNode },
+      measurements: observed,
+    });
+    configs.push(finishConfig(perType));
+    return true;
+  }
+
+  return { add, addYaml, finish: () => finishFleet(tables) };
+}
+
+/** A node's pairs per type, sorted by path id. */
+function finishConfig(perType: Map<MeasurementType, number[]>): Map<MeasurementType, Int32Array> {
+  const config = new Map<MeasurementType, Int32Array>();
+  for (const [type, pairs] of perType) config.set(type, sortPairs(pairs));
+  return config;
+}
+
+/** The id of a reading among its path's values, interned on first sight. */
+function valueId(table: PathTable, value: Reading): number {
+  if (table.plain) {
+    const canonical = value === null ? null : typeof value === "string" ? value : String(value);
+    return table.ids.get(canonical) ?? addValue(table, canonical, value);
+  }
+  // Raw readings first: every node of a cluster carries the same NodeTopology strings, so
+  // their node lists are split and sorted once, not once per node.
+  let vid = table.raw.get(value);
+  if (vid === undefined) {
+    const canonical = canonicalReading(value, table.schema, table.topology);
+    vid = table.ids.get(canonical) ?? addValue(table, canonical, value);
+    table.raw.set(value, vid);
+  }
+  return vid;
+}
+
+/**
+ * What `parseSnapshot` checks of a document read fast, and the canonical order the builder
+ * relies on (measurements in type order, where a path read twice keeps the later reading).
+ *
+ * @returns its `metadata.source-node` (`""` when absent), or undefined when `parseSnapshot`
+ *   must read it (invalid, out of order, or metadata that is not all strings)
+ */
+function validYamlSnapshot(doc: YamlSnapshot): string | undefined {
+  if (doc.kind !== SNAPSHOT_KIND) return undefined;
+  if (typeof doc.apiVersion !== "string" || !ACCEPTED_API_VERSIONS.includes(doc.apiVersion)) {
+    return undefined;
+  }
+  let sourceNode = "";
+  for (const e of doc.metadata) {
+    if (typeof e.value !== "string") return undefined;
+    if (e.key === "source-node") sourceNode = e.value;
+  }
+  let lastOrder = -1;
+  for (const m of doc.measurements) {
+    if (!isMeasurementType(m.type)) return undefined;
+    const order = MEASUREMENT_TYPES.indexOf(m.type);
+    if (order < lastOrder) return undefined;
+    lastOrder = order;
+    for (const s of m.subtypes ?? []) if (typeof s.subtype !== "string") return undefined;
+  }
+  return sourceNode;
+}
+
+/** A map's readings as the record `parseSnapshot` makes (keys sorted, as `normalizeSnapshot`). */
+function readingMap(map: YamlMap): ReadingMap {
+  const sorted = [...map].sort((a, b) => compareKeys(a.key, b.key));
+  const out: ReadingMap = {};
+  for (const e of sorted) setOwn(out, e.key, e.reading);
+  return out;
 }
 
 /** Empty tables for a builder with these options. */

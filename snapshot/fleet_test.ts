@@ -1,9 +1,13 @@
 import assert from "node:assert/strict";
 import { DEFAULT_IGNORE_PATTERNS } from "./diff.ts";
 import { renderFleetTable } from "./diff_render.ts";
-import { buildFleetReport, compareNodeNames } from "./fleet.ts";
-import type { FleetMember } from "./fleet.ts";
+import { encodeJson, encodeSnapshot, parseSnapshot } from "./codec.ts";
+import { buildFleetReport, compareNodeNames, createFleetBuilder } from "./fleet.ts";
+import type { FleetMember, FleetOptions } from "./fleet.ts";
+import type { Snapshot } from "./model.ts";
 import { makeNodeSnapshot, setReading } from "./testdata/generate.ts";
+import { makeMixedFleet } from "./testdata/mixed_fleet.ts";
+import { randomSnapshot, tricky } from "./testdata/yaml_cases.ts";
 
 const H100_COHORT = "NVIDIA H100 80GB HBM3 ×8 · p5.48xlarge";
 const NODES = Array.from({ length: 42 }, (_, i) => `gpu-node-${i + 1}`);
@@ -197,4 +201,104 @@ Deno.test("buildFleetReport() keeps duplicate node names apart and orders names 
   ]);
   assert.deepEqual(report.nodes, ["gpu-2", "gpu-2#2", "gpu-10", "snapshot-4"]);
   assert.ok(compareNodeNames("gpu-node-9", "gpu-node-10") < 0);
+});
+
+/**
+ * The same files read twice: each parsed and added (`add`), and each handed to `addYaml` (the
+ * fetched-directory path), parsed and added only when it declines. Returns both reports (or
+ * both errors) and how many files `addYaml` took.
+ */
+function readBothWays(texts: readonly string[], options: FleetOptions) {
+  const name = (i: number) => (sourceNode: string) => sourceNode || `file-${i + 1}`;
+  const run = (fast: boolean) => {
+    const builder = createFleetBuilder(options);
+    let taken = 0;
+    try {
+      texts.forEach((text, i) => {
+        if (fast && builder.addYaml(text, name(i))) taken++;
+        else {
+          const snapshot = parseSnapshot(text, { source: `file-${i + 1}` });
+          builder.add({ node: name(i)(snapshot.metadata["source-node"]), snapshot });
+        }
+      });
+      return { report: encodeJson(builder.finish()), taken };
+    } catch (error) {
+      return { report: error instanceof Error ? error.message : String(error), taken };
+    }
+  };
+  return { parsed: run(false), fast: run(true) };
+}
+
+Deno.test("FleetBuilder.addYaml() reads a file as add() reads its parsed snapshot: the same report, whatever the fleet", () => {
+  const mixed = makeMixedFleet({ "p5-h100": 12, "p6-gb200": 6, "system-m7i": 3 });
+  setReading(mixed[4] as Snapshot, "OS.sysctl./proc/sys/vm/swappiness", "10");
+  setReading(mixed[7] as Snapshot, "OS.kmod.nvidia_peermem", undefined);
+  setReading(mixed[15] as Snapshot, "GPU.smi.driver", "570.86.15");
+  const own = makeMixedFleet({ "p5-h100": 6, "p6-gb200": 4 }, {
+    ownTopology: true,
+    labels: (node) => ({ "karpenter.sh/nodepool": node.endsWith("1") ? "pool-a" : "pool-b" }),
+  });
+  const random = Array.from({ length: 60 }, (_, i) => randomSnapshot(i + 1));
+  const base = encodeSnapshot(mixed[0] as Snapshot);
+  const edited = [
+    // Keys out of order, types out of order, metadata not all strings: parsed instead.
+    base.replace(/( {10}driver: .*\n)( {10}[^\n]*\n)/, "$2$1"),
+    base.replace(/^( {2}- type: )K8s/m, "$1X").replace(/^( {2}- type: )OS/m, "$1K8s")
+      .replace(/^( {2}- type: )X/m, "$1OS"),
+    base.replace(/( {2}source-node: ).*\n/, "$1 42\n"),
+    // No source-node: named after its file; integer keys, a big integer, a path read twice.
+    base.replace(/ {2}source-node: .*\n/, ""),
+    base.replace(/ {10}driver: .*\n/, "          10: a\n          9: 123456789012345678901\n"),
+    base.replace(
+      /( {6}- subtype: smi\n {8}data:\n)/,
+      "      - subtype: smi.gpu\n        data:\n          model: other\n$1",
+    ),
+  ];
+  for (const text of edited) assert.notEqual(text, base);
+  const trickyFleet = Array.from({ length: 6 }, (_, i) => {
+    const snapshot = tricky({ singleLine: true });
+    snapshot.metadata["source-node"] = `t-${i}`;
+    if (i === 2) setReading(snapshot, "OS.sysctl.k1", "other");
+    return encodeSnapshot(snapshot);
+  });
+  const cases: [string, string[], FleetOptions, number][] = [
+    ["mixed, default cohorts", mixed.map((s) => encodeSnapshot(s)), {
+      ignore: DEFAULT_IGNORE_PATTERNS,
+    }, mixed.length],
+    ["own topology, node pools, all readings", own.map((s) => encodeSnapshot(s)), {
+      allReadings: true,
+    }, own.length],
+    ["own topology, by label and path", own.map((s) => encodeSnapshot(s)), {
+      groupBy: ["karpenter.sh/nodepool", "GPU.smi.gpu.model"],
+    }, own.length],
+    [
+      "random tricky readings (most in block scalars), one cohort",
+      random.map((s) => encodeSnapshot(s)),
+      { groupBy: ["none"] },
+      1,
+    ],
+    ["tricky single-line readings and keys", trickyFleet, { groupBy: ["none"] }, 6],
+    // Keys out of order are read straight (their order does not matter to the builder).
+    ["edited files", [...mixed.slice(0, 5).map((s) => encodeSnapshot(s)), ...edited], {
+      ignore: DEFAULT_IGNORE_PATTERNS,
+    }, 9],
+    ["JSON files", mixed.slice(0, 3).map((s) => encodeSnapshot(s, "json")), {}, 0],
+  ];
+  for (const [what, texts, options, taken] of cases) {
+    const { parsed, fast } = readBothWays(texts, options);
+    assert.equal(fast.report, parsed.report, what);
+    assert.equal(fast.taken, taken, `${what}: files read straight`);
+  }
+  // A repeated key or an invalid document: declined, and parsing gives the error.
+  for (
+    const broken of [
+      base.replace(/( {10}driver: .*\n)/, "$1$1"),
+      base.replace(/^kind: .*\n/, "kind: Other\n"),
+    ]
+  ) {
+    const { parsed, fast } = readBothWays([base, broken], {});
+    assert.equal(fast.taken, 1);
+    assert.match(fast.report, /Cannot (parse|read) snapshot 'file-2'/);
+    assert.equal(fast.report, parsed.report);
+  }
 });

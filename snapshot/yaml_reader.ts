@@ -15,27 +15,35 @@
  */
 import { parseDocument } from "yaml";
 import { setOwn } from "./model.ts";
+import type { Reading } from "./model.ts";
 
 /** Characters of scalar and key texts remembered; past this the caches start over. */
-const CACHE_CHARS = 32 * 1024 * 1024;
+const CACHE_CHARS = 4 * 1024 * 1024;
 let cachedChars = 0;
 const FAIL = Symbol("not a plain scalar");
 const values = new Map<string, unknown>();
 const keys = new Map<string, string | typeof FAIL>();
 /** One `key: value` line of a map, decoded. */
-interface Entry {
+export interface YamlEntry {
   /** The whole line, indentation included (detached from its file's text). */
-  line: string;
-  key: string;
-  value: unknown;
+  readonly line: string;
+  /** The key. */
+  readonly key: string;
+  /** The value as the library's `toJS()` gives it (integers as bigint). */
+  readonly value: unknown;
+  /** The value as a validated reading: a safe integer as a number. */
+  readonly reading: Reading;
+  /** What one consumer derived from this entry (the fleet builder: its path and value ids). */
+  memo?: { owner: object; pid: number; vid: number };
 }
-const entries = new Map<string, Entry | typeof FAIL>();
+/** Per map (its measurement, subtype and field): its lines read so far, decoded. */
+const entries = new Map<string, Map<string, YamlEntry | typeof FAIL>>();
 /**
- * Per map (its measurement, subtype and field), the entries of the last one read: the files of
- * a fleet repeat each other line for line, so a line is first compared with the one at the same
- * place in the previous file (no slice, no hash), and only looked up when it differs.
+ * Per map, the entries of the last one read without a repeated key: the files of a fleet
+ * repeat each other line for line, so a line is first compared with the one at the same place
+ * in the previous file, and only looked up when it differs.
  */
-const templates = new Map<string, readonly Entry[]>();
+const templates = new Map<string, readonly YamlEntry[]>();
 
 function remember<T>(cache: Map<string, T>, text: string, decoded: T): T {
   if (cachedChars + text.length > CACHE_CHARS) {
@@ -195,66 +203,89 @@ function lineIs(text: string, pos: number, line: string): boolean {
   return text.startsWith(line, pos) && (end === text.length || text.charCodeAt(end) === 10);
 }
 
-/** Where the template goes on after a line off it with this key (a changed, added or removed line). */
-function resync(template: readonly Entry[] | undefined, at: number, key: string): number {
-  if (template === undefined) return at;
+/**
+ * Where the template goes on after a line off it with this key: past the template's line of
+ * that key when it is near (a changed value, or lines removed before it), else -1 (an added
+ * line).
+ */
+function resync(template: readonly YamlEntry[] | undefined, at: number, key: string): number {
+  if (template === undefined) return -1;
   for (let k = at; k < at + 4 && k < template.length; k++) {
-    if ((template[k] as Entry).key === key) return k + 1;
+    if ((template[k] as YamlEntry).key === key) return k + 1;
   }
-  return at;
+  return -1;
+}
+
+const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** The validated reading of a decoded scalar (as the codec's `toReading`). */
+function toReading(value: unknown): Reading {
+  return typeof value === "bigint" && value >= MIN_SAFE && value <= MAX_SAFE
+    ? Number(value)
+    : value as Reading;
 }
 
 /**
- * Reads one map of scalars whose entries sit at `indent`, from `pos`; FAIL on doubt.
+ * Reads one map of scalars whose entries sit at `indent`, from `pos`; FAIL on doubt (a line that
+ * is no such entry, a repeated key).
  *
- * @param context names the map among a document's maps, for its template
+ * @param context names the map among a document's maps, for its template and line cache
  */
 function readMap(
   text: string,
   pos: number,
   indent: number,
   context: string,
-): { map: Record<string, unknown>; next: number } | typeof FAIL {
-  const map: Record<string, unknown> = {};
+): { entries: YamlEntry[]; next: number } | typeof FAIL {
   const template = templates.get(context);
-  const read: Entry[] = [];
+  let known = entries.get(context);
+  if (known === undefined) entries.set(context, known = new Map());
+  const read: YamlEntry[] = [];
   let at = 0;
-  // The template's keys are unique, and lines on it come in its order: keys need checking for a
-  // repeat only once a line off the template was read.
-  let checkKeys = false;
+  // The template's keys are unique: while every line stands for one of its lines, in its order
+  // (the same line, or the same key with another value), no key can repeat. Keys are collected,
+  // to find a repeat, only from the first line that does not (an added one) on.
+  let keys: Set<string> | undefined;
   while (pos < text.length) {
+    let end = text.indexOf("\n", pos);
+    if (end < 0) end = text.length;
+    const line = text.slice(pos, end);
     let decoded = template?.[at];
-    if (decoded !== undefined && lineIs(text, pos, decoded.line)) at++;
+    if (decoded !== undefined && line === decoded.line) at++;
     else {
-      const end = lineEnd(text, pos);
       let i = 0;
-      while (i < indent && text.charCodeAt(pos + i) === 32) i++;
-      if (i < indent || text.charCodeAt(pos + indent) === 32) break;
-      let line = text.slice(pos, end);
-      let known = entries.get(line);
-      if (known === undefined) {
-        line = detach(line);
-        const parts = entry(line, indent);
+      while (i < indent && line.charCodeAt(i) === 32) i++;
+      if (i < indent || line.charCodeAt(indent) === 32) break;
+      let found = known.get(line);
+      if (found === undefined) {
+        const detached = detach(line);
+        const parts = entry(detached, indent);
         const key = parts ? decodeKey(parts[0]) : FAIL;
         const value = parts ? decodeValue(parts[1]) : FAIL;
-        known = remember(
-          entries,
-          line,
-          key === FAIL || value === FAIL ? FAIL : { line, key, value },
+        found = remember(
+          known,
+          detached,
+          key === FAIL || value === FAIL
+            ? FAIL
+            : { line: detached, key, value, reading: toReading(value) },
         );
       }
-      if (known === FAIL) return FAIL;
-      decoded = known;
-      checkKeys = true;
-      at = resync(template, at, decoded.key);
+      if (found === FAIL) return FAIL;
+      decoded = found;
+      const next = keys === undefined ? resync(template, at, decoded.key) : -1;
+      if (next >= 0) at = next;
+      else if (keys === undefined) keys = new Set(read.map((e) => e.key));
     }
-    if (checkKeys && Object.hasOwn(map, decoded.key)) return FAIL;
-    setOwn(map, decoded.key, decoded.value);
+    if (keys !== undefined) {
+      if (keys.has(decoded.key)) return FAIL;
+      keys.add(decoded.key);
+    }
     read.push(decoded);
-    pos += decoded.line.length + 1;
+    pos = end + 1;
   }
   templates.set(context, read);
-  return { map, next: pos };
+  return { entries: read, next: pos };
 }
 
 /** A structural line at `pos`: `<pad><name>:` opening a block, or `<pad><name>: {}` / `[]`. */
@@ -264,15 +295,41 @@ function opens(text: string, pos: number, block: string, empty: string) {
   return undefined;
 }
 
+/** A map of a document read by {@link walkSnapshotYaml}: its entries, keys unique. */
+export type YamlMap = readonly YamlEntry[];
+
+/** A subtype of a document read by {@link walkSnapshotYaml}. */
+export interface YamlSubtype {
+  /** The decoded `subtype` scalar (validation checks it is a string). */
+  subtype: unknown;
+  /** Its `data` entries. */
+  data: YamlMap;
+  /** Its `context` entries, when the document has the field (`{}`: none). */
+  context?: YamlMap;
+}
+
+/** A snapshot document in `encodeSnapshot`'s layout, its maps as lists of decoded lines. */
+export interface YamlSnapshot {
+  /** The decoded `kind`. */
+  kind: unknown;
+  /** The decoded `apiVersion`. */
+  apiVersion: unknown;
+  /** The metadata's entries. */
+  metadata: YamlMap;
+  /** The measurements in document order. */
+  measurements: { type: unknown; subtypes?: YamlSubtype[] }[];
+}
+
 /**
- * Reads a snapshot document written in `encodeSnapshot`'s layout.
+ * Reads a snapshot document written in `encodeSnapshot`'s layout into its decoded lines, without
+ * building its maps (the fleet builder takes the lines as they are).
  *
  * @param text the document
- * @returns what the library's `toJS()` gives, or undefined when the text departs from the layout
+ * @returns the document, or undefined when the text departs from the layout
  */
-export function readSnapshotYaml(text: string): unknown {
+export function walkSnapshotYaml(text: string): YamlSnapshot | undefined {
   if (text.includes("\r") || !text.startsWith("kind: ")) return undefined;
-  const doc: Record<string, unknown> = {};
+  const header: unknown[] = [];
   let pos = 0;
   for (const name of ["kind", "apiVersion"]) {
     const end = lineEnd(text, pos);
@@ -280,23 +337,27 @@ export function readSnapshotYaml(text: string): unknown {
     if (!parts || parts[0] !== name) return undefined;
     const value = decodeValue(parts[1]);
     if (value === FAIL) return undefined;
-    doc[name] = value;
+    header.push(value);
     pos = end + 1;
   }
+  const doc: YamlSnapshot = {
+    kind: header[0],
+    apiVersion: header[1],
+    metadata: [],
+    measurements: [],
+  };
   const metadata = opens(text, pos, "metadata:", "metadata: {}");
   if (!metadata) return undefined;
   pos = lineEnd(text, pos) + 1;
   if (metadata === "block") {
     const read = readMap(text, pos, 2, "metadata");
     if (read === FAIL || read.next === pos) return undefined;
-    doc.metadata = read.map;
+    doc.metadata = read.entries;
     pos = read.next;
-  } else doc.metadata = {};
+  }
   const list = opens(text, pos, "measurements:", "measurements: []");
   if (!list) return undefined;
   pos = lineEnd(text, pos) + 1;
-  const measurements: Record<string, unknown>[] = [];
-  doc.measurements = measurements;
   if (list === "empty") return pos >= text.length ? doc : undefined;
   while (pos < text.length) {
     if (!text.startsWith("  - type: ", pos)) return undefined;
@@ -304,21 +365,20 @@ export function readSnapshotYaml(text: string): unknown {
     const typeText = text.slice(pos + 10, end);
     const type = decodeValue(typeText);
     if (type === FAIL) return undefined;
-    const measurement: Record<string, unknown> = { type };
-    measurements.push(measurement);
+    const measurement: YamlSnapshot["measurements"][number] = { type };
+    doc.measurements.push(measurement);
     pos = end + 1;
     if (!lineIs(text, pos, "    subtypes:")) continue;
     pos += 14;
-    const subtypes: Record<string, unknown>[] = [];
+    const subtypes: YamlSubtype[] = [];
     measurement.subtypes = subtypes;
     while (pos < text.length && text.startsWith("      - subtype: ", pos)) {
       end = lineEnd(text, pos);
       const nameText = text.slice(pos + 17, end);
       const name = decodeValue(nameText);
       if (name === FAIL) return undefined;
-      const subtype: Record<string, unknown> = { subtype: name };
-      subtypes.push(subtype);
       pos = end + 1;
+      const maps: YamlMap[] = [];
       for (const field of FIELDS) {
         const opened = opens(text, pos, field.block, field.empty);
         if (!opened) {
@@ -326,14 +386,17 @@ export function readSnapshotYaml(text: string): unknown {
           break;
         }
         pos = lineEnd(text, pos) + 1;
-        if (opened === "empty") subtype[field.name] = {};
+        if (opened === "empty") maps.push([]);
         else {
           const read = readMap(text, pos, 10, `${typeText}\n${nameText}\n${field.name}`);
           if (read === FAIL || read.next === pos) return undefined;
-          subtype[field.name] = read.map;
+          maps.push(read.entries);
           pos = read.next;
         }
       }
+      const subtype: YamlSubtype = { subtype: name, data: maps[0] as YamlMap };
+      if (maps[1] !== undefined) subtype.context = maps[1];
+      subtypes.push(subtype);
     }
     if (subtypes.length === 0) return undefined;
   }
@@ -345,3 +408,37 @@ const FIELDS = ["data", "context"].map((name) => ({
   block: `        ${name}:`,
   empty: `        ${name}: {}`,
 }));
+
+/** A map's entries as the library's `toJS()` map (keys unique, in document order). */
+function toMap(map: YamlMap): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const e of map) setOwn(out, e.key, e.value);
+  return out;
+}
+
+/**
+ * Reads a snapshot document written in `encodeSnapshot`'s layout.
+ *
+ * @param text the document
+ * @returns what the library's `toJS()` gives, or undefined when the text departs from the layout
+ */
+export function readSnapshotYaml(text: string): unknown {
+  const doc = walkSnapshotYaml(text);
+  if (doc === undefined) return undefined;
+  return {
+    kind: doc.kind,
+    apiVersion: doc.apiVersion,
+    metadata: toMap(doc.metadata),
+    measurements: doc.measurements.map((m) => {
+      const out: Record<string, unknown> = { type: m.type };
+      if (m.subtypes) {
+        out.subtypes = m.subtypes.map((s) => {
+          const subtype: Record<string, unknown> = { subtype: s.subtype, data: toMap(s.data) };
+          if (s.context) subtype.context = toMap(s.context);
+          return subtype;
+        });
+      }
+      return out;
+    }),
+  };
+}
