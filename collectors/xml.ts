@@ -139,6 +139,7 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
     stack: [],
     selections: [],
     keeps: [],
+    skipUpTo: Infinity,
     root: undefined,
     elements: 0,
     kept: 0,
@@ -201,8 +202,14 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
     if (plain) {
       const name = plain[1] as string;
       pos += name.length + 2;
-      openPlain(tree, name, plain[2]);
+      const skipping = openPlain(tree, name, plain[2]);
       pos = PLAIN_START_REGEXP.lastIndex;
+      if (skipping && tree.stack.length <= tree.skipUpTo) {
+        const end = skipPlainSubtree(tree, input, pos, name);
+        // Not plain all through: read it tag by tag, and its elements too.
+        if (end < 0) tree.skipUpTo = tree.stack.length;
+        else pos = end;
+      }
       continue;
     }
     const tag = readStartTag(input, pos, fail);
@@ -232,6 +239,11 @@ interface TreeBuilder {
   selections: (XmlSelection | typeof SKIP | undefined)[];
   /** Per open element: whether its text is kept. */
   keeps: boolean[];
+  /**
+   * Skipped subtrees are read past whole ({@link skipPlainSubtree}) only up to this depth: below
+   * one that was not plain all through, tag by tag (each character is tried at most once).
+   */
+  skipUpTo: number;
   root: XmlElement | undefined;
   /** Elements read, and elements built. */
   elements: number;
@@ -290,7 +302,7 @@ function openElement(tree: TreeBuilder, element: XmlElement, selfClosing: boolea
  * end tag: {@link openElement}, the text and {@link closeElement}, in their order and with their
  * checks, without building an element the selection skips.
  */
-function openPlain(tree: TreeBuilder, name: string, leafText: string | undefined): void {
+function openPlain(tree: TreeBuilder, name: string, leafText: string | undefined): boolean {
   const depth = tree.stack.length;
   const parentSelection = tree.selections[depth - 1];
   if (
@@ -306,20 +318,59 @@ function openPlain(tree: TreeBuilder, name: string, leafText: string | undefined
       tree.stack.push({ name, attributes: {}, children: [], text: "" });
       tree.selections.push(SKIP);
       tree.keeps.push(false);
+      return true;
     }
-    return;
+    return false;
   }
   const element: XmlElement = { name, attributes: {}, children: [], text: "" };
   openElement(tree, element, false);
-  if (leafText === undefined) return;
+  if (leafText === undefined) return false;
   if (leafText !== "" && tree.keeps[tree.keeps.length - 1]) element.text = leafText;
   closeElement(tree, name);
+  return false;
+}
+
+/** An innermost element with plain tags: what {@link skipPlainSubtree} removes, level by level. */
+const PLAIN_LEAF_GLOBAL = /<([A-Za-z_:][-A-Za-z0-9_:.]*)>[^<]*<\/\1>/g;
+/** Levels {@link skipPlainSubtree} removes before it leaves a subtree to the tag-by-tag reading. */
+const MAX_SKIP_LEVELS = 8;
+
+/**
+ * Reads past the content of a skipped element just opened (`<name>`, at the top of the stack)
+ * in a few native passes instead of tag by tag, when it is plain all through: the content up to
+ * the first `</name>` is text and elements with plain tags only, which removing the innermost
+ * elements level by level empties of markup. That content is exactly what the tag-by-tag reading
+ * would accept there; its elements are counted (one end tag each) and its depth checked against
+ * the same limits. Anything else (attributes, comments, CDATA, a self-closing tag, a nested
+ * `name`, a mismatch, a limit reached) gives -1 and nothing changed.
+ *
+ * @returns the offset after the element's end tag, or -1
+ */
+function skipPlainSubtree(tree: TreeBuilder, input: string, from: number, name: string): number {
+  const endTag = `</${name}>`;
+  const at = input.indexOf(endTag, from);
+  if (at < 0) return -1;
+  let content = input.slice(from, at);
+  const elements = (content.length - content.replaceAll("</", "").length) / 2;
+  if (tree.elements + elements > tree.maxElements) return -1;
+  // The element's children open with it on the stack; each level below one deeper.
+  const depth = tree.stack.length;
+  for (let level = 1; content.includes("<"); level++) {
+    if (level > MAX_SKIP_LEVELS || depth + level - 1 >= tree.maxDepth) return -1;
+    const reduced = content.replace(PLAIN_LEAF_GLOBAL, "");
+    if (reduced.length === content.length) return -1;
+    content = reduced;
+  }
+  tree.elements += elements;
+  closeElement(tree, name);
+  return at + endTag.length;
 }
 
 function closeElement(tree: TreeBuilder, name: string): void {
   const top = tree.stack.pop();
   tree.selections.pop();
   tree.keeps.pop();
+  if (tree.stack.length < tree.skipUpTo) tree.skipUpTo = Infinity;
   if (!top || top.name !== name) {
     tree.fail(`end tag '${name}' does not match '${top?.name ?? ""}'`);
   }

@@ -94,3 +94,19 @@ Deno.test("parseXml() reads plain tags and leaves as it reads spaced, attributed
     ],
   );
 });
+
+Deno.test("parseXml() reads past a skipped plain subtree with the same counts, depths and errors", () => {
+  const select = { v: {} };
+  const sub = "<s><p><q>1</q><q>2</q></p>\n<p><q>3</q></p></s>"; // 6 elements, 3 deep
+  const doc = `<log><v>x</v>${sub}${sub}<v>y</v></log>`; // 15 elements
+  assert.deepEqual(parseXml(doc, { select }).children.map((c) => c.text), ["x", "y"]);
+  assert.equal(parseXml(doc, { select, maxElements: 15 }).name, "log");
+  assert.throws(() => parseXml(doc, { select, maxElements: 14 }), /too many elements: limit is 14/);
+  assert.equal(parseXml(doc, { select, maxDepth: 4 }).name, "log");
+  assert.throws(() => parseXml(doc, { select, maxDepth: 3 }), /nest too deep: limit is 3/);
+  // Not plain all through, or not well-formed: read tag by tag, with the same outcome.
+  const mixed = `<log><s><p a="1"><q>1</q></p><!-- c --><s><q/></s></s><v>z</v></log>`;
+  assert.deepEqual(parseXml(mixed, { select }).children.map((c) => c.text), ["z"]);
+  assert.throws(() => parseXml("<log><s><p><q>1</p></q></s></log>", { select }), /does not match/);
+  assert.throws(() => parseXml("<log><s><p>1</p>", { select }), /element 's' is not closed/);
+});
