@@ -5,7 +5,20 @@
  *
  * @module
  */
-import { access, constants, mkdir, open, realpath, rename, rm, stat } from "node:fs/promises";
+import {
+  accessSync,
+  closeSync,
+  constants,
+  mkdirSync,
+  openSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import type { Stats } from "node:fs";
+import { mkdir, open, realpath, rename, rm, stat } from "node:fs/promises";
 import type { FileHandle } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "./errors.ts";
@@ -54,37 +67,77 @@ export async function mapConcurrent<T, R>(
  * @param what what is written, for the message @default "snapshot"
  * @throws {UsageError} naming the path and why it cannot be written
  */
-export async function checkOutputFile(path: string, what = "snapshot"): Promise<void> {
+export function checkOutputFile(path: string, what = "snapshot"): Promise<void> {
+  try {
+    checkOutputFileNow(path, what);
+    return Promise.resolve();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/**
+ * {@link checkOutputFile} with synchronous calls (a few metadata lookups): a short command
+ * never loads `node:fs/promises` or starts the thread pool for them.
+ */
+function checkOutputFileNow(path: string, what: string): void {
   const fail = (why: string): never => {
     throw new UsageError(`Cannot write ${what} to '${path}': ${why}`);
   };
   const full = resolve(path);
-  const target = await realpath(full).catch(() => full);
-  const existing = await stat(target).catch(() => undefined);
+  const target = realpathOr(full);
+  const existing = statOrUndefined(target);
   if (existing) {
     if (existing.isDirectory()) fail("it is a directory; give a file path");
-    await access(target, constants.W_OK).catch(() => fail("it is not writable"));
+    try {
+      accessSync(target, constants.W_OK);
+    } catch {
+      fail("it is not writable");
+    }
     return;
   }
   let dir = dirname(target);
   for (;;) {
-    const info = await stat(dir).catch((error) => {
+    let info: Stats | undefined;
+    try {
+      info = statSync(dir);
+    } catch (error) {
       const code = (error as { code?: string }).code;
       // ENOTDIR: a component above is not a folder; keep walking up to name it.
-      return code === "ENOENT" || code === "ENOTDIR"
-        ? undefined
-        : fail(`its folder '${dir}' cannot be read (${code})`);
-    });
+      if (code !== "ENOENT" && code !== "ENOTDIR") {
+        fail(`its folder '${dir}' cannot be read (${code})`);
+      }
+    }
     if (info) {
       if (!info.isDirectory()) fail(`'${dir}' is not a directory, so the path can never exist`);
-      await access(dir, constants.W_OK | constants.X_OK).catch(() =>
-        fail(`the folder '${dir}' is not writable`)
-      );
+      try {
+        accessSync(dir, constants.W_OK | constants.X_OK);
+      } catch {
+        fail(`the folder '${dir}' is not writable`);
+      }
       return;
     }
     const parent = dirname(dir);
     if (parent === dir) fail("no folder of it exists");
     dir = parent;
+  }
+}
+
+/** A path through its symlinks, or the path itself when that fails. */
+function realpathOr(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
+
+/** A path's stat, or undefined when that fails. */
+function statOrUndefined(path: string): Stats | undefined {
+  try {
+    return statSync(path);
+  } catch {
+    return undefined;
   }
 }
 
@@ -194,10 +247,96 @@ export async function openAtomicFile(path: string, mode = 0o644): Promise<Atomic
  * @param mode file mode @default 0o644
  * @throws {UsageError} naming the path when it cannot be written (exit 2)
  */
-export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
-  const file = await openAtomicFile(path, mode);
-  await file.write(text);
-  await file.commit();
+export function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
+  try {
+    writeFileAtomicNow(path, text, mode);
+    return Promise.resolve();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/**
+ * {@link writeFileAtomic} with synchronous calls, step for step what {@link openAtomicFile},
+ * `write` and `commit` do: one whole text written by a short command (a snapshot, a report) in a
+ * few system calls, without loading `node:fs/promises` or a thread-pool hop per step.
+ */
+function writeFileAtomicNow(path: string, text: string, mode: number): void {
+  // A path that can never exist fails here, before `mkdir -p` meets a file in its way.
+  checkOutputFileNow(path, "snapshot");
+  const failure = (error: unknown) =>
+    new UsageError(
+      `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
+      { cause: error },
+    );
+  const removeTemp = (temp: string) => {
+    try {
+      rmSync(temp, { force: true });
+    } catch {
+      // nothing to remove, or it cannot be: the write has failed either way
+    }
+  };
+  // Through symlinks (`-o /dev/stdout`, a linked config folder) to what they name.
+  const target = realpathOr(resolve(path));
+  const existing = statOrUndefined(target);
+  if (existing && !existing.isFile()) {
+    // A device or a pipe: written into, not renamed over (see openAtomicFile).
+    if (existing.isDirectory()) {
+      throw new UsageError(
+        `Cannot write snapshot to '${path}': it is a directory; give a file path`,
+      );
+    }
+    let device: number;
+    try {
+      device = openSync(target, "w");
+    } catch (error) {
+      throw failure(error);
+    }
+    try {
+      writeFileSync(device, text);
+    } catch (error) {
+      try {
+        closeSync(device);
+      } catch {
+        // the write has failed either way
+      }
+      throw failure(error);
+    }
+    try {
+      closeSync(device);
+    } catch (error) {
+      throw failure(error);
+    }
+    return;
+  }
+  const dir = dirname(target);
+  const temp = join(dir, `.${basename(target)}.${tempSuffix()}.tmp`);
+  let handle: number;
+  try {
+    mkdirSync(dir, { recursive: true });
+    handle = openSync(temp, "wx", mode);
+  } catch (error) {
+    removeTemp(temp);
+    throw failure(error);
+  }
+  try {
+    writeFileSync(handle, text);
+  } catch (error) {
+    try {
+      closeSync(handle);
+    } catch {
+      // discarded below either way
+    }
+    removeTemp(temp);
+    throw failure(error);
+  }
+  try {
+    closeSync(handle);
+    renameSync(temp, target);
+  } catch (error) {
+    removeTemp(temp);
+    throw failure(error);
+  }
 }
 
 /**

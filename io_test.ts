@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { allSettledOrThrow, checkOutputFile, mapConcurrent, writeFileAtomic } from "./io.ts";
+import {
+  allSettledOrThrow,
+  checkOutputFile,
+  mapConcurrent,
+  openAtomicFile,
+  writeFileAtomic,
+} from "./io.ts";
 import { UsageError } from "./errors.ts";
 
 Deno.test("mapConcurrent() keeps input order and rethrows the first failure", async () => {
@@ -85,6 +91,42 @@ Deno.test("checkOutputFile() refuses a folder, a path that can never exist and a
       writeFileAtomic("/dev/full", "y"),
       (e) => e instanceof UsageError && /^Cannot write snapshot to '\/dev\/full': /.test(e.message),
     );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("writeFileAtomic() writes as openAtomicFile() does: through symlinks, with its mode, no temporary file left", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    for (
+      const [name, write] of [
+        ["whole", (path: string, text: string) => writeFileAtomic(path, text, 0o600)],
+        ["pieces", async (path: string, text: string) => {
+          const file = await openAtomicFile(path, 0o600);
+          await file.write(text);
+          await file.commit();
+        }],
+      ] as const
+    ) {
+      const real = `${dir}/${name}/real.yaml`;
+      await write(real, "first\n");
+      await Deno.symlink(real, `${dir}/${name}/link.yaml`);
+      await write(`${dir}/${name}/link.yaml`, "second\n");
+      assert.equal(await Deno.readTextFile(real), "second\n", name);
+      assert.ok((await Deno.lstat(`${dir}/${name}/link.yaml`)).isSymlink, name);
+      assert.equal((await Deno.stat(real)).mode! & 0o777, 0o600, name);
+      assert.deepEqual(
+        [...Deno.readDirSync(`${dir}/${name}`)].map((e) => e.name).sort(),
+        ["link.yaml", "real.yaml"],
+        name,
+      );
+    }
+    // An unwritable folder: exit 2 naming the path, nothing left behind.
+    if (Deno.uid() !== 0) {
+      await Deno.mkdir(`${dir}/locked`, { mode: 0o500 });
+      await assert.rejects(writeFileAtomic(`${dir}/locked/x.yaml`, "y"), UsageError);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

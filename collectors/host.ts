@@ -15,7 +15,6 @@ import {
   readFileSync,
   readSync,
 } from "node:fs";
-import { lstat } from "node:fs/promises";
 import path from "node:path";
 import process from "node:process";
 import {
@@ -187,12 +186,12 @@ export function createHostReader(options: { root?: string } = {}): HostReader {
         return Promise.reject(error);
       }
     },
-    async exists(hostPath: string): Promise<boolean> {
+    exists(hostPath: string): Promise<boolean> {
       try {
-        await lstat(resolve(hostPath));
-        return true;
+        lstatSync(resolve(hostPath));
+        return Promise.resolve(true);
       } catch {
-        return false;
+        return Promise.resolve(false);
       }
     },
   };

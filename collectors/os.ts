@@ -100,16 +100,33 @@ export function parseOsRelease(text: string): ReadingMap {
  * @returns readings (all strings)
  */
 export function parseSysctlFile(path: string, text: string): ReadingMap {
+  const data: ReadingMap = {};
+  addSysctlFile(data, path, text);
+  return data;
+}
+
+/**
+ * Adds one sysctl file's readings ({@link parseSysctlFile}) to the walk's readings in place
+ * (paths start with `/proc/sys/`, so a plain assignment is an own property), without a record
+ * per file: each file's own record with its own key gave V8 a new object shape per file.
+ */
+function addSysctlFile(data: ReadingMap, path: string, text: string): void {
+  const newline = text.indexOf("\n");
+  if (newline < 0 || newline === text.length - 1) {
+    // One line at most: its trimmed text, or nothing when blank or a comment.
+    const line = text.trim();
+    data[path] = line === "" || line.startsWith("#") ? "" : line;
+    return;
+  }
   const lines = splitPieces(text);
   if (lines.length > 1) {
     const fields = lines.map((line) => line.split(/\s+/));
     if (fields.every((f) => f.length >= 2)) {
-      const data: ReadingMap = {};
       for (const f of fields) data[`${path}/${f[0]}`] = f.slice(1).join(" ");
-      return data;
+      return;
     }
   }
-  return { [path]: lines.join("\n") };
+  data[path] = lines.join("\n");
 }
 
 /** Result of {@link readSysctl}. */
@@ -159,7 +176,7 @@ export async function readSysctl(host: HostReader, signal?: AbortSignal): Promis
   files.forEach((file, index) => {
     const text = texts[index];
     if (text === undefined) skipped++;
-    else Object.assign(data, parseSysctlFile(file, text));
+    else addSysctlFile(data, file, text);
   });
   return { data, skipped, files: files.length };
 }
