@@ -72,3 +72,29 @@ export function processStats(): {
     startTimeSeconds: Math.round((performance.timeOrigin) / 10) / 100,
   };
 }
+
+/**
+ * V8 flags of the long-running daemon (`aicr daemon`): no optimising compilers (TurboFan,
+ * Maglev; Sparkplug's baseline code stays). In the Node single executable the compilers' machine
+ * code is pages of the binary a process touches only when it optimises something: the daemon's
+ * steady RSS after 100 cached requests went 76.7 -> 69.6 MiB without them
+ * (`bench/upstream_bench.ts`), its CPU per collection unchanged (its time goes to `nvidia-smi`
+ * and I/O, not to hot JavaScript). Every other verb keeps the compilers: the flags are set in the
+ * daemon's process only, by the executable's loader when the verb is the first argument (as the
+ * DaemonSet runs it, `scripts/build.ts`) and again by the command itself.
+ */
+export const DAEMON_V8_FLAGS: readonly string[] = ["--no-turbofan", "--no-maglev"];
+
+/**
+ * Applies {@link DAEMON_V8_FLAGS} under Node (the release runtime). Under Deno (development, and
+ * the test process, which runs the daemon in-process beside everything else) it does nothing.
+ *
+ * @returns whether the flags were applied
+ */
+export function useDaemonV8Flags(): boolean {
+  if (denoGlobal()) return false;
+  // Loaded here, not imported: node:v8 pulls in Node's heap and stream modules, which no other
+  // verb needs at start.
+  process.getBuiltinModule("node:v8").setFlagsFromString(DAEMON_V8_FLAGS.join(" "));
+  return true;
+}

@@ -31,7 +31,7 @@ import { namingFlags, parseDuration } from "./_flags.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { resolveNodeName } from "../snapshot/mod.ts";
-import { processStats } from "../runtime.ts";
+import { processStats, useDaemonV8Flags } from "../runtime.ts";
 import { buildInfo } from "../version.ts";
 import { parseCount } from "./agent.ts";
 import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
@@ -628,6 +628,7 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
     )
     .option("--pod-ip <ip>", "this pod's IP, named in the requested certificate")
     .action(namingFlags(async (flags: DaemonFlags, cmd: Command) => {
+      useDaemonV8Flags();
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals, { prefix: "daemon" });
       await runDaemon(deps, { globals, log }, await daemonOptions(deps, flags));

@@ -43,6 +43,7 @@ Deno.test({
       assert.deepEqual(out.inFlight, { status: 200, connection: "close" });
       assert.equal(out.inFlightAtShutdown, 1, "the request was in flight when the shutdown began");
       assert.equal(out.collections, 2);
+      assert.equal(out.daemonFlags, true, "the daemon's V8 flags were set under Node");
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

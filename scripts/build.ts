@@ -48,6 +48,7 @@ import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import * as esbuild from "esbuild";
+import { DAEMON_V8_FLAGS } from "../runtime.ts";
 
 /** The repository root (one folder above this file). */
 export const REPO_ROOT: string = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -168,7 +169,10 @@ export const WARM_COMMAND_LINES: readonly (readonly string[])[] = [
 /**
  * The Node single executable's main script: it compiles the bundle (the `main.js` asset, ASCII, so
  * read as Latin-1 without a UTF-8 decode) with its warm code cache (`main.cache`) and runs it as
- * the main module.
+ * the main module. For `aicr daemon` it first sets the daemon's V8 flags (`runtime.ts`
+ * `DAEMON_V8_FLAGS`), after the compile (V8 rejects a code cache made under other flags) and
+ * before the bundle runs (its start already tiers functions up: 2 MiB of the daemon's RSS when
+ * the command sets them later).
  */
 function mainLoader(withCache: boolean): string {
   const cache = withCache ? `, cachedData: asset("main.cache")` : "";
@@ -182,6 +186,9 @@ const script = new vm.Script(${JSON.stringify(CHUNK_HEAD)} + text + ${JSON.strin
   // The bundle's import("node:https") goes to Node's own loader, as from the main script itself.
   importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
 });
+if (process.argv[2] === "daemon") require("node:v8").setFlagsFromString(${
+    JSON.stringify(DAEMON_V8_FLAGS.join(" "))
+  });
 script.runInThisContext()(exports, require, module, __filename, __dirname);
 `;
 }
@@ -937,6 +944,7 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
         );
       }
       // The loader reads the bundle as Latin-1, which only ASCII (esbuild's charset) keeps intact.
+      // deno-lint-ignore no-control-regex
       if (/[^\x00-\x7f]/.test(text)) {
         throw new Error(`Cannot seal '${bundlePath}' as the main asset: it is not ASCII`);
       }

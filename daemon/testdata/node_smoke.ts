@@ -1,7 +1,8 @@
 /**
  * Fixture for node_runtime_test.ts: bundled with esbuild and run by the Node 24 of the release
  * executable, it serves a daemon over HTTPS and prints, as one JSON line, what each request got,
- * so the test checks the same stack under the runtime the release binary uses.
+ * so the test checks the same stack under the runtime the release binary uses, with the daemon's
+ * own V8 flags (no optimising compilers) as `aicr daemon` sets them.
  *
  * @module
  */
@@ -11,10 +12,12 @@ import { connect } from "node:tls";
 import { createCachingAuthorizer, createDaemon, serve } from "../mod.ts";
 import { fakeCollector, fakeKubeAuth, generateTestTls } from "../_testing.ts";
 import { NOOP_LOGGER } from "../../log.ts";
+import { useDaemonV8Flags } from "../../runtime.ts";
 
 type Answer = { status: number; body: string; headers: Record<string, unknown> };
 
 async function main(): Promise<void> {
+  const daemonFlags = useDaemonV8Flags();
   const tls = generateTestTls();
   const get = (
     url: string,
@@ -95,6 +98,7 @@ async function main(): Promise<void> {
   await daemon.close();
   out.inFlight = { status: answer.status, connection: answer.headers.connection };
   out.collections = collector.calls;
+  out.daemonFlags = daemonFlags;
   process.stdout.write(JSON.stringify(out) + "\n");
 }
 
