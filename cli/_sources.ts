@@ -289,11 +289,13 @@ function readBounded(path: string, maxBytes: number): string {
   const fd = openSync(path, "r");
   try {
     // A file of known size is read into the reused buffer in one call, plus the byte that
-    // shows its end; a device (size 0) or a file that grew goes on in 1 MiB steps.
+    // shows its end, then a small read finds the end (or that it grew); a device (size 0) goes
+    // on in 1 MiB steps.
     const { size } = fstatSync(fd);
     let total = 0;
     for (;;) {
-      const want = Math.min(total === 0 && size > 0 ? size + 1 : 1 << 20, maxBytes + 1 - total);
+      const step = size === 0 ? 1 << 20 : total === 0 ? size + 1 : 1 << 12;
+      const want = Math.min(step, maxBytes + 1 - total);
       if (scratch.length < total + want) {
         const grown = new Uint8Array(Math.max(total + want, scratch.length * 2));
         grown.set(scratch.subarray(0, total));

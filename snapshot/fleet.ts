@@ -878,7 +878,7 @@ function sortPairs(pairs: number[]): Int32Array {
       break;
     }
   }
-  if (sorted) return Int32Array.from(pairs);
+  if (sorted) return new Int32Array(pairs);
   // Pack (pathId, valueId) into one exact double, sort numerically, unpack.
   const packed = new Float64Array(pairs.length / 2);
   for (let i = 0; i < pairs.length; i += 2) {
