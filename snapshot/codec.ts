@@ -21,6 +21,7 @@ import { UsageError } from "../errors.ts";
 import {
   ACCEPTED_API_VERSIONS,
   isMeasurementType,
+  isNormalized,
   MEASUREMENT_TYPES,
   normalizeSnapshot,
   setOwn,
@@ -75,7 +76,7 @@ export function isSnapshotFormat(value: unknown): value is SnapshotFormat {
  * @returns the document text
  */
 export function encodeSnapshot(snapshot: Snapshot, format: SnapshotFormat = "yaml"): string {
-  const normalized = normalizeSnapshot(snapshot);
+  const normalized = isNormalized(snapshot) ? snapshot : normalizeSnapshot(snapshot);
   if (format === "yaml") {
     const fast = writeSnapshotYaml(normalized);
     if (fast !== undefined) return fast;

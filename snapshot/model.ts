@@ -204,6 +204,42 @@ export function normalizeSnapshot(snapshot: Snapshot): Snapshot {
 }
 
 /**
+ * Whether a snapshot already is what {@link normalizeSnapshot} makes of it: its kind, its
+ * measurements in order, every record's keys in order and no empty context. Encoding such a
+ * snapshot (the agent's, made by {@link createSnapshot}) needs no normalised copy.
+ *
+ * @param snapshot any snapshot
+ * @returns true when normalising it would change nothing the encoders read
+ */
+export function isNormalized(snapshot: Snapshot): boolean {
+  if (snapshot.kind !== SNAPSHOT_KIND || !keysInOrder(snapshot.metadata)) return false;
+  let previous = -1;
+  for (const m of snapshot.measurements) {
+    const order = MEASUREMENT_TYPES.indexOf(m.type);
+    if (order < previous) return false;
+    previous = order;
+    for (const s of m.subtypes) {
+      if (!keysInOrder(s.data)) return false;
+      if (s.context !== undefined) {
+        if (!s.context || Object.keys(s.context).length === 0 || !keysInOrder(s.context)) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+/** Whether a record's keys come in {@link compareKeys} order (as sortKeys leaves them). */
+function keysInOrder(record: object): boolean {
+  const keys = Object.keys(record);
+  for (let i = 1; i < keys.length; i++) {
+    if (!((keys[i - 1] as string) < (keys[i] as string))) return false;
+  }
+  return true;
+}
+
+/**
  * Byte-order key comparison (Go's sort order for the ASCII keys snapshots use).
  *
  * @param a first key

@@ -71,6 +71,11 @@ function remember(cache: Map<string, string | null>, id: string, text: string | 
 /** A plain scalar the library refuses to write plain (its own pattern, `stringifyString.js`). */
 const NOT_PLAIN =
   /^[\n\t ,[\]{}#&*!|>'"%@`]|^[?-]$|^[?-][ \t]|[\n:][ \t]|[ \t]\n|[\n\t ]#|[\n\t :]$/;
+/**
+ * A path or name of letters, digits, `_`, `-`, `.` and `/`, starting with `/` or `_`: written plain
+ * (nothing in it needs quotes, and every YAML 1.1 tag test needs another first character).
+ */
+const PLAIN_PATH = /^[/_][-\w./]*$/;
 /** Printable ASCII without `"` and `\`: double-quoted as `"text"` with nothing escaped. */
 const QUOTABLE = /^[ !#-[\]-~]*$/;
 /** The library's longest implicit key is 1024 characters; far below that, no doubt. */
@@ -120,6 +125,8 @@ function tagTest(): RegExp {
  * @param isKey whether it is the key of a nested map (never one of the top-level map)
  */
 function directString(text: string, isKey: boolean): string | undefined {
+  // Most keys: a path (`/proc/sys/...`) is plain, no other type starts with `/` or `_`.
+  if (PLAIN_PATH.test(text) && text.length <= MAX_DIRECT_KEY) return text;
   if (!QUOTABLE.test(text)) return undefined;
   // `<<` is the YAML 1.1 merge key: the library has its own rules for it, as key and as value.
   if (text === "<<") return undefined;

@@ -7,7 +7,7 @@ import {
   parseSnapshot,
   plainSnapshotDocument,
 } from "./codec.ts";
-import { normalizeSnapshot } from "./model.ts";
+import { isNormalized, normalizeSnapshot } from "./model.ts";
 import type { Reading, Snapshot } from "./model.ts";
 import { writeSnapshotYaml } from "./yaml_writer.ts";
 import { makeLargeSnapshot } from "./testdata/generate.ts";
@@ -78,7 +78,7 @@ Deno.test("yaml writer: 300 random snapshots of tricky keys and readings, as the
   }
 });
 
-Deno.test("yaml writer: tabbed strings and plain lines are written directly, as the library writes them", () => {
+Deno.test("yaml writer: tabbed strings, plain lines and paths are written directly, as the library writes them", () => {
   const readings = [
     "\tlead tab",
     "trail tab\t",
@@ -94,11 +94,59 @@ Deno.test("yaml writer: tabbed strings and plain lines are written directly, as 
     "a\n b",
     "a \nb",
     "a\tb\nc",
+    // Paths and names starting with `/` or `_`, as values and keys.
+    "/",
+    "_",
+    "/-",
+    "_.",
+    "/proc/sys/kernel/core_pattern",
+    "_x.y-z/0",
+    "/a:b",
+    "/a b",
+    "_ #x",
   ];
   for (const value of readings) {
     const snapshot = sampleSnapshot({ nodeName: "n1" });
     (snapshot.measurements[0]!.subtypes[0]!.data as Record<string, Reading>).v = value;
+    (snapshot.measurements[0]!.subtypes[0]!.data as Record<string, Reading>)[value] = 1;
     snapshot.metadata.version = value;
     assert.equal(encodeSnapshot(snapshot), library(snapshot), JSON.stringify(value));
+  }
+});
+
+Deno.test("encodeSnapshot() writes an already normalised snapshot as it is, anything else normalised first", () => {
+  const snapshots = [
+    sampleSnapshot({ nodeName: "n1" }),
+    tricky(),
+    ...Array.from({ length: 40 }, (_, i) => randomSnapshot(i + 1)),
+  ];
+  // Integer-like keys (`tricky`'s `1`, `10`, `2`) stay first in any record: taken as not normalised.
+  assert.ok(isNormalized(normalizeSnapshot(snapshots[0]!)));
+  assert.ok(!isNormalized(normalizeSnapshot(snapshots[1]!)));
+  for (const snapshot of snapshots) {
+    const normalized = normalizeSnapshot(snapshot);
+    for (const format of ["yaml", "json"] as const) {
+      assert.equal(encodeSnapshot(normalized, format), encodeSnapshot(snapshot, format));
+    }
+  }
+  // What normalising changes is never taken as normalised.
+  const base = normalizeSnapshot(sampleSnapshot({ nodeName: "n1" }));
+  const measurements = base.measurements;
+  const first = measurements[0]!;
+  const unsorted = { ...first.subtypes[0]!, data: { b: 1, a: 2 } };
+  const changed: Snapshot[] = [
+    { ...base, kind: "Other" } as unknown as Snapshot,
+    { ...base, measurements: [...measurements].reverse() },
+    { ...base, metadata: { version: "1", "source-node": "n1", timestamp: "t" } },
+    { ...base, measurements: [{ ...first, subtypes: [unsorted] }] },
+    { ...base, measurements: [{ ...first, subtypes: [{ ...unsorted, data: {}, context: {} }] }] },
+    {
+      ...base,
+      measurements: [{ ...first, subtypes: [{ ...unsorted, data: { "10": 1, "9": 2 } }] }],
+    },
+  ];
+  for (const [i, snapshot] of changed.entries()) {
+    assert.equal(isNormalized(snapshot), false, `change ${i}`);
+    assert.equal(encodeSnapshot(snapshot), library(snapshot), `change ${i}`);
   }
 });
