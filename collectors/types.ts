@@ -298,7 +298,7 @@ export interface CollectorDeps {
   env: (name: string) => string | undefined;
   /** Logger. */
   log: Logger;
-  /** Millisecond clock for durations. @default performance.now */
+  /** Millisecond clock for durations. @default a monotonic clock (`process.hrtime`) */
   now?: () => number;
 }
 
