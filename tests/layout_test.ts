@@ -228,6 +228,11 @@ const FLAG_LITERALS_ALLOWED: readonly { file: string; literal: RegExp; reason: s
     reason: "a whole command line to paste (another verb's, or kubectl's), not this call's options",
   },
   {
+    file: "runtime.ts",
+    literal: /^--no-(turbofan|maglev)$/,
+    reason: "V8 flags the daemon's process sets on itself (DAEMON_V8_FLAGS), not aicr's options",
+  },
+  {
     file: "agent/run.ts",
     literal: /^--require-gpu was set but no GPU was detected/,
     reason: "upstream's message, kept word for word (the agent's GPU check)",
