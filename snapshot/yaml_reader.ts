@@ -38,12 +38,18 @@ export interface YamlEntry {
 }
 /** Per map (its measurement, subtype and field): its lines read so far, decoded. */
 const entries = new Map<string, Map<string, YamlEntry | typeof FAIL>>();
+/** The last map read in one place of the document: its text, where it starts, its entries. */
+interface Template {
+  text: string;
+  start: number;
+  entries: readonly YamlEntry[];
+}
 /**
- * Per map, the entries of the last one read without a repeated key: the files of a fleet
- * repeat each other line for line, so a line is first compared with the one at the same place
- * in the previous file, and only looked up when it differs.
+ * Per map, the last one read (keys unique): the files of a fleet repeat each other line for
+ * line, so the lines are first compared with the same map's in the previous file, many lines at
+ * a time, and a line is only looked up when it differs.
  */
-const templates = new Map<string, readonly YamlEntry[]>();
+const templates = new Map<string, Template>();
 
 function remember<T>(cache: Map<string, T>, text: string, decoded: T): T {
   if (cachedChars + text.length > CACHE_CHARS) {
@@ -216,6 +222,44 @@ function resync(template: readonly YamlEntry[] | undefined, at: number, key: str
   return -1;
 }
 
+/** The length of `count` template lines from `at`, with their newlines. */
+function spanOf(entries: readonly YamlEntry[], at: number, count: number): number {
+  let length = 0;
+  for (let i = at; i < at + count; i++) length += (entries[i] as YamlEntry).line.length + 1;
+  return length;
+}
+
+/**
+ * How many lines of the text at `pos` are the template's from `at` (at `tpos` in its text),
+ * compared in chunks that double while they match and halve when one does not: a map with a
+ * few changed lines costs a few comparisons, not one per line.
+ */
+function matchingLines(
+  text: string,
+  pos: number,
+  template: Template,
+  at: number,
+  tpos: number,
+): number {
+  const entries = template.entries;
+  let matched = 0;
+  let chunk = 8;
+  while (chunk > 0 && at + matched < entries.length) {
+    const count = Math.min(chunk, entries.length - at - matched);
+    const length = spanOf(entries, at + matched, count);
+    if (
+      text.slice(pos, pos + length) === template.text.slice(tpos, tpos + length) &&
+      pos + length <= text.length
+    ) {
+      matched += count;
+      pos += length;
+      tpos += length;
+      chunk *= 2;
+    } else chunk = count === 1 ? 0 : count >> 1;
+  }
+  return matched;
+}
+
 const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
@@ -241,42 +285,58 @@ function readMap(
   const template = templates.get(context);
   let known = entries.get(context);
   if (known === undefined) entries.set(context, known = new Map());
+  const start = pos;
   const read: YamlEntry[] = [];
   let at = 0;
+  let tpos = template?.start ?? 0;
   // The template's keys are unique: while every line stands for one of its lines, in its order
   // (the same line, or the same key with another value), no key can repeat. Keys are collected,
   // to find a repeat, only from the first line that does not (an added one) on.
   let keys: Set<string> | undefined;
   while (pos < text.length) {
+    if (template !== undefined && at < template.entries.length) {
+      const same = matchingLines(text, pos, template, at, tpos);
+      if (same > 0) {
+        for (let i = at; i < at + same; i++) {
+          const decoded = template.entries[i] as YamlEntry;
+          if (keys !== undefined) {
+            if (keys.has(decoded.key)) return FAIL;
+            keys.add(decoded.key);
+          }
+          read.push(decoded);
+          pos += decoded.line.length + 1;
+          tpos += decoded.line.length + 1;
+        }
+        at += same;
+        continue;
+      }
+    }
     let end = text.indexOf("\n", pos);
     if (end < 0) end = text.length;
     const line = text.slice(pos, end);
-    let decoded = template?.[at];
-    if (decoded !== undefined && line === decoded.line) at++;
-    else {
-      let i = 0;
-      while (i < indent && line.charCodeAt(i) === 32) i++;
-      if (i < indent || line.charCodeAt(indent) === 32) break;
-      let found = known.get(line);
-      if (found === undefined) {
-        const detached = detach(line);
-        const parts = entry(detached, indent);
-        const key = parts ? decodeKey(parts[0]) : FAIL;
-        const value = parts ? decodeValue(parts[1]) : FAIL;
-        found = remember(
-          known,
-          detached,
-          key === FAIL || value === FAIL
-            ? FAIL
-            : { line: detached, key, value, reading: toReading(value) },
-        );
-      }
-      if (found === FAIL) return FAIL;
-      decoded = found;
-      const next = keys === undefined ? resync(template, at, decoded.key) : -1;
-      if (next >= 0) at = next;
-      else if (keys === undefined) keys = new Set(read.map((e) => e.key));
+    let i = 0;
+    while (i < indent && line.charCodeAt(i) === 32) i++;
+    if (i < indent || line.charCodeAt(indent) === 32) break;
+    let decoded = known.get(line);
+    if (decoded === undefined) {
+      const detached = detach(line);
+      const parts = entry(detached, indent);
+      const key = parts ? decodeKey(parts[0]) : FAIL;
+      const value = parts ? decodeValue(parts[1]) : FAIL;
+      decoded = remember(
+        known,
+        detached,
+        key === FAIL || value === FAIL
+          ? FAIL
+          : { line: detached, key, value, reading: toReading(value) },
+      );
     }
+    if (decoded === FAIL) return FAIL;
+    const next = keys === undefined ? resync(template?.entries, at, decoded.key) : -1;
+    if (next >= 0) {
+      tpos += spanOf(template?.entries ?? [], at, next - at);
+      at = next;
+    } else if (keys === undefined) keys = new Set(read.map((e) => e.key));
     if (keys !== undefined) {
       if (keys.has(decoded.key)) return FAIL;
       keys.add(decoded.key);
@@ -284,7 +344,8 @@ function readMap(
     read.push(decoded);
     pos = end + 1;
   }
-  templates.set(context, read);
+  // The map's text as a slice of this file's: the template keeps one file alive, not a copy.
+  templates.set(context, { text, start, entries: read });
   return { entries: read, next: pos };
 }
 

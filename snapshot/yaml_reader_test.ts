@@ -173,3 +173,47 @@ Deno.test("yaml reader: a document read fast is the snapshot the library's readi
     assert.equal(encodeJson(actual), encodeJson(expected), `${name}: key order`);
   }
 });
+
+Deno.test("yaml reader: each file compared with the previous one's lines reads as the library, whatever changed between them", () => {
+  const base = encodeSnapshot(makeLargeSnapshot("gpu-node-1", 64 * 1024));
+  const lines = base.split("\n");
+  const at = lines.findIndex((l) => l.startsWith("          ")) + 40;
+  const edit = (f: (ls: string[]) => void) => {
+    const copy = [...lines];
+    f(copy);
+    return copy.join("\n");
+  };
+  const line = (i: number) => lines[i] as string;
+  const sequence: [string, string][] = [
+    ["the base", base],
+    ["the same again", base],
+    ["a value changed", edit((ls) => ls[at] = line(at).replace(/: .*/, ": changed"))],
+    ["a line added", edit((ls) => ls.splice(at, 0, "          added-key: 1"))],
+    ["a line removed", edit((ls) => ls.splice(at, 1))],
+    ["many lines removed", edit((ls) => ls.splice(at, 30))],
+    ["two lines swapped", edit((ls) => ls.splice(at, 2, line(at + 1), line(at)))],
+    ["a line repeated", edit((ls) => ls.splice(at, 0, line(at)))],
+    ["a key repeated with another value", edit((ls) => ls.splice(at + 5, 0, line(at) + "x"))],
+    ["the base once more", base],
+    ["no final newline", base.replace(/\n$/, "")],
+    ["the base after it", base],
+    ["a line added at a map's end", edit((ls) => ls.splice(ls.length - 1, 0, "          zz: 1"))],
+    ["the last line removed", edit((ls) => ls.splice(ls.length - 2, 1))],
+    [
+      "a value changed in every map",
+      lines.map((l) => l.replace(/^( {10}[^ :]+): .*$/, "$1: x")).join("\n"),
+    ],
+    ["the base at last", base],
+  ];
+  let fast = 0;
+  for (const [what, text] of sequence) {
+    const read = readSnapshotYaml(text);
+    if (read === undefined) {
+      assert.ok(what.includes("repeated"), `${what}: read fast`);
+      continue;
+    }
+    fast++;
+    assert.deepEqual(read, library(text), what);
+  }
+  assert.equal(fast, sequence.length - 2);
+});
