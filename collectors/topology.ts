@@ -133,6 +133,21 @@ export function topologyUnavailable(status: SourceStatus, message: string): Meas
   };
 }
 
+/** The measurement of folded readings that were read (status ok) from `source`. */
+function folded(
+  readings: { summary: ReadingMap; taint: ReadingMap; label: ReadingMap },
+  source: string,
+): Measurement {
+  return {
+    type: "NodeTopology",
+    subtypes: [
+      subtype("summary", readings.summary, "ok", source),
+      subtype("taint", readings.taint, "ok", source),
+      subtype("label", readings.label, "ok", source),
+    ],
+  };
+}
+
 /**
  * The topology of one node alone, as a daemon reports it: its labels and taints folded as
  * {@link foldTopology} folds a cluster (each list names this node only), `summary` with
@@ -180,15 +195,7 @@ export async function collectOwnTopology(
     return failed("absent", "Cannot read this node: its name is unknown (set NODE_NAME)");
   }
   try {
-    const folded = foldOwnTopology(await cluster.getNode(options.nodeName, options.signal));
-    return {
-      type: "NodeTopology",
-      subtypes: [
-        subtype("summary", folded.summary, "ok", source),
-        subtype("taint", folded.taint, "ok", source),
-        subtype("label", folded.label, "ok", source),
-      ],
-    };
+    return folded(foldOwnTopology(await cluster.getNode(options.nodeName, options.signal)), source);
   } catch (error) {
     return failed(statusOf(error), messageOf(error));
   }
@@ -226,18 +233,15 @@ export async function collectTopology(
       (o) => cluster.listNodes(o),
       options.signal ? { signal: options.signal } : {},
     );
-    const folded = foldTopology(
-      nodes,
-      options.maxNodesPerEntry === undefined ? {} : { maxNodesPerEntry: options.maxNodesPerEntry },
+    return folded(
+      foldTopology(
+        nodes,
+        options.maxNodesPerEntry === undefined
+          ? {}
+          : { maxNodesPerEntry: options.maxNodesPerEntry },
+      ),
+      SOURCE,
     );
-    return {
-      type: "NodeTopology",
-      subtypes: [
-        subtype("summary", folded.summary, "ok", SOURCE),
-        subtype("taint", folded.taint, "ok", SOURCE),
-        subtype("label", folded.label, "ok", SOURCE),
-      ],
-    };
   } catch (error) {
     return topologyUnavailable(statusOf(error), messageOf(error));
   }
