@@ -43,7 +43,7 @@
  *
  * @module
  */
-import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
@@ -51,6 +51,7 @@ import { parseArgs } from "node:util";
 import { fetchFleet } from "../controller/mod.ts";
 import { connectKube } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
+import { FLEET_TOPOLOGY_FILE } from "../snapshot/mod.ts";
 import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
 import { aicr, AICR_BIN } from "../tests/e2e/_aicr.ts";
 
@@ -160,6 +161,7 @@ async function simulate(
           const cpus: number[] = [];
           const codes = new Set<number>();
           let files = 0;
+          let topologyBytes = 0;
           for (let round = 0; round < rounds; round++) {
             const target = kind === "file" ? join(scratch, "fleet.yaml") : `${scratch}/fleet/`;
             const run = await ask(concurrency, target, kind === "hold");
@@ -169,6 +171,9 @@ async function simulate(
             codes.add(run.code);
             files = kind === "file" ? 1 : (await readdir(join(scratch, "fleet")).catch(() => []))
               .length;
+            topologyBytes = (await stat(join(scratch, "fleet", FLEET_TOPOLOGY_FILE)).catch(() =>
+              undefined
+            ))?.size ?? topologyBytes;
             await rm(join(scratch, "fleet"), { recursive: true, force: true });
             await rm(join(scratch, "fleet.yaml"), { force: true });
           }
@@ -182,7 +187,11 @@ async function simulate(
           report(
             `${what}, ${sim.nodes.length} nodes, concurrency ${concurrency}, exit ${
               [...codes].join("/")
-            }, ${files} file(s), ~${
+            }, ${files} file(s)${
+              topologyBytes > 0
+                ? ` (${FLEET_TOPOLOGY_FILE} ${(topologyBytes / 1024).toFixed(0)} KiB)`
+                : ""
+            }, ~${
               (sim.snapshotBytes * sim.nodes.length / 1024 / 1024).toFixed(0)
             } MiB moved; fetch process CPU median ${
               (median(cpus) / 1000).toFixed(1)
