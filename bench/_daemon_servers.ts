@@ -61,7 +61,7 @@ async function main(): Promise<void> {
     nodeName: "gpu-node-1",
   }, { maxAgeMs: 3_600_000 });
   await warm.cache.get();
-  const warmServer = await serve(warm.app.fetch, options);
+  const warmServer = await serve(warm.app, options);
 
   const hello = new Hono();
   hello.get("/", (c) => c.text("Hello Hono!"));
@@ -77,7 +77,7 @@ async function main(): Promise<void> {
     build,
     nodeName: "gpu-node-1",
   });
-  const coldServer = await serve(cold.app.fetch, options);
+  const coldServer = await serve(cold.app, options);
 
   process.stdout.write(
     JSON.stringify({

@@ -76,7 +76,7 @@ async function main(): Promise<void> {
       lifetimeSeconds: 86_400,
     });
     servers.push(
-      await serve(daemon.app.fetch, {
+      await serve(daemon.app, {
         hostname: ip,
         port,
         tls: { cert, key: key.privateKey.export({ type: "pkcs8", format: "pem" }) as string },

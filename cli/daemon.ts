@@ -519,7 +519,7 @@ export async function runDaemon(
     processStats,
     ...(identity ? { awaitingCertificate: identity.awaiting } : {}),
   }, options.cache);
-  const server = await serve(daemon.app.fetch, {
+  const server = await serve(daemon.app, {
     hostname: options.listen,
     port,
     ...(tls ? { tls } : { insecureHttp: true }),

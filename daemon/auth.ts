@@ -289,11 +289,11 @@ const BEARER_REGEXP = /^Bearer[ \t]+([^ \t]+)[ \t]*$/i;
  * (the apiserver's proxy strips `Authorization` once it has authenticated the caller, so a
  * client going through it carries the daemon's token in the second header).
  *
- * @param headers the request headers
+ * @param headers the request headers (web `Headers`, or anything reading a header by name)
  * @returns the token
  * @throws {UnauthenticatedError} when neither header holds a well-formed bearer token
  */
-export function bearerToken(headers: Headers): string {
+export function bearerToken(headers: { get(name: string): string | null }): string {
   const value = headers.get("authorization") ?? headers.get("x-aicr-authorization");
   if (value === null) throw new UnauthenticatedError("Cannot authenticate: no bearer token");
   const match = BEARER_REGEXP.exec(value);

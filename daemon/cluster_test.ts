@@ -133,7 +133,7 @@ Deno.test({
         // server's own audience, like the kubelet.
         metricsAuth: createCachingAuthorizer(createKubeAuth(kube, { audiences: [] })),
       });
-      server = await serve(daemon.app.fetch, { hostname: "0.0.0.0", port: 0, tls });
+      server = await serve(daemon.app, { hostname: "0.0.0.0", port: 0, tls });
       daemon.start();
       const url = `https://127.0.0.1:${server.port}/v1/snapshot`;
       assert.equal((await get(url, tls.ca)).status, 401);

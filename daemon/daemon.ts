@@ -4,10 +4,9 @@
  *
  * @module
  */
-import type { Hono } from "hono";
 import type { Logger } from "../log.ts";
 import { createApp } from "./app.ts";
-import type { DaemonEnv } from "./app.ts";
+import type { DaemonApp } from "./app.ts";
 import { SnapshotCache } from "./cache.ts";
 import type { CollectFunction, SnapshotCacheOptions } from "./cache.ts";
 import { createSnapshotHistory, nodeInfoLabels } from "./history.ts";
@@ -50,8 +49,8 @@ export interface DaemonDeps {
 
 /** A daemon: the app and what it stands on. */
 export interface Daemon {
-  /** The Hono app. */
-  app: Hono<DaemonEnv>;
+  /** The app: `serve(daemon.app)`, or `daemon.app.request()` in tests. */
+  app: DaemonApp;
   /** The snapshot cache. */
   cache: SnapshotCache;
   /** The metric set. */

@@ -1,12 +1,12 @@
 /**
  * DaemonSet mode, node side: `createDaemon()` builds the snapshot cache, the metric set and the
- * Hono app (`createApp()`); `serve()` serves it over HTTPS with bounded requests and a graceful
+ * app (`createApp()`); `serve()` serves it over HTTPS with bounded requests and a graceful
  * shutdown. Authentication and authorization go through `TokenReview` and
  * `SubjectAccessReview` (`createKubeAuth()`), cached by `createCachingAuthorizer()`.
  *
  * ```ts ignore
  * const daemon = createDaemon({ collect, auth, clock: Date.now, log, build, nodeName });
- * const server = await serve(daemon.app.fetch, { port: 8443, tls: { cert, key }, signal });
+ * const server = await serve(daemon.app, { port: 8443, tls: { cert, key }, signal });
  * daemon.start();
  * await server.finished;
  * await daemon.close();

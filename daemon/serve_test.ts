@@ -3,7 +3,7 @@ import { request as httpsRequest } from "node:https";
 import { connect as tlsConnect } from "node:tls";
 import { Hono } from "hono";
 import { serve } from "./serve.ts";
-import type { RunningServer } from "./serve.ts";
+import type { RunningServer, ServedHandler, ServedRequest, ServedResponse } from "./serve.ts";
 import { generateTestTls } from "./_testing.ts";
 import { NOOP_LOGGER, renderLogText } from "../log.ts";
 import type { Logger } from "../log.ts";
@@ -68,7 +68,7 @@ async function withServer(
 /** A raw HTTPS request through node:https, for what fetch cannot send. */
 function rawRequest(
   url: string,
-  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+  options: { method?: string; headers?: Record<string, string | string[]>; body?: string } = {},
 ): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(url, {
@@ -118,6 +118,109 @@ Deno.test("serve() keeps several Set-Cookie headers apart", async () => {
     const res = await rawRequest(`${server.url}/cookies`);
     assert.deepEqual(res.headers["set-cookie"], ["a=1", "b=2"]);
   });
+});
+
+/** What a handler saw of one request. */
+interface Seen {
+  method: string;
+  url: string;
+  custom: string | undefined;
+  accept: string | undefined;
+}
+
+/** The same answers twice: a fetch handler and a ServedHandler, each recording what it saw. */
+function twinHandlers(): {
+  web: (request: Request) => Response;
+  served: ServedHandler;
+  seen: { web: Seen[]; served: Seen[] };
+} {
+  const seen = { web: [] as Seen[], served: [] as Seen[] };
+  const answer = (path: string): ServedResponse => {
+    if (path === "/same") {
+      return { status: 304, headers: { etag: '"e"', "x-aicr-node": "n" }, body: null };
+    }
+    return {
+      status: path === "/missing" ? 404 : 200,
+      headers: { "x-b": "2", "content-type": "text/plain; charset=UTF-8", "x-a": "1" },
+      body: path === "/bytes" ? new TextEncoder().encode("bytes") : "h\u00e9llo \u2713\n",
+    };
+  };
+  return {
+    seen,
+    web: (request) => {
+      seen.web.push({
+        method: request.method,
+        url: request.url,
+        custom: request.headers.get("x-custom") ?? undefined,
+        accept: request.headers.get("accept") ?? undefined,
+      });
+      const a = answer(new URL(request.url).pathname);
+      return new Response(a.body === null ? null : a.body as BodyInit, {
+        status: a.status,
+        headers: a.headers,
+      });
+    },
+    served: {
+      handle: (request: ServedRequest) => {
+        seen.served.push({
+          method: request.method,
+          url: request.url,
+          custom: request.header("X-Custom"),
+          accept: request.header("accept"),
+        });
+        const a = answer(new URL(request.url).pathname);
+        return Promise.resolve(request.method === "HEAD" ? { ...a, body: null } : a);
+      },
+    },
+  };
+}
+
+Deno.test("serve() answers a ServedHandler as it answers a fetch handler: URL, headers, HEAD, 304, UTF-8 bodies", async () => {
+  const twins = twinHandlers();
+  const options = { hostname: "127.0.0.1", port: 0, tls: { cert: TLS.cert, key: TLS.key } };
+  const web = await serve(twins.web, options);
+  const served = await serve(twins.served, options);
+  try {
+    const requests: {
+      path: string;
+      method?: string;
+      headers?: Record<string, string | string[]>;
+    }[] = [
+      { path: "/echo?q=a%20b&r=%E2%9C%93", headers: { "x-custom": ["one", " two "] } },
+      { path: "/a/../echo/./x?q", headers: { accept: "application/json" } },
+      { path: "/%7Euser/%2F?x=y#frag" },
+      { path: "/echo", method: "HEAD", headers: { "x-custom": "only" } },
+      { path: "/bytes" },
+      { path: "/same" },
+      { path: "/missing", method: "DELETE" },
+    ];
+    for (const { path, method, headers } of requests) {
+      const init = { ...(method ? { method } : {}), ...(headers ? { headers } : {}) };
+      const a = await rawRequest(`${web.url}${path}`, init);
+      const b = await rawRequest(`${served.url}${path}`, init);
+      const comparable = (r: typeof a) => {
+        const { date: _date, ...rest } = r.headers;
+        return { status: r.status, headers: rest, body: r.body };
+      };
+      assert.deepEqual(comparable(b), comparable(a), `${method ?? "GET"} ${path}`);
+    }
+    const relative = (s: Seen) => ({ ...s, url: s.url.slice(s.url.indexOf("/", 8)) });
+    assert.deepEqual(twins.seen.served.map(relative), twins.seen.web.map(relative));
+    assert.equal(twins.seen.served[0]?.custom, "one, two");
+    assert.equal(relative(twins.seen.served[1]!).url, "/echo/x?q");
+    const utf8 = await rawRequest(`${served.url}/text`);
+    assert.equal(
+      utf8.headers["content-length"],
+      String(new TextEncoder().encode(utf8.body).length),
+    );
+    const head = await rawRequest(`${served.url}/text`, { method: "HEAD" });
+    assert.equal(head.body, "");
+    assert.equal(head.headers["content-length"], undefined);
+    assert.equal(head.headers["x-a"], "1");
+  } finally {
+    await web.shutdown();
+    await served.shutdown();
+  }
 });
 
 Deno.test("serve() refuses to start without TLS unless plain HTTP is asked for", async () => {

@@ -48,7 +48,7 @@ async function main(): Promise<void> {
     nodeName: "node-1",
   }, { freshMinIntervalMs: 0 });
   const controller = new AbortController();
-  const server = await serve(daemon.app.fetch, {
+  const server = await serve(daemon.app, {
     hostname: "127.0.0.1",
     port: 0,
     tls,
