@@ -95,28 +95,14 @@ const TABBED = /^[\t -~]*\t[\t -~]*$/;
 const PLAIN_LINES = /^[!-~](?:[ -~]*[!-~])?(?:\n[!-~](?:[ -~]*[!-~])?)+$/;
 
 /**
- * The YAML 1.1 tags a plain string could be read as (null, bool, int, float, ...): the library's
- * own tests, in one pattern (each is anchored at both ends, so one alternation of them matches
- * where any of them does).
+ * The YAML 1.1 tags a plain string could be read as (null, bool, int, float, merge, sexagesimal,
+ * timestamp): the `yaml` library's own tests of its YAML 1.1 schema (its default tags but `str`,
+ * with their `test`), in one alternation; each is anchored at both ends, so the alternation matches
+ * where any of them does. Written out so the writer never builds the library's schema (a test
+ * checks it against the library's tests, as they are).
  */
-let resolvingTest: RegExp | undefined;
-
-function tagTest(): RegExp {
-  if (resolvingTest) return resolvingTest;
-  const schema = new Document(null, { version: "1.1" }).schema;
-  const tags = [...schema.tags, ...(schema.compat ?? [])] as {
-    default?: boolean | string;
-    tag?: string;
-    test?: RegExp;
-  }[];
-  const tests = tags
-    .filter((t) => t.default && t.tag !== "tag:yaml.org,2002:str" && t.test)
-    .map((t) => t.test as RegExp);
-  resolvingTest = tests.every((t) => t.flags === "")
-    ? new RegExp(tests.map((t) => `(?:${t.source})`).join("|"))
-    : { test: (text: string) => tests.some((t) => t.test(text)) } as RegExp;
-  return resolvingTest;
-}
+export const YAML11_TAG_TEST =
+  /(?:^(?:~|[Nn]ull|NULL)?$)|(?:^(?:Y|y|[Yy]es|YES|[Tt]rue|TRUE|[Oo]n|ON)$)|(?:^(?:N|n|[Nn]o|NO|[Ff]alse|FALSE|[Oo]ff|OFF)$)|(?:^[-+]?0b[0-1_]+$)|(?:^[-+]?0[0-7_]+$)|(?:^[-+]?[0-9][0-9_]*$)|(?:^[-+]?0x[0-9a-fA-F_]+$)|(?:^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$)|(?:^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$)|(?:^[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*$)|(?:^<<$)|(?:^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+$)|(?:^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*$)|(?:^([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:(?:t|T|[ \t]+)([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2}(\.[0-9]+)?)(?:[ \t]*(Z|[-+][012]?[0-9](?::[0-9]{2})?))?)?$)/;
 
 /**
  * A string as the library writes it on one line, decided without it; undefined when in doubt.
@@ -134,7 +120,7 @@ function directString(text: string, isKey: boolean): string | undefined {
   if (isKey && (text === "" || text.length > MAX_DIRECT_KEY)) return undefined;
   // Needing quotes and holding no `"`, it is double-quoted, with nothing to escape.
   if (NOT_PLAIN.test(text)) return `"${text}"`;
-  if (tagTest().test(text)) return `"${text}"`;
+  if (YAML11_TAG_TEST.test(text)) return `"${text}"`;
   return text;
 }
 

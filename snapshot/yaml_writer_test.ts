@@ -9,7 +9,8 @@ import {
 } from "./codec.ts";
 import { isNormalized, normalizeSnapshot } from "./model.ts";
 import type { Reading, Snapshot } from "./model.ts";
-import { writeSnapshotYaml } from "./yaml_writer.ts";
+import { writeSnapshotYaml, YAML11_TAG_TEST } from "./yaml_writer.ts";
+import { Document } from "yaml";
 import { makeLargeSnapshot } from "./testdata/generate.ts";
 import { makeMixedFleet } from "./testdata/mixed_fleet.ts";
 import { randomSnapshot, READINGS, tricky } from "./testdata/yaml_cases.ts";
@@ -149,4 +150,19 @@ Deno.test("encodeSnapshot() writes an already normalised snapshot as it is, anyt
     assert.equal(isNormalized(snapshot), false, `change ${i}`);
     assert.equal(encodeSnapshot(snapshot), library(snapshot), `change ${i}`);
   }
+});
+
+Deno.test("yaml writer: its YAML 1.1 tag test is the library's tests, as they are", () => {
+  const schema = new Document(null, { version: "1.1" }).schema;
+  const tags = [...schema.tags, ...(schema.compat ?? [])] as {
+    default?: boolean | string;
+    tag?: string;
+    test?: RegExp;
+  }[];
+  const tests = tags
+    .filter((t) => t.default && t.tag !== "tag:yaml.org,2002:str" && t.test)
+    .map((t) => t.test as RegExp);
+  assert.ok(tests.length > 10 && tests.every((t) => t.flags === ""));
+  assert.equal(YAML11_TAG_TEST.flags, "");
+  assert.equal(YAML11_TAG_TEST.source, tests.map((t) => `(?:${t.source})`).join("|"));
 });
