@@ -126,11 +126,6 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
   function fail(reason: string, at = pos): never {
     throw new XmlError(`Cannot parse XML at offset ${at}: ${reason}`);
   }
-  function indexOrFail(needle: string, from: number, what: string): number {
-    const index = input.indexOf(needle, from);
-    if (index < 0) fail(`unterminated ${what}`);
-    return index;
-  }
   const tree: TreeBuilder = {
     maxDepth,
     maxElements,
@@ -158,41 +153,13 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
     pos = lt;
     const next = input.charCodeAt(pos + 1);
     if (next === SLASH) {
-      PLAIN_END_REGEXP.lastIndex = pos;
-      const end = PLAIN_END_REGEXP.exec(input);
-      if (end) {
-        closeElement(tree, end[1] as string);
-        pos = PLAIN_END_REGEXP.lastIndex;
-        continue;
-      }
-      const { name, close } = readEndTag(input, pos, fail);
-      closeElement(tree, name);
-      pos = close + 1;
+      pos = closeAt(tree, input, pos, fail);
       continue;
     }
-    if (next === QUESTION) {
-      pos = indexOrFail("?>", pos + 2, "processing instruction") + 2;
+    const afterMarkup = readMarkup(tree, input, pos, fail);
+    if (afterMarkup >= 0) {
+      pos = afterMarkup;
       continue;
-    }
-    if (next === BANG) {
-      if (input.startsWith("<!--", pos)) {
-        pos = indexOrFail("-->", pos + 4, "comment") + 3;
-        continue;
-      }
-      if (input.startsWith("<![CDATA[", pos)) {
-        const end = indexOrFail("]]>", pos + 9, "CDATA section");
-        if (tree.stack.length === 0) fail("CDATA outside the root element");
-        appendText(tree, input.slice(pos + 9, end));
-        pos = end + 3;
-        continue;
-      }
-      if (input.startsWith("<!DOCTYPE", pos)) {
-        if (tree.root !== undefined || tree.stack.length > 0) {
-          fail("DOCTYPE after the root element");
-        }
-        pos = skipDoctype(input, pos + 9, fail);
-        continue;
-      }
     }
     // The common start tag, `<name>` with no attribute or space, and with it, when it is a
     // leaf (`<name>text</name>`, text without markup or references), its text and end tag, in
@@ -225,6 +192,65 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
   }
   if (tree.root === undefined) throw new XmlError("Cannot parse XML: there is no root element");
   return tree.root;
+}
+
+/**
+ * Reads the end tag at `start` (its `</`) and closes its element: a plain one (`</name>`) in one
+ * match, any other through {@link readEndTag}.
+ *
+ * @returns the offset after the tag
+ */
+function closeAt(
+  tree: TreeBuilder,
+  input: string,
+  start: number,
+  fail: (reason: string, at: number) => never,
+): number {
+  PLAIN_END_REGEXP.lastIndex = start;
+  const plain = PLAIN_END_REGEXP.exec(input);
+  if (plain) {
+    closeElement(tree, plain[1] as string);
+    return PLAIN_END_REGEXP.lastIndex;
+  }
+  const { name, close } = readEndTag(input, start, fail);
+  closeElement(tree, name);
+  return close + 1;
+}
+
+/**
+ * Reads the markup at `start` (its `<`) that is no element: a processing instruction, a comment,
+ * a CDATA section (its text appended) or a DOCTYPE (skipped).
+ *
+ * @returns the offset after it, or -1 when the markup is a start tag
+ */
+function readMarkup(
+  tree: TreeBuilder,
+  input: string,
+  start: number,
+  fail: (reason: string, at: number) => never,
+): number {
+  const indexOrFail = (needle: string, from: number, what: string): number => {
+    const index = input.indexOf(needle, from);
+    if (index < 0) fail(`unterminated ${what}`, start);
+    return index;
+  };
+  const next = input.charCodeAt(start + 1);
+  if (next === QUESTION) return indexOrFail("?>", start + 2, "processing instruction") + 2;
+  if (next !== BANG) return -1;
+  if (input.startsWith("<!--", start)) return indexOrFail("-->", start + 4, "comment") + 3;
+  if (input.startsWith("<![CDATA[", start)) {
+    const end = indexOrFail("]]>", start + 9, "CDATA section");
+    if (tree.stack.length === 0) fail("CDATA outside the root element", start);
+    appendText(tree, input.slice(start + 9, end));
+    return end + 3;
+  }
+  if (input.startsWith("<!DOCTYPE", start)) {
+    if (tree.root !== undefined || tree.stack.length > 0) {
+      fail("DOCTYPE after the root element", start);
+    }
+    return skipDoctype(input, start + 9, (reason) => fail(reason, start));
+  }
+  return -1;
 }
 
 /** The tree {@link parseXml} builds: its bounds, the open elements, the root once read. */
