@@ -354,7 +354,7 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
         }
       }
     }
-    configs.push(finishConfig(perType));
+    configs.push(finishConfig(tables, perType));
   }
 
   function addYaml(text: string, nodeName: (sourceNode: string) => string): boolean {
@@ -407,7 +407,7 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
       metadata: { timestamp: "", version: "", "source-node": sourceNode },
       measurements: observed,
     });
-    configs.push(finishConfig(perType));
+    configs.push(finishConfig(tables, perType));
     return true;
   }
 
@@ -415,9 +415,21 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
 }
 
 /** A node's pairs per type, sorted by path id. */
-function finishConfig(perType: Map<MeasurementType, number[]>): Map<MeasurementType, Int32Array> {
+function finishConfig(
+  tables: FleetTables,
+  perType: Map<MeasurementType, number[]>,
+): Map<MeasurementType, Int32Array> {
   const config = new Map<MeasurementType, Int32Array>();
-  for (const [type, pairs] of perType) config.set(type, sortPairs(pairs));
+  for (const [type, pairs] of perType) {
+    // Most nodes of a cohort share a type's configuration: one copy is kept for all of them.
+    const sorted = sortPairs(pairs);
+    const hash = hashPairs(sorted);
+    let same = tables.shared.get(hash);
+    if (!same) tables.shared.set(hash, same = []);
+    let kept = same.find((p) => samePairs(p, sorted));
+    if (!kept) same.push(kept = sorted);
+    config.set(type, kept);
+  }
   return config;
 }
 
@@ -486,6 +498,7 @@ function createFleetTables(options: FleetOptions): FleetTables {
     pathIds: new Map(),
     subtypeNodes: [],
     configs: [],
+    shared: new Map(),
   };
 }
 
@@ -545,6 +558,8 @@ interface FleetTables {
   readonly subtypeNodes: number[];
   /** Per node, per type: flat [pathId, valueId, pathId, valueId, ...] sorted by path id. */
   readonly configs: Map<MeasurementType, Int32Array>[];
+  /** Each distinct configuration of a type once, by {@link hashPairs}. */
+  readonly shared: Map<string, Int32Array[]>;
 }
 
 /**
@@ -911,7 +926,8 @@ function hashPairs(pairs: Int32Array): string {
 }
 
 function samePairs(a: Int32Array | undefined, b: Int32Array | undefined): boolean {
-  if (a === undefined || b === undefined) return a === b;
+  if (a === b) return true;
+  if (a === undefined || b === undefined) return false;
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
