@@ -5,7 +5,8 @@
  *
  * Starts, on 127.0.0.1 with one throwaway CA: (a) the daemon with its cache warm (fake
  * collector, cached fake TokenReview/SubjectAccessReview), (b) a Hono hello-world, (c) a cold
- * daemon whose collector takes 200 ms. Prints one JSON line `{ ca, daemon, hello, cold }`, then
+ * daemon whose collector takes 200 ms. Under Node all three run with the daemon's V8 flags
+ * (`runtime.ts` `DAEMON_V8_FLAGS`), as `aicr daemon` does. Prints one JSON line `{ ca, daemon, hello, cold }`, then
  * answers `cold` on stdin with `{ "coldCollections": n }` and exits on `quit` (or end of input).
  *
  * @module
@@ -19,6 +20,7 @@ import { Hono } from "hono";
 import { createCachingAuthorizer, createDaemon, serve } from "../daemon/mod.ts";
 import { fakeCollector, fakeKubeAuth, generateTestTls, OK_REPORTS } from "../daemon/_testing.ts";
 import { NOOP_LOGGER } from "../log.ts";
+import { useDaemonV8Flags } from "../runtime.ts";
 import { parseSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 
@@ -37,6 +39,8 @@ function benchSnapshot(fixture: string, extraSysctls: number): Snapshot {
 }
 
 async function main(): Promise<void> {
+  // Under Node, the V8 flags `aicr daemon` runs with (no optimising compilers), for both servers.
+  useDaemonV8Flags();
   // Bundled for Node the file moves, so the fixture path comes from the environment there.
   const fixture = process.env.AICR_BENCH_FIXTURE ??
     join(
