@@ -15,7 +15,7 @@ import {
   visit,
 } from "yaml";
 import type { Document } from "yaml";
-import { readSnapshotYaml } from "./yaml_reader.ts";
+import { readSnapshotYaml, toReading as safeReading } from "./yaml_reader.ts";
 import { snapshotYamlDocument, writeSnapshotYaml, YAML_WRITE_OPTIONS } from "./yaml_writer.ts";
 import { UsageError } from "../errors.ts";
 import {
@@ -426,13 +426,10 @@ function adoptReadings(data: Record<string, unknown>): boolean {
       continue;
     }
     if (typeof v !== "bigint") return false;
-    if (v >= MIN_SAFE && v <= MAX_SAFE) data[key] = Number(v);
+    data[key] = safeReading(v);
   }
   return isSortedKeys(keys);
 }
-
-const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
-const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
 function validateSnapshot(value: unknown, fail: Fail): Snapshot {
   if (!isRecord(value)) return fail([], "must be a mapping with kind, apiVersion and measurements");
@@ -517,11 +514,7 @@ function validateSubtype(value: unknown, path: (string | number)[], fail: Fail):
 
 function toReading(value: unknown, path: (string | number)[], fail: Fail): Reading {
   if (value === null || value === undefined) return null;
-  if (typeof value === "bigint") {
-    return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER)
-      ? Number(value)
-      : value;
-  }
+  if (typeof value === "bigint") return safeReading(value);
   if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") {
     return value;
   }

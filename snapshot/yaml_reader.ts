@@ -1,15 +1,17 @@
 /**
  * A fast YAML reader for the layout `encodeSnapshot` writes (what `aicr daemonset fetch -o dir/`
- * leaves on disk), the inverse of `yaml_writer.ts`: the fixed structure is read line by line, and
- * the `yaml` library decodes each distinct scalar and key (in the same position, once, then
- * cached), so a fleet whose snapshots share most readings and every NodeTopology string pays
- * once. Anything else, a comment, a blank line, a multi-line scalar, a flow collection, an alias,
- * a repeated key, another key order, returns `undefined` and the caller parses the document with
- * the library (which also gives the located errors). Accepted documents give exactly what the
- * library's `toJS()` gives.
+ * leaves on disk), the inverse of `yaml_writer.ts`: the fixed structure is read line by line;
+ * plain strings, decimal numbers and simple double-quoted strings are decoded directly, and the
+ * `yaml` library decodes every other scalar and key (in the same position, once, then cached).
+ * The files of a fleet repeat each other line for line, so each map's lines are first compared
+ * with the same map's in the previous file, many at a time, and only a line that differs is
+ * looked up (its decoded entry cached per map). Anything else, a comment, a blank line, a
+ * multi-line scalar, a flow collection, an alias, a repeated key, another key order, returns
+ * `undefined` and the caller parses the document with the library (which also gives the located
+ * errors). Accepted documents give exactly what the library's `toJS()` gives.
  *
  * Why: `aicr diff --fleet` over 1,000 fetched files spent ~100 ms per 270 KiB file in the
- * library's parser.
+ * library's parser, and over 10,000 files of 45 KiB ~3 ms per file in this reader's first form.
  *
  * @module
  */
@@ -263,8 +265,14 @@ function matchingLines(
 const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
-/** The validated reading of a decoded scalar (as the codec's `toReading`). */
-function toReading(value: unknown): Reading {
+/**
+ * A decoded scalar as a validated reading: an integer the library read as a bigint is a number
+ * when it is safe (as `parseSnapshot` validates it), every other scalar as it is.
+ *
+ * @param value a scalar as the library's `toJS()` gives it
+ * @returns the reading
+ */
+export function toReading(value: unknown): Reading {
   return typeof value === "bigint" && value >= MIN_SAFE && value <= MAX_SAFE
     ? Number(value)
     : value as Reading;
