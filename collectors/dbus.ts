@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { lstatSync } from "node:fs";
 import { createConnection, type Socket } from "node:net";
 import process from "node:process";
 import { PermissionError, TimeoutError, ToolError, UnavailableError } from "../errors.ts";
@@ -498,6 +499,19 @@ function openSocket(
   options: { timeoutMs: number; signal?: AbortSignal },
 ): Promise<Socket> {
   const { timeoutMs, signal } = options;
+  // A path that does not exist fails as its connect would (ENOENT), without a socket made for it:
+  // a host or pod without systemd's sockets asks twice per collection.
+  try {
+    lstatSync(socketPath);
+  } catch (error) {
+    if ((error as { code?: string }).code === "ENOENT") {
+      return Promise.reject(
+        new UnavailableError(`Cannot connect to D-Bus at '${socketPath}': ENOENT`, {
+          cause: error,
+        }),
+      );
+    }
+  }
   return new Promise<Socket>((resolve, reject) => {
     const s = createConnection({ path: socketPath });
     function onAbort(): void {

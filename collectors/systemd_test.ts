@@ -7,6 +7,7 @@ import { NOOP_LOGGER } from "../log.ts";
 import { collectMeasurements } from "./collect.ts";
 import { createCommandRunner, createHostReader } from "./host.ts";
 import {
+  connectDbus,
   createSystemdBus,
   decodeMessage,
   escapeObjectPathLabel,
@@ -477,5 +478,25 @@ Deno.test("collectMeasurements() stops a systemd connect that never authenticate
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
+  });
+});
+
+Deno.test("connectDbus() names why a socket path is refused: a missing one as its connect would (ENOENT)", async () => {
+  await withTempDir(async (dir) => {
+    const missing = path.join(dir, "missing");
+    await assert.rejects(
+      connectDbus(missing),
+      (e) =>
+        e instanceof Error && e.name === "UnavailableError" &&
+        e.message === `Cannot connect to D-Bus at '${missing}': ENOENT`,
+    );
+    // Not a socket: the connect itself is refused.
+    await assert.rejects(
+      connectDbus(dir),
+      (e) =>
+        e instanceof Error && e.name === "UnavailableError" &&
+        e.message.startsWith(`Cannot connect to D-Bus at '${dir}': `) &&
+        !e.message.endsWith("ENOENT"),
+    );
   });
 });
