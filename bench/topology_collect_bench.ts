@@ -17,13 +17,29 @@
  * deno run -A bench/topology_collect_bench.ts [--nodes=1000,2000,5000] [--collections=10]
  * ```
  *
+ * `--cluster=<state folder>` measures whole daemons instead, on a running local cluster
+ * (`AICR_CLUSTER_DIR=… deno task cluster:up`): it adds Node objects (`bench-…`, labelled
+ * `aicr.run/bench=topology`, removed afterwards) up to each size, starts each binary of
+ * `--binaries` as `aicr daemon --insecure-http --insecure-no-auth` for one of them with the admin
+ * kubeconfig, and prints each daemon's CPU per fresh collection (`?fresh=true`, from /proc): the
+ * whole collection (GPU absent, this host's OS and SystemD, K8s, NodeTopology), so a binary from
+ * before beside one from now shows what listing every node cost a daemon.
+ *
+ * ```sh
+ * deno run -A bench/topology_collect_bench.ts --cluster=.cluster-mine \
+ *   --binaries=<before>/dist/aicr,dist/aicr --nodes=1000,5000
+ * ```
+ *
  * @module
  */
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { collectMeasurements, createClusterReader } from "../collectors/mod.ts";
 import type { CollectOptions } from "../collectors/mod.ts";
-import { KubeApiError } from "../kube/mod.ts";
+import { connectKube, KubeApiError } from "../kube/mod.ts";
 import { createKubeClient } from "../kube/client.ts";
 import type { RestClient, RestRequest } from "../kube/rest.ts";
 import { NOOP_LOGGER } from "../log.ts";
@@ -119,14 +135,134 @@ async function measure(
   return { cpuMs: (cpuMs() - c0) / collections, bytes: bytes.sent / collections, ok };
 }
 
+/** Reads a process's CPU time (utime + stime) from /proc, in milliseconds. */
+function processCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** One daemon binary's CPU per fresh collection, as `nodeName`, against the local cluster. */
+async function daemonCpuPerCollection(
+  binary: string,
+  options: { kubeconfig: string; nodeName: string; collections: number },
+): Promise<number> {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const child = spawn(binary, [
+    "daemon",
+    "--kubeconfig",
+    options.kubeconfig,
+    "--insecure-http",
+    "--insecure-no-auth",
+    "--listen",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--max-age",
+    "1h",
+    "--fresh-min-interval",
+    "0",
+    "--node-name",
+    options.nodeName,
+  ], { env: { PATH: "/usr/bin:/bin" }, stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    const deadline = Date.now() + 60_000;
+    while (!await fetch(`${base}/readyz`).then((r) => r.ok, () => false)) {
+      if (Date.now() > deadline || child.exitCode !== null) {
+        throw new Error(`Cannot start ${binary} daemon:\n${stderr.slice(-2000)}`);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const before = processCpuMs(child.pid as number);
+    for (let i = 0; i < options.collections; i++) {
+      const res = await fetch(`${base}/v1/snapshot?fresh=true&format=json`);
+      const body = await res.json() as { measurements?: { type: string; subtypes: unknown[] }[] };
+      if (!res.ok) throw new Error(`${binary} answered ${res.status}`);
+      const topology = body.measurements?.find((m) => m.type === "NodeTopology");
+      const status = (topology?.subtypes[0] as { context?: { status?: string } })?.context?.status;
+      if (status !== "ok") throw new Error(`${binary}: NodeTopology ${status}`);
+    }
+    return (processCpuMs(child.pid as number) - before) / options.collections;
+  } finally {
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("exit", r));
+  }
+}
+
+/** `--cluster`: whole daemons of each binary against the local cluster (see the module doc). */
+async function onCluster(
+  stateDir: string,
+  binaries: string[],
+  sizes: number[],
+  collections: number,
+): Promise<void> {
+  const kubeconfig = resolve(stateDir, "admin.kubeconfig");
+  const kube = connectKube({ kubeconfig }, (name) => process.env[name]);
+  const selector = "aicr.run/bench=topology";
+  const existing = await kube.listAll("Node", undefined, {});
+  const fleet = mixedFleetNodes(mixedCounts(Math.max(...sizes)));
+  let made = 0;
+  try {
+    for (const total of sizes) {
+      for (const node of fleet.slice(made, Math.max(made, total - existing.length))) {
+        const name = `bench-${node.metadata?.name}`;
+        await kube.create("Node", {
+          apiVersion: "v1",
+          kind: "Node",
+          metadata: {
+            name,
+            labels: {
+              ...node.metadata?.labels,
+              "kubernetes.io/hostname": name,
+              "aicr.run/bench": "topology",
+            },
+          },
+          spec: { taints: node.spec?.taints ?? [] },
+        } as never);
+        made++;
+      }
+      const nodes = (await kube.listAll("Node", undefined, {})).length;
+      const figures = [];
+      for (const binary of binaries) {
+        const ms = await daemonCpuPerCollection(binary, {
+          kubeconfig,
+          nodeName: "bench-p5-h100-1",
+          collections,
+        });
+        figures.push(`${binary}: ${ms.toFixed(0)} ms`);
+      }
+      out(`${nodes} nodes, CPU per fresh collection (${collections}): ${figures.join("; ")}`);
+    }
+  } finally {
+    for (const node of await kube.listAll("Node", undefined, { labelSelector: selector })) {
+      await kube.rest.json({ method: "DELETE", path: `/api/v1/nodes/${node.metadata?.name}` })
+        .catch(() => {});
+    }
+  }
+}
+
 if (import.meta.main) {
   const { values } = parseArgs({
     args: Deno.args,
     options: {
       nodes: { type: "string", default: "1000,2000,5000" },
       collections: { type: "string", default: "10" },
+      cluster: { type: "string" },
+      binaries: { type: "string", default: "dist/aicr" },
     },
   });
+  if (values.cluster !== undefined) {
+    await onCluster(
+      values.cluster,
+      values.binaries.split(",").map((b) => resolve(b)),
+      values.nodes.split(",").map(Number),
+      Number(values.collections),
+    );
+    Deno.exit(0);
+  }
   const collections = Number(values.collections);
   const mib = (n: number) => `${(n / 1024 / 1024).toFixed(n < 1024 * 1024 ? 3 : 1)} MiB`;
   out(
