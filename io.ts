@@ -292,21 +292,7 @@ function writeFileAtomicNow(path: string, text: string, mode: number): void {
     } catch (error) {
       throw failure(error);
     }
-    try {
-      writeFileSync(device, text);
-    } catch (error) {
-      try {
-        closeSync(device);
-      } catch {
-        // the write has failed either way
-      }
-      throw failure(error);
-    }
-    try {
-      closeSync(device);
-    } catch (error) {
-      throw failure(error);
-    }
+    writeAndClose(device, text, failure);
     return;
   }
   const dir = dirname(target);
@@ -319,22 +305,40 @@ function writeFileAtomicNow(path: string, text: string, mode: number): void {
     removeTemp(temp);
     throw failure(error);
   }
+  writeAndClose(handle, text, failure, () => removeTemp(temp));
   try {
-    writeFileSync(handle, text);
-  } catch (error) {
-    try {
-      closeSync(handle);
-    } catch {
-      // discarded below either way
-    }
-    removeTemp(temp);
-    throw failure(error);
-  }
-  try {
-    closeSync(handle);
     renameSync(temp, target);
   } catch (error) {
     removeTemp(temp);
+    throw failure(error);
+  }
+}
+
+/**
+ * Writes a whole text into an open file and closes it. On a failure the file is closed anyway,
+ * `undo` runs and the failure is thrown.
+ */
+function writeAndClose(
+  fd: number,
+  text: string,
+  failure: (error: unknown) => Error,
+  undo: () => void = () => {},
+): void {
+  try {
+    writeFileSync(fd, text);
+  } catch (error) {
+    try {
+      closeSync(fd);
+    } catch {
+      // the write has failed either way
+    }
+    undo();
+    throw failure(error);
+  }
+  try {
+    closeSync(fd);
+  } catch (error) {
+    undo();
     throw failure(error);
   }
 }
