@@ -14,7 +14,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { parseNvidiaSmi } from "../../collectors/mod.ts";
-import { parseSnapshot, type Snapshot } from "../../snapshot/mod.ts";
+import { FLEET_TOPOLOGY_FILE, parseSnapshot, type Snapshot } from "../../snapshot/mod.ts";
 import { isOurs, REPO_ROOT } from "../cluster/cluster.ts";
 import { createNamespace, waitFor } from "../cluster/harness.ts";
 import { aicrObjects, runObjects } from "../e2e/_aicr.ts";
@@ -192,11 +192,17 @@ if (unavailable) {
                 const fetch = await ds("fetch", "-o", dir);
                 assert.equal(fetch.code, 0, fetch.stderr);
                 assert.match(fetch.stderr, new RegExp(`${gpuNode}\\s+ok\\s+`));
-                assert.deepEqual(await readdir(dir), [`${gpuNode}.yaml`]);
+                // The node's snapshot, and the cluster's topology listed once beside it.
+                assert.deepEqual(
+                  (await readdir(dir)).sort(),
+                  [`${gpuNode}.yaml`, FLEET_TOPOLOGY_FILE].sort(),
+                );
                 const snapshot = parseSnapshot(
                   await readFile(join(dir, `${gpuNode}.yaml`), "utf8"),
                 );
                 assert.equal(snapshot.metadata["source-node"], gpuNode);
+                // The daemon read its own Node only, under a real kubelet's pod too.
+                assert.equal(snapshot.metadata["topology-scope"], "node");
                 assert.deepEqual(gpuData(snapshot), await captureGpuData());
                 const uninstall = await ds("uninstall");
                 assert.equal(uninstall.code, 0, uninstall.stderr);
