@@ -231,6 +231,9 @@ function spanOf(entries: readonly YamlEntry[], at: number, count: number): numbe
   return length;
 }
 
+/** The length of the lines {@link matchingLines} last matched, with their newlines. */
+let matchedLength = 0;
+
 /**
  * How many lines of the text at `pos` are the template's from `at` (at `tpos` in its text),
  * compared in chunks that double while they match and halve when one does not: a map with a
@@ -245,6 +248,7 @@ function matchingLines(
 ): number {
   const entries = template.entries;
   let matched = 0;
+  matchedLength = 0;
   let chunk = 8;
   while (chunk > 0 && at + matched < entries.length) {
     const count = Math.min(chunk, entries.length - at - matched);
@@ -254,6 +258,7 @@ function matchingLines(
       pos + length <= text.length
     ) {
       matched += count;
+      matchedLength += length;
       pos += length;
       tpos += length;
       chunk *= 2;
@@ -305,16 +310,17 @@ function readMap(
     if (template !== undefined && at < template.entries.length) {
       const same = matchingLines(text, pos, template, at, tpos);
       if (same > 0) {
-        for (let i = at; i < at + same; i++) {
-          const decoded = template.entries[i] as YamlEntry;
-          if (keys !== undefined) {
-            if (keys.has(decoded.key)) return FAIL;
-            keys.add(decoded.key);
+        const matched = template.entries;
+        for (let i = at; i < at + same; i++) read.push(matched[i] as YamlEntry);
+        if (keys !== undefined) {
+          for (let i = at; i < at + same; i++) {
+            const key = (matched[i] as YamlEntry).key;
+            if (keys.has(key)) return FAIL;
+            keys.add(key);
           }
-          read.push(decoded);
-          pos += decoded.line.length + 1;
-          tpos += decoded.line.length + 1;
         }
+        pos += matchedLength;
+        tpos += matchedLength;
         at += same;
         continue;
       }
