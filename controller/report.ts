@@ -100,12 +100,14 @@ export interface Report {
 }
 
 /**
- * The nodes of a fleet fetch, one entry each.
+ * The nodes of a fleet fetch, one entry each, and the cluster's NodeTopology when the fetch
+ * listed it (one object of kind `NodeTopology`, name `cluster`: `ok` or why not).
  *
  * @param fleet the fetch result
  * @returns the report content
  */
 export function fleetReportContent(fleet: FleetResult): ReportContent {
+  const topology = fleet.topology;
   return {
     nodes: fleet.results.map((r) => ({
       node: r.node,
@@ -115,7 +117,16 @@ export function fleetReportContent(fleet: FleetResult): ReportContent {
       ...(r.transport ? { transport: r.transport } : {}),
       seconds: Math.round(r.durationMs) / 1000,
     })),
-    objects: [],
+    objects: topology
+      ? [{
+        kind: "NodeTopology",
+        name: "cluster",
+        status: topology.status,
+        detail: topology.status === "ok"
+          ? `${topology.nodes} nodes, listed as the ${topology.as}`
+          : topology.message ?? topology.status,
+      }]
+      : [],
   };
 }
 

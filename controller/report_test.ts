@@ -158,3 +158,28 @@ Deno.test("installReportContent() and cleanupReportContent() list objects with U
     detail: "labels",
   });
 });
+
+Deno.test("fleetReportContent() carries the cluster's NodeTopology as one object, ok or why not", () => {
+  const document = {
+    kind: "Snapshot" as const,
+    apiVersion: "aicr.run/v1",
+    metadata: { "source-node": "", timestamp: "2026-12-03T10:00:00Z", version: "0.1.0" },
+    measurements: [],
+  };
+  const listed = fleetReportContent({
+    ...FLEET,
+    topology: { document, status: "ok", nodes: 3, as: "reader" },
+  });
+  assert.deepEqual(listed.objects, [{
+    kind: "NodeTopology",
+    name: "cluster",
+    status: "ok",
+    detail: "3 nodes, listed as the reader",
+  }]);
+  const denied = fleetReportContent({
+    ...FLEET,
+    topology: { document, status: "denied", nodes: 0, as: "caller", message: "forbidden" },
+  });
+  assert.deepEqual(denied.objects.map((o) => [o.status, o.detail]), [["denied", "forbidden"]]);
+  assert.deepEqual(fleetReportContent(FLEET).objects, [], "--no-topology: none");
+});

@@ -291,6 +291,11 @@ Deno.test({
           );
           assert.equal(fetched.result.exitCode, 9);
           assert.equal(fetched.result.counts["nodes.not-ready"], gpuNodes.length);
+          // The cluster's topology was listed (once, as the reader) even with no node ready.
+          assert.deepEqual(
+            fetched.objects.map((o: { kind: string; status: string }) => [o.kind, o.status]),
+            [["NodeTopology", "ok"]],
+          );
           const xml = await readFile(junit, "utf8");
           assert.equal(xml.match(/<testcase /g)?.length, gpuNodes.length);
           assert.equal(xml.match(/<failure type="not-ready"/g)?.length, gpuNodes.length);
