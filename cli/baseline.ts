@@ -115,6 +115,8 @@ async function fetchNodeSnapshot(
     name,
     nodes: [node],
     concurrency: 1,
+    // One node's snapshot: the cluster's topology is not wanted (nor listed).
+    topology: false,
     signal: deps.signal,
   });
   const result = fleet.results.find((r) => r.node === node);
