@@ -318,7 +318,9 @@ if (import.meta.main && Deno.args.some((a) => a.startsWith("--simulate"))) {
         `${dir}/`,
       ]);
       command.push(performance.now() - c0);
-      const files = (await readdir(dir).catch(() => [])).length;
+      // One file per node, and the cluster's topology beside them.
+      const files = (await readdir(dir).catch(() => [])).filter((f) => f !== FLEET_TOPOLOGY_FILE)
+        .length;
       if (run.code !== 0 || files !== env.nodes.length) {
         out(`  round ${i}: exit ${run.code}, ${files} files`);
       }
