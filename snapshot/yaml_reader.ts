@@ -40,11 +40,22 @@ export interface YamlEntry {
 }
 /** Per map (its measurement, subtype and field): its lines read so far, decoded. */
 const entries = new Map<string, Map<string, YamlEntry | typeof FAIL>>();
+/**
+ * Characters the templates may hold (their copies, and the files their slices keep alive); past
+ * this (a fleet whose subtypes are named differently on every node) they start over.
+ */
+const TEMPLATE_CHARS = 64 * 1024 * 1024;
+/** Maps shorter than this are copied into their template; longer ones kept as slices. */
+const COPIED_TEMPLATE_CHARS = 64 * 1024;
+let templateChars = 0;
+
 /** The last map read in one place of the document: its text, where it starts, its entries. */
 interface Template {
   text: string;
   start: number;
   entries: readonly YamlEntry[];
+  /** Characters it keeps alive. */
+  held: number;
 }
 /**
  * Per map, the last one read (keys unique): the files of a fleet repeat each other line for
@@ -58,6 +69,8 @@ function remember<T>(cache: Map<string, T>, text: string, decoded: T): T {
     values.clear();
     keys.clear();
     entries.clear();
+    templates.clear();
+    templateChars = 0;
     cachedChars = 0;
   }
   cachedChars += text.length;
@@ -358,8 +371,24 @@ function readMap(
     read.push(decoded);
     pos = end + 1;
   }
-  // The map's text as a slice of this file's: the template keeps one file alive, not a copy.
-  templates.set(context, { text, start, entries: read });
+  // A slice keeps its whole file alive as long as the template: a small map is copied; a large
+  // one (a cluster's label lists: each copy would be that much garbage) is kept as a slice, its
+  // file counted against the budget.
+  const mapText = text.slice(start, pos);
+  const copy = mapText.length < COPIED_TEMPLATE_CHARS;
+  const held = copy ? mapText.length : text.length;
+  const previous = templates.get(context);
+  templateChars += held - (previous?.held ?? 0);
+  if (templateChars > TEMPLATE_CHARS) {
+    templates.clear();
+    templateChars = held;
+  }
+  templates.set(context, {
+    text: copy ? detach(mapText) : mapText,
+    start: 0,
+    entries: read,
+    held,
+  });
   return { entries: read, next: pos };
 }
 

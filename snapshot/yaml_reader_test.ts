@@ -217,3 +217,12 @@ Deno.test("yaml reader: each file compared with the previous one's lines reads a
   }
   assert.equal(fast, sequence.length - 2);
 });
+
+Deno.test("yaml reader: files whose maps are named differently each time read as the library", () => {
+  const base = encodeSnapshot(sampleSnapshot({ nodeName: "n1" }));
+  for (let i = 0; i < 50; i++) {
+    const text = base.replace(/^( {6}- subtype: )(.*)$/gm, `$1$2-${i}`);
+    assert.notEqual(text, base);
+    assert.deepEqual(readSnapshotYaml(text), library(text), `file ${i}`);
+  }
+});
