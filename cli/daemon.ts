@@ -474,6 +474,7 @@ export async function runDaemon(
   context: { globals: GlobalOptions; log: Logger },
   options: DaemonOptions,
 ): Promise<void> {
+  useDaemonV8Flags();
   const { log } = context;
   const { nodeName, maxNodesPerEntry, port, drainTimeoutMs, tlsReloadMs } = options;
   const kube = connectOptional(deps, context.globals, log);
@@ -628,7 +629,6 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
     )
     .option("--pod-ip <ip>", "this pod's IP, named in the requested certificate")
     .action(namingFlags(async (flags: DaemonFlags, cmd: Command) => {
-      useDaemonV8Flags();
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals, { prefix: "daemon" });
       await runDaemon(deps, { globals, log }, await daemonOptions(deps, flags));

@@ -392,19 +392,15 @@ function webResponseOf(response: ServedResponse): Response {
 const MEASUREMENT_PATH_REGEXP = /^\/v1\/snapshot\/([^/]+)$/;
 
 /**
- * Builds the daemon's app.
+ * The GET routes of {@link createApp}.
  *
- * Routes: `GET /healthz` (open), `GET /readyz` (open; 503 until the first successful
- * collection), `GET /metrics` (`get nodes/metrics`), `GET /v1/snapshot` and
- * `GET /v1/snapshot/{measurement}` (`get snapshots.aicr.run`, named after the node), with
- * `?format=yaml|json` (else `Accept`) and `?fresh=true`; `GET /v1/history` (same access): the
- * bounded list of this node's snapshot changes, when and which readings.
- *
- * @param deps cache, metrics, authorizer, logger and node name
- * @returns the app (serve it with `serve()` from `serve.ts`, or call `app.request()` in tests)
+ * @param deps what the routes serve from
+ * @returns the router: the answer of the route a request names, or undefined when none does
  */
-export function createApp(deps: AppDeps): DaemonApp {
-  const { cache, metrics, auth, log, nodeName, history } = deps;
+function createRoutes(
+  deps: AppDeps,
+): (context: RouteContext) => Promise<ServedResponse | undefined> {
+  const { cache, metrics, auth, nodeName, history } = deps;
   const metricsAuth = "metricsAuth" in deps ? deps.metricsAuth : auth;
   const awaiting = deps.awaitingCertificate ?? (() => undefined);
   const serveSnapshot = createSnapshotHandler(cache, nodeName);
@@ -412,8 +408,7 @@ export function createApp(deps: AppDeps): DaemonApp {
   const metricsAccess = { auth: metricsAuth, attributes: metricsAttributes(nodeName) };
   const noStore = { "cache-control": "no-store" };
 
-  /** The GET routes; undefined when none matches. */
-  async function route(context: RouteContext): Promise<ServedResponse | undefined> {
+  return async function route(context: RouteContext): Promise<ServedResponse | undefined> {
     const { request, path } = context;
     switch (path) {
       case "/healthz": {
@@ -451,19 +446,37 @@ export function createApp(deps: AppDeps): DaemonApp {
     if (measurement === undefined) return undefined;
     await requireAccess(context, snapshotAccess);
     return serveSnapshot(request, tryDecodeURIComponent(measurement));
-  }
+  };
+}
 
-  function notFound(context: RouteContext): ServedResponse {
-    const { path } = context;
-    if (KNOWN_PATH_REGEXP.test(path)) {
-      return errorResponse(
-        405,
-        `Cannot ${context.request.method} '${path}': only GET is served`,
-        { allow: "GET, HEAD" },
-      );
-    }
-    return errorResponse(404, `Cannot find '${path}'`);
+/** The answer when no route matches: 405 on a known path (another method), else 404. */
+function notFound(context: RouteContext): ServedResponse {
+  const { path } = context;
+  if (KNOWN_PATH_REGEXP.test(path)) {
+    return errorResponse(
+      405,
+      `Cannot ${context.request.method} '${path}': only GET is served`,
+      { allow: "GET, HEAD" },
+    );
   }
+  return errorResponse(404, `Cannot find '${path}'`);
+}
+
+/**
+ * Builds the daemon's app.
+ *
+ * Routes: `GET /healthz` (open), `GET /readyz` (open; 503 until the first successful
+ * collection), `GET /metrics` (`get nodes/metrics`), `GET /v1/snapshot` and
+ * `GET /v1/snapshot/{measurement}` (`get snapshots.aicr.run`, named after the node), with
+ * `?format=yaml|json` (else `Accept`) and `?fresh=true`; `GET /v1/history` (same access): the
+ * bounded list of this node's snapshot changes, when and which readings.
+ *
+ * @param deps cache, metrics, authorizer, logger and node name
+ * @returns the app (serve it with `serve()` from `serve.ts`, or call `app.request()` in tests)
+ */
+export function createApp(deps: AppDeps): DaemonApp {
+  const { metrics, log } = deps;
+  const route = createRoutes(deps);
 
   async function handle(request: ServedRequest): Promise<ServedResponse> {
     const start = performance.now();

@@ -609,40 +609,14 @@ async function handleRequest(
         return;
       }
     }
-    const handler = config.handler;
-    if (typeof handler !== "function") {
-      let request: ServedRequest;
-      try {
-        request = toServedRequest(req, { baseUrl: config.baseUrl, signal: controller.signal });
-      } catch {
-        plainResponse(res, 400, "Cannot parse the request target");
-        return;
-      }
-      const response = await handler.handle(request);
-      if (res.headersSent || res.destroyed) return;
-      writeServedResponse(response, res, {
-        head: req.method === "HEAD",
-        ...(state.draining ? { extraHeaders: { connection: "close" } } : {}),
-      });
-      return;
-    }
-    let request: Request;
-    try {
-      request = toWebRequest(req, {
-        baseUrl: config.baseUrl,
-        signal: controller.signal,
-        body,
-      });
-    } catch {
-      plainResponse(res, 400, "Cannot parse the request target");
-      return;
-    }
-    const response = await handler(request);
-    if (res.headersSent || res.destroyed) return;
-    await writeWebResponse(response, res, {
-      head: req.method === "HEAD",
-      ...(state.draining ? { extraHeaders: { connection: "close" } } : {}),
-    });
+    const answer = {
+      baseUrl: config.baseUrl,
+      signal: controller.signal,
+      draining: () => state.draining,
+    };
+    await (typeof config.handler === "function"
+      ? answerWeb(config.handler, req, res, { ...answer, body })
+      : answerServed(config.handler, req, res, answer));
   } catch (error) {
     config.log.error("request handler failed", {
       error: error instanceof Error ? error.message : String(error),
@@ -651,6 +625,57 @@ async function handleRequest(
   } finally {
     state.active.delete(pending);
   }
+}
+
+/** How one request is answered: its URL's base, its signal, and whether the server drains now. */
+interface AnswerOptions {
+  baseUrl: string;
+  signal: AbortSignal;
+  draining: () => boolean;
+}
+
+/** Answers a request through a {@link ServedHandler}: no web objects on the way. */
+async function answerServed(
+  handler: ServedHandler,
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: AnswerOptions,
+): Promise<void> {
+  let request: ServedRequest;
+  try {
+    request = toServedRequest(req, options);
+  } catch {
+    plainResponse(res, 400, "Cannot parse the request target");
+    return;
+  }
+  const response = await handler.handle(request);
+  if (res.headersSent || res.destroyed) return;
+  writeServedResponse(response, res, {
+    head: req.method === "HEAD",
+    ...(options.draining() ? { extraHeaders: { connection: "close" } } : {}),
+  });
+}
+
+/** Answers a request through a fetch handler: a web `Request` in, a web `Response` out. */
+async function answerWeb(
+  handler: FetchHandler,
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: AnswerOptions & { body: Uint8Array<ArrayBuffer> | null },
+): Promise<void> {
+  let request: Request;
+  try {
+    request = toWebRequest(req, options);
+  } catch {
+    plainResponse(res, 400, "Cannot parse the request target");
+    return;
+  }
+  const response = await handler(request);
+  if (res.headersSent || res.destroyed) return;
+  await writeWebResponse(response, res, {
+    head: req.method === "HEAD",
+    ...(options.draining() ? { extraHeaders: { connection: "close" } } : {}),
+  });
 }
 
 /** The node:http(s) server with aicr's limits on heads, requests and keep-alive. */
