@@ -230,13 +230,23 @@ export function isNormalized(snapshot: Snapshot): boolean {
   return true;
 }
 
-/** Whether a record's keys come in {@link compareKeys} order (as sortKeys leaves them). */
+/**
+ * Whether a record's keys come as sortKeys leaves them: array-index keys (`0`, `5002`) come first
+ * in any record, in numeric order, whatever order they were set in; the others in
+ * {@link compareKeys} order.
+ */
 function keysInOrder(record: object): boolean {
   const keys = Object.keys(record);
-  for (let i = 1; i < keys.length; i++) {
+  let first = 0;
+  while (first < keys.length && isArrayIndex(keys[first] as string)) first++;
+  for (let i = first + 1; i < keys.length; i++) {
     if (!((keys[i - 1] as string) < (keys[i] as string))) return false;
   }
   return true;
+}
+
+function isArrayIndex(key: string): boolean {
+  return /^(?:0|[1-9][0-9]*)$/.test(key) && Number(key) < 4294967295;
 }
 
 /**

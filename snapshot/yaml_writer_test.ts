@@ -121,9 +121,13 @@ Deno.test("encodeSnapshot() writes an already normalised snapshot as it is, anyt
     tricky(),
     ...Array.from({ length: 40 }, (_, i) => randomSnapshot(i + 1)),
   ];
-  // Integer-like keys (`tricky`'s `1`, `10`, `2`) stay first in any record: taken as not normalised.
+  // Array-index keys (`tricky`'s `1`, `10`, `2`) come first in any record, in numeric order.
   assert.ok(isNormalized(normalizeSnapshot(snapshots[0]!)));
-  assert.ok(!isNormalized(normalizeSnapshot(snapshots[1]!)));
+  assert.ok(isNormalized(normalizeSnapshot(snapshots[1]!)));
+  const indexed = normalizeSnapshot(sampleSnapshot({ nodeName: "n1" }));
+  indexed.measurements[0]!.subtypes[0]!.data = { "10": 1, "9": 2, a: 3, b: 4 };
+  assert.ok(isNormalized(indexed));
+  assert.equal(encodeSnapshot(indexed), library(indexed));
   for (const snapshot of snapshots) {
     const normalized = normalizeSnapshot(snapshot);
     for (const format of ["yaml", "json"] as const) {
@@ -143,7 +147,7 @@ Deno.test("encodeSnapshot() writes an already normalised snapshot as it is, anyt
     { ...base, measurements: [{ ...first, subtypes: [{ ...unsorted, data: {}, context: {} }] }] },
     {
       ...base,
-      measurements: [{ ...first, subtypes: [{ ...unsorted, data: { "10": 1, "9": 2 } }] }],
+      measurements: [{ ...first, subtypes: [{ ...unsorted, data: { "9": 1, b: 2, a: 3 } }] }],
     },
   ];
   for (const [i, snapshot] of changed.entries()) {
