@@ -27,7 +27,7 @@ import {
 } from "./model.ts";
 import type { Measurement, MeasurementType, Reading, ReadingMap, Snapshot } from "./model.ts";
 import { walkSnapshotYaml } from "./yaml_reader.ts";
-import type { YamlMap, YamlSnapshot } from "./yaml_reader.ts";
+import type { YamlMap, YamlSnapshot, YamlSubtype } from "./yaml_reader.ts";
 
 /**
  * Readings that name the node itself (or one of its GPUs), so they differ across any fleet
@@ -283,81 +283,90 @@ export interface FleetBuilder {
  * @throws {UsageError} when `groupBy` combines `none` with other keys
  */
 export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
-  const tables = createFleetTables(options);
-  // The hot path reads the tables through locals.
-  const { cohortReader, rawNames, paths, configs } = tables;
-  // Per subtype, per key: the path id, or -1 when ignored. Keys from Object.keys() are
-  // internalised strings, so this lookup avoids building and hashing a path per reading.
-  const keyTables = new Map<MeasurementType, Map<string, Map<string, number>>>();
-  // Per path: the node that set it last, and where in that node's pairs (a path read twice in
-  // one snapshot keeps its later reading).
-  const lastNode: number[] = [];
-  const lastPos: number[] = [];
+  const reader = new FleetReader(createFleetTables(options));
+  return {
+    add: (member) => reader.add(member),
+    addYaml: (text, nodeName) => reader.addYaml(text, nodeName),
+    finish: () => finishFleet(reader.tables),
+  };
+}
+
+/** What a {@link FleetBuilder} keeps while members are added, and how it adds them. */
+class FleetReader {
+  /**
+   * Per subtype, per key: the path id, or -1 when ignored. Keys from Object.keys() are
+   * internalised strings, so this lookup avoids building and hashing a path per reading.
+   */
+  readonly keyTables = new Map<MeasurementType, Map<string, Map<string, number>>>();
+  /**
+   * Per path: the node that set it last, and where in that node's pairs (a path read twice in
+   * one snapshot keeps its later reading).
+   */
+  readonly lastNode: number[] = [];
+  readonly lastPos: number[] = [];
+
+  constructor(readonly tables: FleetTables) {}
+
   /** A subtype's path ids by key. */
-  function keysOf(type: MeasurementType, subtype: string): Map<string, number> {
-    let bySubtype = keyTables.get(type);
-    if (!bySubtype) keyTables.set(type, bySubtype = new Map());
+  keysOf(type: MeasurementType, subtype: string): Map<string, number> {
+    let bySubtype = this.keyTables.get(type);
+    if (!bySubtype) this.keyTables.set(type, bySubtype = new Map());
     let keys = bySubtype.get(subtype);
     if (!keys) bySubtype.set(subtype, keys = new Map());
     return keys;
   }
 
   /** The id of a path, its table made on first sight; -1 when it is ignored. */
-  function pathId(
-    keys: Map<string, number>,
-    type: MeasurementType,
-    subtype: string,
-    key: string,
-  ): number {
+  pathId(keys: Map<string, number>, type: MeasurementType, subtype: string, key: string): number {
     let pid = keys.get(key);
     if (pid === undefined) {
-      pid = internPath(tables, type, subtype, key);
+      pid = internPath(this.tables, type, subtype, key);
       keys.set(key, pid);
       // A new path gets its slots at once: the arrays stay packed and read in bounds.
-      while (lastNode.length < paths.length) {
-        lastNode.push(-1);
-        lastPos.push(0);
+      while (this.lastNode.length < this.tables.paths.length) {
+        this.lastNode.push(-1);
+        this.lastPos.push(0);
       }
     }
     return pid;
   }
 
   /** Adds one reading to a node's pairs of its type; a path read twice keeps its later reading. */
-  function place(pairs: number[], pid: number, vid: number, nodeIndex: number): void {
-    if (lastNode[pid] === nodeIndex) {
-      pairs[(lastPos[pid] as number) + 1] = vid;
+  place(pairs: number[], pid: number, vid: number, nodeIndex: number): void {
+    if (this.lastNode[pid] === nodeIndex) {
+      pairs[(this.lastPos[pid] as number) + 1] = vid;
       return;
     }
-    lastNode[pid] = nodeIndex;
-    lastPos[pid] = pairs.length;
+    this.lastNode[pid] = nodeIndex;
+    this.lastPos[pid] = pairs.length;
     pairs.push(pid, vid);
   }
 
-  function add(member: FleetMember): void {
+  add(member: FleetMember): void {
+    const { configs, paths } = this.tables;
     const nodeIndex = configs.length;
-    rawNames.push(member.node);
-    cohortReader.observe(member.snapshot);
+    this.tables.rawNames.push(member.node);
+    this.tables.cohortReader.observe(member.snapshot);
     const perType = new Map<MeasurementType, number[]>();
     for (const m of member.snapshot.measurements) {
       if (FLEET_CLUSTER_SCOPED_TYPES.includes(m.type)) continue;
       let pairs = perType.get(m.type);
       if (!pairs) perType.set(m.type, pairs = []);
       for (const s of m.subtypes) {
-        const keys = keysOf(m.type, s.subtype);
+        const keys = this.keysOf(m.type, s.subtype);
         const data = s.data;
         for (const key of Object.keys(data)) {
           // Keys from Object.keys() are internalised strings: the lookup hashes no new string.
-          const pid = pathId(keys, m.type, s.subtype, key);
-          if (pid >= 0) {
-            place(pairs, pid, valueId(paths[pid] as PathTable, data[key] as Reading), nodeIndex);
-          }
+          const pid = this.pathId(keys, m.type, s.subtype, key);
+          if (pid < 0) continue;
+          this.place(pairs, pid, valueId(paths[pid] as PathTable, data[key] as Reading), nodeIndex);
         }
       }
     }
-    configs.push(finishConfig(tables, perType));
+    configs.push(finishConfig(this.tables, perType));
   }
 
-  function addYaml(text: string, nodeName: (sourceNode: string) => string): boolean {
+  addYaml(text: string, nodeName: (sourceNode: string) => string): boolean {
     let doc: YamlSnapshot | undefined;
     try {
       doc = walkSnapshotYaml(text);
@@ -367,8 +376,9 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
     }
     const sourceNode = doc === undefined ? undefined : validYamlSnapshot(doc);
     if (doc === undefined || sourceNode === undefined) return false;
+    const { configs, cohortReader } = this.tables;
     const nodeIndex = configs.length;
-    rawNames.push(nodeName(sourceNode));
+    this.tables.rawNames.push(nodeName(sourceNode));
     // The cohort keys read a few subtypes (GPU.smi, the node's NodeTopology): those only.
     const observed: Measurement[] = [];
     const perType = new Map<MeasurementType, number[]>();
@@ -384,22 +394,7 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
       if (FLEET_CLUSTER_SCOPED_TYPES.includes(type)) continue;
       let pairs = perType.get(type);
       if (!pairs) perType.set(type, pairs = []);
-      for (const s of subtypes) {
-        for (const entry of s.data) {
-          let memo = entry.memo;
-          if (memo === undefined || memo.owner !== tables) {
-            const pid = pathId(
-              keysOf(type, s.subtype as string),
-              type,
-              s.subtype as string,
-              entry.key,
-            );
-            const vid = pid < 0 ? -1 : valueId(paths[pid] as PathTable, entry.reading);
-            entry.memo = memo = { owner: tables, pid, vid };
-          }
-          if (memo.pid >= 0) place(pairs, memo.pid, memo.vid, nodeIndex);
-        }
-      }
+      for (const s of subtypes) this.addEntries(pairs, type, s, nodeIndex);
     }
     cohortReader.observe({
       kind: SNAPSHOT_KIND,
@@ -407,11 +402,23 @@ export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
       metadata: { timestamp: "", version: "", "source-node": sourceNode },
       measurements: observed,
     });
-    configs.push(finishConfig(tables, perType));
+    configs.push(finishConfig(this.tables, perType));
     return true;
   }
 
-  return { add, addYaml, finish: () => finishFleet(tables) };
+  /** A subtype's data lines into a node's pairs, each line's ids remembered on the line. */
+  addEntries(pairs: number[], type: MeasurementType, s: YamlSubtype, nodeIndex: number): void {
+    const subtype = s.subtype as string;
+    for (const entry of s.data) {
+      let memo = entry.memo;
+      if (memo === undefined || memo.owner !== this.tables) {
+        const pid = this.pathId(this.keysOf(type, subtype), type, subtype, entry.key);
+        const vid = pid < 0 ? -1 : valueId(this.tables.paths[pid] as PathTable, entry.reading);
+        entry.memo = memo = { owner: this.tables, pid, vid };
+      }
+      if (memo.pid >= 0) this.place(pairs, memo.pid, memo.vid, nodeIndex);
+    }
+  }
 }
 
 /** A node's pairs per type, sorted by path id. */

@@ -344,20 +344,7 @@ function readMap(
     let i = 0;
     while (i < indent && line.charCodeAt(i) === 32) i++;
     if (i < indent || line.charCodeAt(indent) === 32) break;
-    let decoded = known.get(line);
-    if (decoded === undefined) {
-      const detached = detach(line);
-      const parts = entry(detached, indent);
-      const key = parts ? decodeKey(parts[0]) : FAIL;
-      const value = parts ? decodeValue(parts[1]) : FAIL;
-      decoded = remember(
-        known,
-        detached,
-        key === FAIL || value === FAIL
-          ? FAIL
-          : { line: detached, key, value, reading: toReading(value) },
-      );
-    }
+    const decoded = decodeLine(known, line, indent);
     if (decoded === FAIL) return FAIL;
     const next = keys === undefined ? resync(template?.entries, at, decoded.key) : -1;
     if (next >= 0) {
@@ -371,25 +358,51 @@ function readMap(
     read.push(decoded);
     pos = end + 1;
   }
+  keepTemplate(context, text, start, pos, read);
+  return { entries: read, next: pos };
+}
+
+/** A line of a map (cached per map), decoded; FAIL when it is no `key: scalar` line. */
+function decodeLine(
+  known: Map<string, YamlEntry | typeof FAIL>,
+  line: string,
+  indent: number,
+): YamlEntry | typeof FAIL {
+  const decoded = known.get(line);
+  if (decoded !== undefined) return decoded;
+  const detached = detach(line);
+  const parts = entry(detached, indent);
+  const key = parts ? decodeKey(parts[0]) : FAIL;
+  const value = parts ? decodeValue(parts[1]) : FAIL;
+  return remember(
+    known,
+    detached,
+    key === FAIL || value === FAIL
+      ? FAIL
+      : { line: detached, key, value, reading: toReading(value) },
+  );
+}
+
+/** Keeps the map just read (`text` from `start` to `end`) as its place's template. */
+function keepTemplate(
+  context: string,
+  text: string,
+  start: number,
+  end: number,
+  read: readonly YamlEntry[],
+): void {
   // A slice keeps its whole file alive as long as the template: a small map is copied; a large
   // one (a cluster's label lists: each copy would be that much garbage) is kept as a slice, its
   // file counted against the budget.
-  const mapText = text.slice(start, pos);
+  const mapText = text.slice(start, end);
   const copy = mapText.length < COPIED_TEMPLATE_CHARS;
   const held = copy ? mapText.length : text.length;
-  const previous = templates.get(context);
-  templateChars += held - (previous?.held ?? 0);
+  templateChars += held - (templates.get(context)?.held ?? 0);
   if (templateChars > TEMPLATE_CHARS) {
     templates.clear();
     templateChars = held;
   }
-  templates.set(context, {
-    text: copy ? detach(mapText) : mapText,
-    start: 0,
-    entries: read,
-    held,
-  });
-  return { entries: read, next: pos };
+  templates.set(context, { text: copy ? detach(mapText) : mapText, start: 0, entries: read, held });
 }
 
 /** A structural line at `pos`: `<pad><name>:` opening a block, or `<pad><name>: {}` / `[]`. */
