@@ -10,6 +10,9 @@
  * - `delay`: wait, then forward;
  * - `dropAfter`: forward a streaming answer (watch, log follow) and cut it after `ms`;
  * - `truncate`: forward, then send the headers and half the body and cut the connection;
+ * - `reset`: never forward; reset the client's connection (the apiserver never sees the
+ *   request: with an `onMatch` starting {@link FaultProxy.refuse}, an outage that
+ *   provably begins before that request);
  * - {@link FaultProxy.refuse}: close the listener and reset every connection for a
  *   while, as an apiserver restart does.
  *
@@ -45,6 +48,8 @@ export type FaultAction =
   | { kind: "dropAfter"; ms: number }
   /** Forward, then send the headers and half the body, and cut the connection. */
   | { kind: "truncate" }
+  /** Never forward: reset the client's connection (the apiserver never sees the request). */
+  | { kind: "reset" }
   /** No fault: forward as is (for `onMatch` hooks); not counted. */
   | { kind: "observe" };
 
@@ -227,7 +232,10 @@ export async function startFaultProxy(
     };
     const hook = action?.kind === "loseResponse" ? undefined : rule?.onMatch;
     const go = () => {
-      if (action?.kind === "delay") setTimeout(forward, action.ms);
+      if (action?.kind === "reset") {
+        req.resume();
+        req.socket.destroy();
+      } else if (action?.kind === "delay") setTimeout(forward, action.ms);
       else forward();
     };
     if (hook) Promise.resolve(hook(record)).then(go, go);

@@ -234,7 +234,9 @@ Deno.test({
           p.add({
             method: "DELETE",
             path: /\/jobs\/aicr-/,
-            action: { kind: "observe" },
+            // Never forwarded: the outage begins before cleanup's first delete reaches the
+            // apiserver (an observed, forwarded DELETE sometimes landed and took the Job).
+            action: { kind: "reset" },
             times: 1,
             onMatch: () => {
               // Cleanup waits for an absent API server up to --timeout (at most 30 s): outlast it.
@@ -269,6 +271,8 @@ Deno.test({
           assert.match(run.stderr, /WARN cleanup could not delete an object this run created/);
           assert.ok(run.stderr.includes(remedy), run.stderr);
           assert.ok(before.length > 0, "the outage left objects for the sweep");
+          const job = `Job/aicr-${run.runId}`;
+          assert.ok(before.includes(job), `the Job no delete reached is left: ${before}`);
           assert.equal(swept.code, 0, swept.stderr);
           assert.deepEqual(left, []);
         },
