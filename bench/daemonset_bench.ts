@@ -29,14 +29,14 @@
  *
  * ```sh
  * deno run -A bench/daemonset_bench.ts --simulate=1000 [--rounds=3] [--concurrency=16,64,256] \
- *   [--outputs=dir,file,hold] [--topology=cluster|own]
+ *   [--outputs=dir,file,hold] [--topology=own|cluster]
  * ```
  *
- * `--topology=own` gives each daemon the snapshot a daemon serves now: NodeTopology of its own
- * Node (`foldOwnTopology`), so a snapshot's size stays constant with N; the fetch lists the
- * simulated fleet's nodes once from the in-memory API server as the reader and writes the
- * cluster's topology once (`_cluster-topology.yaml`, counted among the files). `cluster` (the
- * default) serves the whole cluster's topology in every snapshot, as daemons did before.
+ * `--topology=own` (the default) gives each daemon the snapshot a daemon serves now:
+ * NodeTopology of its own Node (`foldOwnTopology`), so a snapshot's size stays constant with N;
+ * the fetch lists the simulated fleet's nodes once from the in-memory API server as the reader
+ * and writes the cluster's topology once (`_cluster-topology.yaml`, counted among the files).
+ * `cluster` serves the whole cluster's topology in every snapshot, as daemons did before.
  *
  * The cluster's state folder is `.cluster-runs/bench-daemonset-<pid>/` under the repository
  * (removed afterwards), or `AICR_CLUSTER_DIR` to reuse a running cluster and its nodes.
@@ -222,7 +222,7 @@ if (import.meta.main && Deno.args.some((a) => a.startsWith("--simulate"))) {
       rounds: { type: "string", default: "3" },
       concurrency: { type: "string", default: "16,64,256" },
       outputs: { type: "string", default: "dir,file,hold" },
-      topology: { type: "string", default: "cluster" },
+      topology: { type: "string", default: "own" },
     },
   });
   await mkdir(join(ROOT, ".cluster-runs"), { recursive: true });

@@ -28,7 +28,14 @@
  */
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createReadStream, createWriteStream, existsSync, readFileSync } from "node:fs";
+import {
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+} from "node:fs";
 import { chmod, mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -164,6 +171,32 @@ async function measure(
     cpuMs: (Number(match[2]) + Number(match[3])) * 1000,
     rssMiB: Number(match[1]) / 1024,
   };
+}
+
+/** Folders of the checkout that are not part of the binary. */
+const NOT_BUILT = new Set(["node_modules", "tests", "bench", "dist", "docs"]);
+
+/**
+ * The newest production source newer than a built binary (a stale `dist/aicr` measures
+ * another tree), or undefined when the binary is newer than every `.ts` file that goes into it.
+ */
+function sourcesNewerThan(binary: string): string | undefined {
+  const built = statSync(binary).mtimeMs;
+  const walk = (dir: string, top: boolean): string | undefined => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (entry.name.startsWith(".") || (top && NOT_BUILT.has(entry.name))) continue;
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        const found = walk(path, false);
+        if (found) return found;
+      } else if (
+        entry.name.endsWith(".ts") && !entry.name.endsWith("_test.ts") &&
+        statSync(path).mtimeMs > built
+      ) return path;
+    }
+    return undefined;
+  };
+  return walk(REPO_ROOT, true);
 }
 
 /** Resolves the upstream binary from the environment, building it from source when asked. */
@@ -604,6 +637,12 @@ async function main(args: string[]): Promise<number> {
       `Cannot benchmark '${ours}' as it does not exist: run 'deno task build'\n`,
     );
     return 1;
+  }
+  const staleBy = sourcesNewerThan(ours);
+  if (staleBy) {
+    process.stderr.write(
+      `WARN '${ours}' is older than ${staleBy}: it does not measure this checkout; run 'deno task build' or pass --binary\n`,
+    );
   }
   const work = await mkdtemp(join(tmpdir(), "aicr-upstream-bench-"));
   const cleanup = [work];
