@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -10,6 +10,7 @@ import {
   LAZY_BUILTINS,
   LAZY_CHUNKS,
   LAZY_PACKAGES,
+  makeAgentWarmCache,
   makeWarmCache,
   REPO_ROOT,
   RUNTIME_V8_FLAGS,
@@ -163,6 +164,34 @@ Deno.test("build: the main script's warm code cache holds what its command lines
       makeWarmCache(script, join(dir, "bad.cache"), RUNTIME_V8_FLAGS, [["no-such-verb"]]),
       /Cannot run the main script to warm its code cache[\s\S]*exit codes \[2\]/,
     );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("build: the agent's own code cache holds what a snapshot on a fake H100 node compiled, and V8 accepts it", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "aicr-warm-agent-"));
+  try {
+    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+    const script = join(dir, "aicr.cjs");
+    await writeFile(
+      script,
+      await bundle(join(REPO_ROOT, "mod.ts"), {
+        info,
+        minify: true,
+        chunks: LAZY_CHUNKS,
+        lazyBuiltins: LAZY_BUILTINS,
+      }),
+    );
+    const help = join(dir, "help.cache");
+    await makeWarmCache(script, help, RUNTIME_V8_FLAGS, [["agent", "--help"]]);
+    const agent = join(dir, "agent.cache");
+    await makeAgentWarmCache(script, agent, RUNTIME_V8_FLAGS);
+    // The collectors, the snapshot and its writing are compiled too, not only the option parsing.
+    assert.ok((await stat(agent)).size > (await stat(help)).size);
+    // The fake nvidia-smi and the snapshot are gone; the caches and the scripts stay.
+    const left = (await readdir(dir)).filter((name) => !/\.(cache|cjs)$/.test(name));
+    assert.deepEqual(left, []);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
