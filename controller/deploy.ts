@@ -925,14 +925,12 @@ export async function cleanupRun(
   // The Job first (its pods stop before their permissions go); then the rest of the run's
   // objects and the wait for the Job's pods, side by side.
   const isJob = (entry: LedgerEntry) => entry.kind === "Job";
-  const deadline = Date.now() + (options.retryForMs ?? 0);
-  const first = await ledger.cleanup({ log, retryForMs: options.retryForMs ?? 0, only: isJob });
+  // One budget for both steps: the rest gets what the Job's deletes left of it, and no
+  // request's own retries run past it.
+  const budget = options.retryForMs ? { until: Date.now() + options.retryForMs } : {};
+  const first = await ledger.cleanup({ log, ...budget, only: isJob });
   const [rest, podsLeft] = await Promise.all([
-    ledger.cleanup({
-      log,
-      retryForMs: Math.max(0, deadline - Date.now()),
-      only: (entry) => !isJob(entry),
-    }),
+    ledger.cleanup({ log, ...budget, only: (entry) => !isJob(entry) }),
     // Pods go with their Job through the garbage collector; wait (bounded) for them.
     options.jobUid
       ? awaitJobPodsGone(deps, { ...options, jobUid: options.jobUid })

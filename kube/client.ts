@@ -91,6 +91,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Per-attempt timeout. */
   timeoutMs?: number;
+  /** Retries after the first attempt, instead of the client's own (0: the caller retries). */
+  retries?: number;
 }
 
 /** Options for list and watch. */
@@ -610,10 +612,13 @@ function ns(resource: ResourceType, namespace: string | undefined): string | und
   return resource.namespaced ? namespace : undefined;
 }
 
-function call(options?: CallOptions): { signal?: AbortSignal; timeoutMs?: number } {
+function call(
+  options?: CallOptions,
+): { signal?: AbortSignal; timeoutMs?: number; retries?: number } {
   return {
     ...(options?.signal ? { signal: options.signal } : {}),
     ...(options?.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+    ...(options?.retries !== undefined ? { retries: options.retries } : {}),
   };
 }
 

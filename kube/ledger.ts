@@ -204,12 +204,15 @@ export class Ledger {
    * Deletes every recorded object (or those `only` selects): confirmed ones by UID, unconfirmed
    * ones only after re-reading them and proving ownership by labels. Never deletes anything else.
    *
-   * With `retryForMs`, an object whose delete failed because the API server did not answer
-   * (no connection, 429, 5xx: restarting, its etcd down) is tried again, backing off from
-   * 250 ms to 2 s, until it answers or that long after cleanup began; then it is `failed`.
+   * With `retryForMs` (or `until`), an object whose delete failed because the API server did
+   * not answer (no connection, 429, 5xx: restarting, its etcd down) is tried again, backing off
+   * from 250 ms to 2 s (or as `Retry-After` says), until it answers or that long after cleanup
+   * began; then it is `failed`. The ledger then does the retrying itself: each request is one
+   * attempt (the client's own retries off), so none runs seconds past the deadline.
    *
    * @param options logger, cancellation, how long an absent API server is waited for
-   *   (default 0: the client's own retries only), and which entries (default: all)
+   *   (default 0: the client's own retries only) or until when (epoch ms: cleanups that share
+   *   one budget), and which entries (default: all)
    * @returns one outcome per entry
    */
   async cleanup(
@@ -217,11 +220,13 @@ export class Ledger {
       log: Logger;
       signal?: AbortSignal;
       retryForMs?: number;
+      until?: number;
       only?: (entry: LedgerEntry) => boolean;
     },
   ): Promise<CleanupOutcome[]> {
     const { log, only = () => true } = options;
-    const deadline = Date.now() + (options.retryForMs ?? 0);
+    const bounded = options.until !== undefined || (options.retryForMs ?? 0) > 0;
+    const deadline = options.until ?? Date.now() + (options.retryForMs ?? 0);
     const rank = (kind: KindName) => {
       const i = DELETE_ORDER.indexOf(kind);
       return i < 0 ? DELETE_ORDER.length : i;
@@ -233,19 +238,30 @@ export class Ledger {
     const outcomes: CleanupOutcome[] = [];
     for (const group of [first, rest]) {
       outcomes.push(
-        ...await Promise.all(group.map((entry) => this.#removeUntil(entry, log, deadline))),
+        ...await Promise.all(
+          group.map((entry) => this.#removeUntil(entry, log, bounded ? deadline : undefined)),
+        ),
       );
     }
     return outcomes;
   }
 
-  /** {@link Ledger.#remove}, again while the API server is away and the deadline allows. */
-  async #removeUntil(entry: LedgerEntry, log: Logger, deadline: number): Promise<CleanupOutcome> {
+  /**
+   * {@link Ledger.#remove}, again while the API server is away and the deadline allows; without
+   * a deadline, once (with the client's own retries).
+   */
+  async #removeUntil(
+    entry: LedgerEntry,
+    log: Logger,
+    deadline: number | undefined,
+  ): Promise<CleanupOutcome> {
+    if (deadline === undefined) return await this.#remove(entry, log);
     for (let attempt = 0;; attempt++) {
       const last = Date.now() >= deadline;
-      const outcome = await this.#remove(entry, log, last);
+      const outcome = await this.#remove(entry, log, last, { retries: 0 });
       if (outcome.result !== "failed" || last || !outcome.away) return outcome;
-      const wait = Math.min(250 * 2 ** attempt, 2000, Math.max(0, deadline - Date.now()));
+      const backoff = Math.max(Math.min(250 * 2 ** attempt, 2000), outcome.retryAfterMs ?? 0);
+      const wait = Math.min(backoff, Math.max(0, deadline - Date.now()));
       log.debug("cleanup: the API server is away; deleting again", {
         kind: entry.kind,
         name: entry.name,
@@ -259,11 +275,12 @@ export class Ledger {
     entry: LedgerEntry,
     log: Logger,
     warn = true,
-  ): Promise<CleanupOutcome & { away?: boolean }> {
+    call: { retries?: number } = {},
+  ): Promise<CleanupOutcome & { away?: boolean; retryAfterMs?: number }> {
     try {
       let uid = entry.uid;
       if (entry.state === "unconfirmed") {
-        const live = await this.#kube.get(entry.kind, entry.namespace, entry.name);
+        const live = await this.#kube.get(entry.kind, entry.namespace, entry.name, call);
         if (!live) return { entry, result: "gone" };
         if (!this.#owns(live) || !live.metadata?.uid) {
           const labels = live.metadata?.labels ?? {};
@@ -284,6 +301,7 @@ export class Ledger {
       }
       if (!uid) return { entry, result: "kept", detail: "no UID recorded" };
       const result = await this.#kube.deleteIfUid(entry.kind, entry.namespace, entry.name, uid, {
+        ...call,
         ...(entry.kind === "Job" || entry.kind === "DaemonSet"
           ? { propagationPolicy: "Background" as const }
           : {}),
@@ -300,7 +318,14 @@ export class Ledger {
           error: detail,
         });
       }
-      return { entry, result: "failed", detail, away };
+      const after = error instanceof KubeApiError ? error.retryAfterSeconds : undefined;
+      return {
+        entry,
+        result: "failed",
+        detail,
+        away,
+        ...(after !== undefined ? { retryAfterMs: after * 1000 } : {}),
+      };
     }
   }
 }

@@ -177,6 +177,42 @@ Deno.test("Ledger.cleanup() deletes again while the API server is away (restarti
   assert.ok(!lines.some((l) => l.includes("WARN")), lines.join("\n"));
 });
 
+Deno.test("Ledger.cleanup() within a deadline retries by itself: every request one attempt, Retry-After kept", async () => {
+  const fake = createFakeKube();
+  const sent: unknown[] = [];
+  const real = fake.client.deleteIfUid.bind(fake.client);
+  let failures = [
+    new KubeApiError("connect ECONNREFUSED", 0, "ConnectionFailure"),
+    new KubeApiError("slow down", 429, "TooManyRequests", { retryAfterSeconds: 5 }),
+  ];
+  const client = {
+    ...fake.client,
+    deleteIfUid: (...args: Parameters<typeof real>) => {
+      sent.push(args[4]?.retries);
+      const next = failures.shift();
+      return next ? Promise.reject(next) : real(...args);
+    },
+  };
+  const waits: number[] = [];
+  const ledger = new Ledger(client, PROOF, { sleep: (ms) => (waits.push(ms), Promise.resolve()) });
+  await ledger.create("Job", role("j"));
+  await ledger.create("Role", role("r"));
+  const { log } = capture();
+  const outcomes = await ledger.cleanup({ log, until: Date.now() + 30_000 });
+  assert.deepEqual(outcomes.map((o) => o.result), ["deleted", "deleted"]);
+  // The client's own retries (seconds of backoff each) would outlive the deadline.
+  assert.deepEqual(sent, [0, 0, 0, 0], "each delete is one attempt");
+  assert.deepEqual(waits, [250, 5000], "backing off, Retry-After honoured");
+
+  // Without a deadline, the client's own retries stand.
+  failures = [];
+  sent.length = 0;
+  const unbounded = new Ledger(client, PROOF);
+  await unbounded.create("Role", role("r2"));
+  await unbounded.cleanup({ log });
+  assert.deepEqual(sent, [undefined]);
+});
+
 Deno.test("Ledger.cleanup() gives up at retryForMs with the WARN, and never retries a refusal", async () => {
   const fake = createFakeKube();
   const flaky = withFailures(

@@ -49,6 +49,11 @@ export interface RestRequest {
   headers?: Record<string, string>;
   /** Cancels the request. */
   signal?: AbortSignal;
+  /**
+   * Retries after the first attempt, instead of the client's own count: 0 for a caller
+   * that retries itself within its own deadline. @default the client's `retries`
+   */
+  retries?: number;
   /** Per-attempt timeout. @default 30000 */
   timeoutMs?: number;
   /**
@@ -400,7 +405,7 @@ export function createRestClient(
       } catch (error) {
         const retryable = error instanceof KubeApiError && error.isRetryable && idempotent &&
           !request.signal?.aborted;
-        if (!retryable || n >= retries) throw error;
+        if (!retryable || n >= (request.retries ?? retries)) throw error;
         const wait = error.retryAfterSeconds !== undefined
           ? Math.min(error.retryAfterSeconds * 1000, 30_000)
           : backoffMs * 2 ** n * (0.75 + Math.random() / 2);

@@ -130,6 +130,17 @@ Deno.test("rest: retries stop after their number, with the last answer's error",
   assert.equal(server.seen.length, 3, "the first attempt and two retries");
 });
 
+Deno.test("rest: a request's own retries count replaces the client's (0: one attempt)", async () => {
+  await using server = await scriptedServer([status(503, "ServiceUnavailable", "etcd is down")]);
+  const { rest, sleeps } = restOn(server.port, 4);
+  const error = await rest.json({ method: "DELETE", path: "/x", idempotent: true, retries: 0 })
+    .catch((e) => e);
+  assert.ok(error instanceof KubeApiError);
+  assert.equal(error.status, 503);
+  assert.equal(server.seen.length, 1, "one attempt, no retry");
+  assert.deepEqual(sleeps, []);
+});
+
 Deno.test("rest: a create is never resent, a lost answer included (it may have landed)", async () => {
   await using server = await scriptedServer([{ cut: "before-answer" }, { status: 201, body: {} }]);
   const { rest, sleeps } = restOn(server.port);
