@@ -46,22 +46,48 @@ function processEnv(name: string): string | undefined {
 }
 
 /**
+ * A writer to `process.stdout` or `process.stderr` that makes the stream on its first write, with
+ * a listener that drops write errors. Node makes each stream when it is first read (for a pipe a
+ * `net.Socket`, with the stream modules): an agent writing its snapshot to a file never makes
+ * stdout. A reader that goes away (`aicr snapshot 2>&1 | head -1`) makes writes fail with EPIPE;
+ * unhandled, that error would kill the process before its cleanup runs and leave the run's objects
+ * behind. Output is best effort then; cleanup is not.
+ *
+ * @param stream reads the stream
+ * @returns the writer
+ */
+function processWriter(stream: () => NodeJS.WriteStream): TextWriter {
+  let made: NodeJS.WriteStream | undefined;
+  return {
+    write: (text) => {
+      made ??= stream().on("error", () => {});
+      made.write(text);
+    },
+  };
+}
+
+/**
  * Builds the real dependencies from this process.
  *
  * @param signal aborted on SIGINT/SIGTERM
  * @returns the CLI dependencies
  */
 export function processDeps(signal: AbortSignal): CliDeps {
-  const stdout: TextWriter = { write: (text) => void process.stdout.write(text) };
-  const stderr: TextWriter = { write: (text) => void process.stderr.write(text) };
+  const stdout = processWriter(() => process.stdout);
+  const stderr = processWriter(() => process.stderr);
   return {
     stdout,
     stderr,
     env: processEnv,
     cwd: process.cwd(),
     now: () => new Date(),
-    stdoutIsTerminal: Boolean(process.stdout.isTTY),
-    stderrIsTerminal: Boolean(process.stderr.isTTY),
+    // Read when asked, so a run that never asks does not make the stream.
+    get stdoutIsTerminal() {
+      return Boolean(process.stdout.isTTY);
+    },
+    get stderrIsTerminal() {
+      return Boolean(process.stderr.isTTY);
+    },
     signal,
     connectKube: (source, options) => connectKube(source, (name) => process.env[name], options),
     contextNamespace: (source) => readContextNamespace(source, (name) => process.env[name]),
@@ -106,12 +132,6 @@ export async function main(): Promise<number> {
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
-  // A reader that goes away (`aicr snapshot 2>&1 | head -1`) makes writes fail with
-  // EPIPE; unhandled, that error would kill the process before its cleanup runs and
-  // leave the run's objects behind. Output is best effort then; cleanup is not.
-  const ignoreClosedPipe = () => {};
-  process.stdout.on("error", ignoreClosedPipe);
-  process.stderr.on("error", ignoreClosedPipe);
   try {
     return await runCli(commandArgs(), processDeps(controller.signal));
   } finally {
