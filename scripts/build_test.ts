@@ -139,20 +139,26 @@ console.log(JSON.stringify({ before, after: loaded(), digest, readFile: typeof f
   }
 });
 
+/** Bundles `mod.ts` as the Node single executable's main script into `dir`; returns its path. */
+async function writeMainBundle(dir: string): Promise<string> {
+  const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+  const script = join(dir, "aicr.cjs");
+  await writeFile(
+    script,
+    await bundle(join(REPO_ROOT, "mod.ts"), {
+      info,
+      minify: true,
+      chunks: LAZY_CHUNKS,
+      lazyBuiltins: LAZY_BUILTINS,
+    }),
+  );
+  return script;
+}
+
 Deno.test("build: the main script's warm code cache holds what its command lines compiled, and V8 accepts it", async () => {
   const dir = await mkdtemp(join(tmpdir(), "aicr-warm-"));
   try {
-    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
-    const script = join(dir, "aicr.cjs");
-    await writeFile(
-      script,
-      await bundle(join(REPO_ROOT, "mod.ts"), {
-        info,
-        minify: true,
-        chunks: LAZY_CHUNKS,
-        lazyBuiltins: LAZY_BUILTINS,
-      }),
-    );
+    const script = await writeMainBundle(dir);
     const version = join(dir, "version.cache");
     await makeWarmCache(script, version, RUNTIME_V8_FLAGS, [["version"]]);
     const warm = join(dir, "warm.cache");
@@ -172,17 +178,7 @@ Deno.test("build: the main script's warm code cache holds what its command lines
 Deno.test("build: the agent's own code cache holds what a snapshot on a fake H100 node compiled, and V8 accepts it", async () => {
   const dir = await mkdtemp(join(tmpdir(), "aicr-warm-agent-"));
   try {
-    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
-    const script = join(dir, "aicr.cjs");
-    await writeFile(
-      script,
-      await bundle(join(REPO_ROOT, "mod.ts"), {
-        info,
-        minify: true,
-        chunks: LAZY_CHUNKS,
-        lazyBuiltins: LAZY_BUILTINS,
-      }),
-    );
+    const script = await writeMainBundle(dir);
     const help = join(dir, "help.cache");
     await makeWarmCache(script, help, RUNTIME_V8_FLAGS, [["agent", "--help"]]);
     const agent = join(dir, "agent.cache");
