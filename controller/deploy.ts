@@ -126,6 +126,14 @@ export interface DeployResult {
 }
 
 const CLEANUP_TIMEOUT_MS = 30_000;
+
+/**
+ * How long cleanup looks again for a pod of a Job it saw none of: a pod the Job controller
+ * was creating while the Job was deleted lands within this (its owner gone, only the garbage
+ * collector would remove it, later).
+ */
+const POD_SETTLE_MS = 1_500;
+
 /** Access reviews of the gate in flight at once. */
 const GATE_CONCURRENCY = 6;
 
@@ -853,6 +861,8 @@ async function awaitJobPodsGone(
   const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
   const remaining: string[] = [];
   const deadline = Date.now() + CLEANUP_TIMEOUT_MS;
+  let seenPod = false;
+  let settled = false;
   while (Date.now() < deadline) {
     const pods = await kube.list<KubeObject>("Pod", namespace, {
       labelSelector: runSelector(options.runId),
@@ -863,7 +873,16 @@ async function awaitJobPodsGone(
         o.uid === options.jobUid
       )
     ) ?? [];
-    if (pods && ours.length === 0) break;
+    if (pods && ours.length === 0) {
+      if (seenPod || settled) break;
+      // No pod of the Job seen yet (a run ended early, e.g. a signal right after the Job's
+      // create): the Job controller may still be creating one it decided on before the Job's
+      // delete reached it. Look once more after it has had time to land.
+      settled = true;
+      await new Promise((r) => setTimeout(r, Math.min(POD_SETTLE_MS, deadline - Date.now())));
+      continue;
+    }
+    seenPod = true;
     // The pods are the Job's (proved by its UID): delete them now instead of waiting
     // for the garbage collector's next pass.
     const deleted = await Promise.all(

@@ -383,6 +383,44 @@ Deno.test("deploySnapshot() cleans up after a SIGINT during the wait and ends as
   assert.deepEqual(s.left(), [], "everything the run made is gone");
 });
 
+Deno.test("deploySnapshot() interrupted before any pod: a pod the Job controller creates as the Job is deleted is found and deleted by UID", async () => {
+  const interrupt = new AbortController();
+  const s = scene({ agent: "interrupted", interrupt });
+  // The Job controller decided on a pod before the Job's delete reached it: the pod lands
+  // just after cleanup's first look found none.
+  const list = s.fake.client.list.bind(s.fake.client);
+  let late: string | undefined;
+  s.fake.client.list = (async (kind, namespace, callOptions) => {
+    const found = await list(kind, namespace, callOptions);
+    const job = s.deletes.find((d) => d.kind === "Job");
+    if (kind === "Pod" && job && late === undefined) {
+      late = `${job.name}-late1`;
+      s.fake.put(
+        "Pod",
+        {
+          metadata: {
+            name: late,
+            namespace: NS,
+            labels: { "app.kubernetes.io/name": "aicr", "aicr.run/run-id": RUN },
+            ownerReferences: [{
+              apiVersion: "batch/v1",
+              kind: "Job",
+              name: job.name,
+              uid: job.uid,
+            }],
+          },
+        } as unknown as NewObject & { metadata: { name: string } },
+      );
+    }
+    return found;
+  }) as typeof s.fake.client.list;
+  const error = await deploySnapshot(s.deps, options({ signal: interrupt.signal })).catch((e) => e);
+  assert.ok(error instanceof InterruptedError, String(error));
+  assert.ok(late, "the late pod was made");
+  assert.ok(s.deletes.some((d) => d.kind === "Pod" && d.name === late), "deleted by its UID");
+  assert.deepEqual(s.left(), [], "everything the run made is gone");
+});
+
 Deno.test("deploySnapshot() delivers the snapshot before cleanup starts and returns once cleanup is done", async () => {
   const s = scene();
   let deletesAtDelivery: number | undefined;
