@@ -204,29 +204,25 @@ export class Ledger {
    * Deletes every recorded object (or those `only` selects): confirmed ones by UID, unconfirmed
    * ones only after re-reading them and proving ownership by labels. Never deletes anything else.
    *
-   * With `retryForMs` (or `until`), an object whose delete failed because the API server did
-   * not answer (no connection, 429, 5xx: restarting, its etcd down) is tried again, backing off
-   * from 250 ms to 2 s (or as `Retry-After` says), until it answers or that long after cleanup
-   * began; then it is `failed`. The ledger then does the retrying itself: each request is one
-   * attempt (the client's own retries off), so none runs seconds past the deadline.
+   * With `until`, an object whose delete failed because the API server did not answer (no
+   * connection, 429, 5xx: restarting, its etcd down) is tried again, backing off from 250 ms to
+   * 2 s (or as `Retry-After` says), until it answers or that time has come; then it is `failed`.
+   * The ledger then does the retrying itself: each request is one attempt (the client's own
+   * retries off), so none runs seconds past the deadline.
    *
-   * @param options logger, cancellation, how long an absent API server is waited for
-   *   (default 0: the client's own retries only) or until when (epoch ms: cleanups that share
-   *   one budget), and which entries (default: all)
+   * @param options logger, until when an absent API server is waited for (epoch ms; cleanups
+   *   may share one budget; default: once, with the client's own retries only), and which
+   *   entries (default: all)
    * @returns one outcome per entry
    */
   async cleanup(
     options: {
       log: Logger;
-      signal?: AbortSignal;
-      retryForMs?: number;
       until?: number;
       only?: (entry: LedgerEntry) => boolean;
     },
   ): Promise<CleanupOutcome[]> {
-    const { log, only = () => true } = options;
-    const bounded = options.until !== undefined || (options.retryForMs ?? 0) > 0;
-    const deadline = options.until ?? Date.now() + (options.retryForMs ?? 0);
+    const { log, until, only = () => true } = options;
     const rank = (kind: KindName) => {
       const i = DELETE_ORDER.indexOf(kind);
       return i < 0 ? DELETE_ORDER.length : i;
@@ -239,7 +235,7 @@ export class Ledger {
     for (const group of [first, rest]) {
       outcomes.push(
         ...await Promise.all(
-          group.map((entry) => this.#removeUntil(entry, log, bounded ? deadline : undefined)),
+          group.map((entry) => this.#removeUntil(entry, log, until)),
         ),
       );
     }

@@ -155,7 +155,7 @@ Deno.test("Ledger.create() after a 503 re-reads first and only re-creates a name
   assert.equal(ledger2.entries[0]?.state, "unconfirmed");
 });
 
-Deno.test("Ledger.cleanup() deletes again while the API server is away (restarting), within retryForMs", async () => {
+Deno.test("Ledger.cleanup() deletes again while the API server is away (restarting), until its deadline", async () => {
   const fake = createFakeKube();
   const away = () => new KubeApiError("connect ECONNREFUSED", 0, "ConnectionFailure");
   const flaky = withFailures(fake, "deleteIfUid", [
@@ -169,7 +169,7 @@ Deno.test("Ledger.cleanup() deletes again while the API server is away (restarti
   });
   await ledger.create("Job", role("j"));
   const { lines, log } = capture();
-  const [outcome] = await ledger.cleanup({ log, retryForMs: 30_000 });
+  const [outcome] = await ledger.cleanup({ log, until: Date.now() + 30_000 });
   assert.equal(outcome?.result, "deleted");
   assert.equal(flaky.sent, 3);
   assert.deepEqual(waits, [250, 500], "backing off");
@@ -213,7 +213,7 @@ Deno.test("Ledger.cleanup() within a deadline retries by itself: every request o
   assert.deepEqual(sent, [undefined]);
 });
 
-Deno.test("Ledger.cleanup() gives up at retryForMs with the WARN, and never retries a refusal", async () => {
+Deno.test("Ledger.cleanup() gives up at its deadline with the WARN, and never retries a refusal", async () => {
   const fake = createFakeKube();
   const flaky = withFailures(
     fake,
@@ -224,7 +224,7 @@ Deno.test("Ledger.cleanup() gives up at retryForMs with the WARN, and never retr
   const ledger = new Ledger(flaky.client, PROOF);
   await ledger.create("Job", role("j"));
   const { lines, log } = capture();
-  const [outcome] = await ledger.cleanup({ log, retryForMs: 300 });
+  const [outcome] = await ledger.cleanup({ log, until: Date.now() + 300 });
   assert.equal(outcome?.result, "failed");
   assert.ok(flaky.sent >= 2, `sent ${flaky.sent}`);
   assert.equal(lines.filter((l) => l.includes("WARN cleanup could not delete")).length, 1);
@@ -238,7 +238,7 @@ Deno.test("Ledger.cleanup() gives up at retryForMs with the WARN, and never retr
   );
   const ledger2 = new Ledger(forbidden.client, PROOF);
   await ledger2.create("Role", role("r"));
-  const [kept] = await ledger2.cleanup({ log, retryForMs: 30_000 });
+  const [kept] = await ledger2.cleanup({ log, until: Date.now() + 30_000 });
   assert.equal(kept?.result, "failed");
   assert.equal(forbidden.sent, 1, "a refusal is final");
 });
