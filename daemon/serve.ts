@@ -678,7 +678,6 @@ async function answerWeb(
   });
 }
 
-/** The node:http(s) server with aicr's limits on heads, requests and keep-alive. */
 /**
  * The graceful shutdown, once, on `shutdown()` or the signal: stop accepting, drain the
  * requests in flight (up to `drainTimeoutMs`), stop the sweep, then resolve `finished`.
@@ -758,6 +757,7 @@ function listen(
   });
 }
 
+/** The node:http(s) server with aicr's limits on heads, requests and keep-alive. */
 function createNodeServer(
   listener: (req: IncomingMessage, res: ServerResponse) => void,
   options: {
