@@ -41,7 +41,7 @@ import { encodeSnapshot, parseSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import type { Toleration } from "../manifests/mod.ts";
 import { buildInfo } from "../version.ts";
-import { readClusterTopology } from "./fleet_topology.ts";
+import { readClusterTopology, requestServiceAccountToken } from "./fleet_topology.ts";
 import type { FleetTopology } from "./fleet_topology.ts";
 import { daemonPods } from "./install.ts";
 import { signPendingCsrs } from "./signer.ts";
@@ -217,40 +217,29 @@ export async function mintReaderToken(
   const { namespace, serviceAccount, node } = options;
   const binding = options.nodeBinding ?? { supported: true };
   const ask = (bound: boolean) =>
-    kube.rest.json<{ status?: { token?: string } }>({
-      method: "POST",
-      path: `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
-      body: {
-        apiVersion: "authentication.k8s.io/v1",
-        kind: "TokenRequest",
-        spec: {
-          audiences: [daemonNodeAudience(node)],
-          expirationSeconds: TOKEN_SECONDS,
-          // Bound to the node (a token cannot be bound to a pod of another ServiceAccount).
-          ...(bound ? { boundObjectRef: { apiVersion: "v1", kind: "Node", name: node } } : {}),
-        },
+    requestServiceAccountToken(kube, {
+      namespace,
+      serviceAccount,
+      spec: {
+        audiences: [daemonNodeAudience(node)],
+        expirationSeconds: TOKEN_SECONDS,
+        // Bound to the node (a token cannot be bound to a pod of another ServiceAccount).
+        ...(bound ? { boundObjectRef: { apiVersion: "v1", kind: "Node", name: node } } : {}),
       },
-      // A TokenRequest stores nothing: sending it again is safe.
-      idempotent: true,
-      timeoutMs: 10_000,
       ...(options.signal ? { signal: options.signal } : {}),
     });
   try {
-    let answer;
     // What this request asked: nodes fetched at once may all be refused before one learns.
     const bound = binding.supported;
     try {
-      answer = await ask(bound);
+      return await ask(bound);
     } catch (error) {
       // Before 1.31 the API server cannot bind a token to a Node (400/422 naming the kind):
       // the per-node audience alone still keeps one node's token from opening another.
       if (!bound || !refusesNodeBinding(error)) throw error;
       binding.supported = false;
-      answer = await ask(false);
+      return await ask(false);
     }
-    const token = answer.status?.token;
-    if (!token) throw new ToolError("Cannot mint the reader token: the TokenRequest had no token");
-    return token;
   } catch (error) {
     if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) {
       throw new PermissionError(

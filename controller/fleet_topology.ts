@@ -52,24 +52,27 @@ export interface ClusterTopologyOptions {
 const READER_TOKEN_SECONDS = 600;
 
 /**
- * Mints the reader's token for the API server's own audience (no node, no daemon accepts it).
+ * One TokenRequest for a ServiceAccount. It stores nothing, so it is sent again safely.
  *
+ * @param kube the caller's client
+ * @param options the ServiceAccount, the request's spec (audiences, expiry, binding) and signal
  * @returns the token
- * @throws {KubeApiError} when the caller may not create it
+ * @throws {KubeApiError} as the API server answers
  * @throws {ToolError} when no token came back
  */
-async function mintReaderApiToken(
+export async function requestServiceAccountToken(
   kube: KubeClient,
-  options: Pick<ClusterTopologyOptions, "namespace" | "reader" | "signal">,
+  options: {
+    namespace: string;
+    serviceAccount: string;
+    spec: Record<string, unknown>;
+    signal?: AbortSignal;
+  },
 ): Promise<string> {
   const answer = await kube.rest.json<{ status?: { token?: string } }>({
     method: "POST",
-    path: `/api/v1/namespaces/${options.namespace}/serviceaccounts/${options.reader}/token`,
-    body: {
-      apiVersion: "authentication.k8s.io/v1",
-      kind: "TokenRequest",
-      spec: { expirationSeconds: READER_TOKEN_SECONDS },
-    },
+    path: `/api/v1/namespaces/${options.namespace}/serviceaccounts/${options.serviceAccount}/token`,
+    body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenRequest", spec: options.spec },
     idempotent: true,
     timeoutMs: 10_000,
     ...(options.signal ? { signal: options.signal } : {}),
@@ -77,6 +80,25 @@ async function mintReaderApiToken(
   const token = answer.status?.token;
   if (!token) throw new ToolError("Cannot mint the reader token: the TokenRequest had no token");
   return token;
+}
+
+/**
+ * Mints the reader's token for the API server's own audience (no node, no daemon accepts it).
+ *
+ * @returns the token
+ * @throws {KubeApiError} when the caller may not create it
+ * @throws {ToolError} when no token came back
+ */
+function mintReaderApiToken(
+  kube: KubeClient,
+  options: Pick<ClusterTopologyOptions, "namespace" | "reader" | "signal">,
+): Promise<string> {
+  return requestServiceAccountToken(kube, {
+    namespace: options.namespace,
+    serviceAccount: options.reader,
+    spec: { expirationSeconds: READER_TOKEN_SECONDS },
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
 }
 
 /**
