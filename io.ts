@@ -7,6 +7,7 @@
  */
 import {
   accessSync,
+  close as closeFd,
   closeSync,
   constants,
   mkdirSync,
@@ -15,11 +16,10 @@ import {
   renameSync,
   rmSync,
   statSync,
+  writeFile as writeFd,
   writeFileSync,
 } from "node:fs";
 import type { Stats } from "node:fs";
-import { mkdir, open, realpath, rename, rm, stat } from "node:fs/promises";
-import type { FileHandle } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { UsageError } from "./errors.ts";
 
@@ -165,78 +165,132 @@ function tempSuffix(): string {
   return hex;
 }
 
+/** An atomic write's file, open: a device or pipe written into, or a temporary file beside it. */
+interface OpenedTarget {
+  /** The open file. */
+  fd: number;
+  /** What it is published as (through symlinks). */
+  target: string;
+  /** The temporary file renamed over `target` on commit; absent for a device or pipe. */
+  temp?: string;
+  /** A write's failure, as the user sees it (naming the path). */
+  failure: (error: unknown) => UsageError;
+}
+
 /**
- * Opens a file to be written in pieces and published atomically: a temporary file beside it,
- * renamed over it by {@link AtomicFile.commit}. A device or pipe (`-o /dev/stdout`) is written
- * into directly instead.
+ * Opens where an atomic write goes, with synchronous calls (a few system calls: a short
+ * command never loads `node:fs/promises` or starts the thread pool for them). A device or pipe
+ * (`-o /dev/null`, `-o /dev/stdout`, `-o >(gzip)`) is opened itself: renaming over it would
+ * replace the device node, so it is written into instead. Anything else gets a temporary file
+ * beside it, created exclusively.
  *
- * @param path the destination
- * @param mode file mode @default 0o644
- * @returns the open file
- * @throws {UsageError} naming the path when it cannot be written (exit 2)
+ * @throws {UsageError} naming the path when it cannot be written
  */
-export async function openAtomicFile(path: string, mode = 0o644): Promise<AtomicFile> {
+function openTarget(path: string, mode: number): OpenedTarget {
   // A path that can never exist fails here, before `mkdir -p` meets a file in its way.
-  await checkOutputFile(path);
+  checkOutputFileNow(path, "snapshot");
   const failure = (error: unknown) =>
     new UsageError(
       `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
       { cause: error },
     );
   // Through symlinks (`-o /dev/stdout`, a linked config folder) to what they name.
-  const target = await realpath(resolve(path)).catch(() => resolve(path));
-  const existing = await stat(target).catch(() => undefined);
+  const target = realpathOr(resolve(path));
+  const existing = statOrUndefined(target);
   if (existing && !existing.isFile()) {
-    // A device or a pipe (`-o /dev/null`, `-o /dev/stdout`, `-o >(gzip)`): renaming over it
-    // would replace the device node itself, so write into it instead.
     if (existing.isDirectory()) {
       throw new UsageError(
         `Cannot write snapshot to '${path}': it is a directory; give a file path`,
       );
     }
-    const device = await open(target, "w").catch((error) => {
+    try {
+      return { fd: openSync(target, "w"), target, failure };
+    } catch (error) {
       throw failure(error);
-    });
-    return {
-      write: (text) => device.writeFile(text).catch((error) => Promise.reject(failure(error))),
-      commit: () => device.close().catch((error) => Promise.reject(failure(error))),
-      discard: () => device.close().catch(() => {}),
-    };
+    }
   }
   const dir = dirname(target);
   const temp = join(dir, `.${basename(target)}.${tempSuffix()}.tmp`);
-  let handle: FileHandle;
   try {
-    await mkdir(dir, { recursive: true });
-    handle = await open(temp, "wx", mode);
+    mkdirSync(dir, { recursive: true });
+    return { fd: openSync(temp, "wx", mode), target, temp, failure };
   } catch (error) {
-    await rm(temp, { force: true }).catch(() => {});
+    removeTemp(temp);
     throw failure(error);
   }
+}
+
+/** Removes a temporary file, if it is there: the write has failed either way. */
+function removeTemp(temp: string): void {
+  try {
+    rmSync(temp, { force: true });
+  } catch {
+    // nothing to remove, or it cannot be
+  }
+}
+
+/** Publishes an opened target once its file is closed: the temporary file renamed over it. */
+function publish(opened: OpenedTarget): void {
+  if (opened.temp === undefined) return;
+  try {
+    renameSync(opened.temp, opened.target);
+  } catch (error) {
+    removeTemp(opened.temp);
+    throw opened.failure(error);
+  }
+}
+
+/**
+ * Opens a file to be written in pieces and published atomically: a temporary file beside it,
+ * renamed over it by {@link AtomicFile.commit}. A device or pipe (`-o /dev/stdout`) is written
+ * into directly instead. Opening takes a few synchronous calls; the pieces are written
+ * asynchronously.
+ *
+ * @param path the destination
+ * @param mode file mode @default 0o644
+ * @returns the open file
+ * @throws {UsageError} naming the path when it cannot be written (exit 2)
+ */
+export function openAtomicFile(path: string, mode = 0o644): Promise<AtomicFile> {
+  let opened: OpenedTarget;
+  try {
+    opened = openTarget(path, mode);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  const { fd, temp, failure } = opened;
+  let closed: Promise<void> | undefined;
+  const close = () =>
+    closed ??= new Promise<void>((done, fail) =>
+      closeFd(fd, (error) => error ? fail(error) : done())
+    );
   const discard = async () => {
-    await handle.close().catch(() => {});
-    await rm(temp, { force: true }).catch(() => {});
+    await close().catch(() => {});
+    if (temp !== undefined) removeTemp(temp);
   };
-  return {
+  return Promise.resolve({
     async write(text) {
       try {
-        await handle.writeFile(text);
+        await new Promise<void>((done, fail) =>
+          writeFd(fd, text, (error) => error ? fail(error) : done())
+        );
       } catch (error) {
-        await discard();
+        // A device keeps its place; a temporary file goes with the failed write.
+        if (temp !== undefined) await discard();
         throw failure(error);
       }
     },
     async commit() {
       try {
-        await handle.close();
-        await rename(temp, target);
+        await close();
       } catch (error) {
-        await rm(temp, { force: true }).catch(() => {});
+        if (temp !== undefined) removeTemp(temp);
         throw failure(error);
       }
+      publish(opened);
     },
     discard,
-  };
+  });
 }
 
 /**
@@ -262,56 +316,12 @@ export function writeFileAtomic(path: string, text: string, mode = 0o644): Promi
  * few system calls, without loading `node:fs/promises` or a thread-pool hop per step.
  */
 function writeFileAtomicNow(path: string, text: string, mode: number): void {
-  // A path that can never exist fails here, before `mkdir -p` meets a file in its way.
-  checkOutputFileNow(path, "snapshot");
-  const failure = (error: unknown) =>
-    new UsageError(
-      `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
-      { cause: error },
-    );
-  const removeTemp = (temp: string) => {
-    try {
-      rmSync(temp, { force: true });
-    } catch {
-      // nothing to remove, or it cannot be: the write has failed either way
-    }
-  };
-  // Through symlinks (`-o /dev/stdout`, a linked config folder) to what they name.
-  const target = realpathOr(resolve(path));
-  const existing = statOrUndefined(target);
-  if (existing && !existing.isFile()) {
-    // A device or a pipe: written into, not renamed over (see openAtomicFile).
-    if (existing.isDirectory()) {
-      throw new UsageError(
-        `Cannot write snapshot to '${path}': it is a directory; give a file path`,
-      );
-    }
-    let device: number;
-    try {
-      device = openSync(target, "w");
-    } catch (error) {
-      throw failure(error);
-    }
-    writeAndClose(device, text, failure);
-    return;
-  }
-  const dir = dirname(target);
-  const temp = join(dir, `.${basename(target)}.${tempSuffix()}.tmp`);
-  let handle: number;
-  try {
-    mkdirSync(dir, { recursive: true });
-    handle = openSync(temp, "wx", mode);
-  } catch (error) {
-    removeTemp(temp);
-    throw failure(error);
-  }
-  writeAndClose(handle, text, failure, () => removeTemp(temp));
-  try {
-    renameSync(temp, target);
-  } catch (error) {
-    removeTemp(temp);
-    throw failure(error);
-  }
+  const opened = openTarget(path, mode);
+  const { temp } = opened;
+  writeAndClose(opened.fd, text, opened.failure, () => {
+    if (temp !== undefined) removeTemp(temp);
+  });
+  publish(opened);
 }
 
 /**
