@@ -47,6 +47,8 @@ import type { Logger } from "../log.ts";
 import {
   baselineLabels,
   buildDaemonSet,
+  buildSignerDeployment,
+  buildSignerLease,
   DAEMON_CSR_SIGNER,
   daemonCaConfigMapName,
   daemonClusterRoleName,
@@ -56,14 +58,16 @@ import {
   daemonReaderName,
   daemonSelectorLabels,
   daemonSignerSecretName,
-  daemonSweepLabels,
   DEFAULT_DAEMON_NAME,
   DEFAULT_DAEMON_PORT,
   formatLabelSelector,
+  installSweepSelector,
   LABEL_INVOCATION_ID,
   LABEL_RUN_ID,
   newInvocationId,
   newRunId,
+  signerClusterRoleName,
+  signerLabels,
 } from "../manifests/mod.ts";
 import type { Labels, PodOptions, Toleration } from "../manifests/mod.ts";
 import {
@@ -73,6 +77,7 @@ import {
   daemonRbacObjects,
   daemonRules,
   runGate,
+  signerRbacObjects,
 } from "../rbac/mod.ts";
 import type { AccessAttributes, RuleSet } from "../rbac/mod.ts";
 import { baselinePlaceholderName } from "../snapshot/mod.ts";
@@ -131,6 +136,13 @@ export interface RenderOptions extends DaemonSetOptions {
   invocationId?: string;
   /** Baseline ConfigMaps that already exist (kept from an earlier install): the daemon may read them. */
   baselineConfigMaps?: readonly string[];
+  /**
+   * The in-cluster signer (`aicr daemonset signer`): its ServiceAccount and grants, its Lease and
+   * its Deployment, which approve and sign the daemons' requests with no CLI. @default false
+   */
+  signer?: boolean;
+  /** The signer's replicas. @default 2 */
+  signerReplicas?: number;
 }
 
 /** One rendered object, in creation order. */
@@ -201,11 +213,16 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     labels,
     rules: readerRules,
   });
+  const signer = options.signer
+    ? signerRbacObjects({ namespace, name, labels: signerLabels({ name, ...identity }) })
+    : undefined;
   const objects: RenderedObject[] = [
     ...rbacObjects(daemon),
     ...rbacObjects(reader),
+    ...(signer ? rbacObjects(signer) : []),
     ...caObjects({ namespace, name, labels, ca }),
     { kind: "DaemonSet", manifest: daemonSetManifest(options, identity) },
+    ...(signer ? signerWorkload(options, identity) : []),
     ...(options.service ?? true
       ? scrapeObjects({
         namespace,
@@ -216,7 +233,34 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
       })
       : []),
   ];
-  return { objects, grants: [rules, readerRules], labels };
+  return {
+    objects,
+    grants: [rules, readerRules, ...(signer ? [signer.rules] : [])],
+    labels,
+  };
+}
+
+/** The signer's Lease (created empty) and Deployment, from the daemon's image and pull secrets. */
+function signerWorkload(
+  options: RenderOptions,
+  identity: { runId?: string; invocationId?: string },
+): RenderedObject[] {
+  const { name = DEFAULT_DAEMON_NAME, namespace } = options;
+  const config = {
+    namespace,
+    name,
+    image: options.image,
+    ...(options.imagePullSecrets ? { imagePullSecrets: options.imagePullSecrets } : {}),
+    ...(options.signerReplicas !== undefined ? { replicas: options.signerReplicas } : {}),
+    ...identity,
+  };
+  return [
+    { kind: "Lease", manifest: buildSignerLease(config) as RenderedObject["manifest"] },
+    {
+      kind: "Deployment",
+      manifest: buildSignerDeployment(config) as unknown as RenderedObject["manifest"],
+    },
+  ];
 }
 
 /** One account's RBAC objects in apply order: the account, its cluster grant, then its namespaced one. */
@@ -274,6 +318,8 @@ function daemonSetManifest(
     allNodes = false,
     extraArgs,
     baselineConfigMaps: _baselines,
+    signer: _signer,
+    signerReplicas: _signerReplicas,
     port = DEFAULT_DAEMON_PORT,
     service: _service,
     serviceMonitor: _serviceMonitor,
@@ -1057,9 +1103,11 @@ export async function uninstallDaemonSet(
   const ours = new Set([
     daemonClusterRoleName(namespace, name),
     daemonReaderClusterRoleName(namespace, name),
+    signerClusterRoleName(namespace, name),
   ]);
   const sweep = {
-    selector: formatLabelSelector(daemonSweepLabels(name)),
+    // The daemon's objects and the signer's (component daemon or signer), never the baselines.
+    selector: installSweepSelector(name),
     namespace,
     // Two namespaces' daemons carry the same labels; cluster-scoped names tell them apart.
     accept: (kind: KindName, object: KubeObject) =>

@@ -49,6 +49,36 @@ Deno.test("install: render gives the twelve objects in creation order, all with 
   assert.equal(labels["app.kubernetes.io/component"], "daemon");
 });
 
+Deno.test("install: with the signer, render adds its grants, its empty Lease and its Deployment, labelled signer", () => {
+  const { objects, grants } = render({ signer: true });
+  const signerObjects = objects.filter((o) =>
+    o.manifest.metadata.labels?.["app.kubernetes.io/component"] === "signer"
+  );
+  assert.deepEqual(signerObjects.map((o) => `${o.kind}/${o.manifest.metadata.name}`), [
+    "ServiceAccount/aicr-daemon-signer",
+    "ClusterRole/aicr-csr-signer-aicr-system.aicr-daemon",
+    "ClusterRoleBinding/aicr-csr-signer-aicr-system.aicr-daemon",
+    "Role/aicr-daemon-signer",
+    "RoleBinding/aicr-daemon-signer",
+    "Lease/aicr-daemon-signer",
+    "Deployment/aicr-daemon-signer",
+  ]);
+  const deployment = objects.find((o) => o.kind === "Deployment")?.manifest as unknown as {
+    spec: { template: { spec: { containers: { image: string }[] } } };
+  };
+  assert.equal(deployment.spec.template.spec.containers[0]?.image, "ghcr.io/nvidia/aicr:v0.1.0");
+  assert.equal(grants.length, 3);
+  assert.ok(
+    grants[2]?.cluster.some((r) => r.resources.includes("signers") && r.verbs.includes("sign")),
+  );
+  // The caller must hold what it grants the signer, and be able to create a Lease and a Deployment.
+  const checks = installCallerChecks(render({ signer: true }), "aicr-system");
+  for (const want of ["leases", "deployments", "signers"]) {
+    assert.ok(checks.some((c) => c.resource === want), want);
+  }
+  assert.equal(render().objects.some((o) => o.kind === "Deployment"), false);
+});
+
 Deno.test("install: the daemon may review tokens and access and get (not list) nodes, the reader may get snapshots and list nodes", () => {
   const { objects } = render();
   const rules = (name: string) =>

@@ -57,10 +57,12 @@ export const UNPROVEN_OBJECT_WARNING =
 export const DELETE_ORDER: readonly KindName[] = [
   "Job",
   "DaemonSet",
+  "Deployment",
   "ServiceMonitor",
   "Service",
   "Secret",
   "ConfigMap",
+  "Lease",
   "RoleBinding",
   "ClusterRoleBinding",
   "Role",
@@ -298,7 +300,8 @@ export class Ledger {
       if (!uid) return { entry, result: "kept", detail: "no UID recorded" };
       const result = await this.#kube.deleteIfUid(entry.kind, entry.namespace, entry.name, uid, {
         ...call,
-        ...(entry.kind === "Job" || entry.kind === "DaemonSet"
+        ...(entry.kind === "Job" || entry.kind === "DaemonSet" ||
+            entry.kind === "Deployment"
           ? { propagationPolicy: "Background" as const }
           : {}),
       });

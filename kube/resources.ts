@@ -40,6 +40,7 @@ export const RESOURCES = {
   Event: type("Event", "", "v1", "events", true),
   Job: type("Job", "batch", "v1", "jobs", true),
   DaemonSet: type("DaemonSet", "apps", "v1", "daemonsets", true),
+  Deployment: type("Deployment", "apps", "v1", "deployments", true),
   Role: type("Role", "rbac.authorization.k8s.io", "v1", "roles", true),
   RoleBinding: type("RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings", true),
   ClusterRole: type("ClusterRole", "rbac.authorization.k8s.io", "v1", "clusterroles", false),

@@ -78,7 +78,7 @@ export async function sweepObjects(
       try {
         const result = await kube.deleteIfUid(kind, ns, name, uid, {
           timeoutMs,
-          ...(kind === "Job" || kind === "DaemonSet"
+          ...(kind === "Job" || kind === "DaemonSet" || kind === "Deployment"
             ? { propagationPolicy: "Background" as const }
             : {}),
         });

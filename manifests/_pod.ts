@@ -104,7 +104,7 @@ export interface PodSecurity {
  * @param options `hostNetwork` overrides host networking in privileged mode
  * @returns the security contexts
  */
-function podSecurity(
+export function podSecurity(
   privileged: boolean,
   options: { hostNetwork?: boolean } = {},
 ): PodSecurity {
@@ -201,7 +201,7 @@ export interface ResourceOptions {
  * @returns requests and limits
  * @throws {UsageError} when a request exceeds its limit
  */
-function podResources(options: ResourceOptions): ResourceRequirements {
+export function podResources(options: ResourceOptions): ResourceRequirements {
   const { defaults, gpu, requests = {}, limits = {} } = options;
   const resolved: ResourceRequirements = {
     requests: { ...defaults.requests, ...requests },
@@ -244,7 +244,7 @@ export interface PlacementOptions {
  * @returns the pod spec fields
  * @throws {UsageError} when a pull secret or runtime class is not a valid name
  */
-function podPlacement(
+export function podPlacement(
   options: PlacementOptions,
 ): Pick<PodSpec, "nodeSelector" | "tolerations" | "imagePullSecrets" | "runtimeClassName"> {
   const { nodeSelector = {}, autoTargetGpu = false, tolerations = [], imagePullSecrets = [] } =
@@ -324,7 +324,7 @@ function commonEnv(options: EnvOptions): EnvVar[] {
  * @returns the image
  * @throws {UsageError} when it is empty or holds whitespace
  */
-function validateImage(image: string): string {
+export function validateImage(image: string): string {
   if (image === "" || /\s/.test(image)) {
     throw new UsageError(
       (option) =>

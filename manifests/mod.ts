@@ -30,6 +30,7 @@ export type { PodOptions } from "./_pod.ts";
 export { buildDaemonSet, DEFAULT_DAEMON_PORT } from "./daemonset.ts";
 export type { DaemonSetConfig } from "./daemonset.ts";
 export { autoTargetingAllowed, buildAgentJob } from "./job.ts";
+export { buildSignerDeployment, buildSignerLease } from "./signer.ts";
 export type { AgentJobConfig } from "./job.ts";
 export {
   APP_NAME,
@@ -49,6 +50,7 @@ export {
   DEFAULT_SERVICE_ACCOUNT_PREFIX,
   exactStagingConfigMapName,
   formatLabelSelector,
+  installSweepSelector,
   isDns1123Subdomain,
   isLabelKey,
   isLabelValue,
@@ -70,6 +72,9 @@ export {
   serviceAccountGroups,
   serviceAccountRunName,
   serviceAccountUser,
+  signerClusterRoleName,
+  signerLabels,
+  signerName,
   snapshotConfigMapLabels,
   stagingConfigMapName,
   validateDaemonName,

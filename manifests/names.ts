@@ -33,11 +33,16 @@ export const APP_NAME = "aicr";
 const COMPONENT_SNAPSHOT_AGENT = "snapshot-agent";
 /** Component of the DaemonSet mode's objects. */
 const COMPONENT_DAEMON = "daemon";
+/** Component of the in-cluster CSR signer's objects (its Deployment, pods, RBAC and Lease). */
+const COMPONENT_SIGNER = "signer";
 /** Component the in-pod agent writes on the snapshot ConfigMap. */
 const COMPONENT_SNAPSHOT = "Snapshot";
 
 /** A component aicr creates objects for. */
-export type Component = typeof COMPONENT_SNAPSHOT_AGENT | typeof COMPONENT_DAEMON;
+export type Component =
+  | typeof COMPONENT_SNAPSHOT_AGENT
+  | typeof COMPONENT_DAEMON
+  | typeof COMPONENT_SIGNER;
 
 /** Default `--job-name` prefix. */
 export const DEFAULT_JOB_NAME_PREFIX = "aicr";
@@ -573,16 +578,35 @@ export interface DaemonLabelOptions {
  * @throws {RangeError} when only one of the two IDs is given, or one has the wrong format
  */
 export function daemonLabels(options: DaemonLabelOptions): Labels {
+  return installLabels(options, COMPONENT_DAEMON);
+}
+
+/**
+ * The labels of the in-cluster signer's objects: the daemon's labels with component `signer`
+ * (so the DaemonSet's selector never matches a signer pod), instance the daemon's name.
+ *
+ * @param options the daemon's name and optional run identity
+ * @returns the labels
+ * @throws {RangeError} when only one of the two IDs is given, or one has the wrong format
+ */
+export function signerLabels(options: DaemonLabelOptions): Labels {
+  return installLabels(options, COMPONENT_SIGNER);
+}
+
+function installLabels(
+  options: DaemonLabelOptions,
+  component: typeof COMPONENT_DAEMON | typeof COMPONENT_SIGNER,
+): Labels {
   const { name, runId, invocationId } = options;
   if ((runId === undefined) !== (invocationId === undefined)) {
     throw new RangeError("Cannot label the daemon as runId and invocationId go together");
   }
   const base: Labels = runId !== undefined && invocationId !== undefined
-    ? runLabels({ runId, invocationId, component: COMPONENT_DAEMON })
+    ? runLabels({ runId, invocationId, component })
     : {
       [LABEL_NAME]: APP_NAME,
       [LABEL_MANAGED_BY]: APP_NAME,
-      [LABEL_COMPONENT]: COMPONENT_DAEMON,
+      [LABEL_COMPONENT]: component,
     };
   return { ...base, [LABEL_INSTANCE]: name };
 }
@@ -598,6 +622,21 @@ export function daemonSelectorLabels(name: string): Labels {
   return {
     [LABEL_NAME]: APP_NAME,
     [LABEL_COMPONENT]: COMPONENT_DAEMON,
+    [LABEL_INSTANCE]: name,
+  };
+}
+
+/**
+ * The signer Deployment's pod selector: name, component `signer` and instance (the daemon's
+ * name). Disjoint from {@link daemonSelectorLabels} by the component.
+ *
+ * @param name the daemon's name
+ * @returns the match labels
+ */
+export function signerSelectorLabels(name: string): Labels {
+  return {
+    [LABEL_NAME]: APP_NAME,
+    [LABEL_COMPONENT]: COMPONENT_SIGNER,
     [LABEL_INSTANCE]: name,
   };
 }
@@ -651,7 +690,8 @@ export function daemonReaderClusterRoleName(namespace: string, name: string): st
 
 /**
  * The Secret holding the install's CA key and certificate (`tls.key`, `tls.crt`): `<name>-signer`.
- * Never mounted: only the installer and the fetch (the caller's RBAC) read it to sign.
+ * Never mounted: the installer and the fetch (the caller's RBAC) and the in-cluster signer (its
+ * ServiceAccount may `get` this one Secret by name) read it through the API to sign.
  *
  * @param name the daemon's name
  * @returns the Secret name
@@ -659,6 +699,31 @@ export function daemonReaderClusterRoleName(namespace: string, name: string): st
  */
 export function daemonSignerSecretName(name: string): string {
   return `${validateDaemonName(name)}-signer`;
+}
+
+/**
+ * The in-cluster signer's name: its Deployment, ServiceAccount, Role, RoleBinding and Lease are
+ * all `<name>-signer`, the name of the CA Secret it reads ({@link daemonSignerSecretName}).
+ *
+ * @param name the daemon's name
+ * @returns the signer's name
+ * @throws {UsageError} when the name is invalid
+ */
+export function signerName(name: string): string {
+  return daemonSignerSecretName(name);
+}
+
+/**
+ * The signer's ClusterRole and ClusterRoleBinding name: `aicr-csr-signer-<ns>.<name>` (per
+ * install, as the daemon's).
+ *
+ * @param namespace the daemon's namespace
+ * @param name the daemon's name
+ * @returns the name
+ * @throws {UsageError} when the name is invalid
+ */
+export function signerClusterRoleName(namespace: string, name: string): string {
+  return `aicr-csr-signer-${namespace}.${validateDaemonName(name)}`;
 }
 
 /**
@@ -681,6 +746,24 @@ export function daemonCaConfigMapName(name: string): string {
  */
 export function daemonSweepLabels(name: string): Labels {
   return { ...daemonSelectorLabels(name), [LABEL_MANAGED_BY]: APP_NAME };
+}
+
+/**
+ * The label selector of every object one install made, daemon and signer alike: name,
+ * managed-by and instance, component `daemon` or `signer` (never `baseline`: baselines are the
+ * operator's data and outlive an uninstall).
+ *
+ * @param name the daemon's name
+ * @returns the selector, e.g. `app.kubernetes.io/name=aicr,...,app.kubernetes.io/component in (daemon,signer)`
+ */
+export function installSweepSelector(name: string): string {
+  return `${
+    formatLabelSelector({
+      [LABEL_NAME]: APP_NAME,
+      [LABEL_MANAGED_BY]: APP_NAME,
+      [LABEL_INSTANCE]: validateDaemonName(name),
+    })
+  },${LABEL_COMPONENT} in (${COMPONENT_DAEMON},${COMPONENT_SIGNER})`;
 }
 
 /** Component of the per-cohort baseline ConfigMaps (`aicr daemonset baseline set`). */

@@ -175,6 +175,49 @@ export interface Container {
   readinessProbe?: Probe;
 }
 
+/** One requirement of a node selector term (`kubectl`'s set-based label selector, on nodes). */
+export interface NodeSelectorRequirement {
+  /** The label key. */
+  key: string;
+  /** How the label is compared. */
+  operator: "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt";
+  /** The values (`In`, `NotIn`: one or more; `Gt`, `Lt`: one integer; none otherwise). */
+  values?: string[];
+}
+
+/** One node selector term: its requirements all hold (AND). */
+export interface NodeSelectorTerm {
+  /** Requirements on the node's labels. */
+  matchExpressions?: NodeSelectorRequirement[];
+}
+
+/** Node affinity: required terms (any one, OR) and preferred ones (weighted). */
+export interface NodeAffinity {
+  /** A node must match one of these terms. */
+  requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms: NodeSelectorTerm[] };
+  /** Nodes matching these terms score higher. */
+  preferredDuringSchedulingIgnoredDuringExecution?: {
+    weight: number;
+    preference: NodeSelectorTerm;
+  }[];
+}
+
+/** One weighted pod (anti-)affinity term. */
+export interface WeightedPodAffinityTerm {
+  /** 1 to 100. */
+  weight: number;
+  /** The pods, and the topology they are counted in. */
+  podAffinityTerm: { labelSelector: { matchLabels: Labels }; topologyKey: string };
+}
+
+/** A pod's affinity. */
+export interface Affinity {
+  /** Which nodes. */
+  nodeAffinity?: NodeAffinity;
+  /** Away from which pods. */
+  podAntiAffinity?: { preferredDuringSchedulingIgnoredDuringExecution: WeightedPodAffinityTerm[] };
+}
+
 /** A pod spec. */
 export interface PodSpec {
   /** ServiceAccount the pod runs as. */
@@ -197,6 +240,12 @@ export interface PodSpec {
   imagePullSecrets?: { name: string }[];
   /** Runtime class (e.g. `nvidia`). */
   runtimeClassName?: string;
+  /** Priority class (scheduling order and preemption). */
+  priorityClassName?: string;
+  /** Node and pod (anti-)affinity. */
+  affinity?: Affinity;
+  /** How long the containers get between SIGTERM and SIGKILL. */
+  terminationGracePeriodSeconds?: number;
   /** Pod security context. */
   securityContext: PodSecurityContext;
   /** Containers. */
@@ -249,4 +298,42 @@ export interface DaemonSetManifest {
     /** The pod template. */
     template: { metadata: TemplateMeta; spec: PodSpec };
   };
+}
+
+/** A Deployment manifest (the in-cluster signer). */
+export interface DeploymentManifest {
+  /** `apps/v1`. */
+  apiVersion: "apps/v1";
+  /** `Deployment`. */
+  kind: "Deployment";
+  /** Metadata. */
+  metadata: ObjectMeta;
+  /** Spec. */
+  spec: {
+    /** Pods. */
+    replicas: number;
+    /** Old ReplicaSets kept for a rollback. */
+    revisionHistoryLimit: number;
+    /** Selects the pods (immutable). */
+    selector: { matchLabels: Labels };
+    /** Rolling update: a new pod before an old one goes. */
+    strategy: {
+      type: "RollingUpdate";
+      rollingUpdate: { maxSurge: number; maxUnavailable: number };
+    };
+    /** The pod template. */
+    template: { metadata: TemplateMeta; spec: PodSpec };
+  };
+}
+
+/** A Lease manifest (`coordination.k8s.io/v1`), created empty: the holder writes its spec. */
+export interface LeaseManifest {
+  /** `coordination.k8s.io/v1`. */
+  apiVersion: "coordination.k8s.io/v1";
+  /** `Lease`. */
+  kind: "Lease";
+  /** Metadata. */
+  metadata: ObjectMeta;
+  /** Nobody holds it yet. */
+  spec: Record<string, never>;
 }

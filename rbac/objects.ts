@@ -6,6 +6,8 @@
  * @module
  */
 import {
+  DAEMON_CSR_SIGNER,
+  daemonSignerSecretName,
   DEFAULT_SERVICE_ACCOUNT_PREFIX,
   exactStagingConfigMapName,
   nodeReaderName,
@@ -14,10 +16,12 @@ import {
   renderedRoleName,
   runLabels,
   serviceAccountRunName,
+  signerClusterRoleName,
+  signerName,
   validateServiceAccountName,
 } from "../manifests/mod.ts";
 import type { Labels, ObjectMeta, RunIdentity } from "../manifests/mod.ts";
-import { agentRules } from "./rules.ts";
+import { agentRules, signerRules } from "./rules.ts";
 import type { AgentConfigMaps, Rule, RuleSet } from "./rules.ts";
 
 /** An RBAC rule exactly as Kubernetes writes it. */
@@ -360,4 +364,47 @@ export function daemonRbacObjects(options: DaemonRbacOptions): DaemonRbac {
   return rules.namespaced.length === 0
     ? { serviceAccount, ...cluster }
     : { serviceAccount, role: grant.role, roleBinding: grant.roleBinding, ...cluster };
+}
+
+/** Options for {@link signerRbacObjects}. */
+export interface SignerRbacOptions {
+  /** The daemon's namespace. */
+  namespace: string;
+  /** The daemon's name (the signer's objects are `<name>-signer`). */
+  name: string;
+  /** The signer's labels (from `signerLabels`). */
+  labels: Labels;
+}
+
+/** The in-cluster signer's RBAC, and the rules it grants (the gate checks the installer holds them). */
+export interface SignerRbac extends DaemonRbac {
+  /** The rules granted. */
+  rules: RuleSet;
+}
+
+/**
+ * The in-cluster signer's ServiceAccount, Role and RoleBinding `<name>-signer` (its CA Secret,
+ * its Lease and the DaemonSet, each by name; the pods) and ClusterRole and ClusterRoleBinding
+ * `aicr-csr-signer-<ns>.<name>` (the requests, approve and sign for its signer name only).
+ *
+ * @param options namespace, daemon name and labels
+ * @returns the manifests and the rules
+ * @throws {UsageError} when a name is invalid
+ */
+export function signerRbacObjects(options: SignerRbacOptions): SignerRbac {
+  const { namespace, name, labels } = options;
+  const rules = signerRules({
+    signerName: DAEMON_CSR_SIGNER,
+    caSecret: daemonSignerSecretName(name),
+    lease: signerName(name),
+    daemonSet: name,
+  });
+  const rbac = daemonRbacObjects({
+    namespace,
+    name: signerName(name),
+    clusterRoleName: signerClusterRoleName(namespace, name),
+    labels,
+    rules,
+  });
+  return { ...rbac, rules };
 }

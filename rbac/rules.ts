@@ -275,8 +275,8 @@ export const DAEMON_READER_RULES: readonly Rule[] = [
 /**
  * What a daemon needs to get its own serving certificate (daemon/README.md, "Per-node
  * identity"): create its CertificateSigningRequest and read it back until it is signed. No
- * update, no approval, no signing: only the installer (or a fetch) signs, and only requests it
- * can match to a live pod of the DaemonSet on the node the request names.
+ * update, no approval, no signing: only the in-cluster signer, the installer or a fetch signs,
+ * and only requests it can match to a live pod of the DaemonSet on the node the request names.
  */
 export const DAEMON_CSR_RULES: readonly Rule[] = [
   {
@@ -287,6 +287,126 @@ export const DAEMON_CSR_RULES: readonly Rule[] = [
       "The daemon asks for its own serving certificate (signer aicr.run/daemon-serving) with its pod-bound token and reads it back once signed",
   },
 ];
+
+/** The group of CertificateSigningRequests and signers. */
+const CERTIFICATES_GROUP = "certificates.k8s.io";
+
+/**
+ * The in-cluster signer's cluster-scoped rules (CertificateSigningRequests are cluster-scoped):
+ * read and watch the requests, write the approval and the certificate, and approve and sign for
+ * the one signer name `signerName` and no other; `get` Nodes to check that the node a request's
+ * token names still exists.
+ *
+ * @param signerName the CSR signer name (`aicr.run/daemon-serving`)
+ * @returns the rules
+ */
+export function signerClusterRules(signerName: string): Rule[] {
+  return [
+    {
+      group: CERTIFICATES_GROUP,
+      resources: ["certificatesigningrequests"],
+      verbs: ["get", "list", "watch"],
+      why:
+        `The signer lists and watches the certificate requests of its signer ${signerName} (a field selector: RBAC cannot narrow a list by signer name), and re-reads one before deciding it`,
+    },
+    {
+      group: CERTIFICATES_GROUP,
+      resources: ["certificatesigningrequests/approval"],
+      verbs: ["update"],
+      why:
+        "The signer approves a daemon's request it matched to a live pod, or denies it with a reason",
+    },
+    {
+      group: CERTIFICATES_GROUP,
+      resources: ["certificatesigningrequests/status"],
+      verbs: ["update"],
+      why: "The signer writes the issued certificate into an approved request's status",
+    },
+    {
+      group: CERTIFICATES_GROUP,
+      resources: ["signers"],
+      verbs: ["approve", "sign"],
+      resourceNames: [signerName],
+      why:
+        `The API server lets the signer approve and sign requests of ${signerName} only (no other signer name, kubelet and kube-apiserver client ones included)`,
+    },
+    {
+      group: "",
+      resources: ["nodes"],
+      verbs: ["get"],
+      why:
+        "The signer checks that the node a request's pod-bound token names exists, with the UID the token carries",
+    },
+  ];
+}
+
+/** The names the in-cluster signer's namespaced rules are limited to. */
+export interface SignerNames {
+  /** The install's CA Secret (`<name>-signer`). */
+  caSecret: string;
+  /** The signer's Lease (`<name>-signer`). */
+  lease: string;
+  /** The daemon's DaemonSet (its UID is the proof a pod is one of its own). */
+  daemonSet: string;
+}
+
+/**
+ * The in-cluster signer's rules in the daemon's namespace: `get` its one CA Secret, `get` and
+ * `update` its one Lease (leader election; the install creates it, so no `create`), `get` the
+ * DaemonSet by name, and read the pods (a pod-bound token names a pod; RBAC cannot narrow a list
+ * by labels).
+ *
+ * @param names the CA Secret, the Lease and the DaemonSet
+ * @returns the rules
+ */
+export function signerNamespacedRules(names: SignerNames): Rule[] {
+  return [
+    {
+      group: "",
+      resources: ["secrets"],
+      verbs: ["get"],
+      resourceNames: [names.caSecret],
+      why:
+        `The signer reads the install's CA key from Secret "${names.caSecret}" to sign, and no other Secret`,
+    },
+    {
+      group: "coordination.k8s.io",
+      resources: ["leases"],
+      verbs: ["get", "update"],
+      resourceNames: [names.lease],
+      why:
+        `The signer's replicas elect one leader through Lease "${names.lease}" (acquire, renew, release); the install creates it`,
+    },
+    {
+      group: "apps",
+      resources: ["daemonsets"],
+      verbs: ["get"],
+      resourceNames: [names.daemonSet],
+      why:
+        `The signer reads DaemonSet "${names.daemonSet}": a request is signed only for a pod it controls`,
+    },
+    {
+      group: "",
+      resources: ["pods"],
+      verbs: ["get", "list"],
+      why:
+        "The signer matches each request's pod-bound token to a live pod of the DaemonSet, its node and its IP",
+    },
+  ];
+}
+
+/**
+ * The in-cluster signer's rule set (its Role in the daemon's namespace and its ClusterRole).
+ *
+ * @param options the signer name and the names its namespaced rules are limited to
+ * @returns the rule set
+ */
+export function signerRules(options: SignerNames & { signerName: string }): RuleSet {
+  return {
+    namespaced: signerNamespacedRules(options),
+    cluster: signerClusterRules(options.signerName),
+  };
+}
 
 /** Rules the daemon needs to publish its snapshot into a ConfigMap of its namespace. */
 export const DAEMON_CONFIGMAP_RULES: readonly Rule[] = [

@@ -6,6 +6,7 @@ import {
   daemonRules,
   isMutating,
   qualifiedResource,
+  signerRules,
   splitResource,
 } from "./rules.ts";
 import type { AccessAttributes, Rule } from "./rules.ts";
@@ -165,4 +166,37 @@ Deno.test("rules: resource names read as kubectl writes them", () => {
     "deployments.apps/scale",
   );
   assert.deepEqual(splitResource("pods"), { resource: "pods" });
+});
+
+Deno.test("rules: the signer approves and signs for its one signer name, reads its one Secret and Lease, creates nothing", () => {
+  const rules = signerRules({
+    signerName: "aicr.run/daemon-serving",
+    caSecret: "aicr-daemon-signer",
+    lease: "aicr-daemon-signer",
+    daemonSet: "aicr-daemon",
+  });
+  assert.deepEqual(summary(rules.namespaced), [
+    "core secrets[aicr-daemon-signer]: get",
+    "coordination.k8s.io leases[aicr-daemon-signer]: get,update",
+    "apps daemonsets[aicr-daemon]: get",
+    "core pods: get,list",
+  ]);
+  assert.deepEqual(summary(rules.cluster), [
+    "certificates.k8s.io certificatesigningrequests: get,list,watch",
+    "certificates.k8s.io certificatesigningrequests/approval: update",
+    "certificates.k8s.io certificatesigningrequests/status: update",
+    "certificates.k8s.io signers[aicr.run/daemon-serving]: approve,sign",
+    "core nodes: get",
+  ]);
+  const all = [...rules.namespaced, ...rules.cluster];
+  assert.ok(all.every((r) => !r.verbs.includes("create") && !r.verbs.includes("delete")));
+  assert.ok(all.every((r) => !r.verbs.includes("*") && !r.resources.includes("*")));
+  // Every mutating rule but the CSR subresources is limited by name.
+  for (const rule of all.filter(isMutating)) {
+    assert.ok(
+      rule.resourceNames !== undefined ||
+        rule.resources[0]?.startsWith("certificatesigningrequests/"),
+      summary([rule])[0],
+    );
+  }
 });

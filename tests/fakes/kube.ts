@@ -42,7 +42,14 @@ function matches(
   selector: string | undefined,
 ): boolean {
   if (!selector) return true;
-  return selector.split(",").every((term) => {
+  // Equality terms (`k=v`) and set terms (`k in (a,b)`), as the API server reads them.
+  const terms = selector.match(/[^,(]+(?:\([^)]*\))?/g) ?? [];
+  return terms.every((term) => {
+    const set = /^\s*(\S+)\s+in\s+\(([^)]*)\)\s*$/.exec(term);
+    if (set) {
+      const values = (set[2] ?? "").split(",").map((v) => v.trim());
+      return values.includes(labels?.[set[1] ?? ""] ?? "\u0000");
+    }
     const [k, v] = term.split("=");
     return labels?.[k ?? ""] === v;
   });
