@@ -221,6 +221,14 @@ export interface Issuer {
   privateKey: KeyObject;
   /** The issuer's public key (for the authority key identifier). */
   publicKey: KeyObject;
+  /**
+   * The issuer's subject as its certificate encodes it (DER), written as the issuer name
+   * instead of `commonName` and `organization`: a CA made elsewhere (Helm's `genCAWithKey`,
+   * an operator's) has its own name, and a chain verifies only when the two match.
+   */
+  nameDer?: Buffer;
+  /** The issuer's subject key identifier as its certificate states it. @default from the key */
+  keyId?: Buffer;
 }
 
 function pem(label: string, der: Buffer): string {
@@ -256,7 +264,7 @@ export function buildCertificate(spec: CertificateSpec, issuer: Issuer): string 
     extension(
       OID.authorityKeyIdentifier,
       false,
-      sequence(tlv(0x80, keyId(issuer.publicKey))),
+      sequence(tlv(0x80, issuer.keyId ?? keyId(issuer.publicKey))),
     ),
   ];
   if (!spec.isCa) {
@@ -268,7 +276,7 @@ export function buildCertificate(spec: CertificateSpec, issuer: Issuer): string 
     explicit(0, derInteger(Buffer.from([2]))),
     derInteger(serial),
     algorithm,
-    name(issuer.commonName, issuer.organization),
+    issuer.nameDer ?? name(issuer.commonName, issuer.organization),
     sequence(derTime(spec.notBefore), derTime(spec.notAfter)),
     name(spec.commonName, spec.organization),
     Buffer.from(spki),
@@ -407,6 +415,7 @@ export interface ServingCertificateRequest {
 export function issueServingCertificate(request: ServingCertificateRequest): string {
   const caKey = createPrivateKey(request.ca.caKey);
   const caPublic = new X509Certificate(request.ca.caCert).publicKey;
+  const issuer = certificateIssuerFields(request.ca.caCert);
   const notBefore = new Date(Math.floor(request.now.getTime() / 1000) * 1000 - 300_000);
   return buildCertificate({
     commonName: request.node,
@@ -416,7 +425,50 @@ export function issueServingCertificate(request: ServingCertificateRequest): str
     isCa: false,
     dnsNames: [request.node],
     ipAddresses: request.ipAddresses,
-  }, { ...DAEMON_CA_NAME, privateKey: caKey, publicKey: caPublic });
+  }, {
+    ...DAEMON_CA_NAME,
+    privateKey: caKey,
+    publicKey: caPublic,
+    nameDer: issuer.subject,
+    ...(issuer.subjectKeyId ? { keyId: issuer.subjectKeyId } : {}),
+  });
+}
+
+/**
+ * What a certificate says of its subject, as an issuer of others needs it: the subject name
+ * exactly as encoded (DER) and the subject key identifier, when it has one.
+ *
+ * @param certificate the certificate (PEM)
+ * @returns the subject's DER and key identifier
+ * @throws {RangeError} when it is not a well-formed certificate
+ */
+export function certificateIssuerFields(
+  certificate: string,
+): { subject: Buffer; subjectKeyId?: Buffer } {
+  const der = Buffer.from(new X509Certificate(certificate).raw);
+  const outer = readDer(der, 0);
+  const [tbs] = childrenOf(der, outer);
+  if (!tbs || tbs.tag !== 0x30) throw new RangeError("not a certificate");
+  const fields = childrenOf(der, tbs);
+  // version [0] is optional (v1 certificates); the subject is the fifth field after it.
+  const at = fields[0]?.tag === 0xa0 ? 1 : 0;
+  const subject = fields[at + 4];
+  if (!subject || subject.tag !== 0x30) throw new RangeError("the certificate has no subject");
+  const extensions = fields.find((f) => f.tag === 0xa3);
+  let subjectKeyId: Buffer | undefined;
+  for (const ext of extensions ? childrenOf(der, childrenOf(der, extensions)[0]!) : []) {
+    const parts = childrenOf(der, ext);
+    const oid = parts[0];
+    const value = parts[parts.length - 1];
+    if (oid && value && oidText(der, oid) === OID.subjectKeyIdentifier) {
+      const inner = readDer(der, value.start, value.end);
+      subjectKeyId = Buffer.from(der.subarray(inner.start, inner.end));
+    }
+  }
+  return {
+    subject: Buffer.from(der.subarray(subject.from, subject.end)),
+    ...(subjectKeyId ? { subjectKeyId } : {}),
+  };
 }
 
 /** A fresh P-256 key pair; the private key stays in memory. */

@@ -193,3 +193,62 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "x509: a CA made elsewhere (openssl, its own name and key identifier) issues certificates openssl verifies",
+  ignore: !hasOpenssl(),
+  fn() {
+    const dir = mkdtempSync(join(tmpdir(), "aicr-foreign-ca-"));
+    try {
+      // Another CN, an O in UTF8String as openssl writes it, and openssl's key identifier.
+      execFileSync("openssl", [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        join(dir, "ca.key"),
+        "-out",
+        join(dir, "ca.crt"),
+        "-days",
+        "30",
+        "-subj",
+        "/O=operator/CN=gitops-ca",
+        "-addext",
+        "subjectKeyIdentifier=hash",
+      ], { stdio: "pipe" });
+      const ca = {
+        caCert: execFileSync("cat", [join(dir, "ca.crt")]).toString(),
+        caKey: execFileSync("cat", [join(dir, "ca.key")]).toString(),
+      };
+      const key = generateServingKey();
+      const pem = issueServingCertificate({
+        ca,
+        publicKey: key.publicKey,
+        node: "gpu-node-1",
+        ipAddresses: ["10.0.0.7"],
+        now: new Date(),
+        lifetimeSeconds: 86_400,
+      });
+      const cert = new X509Certificate(pem);
+      assert.equal(cert.issuer, new X509Certificate(ca.caCert).subject);
+      assert.ok(cert.checkIssued(new X509Certificate(ca.caCert)));
+      writeFileSync(join(dir, "leaf.crt"), pem);
+      const verified = execFileSync("openssl", [
+        "verify",
+        "-CAfile",
+        join(dir, "ca.crt"),
+        "-purpose",
+        "sslserver",
+        join(dir, "leaf.crt"),
+      ]).toString();
+      assert.match(verified, /leaf\.crt: OK/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+});
