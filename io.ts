@@ -1,6 +1,6 @@
 /**
  * Floor-0 helpers both controller-side and node-side code need: bounded concurrency
- * ({@link mapConcurrent}), atomic file writes ({@link writeFileAtomic}) and joining read chunks
+ * ({@link mapConcurrent}), the one abortable {@link sleep}, atomic file writes ({@link writeFileAtomic}) and joining read chunks
  * ({@link concatBytes}).
  *
  * @module
@@ -54,6 +54,31 @@ export async function mapConcurrent<T, R>(
   await Promise.all(workers);
   if (failure !== undefined) throw failure.error;
   return results;
+}
+
+/** The longest timer `setTimeout` takes (2^31-1 ms); a longer sleep is cut to it. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * Waits `ms` milliseconds, or less when `signal` aborts: the one abortable sleep. It never
+ * rejects; a caller that must stop on abort checks `signal.aborted` (or `throwIfAborted()`)
+ * after it, so an early wake is not mistaken for an error and no timer outlives the wait.
+ *
+ * @param ms how long (cut to 2^31-1: a caller waiting longer loops)
+ * @param signal ends the wait early
+ * @returns resolves when the time is up or the signal aborted
+ */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, Math.min(Math.max(ms, 0), MAX_TIMER_MS));
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
 }
 
 /**

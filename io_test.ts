@@ -7,9 +7,32 @@ import {
   checkOutputFile,
   mapConcurrent,
   openAtomicFile,
+  sleep,
   writeFileAtomic,
 } from "./io.ts";
 import { UsageError } from "./errors.ts";
+
+Deno.test("sleep() waits its time, ends at once on abort, and never rejects", async () => {
+  const started = performance.now();
+  await sleep(30);
+  assert.ok(performance.now() - started >= 25);
+  const controller = new AbortController();
+  const early = performance.now();
+  const pending = sleep(60_000, controller.signal);
+  setTimeout(() => controller.abort(new Error("stop")), 10);
+  await pending;
+  assert.ok(performance.now() - early < 5_000, "the abort ended the wait");
+  // Already aborted: resolves without a timer (the leak sanitizer would see one).
+  await sleep(60_000, controller.signal);
+  // Longer than a timer can hold: cut, not fired at once (setTimeout's overflow is 1 ms).
+  const long = new AbortController();
+  let done = false;
+  const longSleep = sleep(2 ** 40, long.signal).then(() => (done = true));
+  await sleep(20);
+  assert.equal(done, false);
+  long.abort();
+  await longSleep;
+});
 
 Deno.test("mapConcurrent() keeps input order and rethrows the first failure", async () => {
   const out = await mapConcurrent([30, 10, 20], 2, async (ms, i) => {

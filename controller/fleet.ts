@@ -20,7 +20,7 @@ import { Buffer } from "node:buffer";
 import { request as httpsRequest } from "node:https";
 import { checkServerIdentity } from "node:tls";
 import type { PeerCertificate } from "node:tls";
-import { mapConcurrent } from "../io.ts";
+import { mapConcurrent, sleep as sleepFor } from "../io.ts";
 import {
   IncompleteError,
   NotFoundError,
@@ -502,8 +502,7 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   const { namespace } = options;
   const clock = deps.clock ?? (() => performance.now());
   const directGet = deps.directGet ?? nodeDirectGet;
-  const sleep = deps.sleep ??
-    ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const sleep = deps.sleep ?? sleepFor;
   // Daemons that joined (or restarted) since the install wait for their certificate.
   await signLateJoiners(deps, { namespace, name, ...(signal ? { signal } : {}) });
   const [ca, listed] = await Promise.all([

@@ -25,6 +25,7 @@
  */
 import { Buffer } from "node:buffer";
 import { ConflictError, type ErrorText, InterruptedError, ToolError } from "../errors.ts";
+import { sleep as sleepFor } from "../io.ts";
 import {
   checkNamespace,
   CREATE_NAMESPACE_CHECK,
@@ -592,18 +593,6 @@ function interrupted(signal: AbortSignal | undefined): void {
   }
 }
 
-function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
-
 /** A Pod's Ready condition and what keeps it from being Ready. */
 function podState(pod: KubeObject): DaemonPodState {
   const status = pod.status as {
@@ -906,7 +895,7 @@ async function waitForPods(
   { desired: number; pods: DaemonPodState[]; ready: boolean; pullFailed?: DaemonPodState }
 > {
   const { kube, log, now } = deps;
-  const sleep = deps.sleep ?? defaultSleep;
+  const sleep = deps.sleep ?? sleepFor;
   const started = now().getTime();
   const deadline = started + options.timeoutMs;
   const imagePullFailed = createImagePullCheck();
@@ -1089,7 +1078,7 @@ export async function uninstallDaemonSet(
   const { kube, log } = deps;
   const { name = DEFAULT_DAEMON_NAME, timeoutMs = 60_000, dryRun = false, pollMs = 500 } = options;
   const { namespace } = options;
-  const sleep = deps.sleep ?? defaultSleep;
+  const sleep = deps.sleep ?? sleepFor;
   const kinds = uninstallKinds(await hasServiceMonitorCrd(kube).catch(() => false));
   await runGate(createAccessReviewer(kube), {
     namespace,

@@ -14,7 +14,7 @@ import {
   TimeoutError,
   ToolError,
 } from "../errors.ts";
-import { abortableSleep } from "../kube/mod.ts";
+import { sleep } from "../io.ts";
 import type { KubeClient, KubeObject, LineStream } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
 
@@ -476,7 +476,7 @@ async function settleLog(
   // The kubelet ends a follow stream when the container exits; give it a moment to
   // deliver the last lines, then close it.
   const done = new AbortController();
-  await Promise.race([pump, abortableSleep(LOG_SETTLE_MS, done.signal).catch(() => {})]);
+  await Promise.race([pump, sleep(LOG_SETTLE_MS, done.signal)]);
   // A stream that ended first leaves no timer behind to hold the process open.
   done.abort();
   stream?.close();

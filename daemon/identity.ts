@@ -14,6 +14,7 @@
 import { Buffer } from "node:buffer";
 import { createHash, X509Certificate } from "node:crypto";
 import type { KeyObject } from "node:crypto";
+import { sleep } from "../io.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
@@ -150,7 +151,7 @@ class ServingIdentityKeeper implements ServingIdentity {
     this.#kube = deps.kube;
     this.#log = deps.log;
     this.#now = deps.now;
-    this.#sleep = deps.sleep ?? abortableSleep;
+    this.#sleep = deps.sleep ?? sleep;
     this.#options = options;
     const { initialPollMs = 500, maxPollMs = 30_000, retryAfterDenialMs = 300_000 } = options;
     this.#initialPollMs = initialPollMs;
@@ -345,18 +346,4 @@ class ServingIdentityKeeper implements ServingIdentity {
     const renewIn = from + (to - from) * 2 / 3 - this.#now().getTime();
     await this.#sleep(Math.max(60_000, renewIn), signal);
   }
-}
-
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    // setTimeout takes at most 2^31-1 ms; longer waits are cut to that and looped by the caller.
-    const timer = setTimeout(done, Math.min(ms, 2_147_483_647));
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

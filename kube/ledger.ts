@@ -11,7 +11,7 @@ import { ToolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { KubeClient, KubeObject, NewObject } from "./client.ts";
 import { KubeApiError } from "./errors.ts";
-import { abortableSleep } from "./rest.ts";
+import { sleep } from "../io.ts";
 import { RESOURCES } from "./resources.ts";
 import type { KindName } from "./resources.ts";
 
@@ -106,7 +106,7 @@ export class Ledger {
     this.#kube = kube;
     this.#proof = proof;
     this.#retries = options.retries ?? 4;
-    this.#sleep = options.sleep ?? abortableSleep;
+    this.#sleep = options.sleep ?? sleep;
   }
 
   /** Everything recorded so far, in creation order. */
@@ -170,6 +170,7 @@ export class Ledger {
           // Refused before it was handled: nothing was created.
           if (!retriesLeft) throw error;
           await this.#sleep(this.#wait(error, attempt), options.signal);
+          options.signal?.throwIfAborted();
           continue;
         }
         const alreadyExistsOnRetry = attempt > 0 && entry !== undefined &&
@@ -188,6 +189,7 @@ export class Ledger {
         // Another invocation's object holds the name, or the re-read failed too.
         if (live !== undefined || !retriesLeft) throw error;
         await this.#sleep(this.#wait(error, attempt), options.signal);
+        options.signal?.throwIfAborted();
       }
     }
   }

@@ -17,12 +17,7 @@ export type { AccessAttributes, KubeClient, KubeObject, NewObject, ObjectMeta } 
 export { KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
 export { RESOURCES } from "./resources.ts";
 export type { KindName } from "./resources.ts";
-export {
-  abortableSleep,
-  NoKubeconfigError,
-  readContextNamespace,
-  ResponseTooLargeError,
-} from "./rest.ts";
+export { NoKubeconfigError, readContextNamespace, ResponseTooLargeError } from "./rest.ts";
 export type { KubeConfigSource, LineStream, RestRequest } from "./rest.ts";
 export { DELETE_ORDER, Ledger } from "./ledger.ts";
 export type { LedgerEntry } from "./ledger.ts";

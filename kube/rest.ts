@@ -14,6 +14,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
 import { NotFoundError, ToolError, UsageError } from "../errors.ts";
+import { sleep as sleepFor } from "../io.ts";
 import {
   clientNodeConnection,
   IN_CLUSTER_CONTEXT,
@@ -369,7 +370,7 @@ export function createRestClient(
   connection: KubeConnection,
   options: RestClientOptions = {},
 ): RestClient {
-  const { retries = 4, backoffMs = 200, sleep = abortableSleep, onWarning } = options;
+  const { retries = 4, backoffMs = 200, sleep = sleepFor, onWarning } = options;
   const server = connection.server.replace(/\/+$/, "");
   const base = new URL(server);
   const defaultNamespace = connection.namespace;
@@ -410,6 +411,7 @@ export function createRestClient(
           ? Math.min(error.retryAfterSeconds * 1000, 30_000)
           : backoffMs * 2 ** n * (0.75 + Math.random() / 2);
         await sleep(wait, request.signal);
+        request.signal?.throwIfAborted();
       }
     }
   }
@@ -654,26 +656,4 @@ function connectionError(request: RestRequest, server: string, error: unknown): 
     "ConnectionFailure",
     { cause: error, details: UNREACHABLE_HINTS },
   );
-}
-
-/**
- * Sleeps, waking early with the signal's reason when it aborts.
- *
- * @param ms milliseconds
- * @param signal cancels the sleep
- * @returns resolves after the delay
- */
-export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
