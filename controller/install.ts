@@ -492,7 +492,7 @@ export function installCallerChecks(
  * ConfigMap has them.
  */
 const UNINSTALL_KINDS: readonly KindName[] = DELETE_ORDER.filter((kind) =>
-  kind !== "Job" && kind !== "ServiceMonitor"
+  kind !== "Job" && kind !== "Pod" && kind !== "ServiceMonitor"
 );
 
 /** The kinds an uninstall sweeps: ServiceMonitors too where their CRD is served. */

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { sweepObjects } from "../kube/mod.ts";
+import { DELETE_ORDER, sweepObjects } from "../kube/mod.ts";
 import type { KindName, KubeClient, SweptObject } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -26,8 +26,8 @@ import {
 export const STAGING_CONFIGMAP_WARNING =
   "cleanup left behind the ConfigMap at this run's staging name: it does not carry the run's labels, so aicr did not create it";
 
-/** Kinds a run creates, in deletion order: the Job first, bindings before roles. */
-const SWEPT_KINDS: readonly KindName[] = [
+/** The kinds a run creates (and its Job's pods). */
+const RUN_KINDS: ReadonlySet<KindName> = new Set([
   "Job",
   "Pod",
   "ConfigMap",
@@ -36,7 +36,10 @@ const SWEPT_KINDS: readonly KindName[] = [
   "Role",
   "ClusterRole",
   "ServiceAccount",
-];
+]);
+
+/** The kinds a sweep visits, in the one deletion order (`DELETE_ORDER`). */
+const SWEPT_KINDS: readonly KindName[] = DELETE_ORDER.filter((kind) => RUN_KINDS.has(kind));
 
 /** Options of {@link sweepRun}. */
 export interface SweepOptions {

@@ -53,9 +53,14 @@ export interface CleanupOutcome {
 export const UNPROVEN_OBJECT_WARNING =
   "cleanup left behind an object it cannot prove this run created; if it is a stale orphan of this run, remove it by hand";
 
-/** Deletion order: the Job first (its pods go with it), bindings before roles. */
+/**
+ * The one deletion order, for every kind aicr deletes (the ledger's cleanup, the sweep after a
+ * killed run, the uninstall): the Job first (its pods go with it, then any pod left over), the
+ * workloads before what they mount, bindings before roles, the ServiceAccount last.
+ */
 export const DELETE_ORDER: readonly KindName[] = [
   "Job",
+  "Pod",
   "DaemonSet",
   "Deployment",
   "ServiceMonitor",
