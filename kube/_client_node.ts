@@ -1,5 +1,5 @@
 /**
- * The one import of `@kubernetes/client-node`, loaded dynamically by `rest.ts` on a
+ * The one import of `@kubernetes/client-node`, loaded dynamically by `connection.ts` on a
  * cluster's first use (a named re-export keeps the bundle tree-shaken).
  *
  * @module

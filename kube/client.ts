@@ -7,9 +7,11 @@
  */
 import { ConflictError, NotFoundError } from "../errors.ts";
 import { KubeApiError } from "./errors.ts";
-import { bearerConnection } from "./kubeconfig.ts";
-import { createLazyRestClient, loadKubeConfig, planKubeConfig } from "./rest.ts";
-import type { KubeConfigSource, LineStream, Query, RestClient, RestClientOptions } from "./rest.ts";
+import { bearerConnection, loadKubeConfig } from "./connection.ts";
+import { planKubeConfig } from "./kubeconfig.ts";
+import type { KubeConfigSource } from "./kubeconfig.ts";
+import { createLazyRestClient } from "./rest.ts";
+import type { LineStream, Query, RestClient, RestClientOptions } from "./rest.ts";
 import { apiVersionOf, collectionPath, objectPath, RESOURCES } from "./resources.ts";
 import type { KindName, ResourceType } from "./resources.ts";
 

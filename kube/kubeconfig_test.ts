@@ -9,12 +9,12 @@ import {
   bearerConnection,
   inClusterConnection,
   isNativelyCovered,
-  mergeKubeConfigs,
+  loadKubeConfig,
   nativeConnection,
-  selectContext,
-} from "./kubeconfig.ts";
-import type { KubeConfigFile, KubeConnection } from "./kubeconfig.ts";
-import { loadKubeConfig } from "./rest.ts";
+} from "./connection.ts";
+import type { KubeConnection } from "./connection.ts";
+import { mergeKubeConfigs, selectContext } from "./kubeconfig.ts";
+import type { KubeConfigFile } from "./kubeconfig.ts";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 

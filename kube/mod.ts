@@ -17,8 +17,10 @@ export type { AccessAttributes, KubeClient, KubeObject, NewObject, ObjectMeta } 
 export { KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
 export { RESOURCES } from "./resources.ts";
 export type { KindName } from "./resources.ts";
-export { NoKubeconfigError, readContextNamespace, ResponseTooLargeError } from "./rest.ts";
-export type { KubeConfigSource, LineStream, RestRequest } from "./rest.ts";
+export { NoKubeconfigError, readContextNamespace } from "./kubeconfig.ts";
+export type { KubeConfigSource } from "./kubeconfig.ts";
+export { ResponseTooLargeError } from "./rest.ts";
+export type { LineStream, RestRequest } from "./rest.ts";
 export { DELETE_ORDER, Ledger } from "./ledger.ts";
 export type { LedgerEntry } from "./ledger.ts";
 export { checkNamespace, CREATE_NAMESPACE_CHECK, createNamespaceIfAbsent } from "./namespace.ts";

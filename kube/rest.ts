@@ -1,5 +1,5 @@
 /**
- * The HTTPS transport to the Kubernetes API: credentials from a kubeconfig (`kubeconfig.ts`:
+ * The HTTPS transport to the Kubernetes API: credentials from a kubeconfig (`connection.ts`:
  * read directly, or through `@kubernetes/client-node` for exec and auth-provider plugins),
  * connections kept alive and reused (one bounded pool per client), JSON in and out, Status bodies parsed into
  * {@link KubeApiError}, bounded retries with backoff for idempotent requests, and
@@ -10,22 +10,8 @@
 import type http from "node:http";
 import type https from "node:https";
 import { Buffer } from "node:buffer";
-import { existsSync, readFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { delimiter, join } from "node:path";
-import { NotFoundError, ToolError, UsageError } from "../errors.ts";
 import { sleep as sleepFor } from "../io.ts";
-import {
-  clientNodeConnection,
-  IN_CLUSTER_CONTEXT,
-  inClusterConnection,
-  inClusterNamespace,
-  isNativelyCovered,
-  mergeKubeConfigs,
-  nativeConnection,
-  selectContext,
-} from "./kubeconfig.ts";
-import type { KubeConfigFile, KubeConnection, SelectedEntries } from "./kubeconfig.ts";
+import type { KubeConnection } from "./connection.ts";
 import { credentialsRejectedHints, KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
 import type { CallerIdentity } from "./errors.ts";
 
@@ -141,184 +127,6 @@ function writtenObject(request: RestRequest): string {
   return `${request.method} ${request.path}${
     request.method === "POST" && typeof name === "string" ? ` name=${name}` : ""
   }`;
-}
-
-/** Where a kubeconfig comes from. */
-export interface KubeConfigSource {
-  /** Explicit kubeconfig path (`--kubeconfig`). */
-  kubeconfig?: string;
-  /** Context name (`--context`). */
-  context?: string;
-  /** Use the in-cluster ServiceAccount (agent pods). */
-  inCluster?: boolean;
-}
-
-/**
- * Whether `~/.kube/config` exists. A process may have no home at all (an arbitrary uid
- * without a passwd entry and no HOME, as OpenShift runs pods): that is "no file".
- */
-function hasDefaultKubeconfig(env: (name: string) => string | undefined): boolean {
-  let home = env("HOME");
-  if (!home) {
-    try {
-      home = homedir();
-    } catch {
-      return false;
-    }
-  }
-  return existsSync(join(home, ".kube", "config"));
-}
-
-/** No kubeconfig was given or found, and this is not a pod. */
-export class NoKubeconfigError extends NotFoundError {
-  constructor() {
-    super(
-      (option) =>
-        `Cannot find a kubeconfig: ${
-          option("kubeconfig")
-        } is not set, KUBECONFIG is empty, ~/.kube/config does not exist and this is not a pod`,
-      { details: [(option) => `pass ${option("kubeconfig")} <file> or set KUBECONFIG`] },
-    );
-    this.name = "NoKubeconfigError";
-  }
-}
-
-/** Which kubeconfig a source names, decided without loading it. */
-export type KubeConfigPlan = "in-cluster" | "file" | "default";
-
-/**
- * Decides where the kubeconfig comes from: an explicit file, else `KUBECONFIG` or
- * `~/.kube/config`, else the in-cluster ServiceAccount.
- *
- * @param source explicit path or in-cluster
- * @param env environment lookup
- * @returns the plan
- * @throws {NoKubeconfigError} when there is none at all (client-node would silently fall
- *   back to http://localhost:8080)
- */
-export function planKubeConfig(
-  source: KubeConfigSource,
-  env: (name: string) => string | undefined,
-): KubeConfigPlan {
-  if (source.inCluster) return "in-cluster";
-  if (source.kubeconfig) return "file";
-  if (env("KUBECONFIG") || hasDefaultKubeconfig(env)) return "default";
-  if (env("KUBERNETES_SERVICE_HOST")) return "in-cluster";
-  throw new NoKubeconfigError();
-}
-
-/** The kubeconfig files a plan reads: `--kubeconfig`, else every `KUBECONFIG` entry, else `~/.kube/config`. */
-function kubeConfigFiles(
-  plan: "file" | "default",
-  source: KubeConfigSource,
-  env: (name: string) => string | undefined,
-): string[] {
-  if (plan === "file") return [source.kubeconfig as string];
-  const list = (env("KUBECONFIG") ?? "").split(delimiter).filter((f) => f !== "");
-  if (list.length > 0) return list;
-  return [join(env("HOME") || homedir(), ".kube", "config")];
-}
-
-/** Reads and parses kubeconfig files (YAML, so JSON too); the YAML parser loads on first use. */
-async function readKubeConfigFiles(paths: readonly string[]): Promise<KubeConfigFile[]> {
-  const { parse } = await import("yaml");
-  return paths.map((path) => ({ path, document: parse(readFileSync(path, "utf8")) }));
-}
-
-/**
- * Loads a kubeconfig: an explicit file, else `KUBECONFIG`/`~/.kube/config`, else the
- * in-cluster ServiceAccount. The narrow loader (`kubeconfig.ts`) reads it; a user it does not
- * cover (exec or auth-provider plugins, `proxy-url`) loads `@kubernetes/client-node` for its
- * credentials.
- *
- * @param source explicit path, context, or in-cluster
- * @param env environment lookup
- * @returns the connection
- * @throws {NoKubeconfigError} when there is none at all
- * @throws {UsageError} naming the file or context and the fix
- */
-export async function loadKubeConfig(
-  source: KubeConfigSource,
-  env: (name: string) => string | undefined,
-): Promise<KubeConnection> {
-  const found = await selectKubeConfig(source, env);
-  try {
-    if (found === "in-cluster") return inClusterConnection(env);
-    if (!isNativelyCovered(found)) return await clientNodeConnection(found);
-    return nativeConnection(found);
-  } catch (error) {
-    throw loadError(source, env, error, found === "in-cluster");
-  }
-}
-
-/** A kubeconfig that cannot be loaded, as the usage error naming it (or the in-cluster mount). */
-function loadError(
-  source: KubeConfigSource,
-  env: (name: string) => string | undefined,
-  error: unknown,
-  inCluster: boolean,
-): unknown {
-  if (error instanceof ToolError) return error;
-  const detail = error instanceof Error ? error.message : String(error);
-  if (inCluster) {
-    return new UsageError(`Cannot load the in-cluster ServiceAccount credentials: ${detail}`, {
-      cause: error,
-      details: [
-        (option) => `pass ${option("kubeconfig")}, or check the pod's ServiceAccount token mount`,
-      ],
-    });
-  }
-  const file = source.kubeconfig ?? env("KUBECONFIG") ?? "~/.kube/config";
-  return new UsageError(`Cannot load kubeconfig '${file}': ${detail}`, {
-    cause: error,
-    details: [(option) => `pass ${option("kubeconfig")} with a valid kubeconfig file`],
-  });
-}
-
-/**
- * Reads the kubeconfig a source names and selects its context, cluster and user; "in-cluster"
- * for the pod's ServiceAccount (whose one context is `inClusterContext`).
- */
-async function selectKubeConfig(
-  source: KubeConfigSource,
-  env: (name: string) => string | undefined,
-): Promise<SelectedEntries | "in-cluster"> {
-  const plan = planKubeConfig(source, env);
-  if (plan === "in-cluster") {
-    if (source.context && source.context !== IN_CLUSTER_CONTEXT) {
-      throw new UsageError(
-        `Cannot use context '${source.context}': it is not in the kubeconfig (contexts: ${IN_CLUSTER_CONTEXT})`,
-      );
-    }
-    return "in-cluster";
-  }
-  try {
-    const files = await readKubeConfigFiles(kubeConfigFiles(plan, source, env));
-    return selectContext(mergeKubeConfigs(files), source.context);
-  } catch (error) {
-    throw loadError(source, env, error, false);
-  }
-}
-
-/**
- * The kubeconfig's current context (after `--context`) and the namespace it names, read from the
- * file without contacting the cluster: the namespace a verb uses when `-n` is not given.
- *
- * @param source explicit path and context
- * @param env environment lookup
- * @returns the context's name and namespace (undefined when it names none)
- * @throws {NoKubeconfigError} when there is no kubeconfig
- * @throws {UsageError} when it cannot be loaded or the context is not in it
- */
-export async function readContextNamespace(
-  source: KubeConfigSource,
-  env: (name: string) => string | undefined,
-): Promise<{ context: string; namespace: string | undefined }> {
-  const found = await selectKubeConfig(source, env);
-  if (found !== "in-cluster") {
-    return { context: found.context.name, namespace: found.context.namespace };
-  }
-  return { context: IN_CLUSTER_CONTEXT, namespace: inClusterNamespace() };
 }
 
 /**

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { exitCodeOf, formatError } from "../errors.ts";
 import { KubeApiError } from "./errors.ts";
-import { createRestClient, parseWarningHeaders, readContextNamespace } from "./rest.ts";
+import { readContextNamespace } from "./kubeconfig.ts";
+import { createRestClient, parseWarningHeaders } from "./rest.ts";
 import {
   apiStatus as status,
   loopbackKubeConfig as loopbackConfig,

@@ -6,8 +6,9 @@
  * @module
  */
 import { createServer } from "node:http";
-import { mergeKubeConfigs, nativeConnection, selectContext } from "../../kube/kubeconfig.ts";
-import type { KubeConnection } from "../../kube/kubeconfig.ts";
+import { nativeConnection } from "../../kube/connection.ts";
+import type { KubeConnection } from "../../kube/connection.ts";
+import { mergeKubeConfigs, selectContext } from "../../kube/kubeconfig.ts";
 
 /**
  * A kubeconfig for a loopback API server, with a named context, user and namespace.
