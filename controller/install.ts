@@ -1,417 +1,50 @@
 /**
- * DaemonSet mode, controller side: render, install and uninstall the daemon.
- *
- * - {@link renderDaemonSet} is pure: the daemon's ServiceAccount and its ClusterRole/Binding
- *   (from `daemonRules()`: the agent's read-only baseline, TokenReview/SubjectAccessReview
- *   create, CertificateSigningRequest create and get), the reader ServiceAccount with a
- *   ClusterRole granting `get snapshots.aicr.run`, the signer Secret (the install's CA key,
- *   never mounted), the CA ConfigMap the fleet fetch trusts, and the DaemonSet, all with the
- *   daemon's labels.
- * - {@link installDaemonSet} runs the same pre-flight gate as `aicr snapshot` (questions derived
- *   from what it creates; every missing permission in one error, nothing written), creates
- *   through a {@link Ledger} (UID-pinned cleanup of what it made on any failure or signal), and
- *   waits, bounded and with progress, for the pods of the targeted nodes to be Ready and to
- *   hold their own certificate, signing their requests meanwhile (`signer.ts`).
- * - {@link uninstallDaemonSet} finds the daemon's objects by labels and deletes each by the
- *   UID it read (the shared sweep of `aicr cleanup`), then checks that nothing is left.
+ * DaemonSet mode, controller side: {@link installDaemonSet} runs the same pre-flight gate as
+ * `aicr snapshot` (questions derived from what it creates; every missing permission in one
+ * error, nothing written), creates what `render.ts` renders through a {@link Ledger} (UID-pinned
+ * cleanup of what it made on any failure or signal), and waits, bounded and with progress, for
+ * the pods of the targeted nodes to be Ready and to hold their own certificate, signing their
+ * requests meanwhile (`signer.ts`).
  *
  * Each daemon proves which node it is: it makes its own key and asks for a certificate through
  * the CSR API under aicr's signer; the install (and every fetch) signs only what it can match
  * to a live pod of this DaemonSet on the node the request names (daemon/README.md, "Per-node
- * identity"). The CA is made here, in TypeScript (`x509.ts`): the release binary cannot run
- * `openssl`.
+ * identity").
  *
  * @module
  */
-import { Buffer } from "node:buffer";
 import { ConflictError, type ErrorText, InterruptedError, ToolError } from "../errors.ts";
 import { sleep as sleepFor } from "../io.ts";
 import {
   checkNamespace,
   CREATE_NAMESPACE_CHECK,
   createNamespaceIfAbsent,
-  DELETE_ORDER,
   KubeApiError,
   Ledger,
   RESOURCES,
-  sweepObjects,
 } from "../kube/mod.ts";
-import type {
-  KindName,
-  KubeClient,
-  KubeObject,
-  LedgerEntry,
-  NewObject,
-  SweptObject,
-} from "../kube/mod.ts";
+import type { KindName, KubeClient, KubeObject, LedgerEntry } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
   baselineLabels,
-  buildDaemonSet,
-  buildSignerDeployment,
-  buildSignerLease,
-  DAEMON_CSR_SIGNER,
-  daemonCaConfigMapName,
-  daemonClusterRoleName,
-  daemonLabels,
-  daemonNodeAudience,
-  daemonReaderClusterRoleName,
-  daemonReaderName,
-  daemonSelectorLabels,
-  daemonSignerSecretName,
   DEFAULT_DAEMON_NAME,
   DEFAULT_DAEMON_PORT,
   formatLabelSelector,
-  installSweepSelector,
   LABEL_INVOCATION_ID,
   LABEL_RUN_ID,
   newInvocationId,
   newRunId,
-  signerClusterRoleName,
-  signerLabels,
 } from "../manifests/mod.ts";
-import type { Labels, PodOptions, Toleration } from "../manifests/mod.ts";
-import {
-  createAccessReviewer,
-  creatorChecks,
-  DAEMON_READER_RULES,
-  daemonRbacObjects,
-  daemonRules,
-  runGate,
-  signerRbacObjects,
-} from "../rbac/mod.ts";
-import type { AccessAttributes, RuleSet } from "../rbac/mod.ts";
-import { baselinePlaceholderName } from "../snapshot/mod.ts";
-import { generateDaemonCa } from "../x509.ts";
+import type { Toleration } from "../manifests/mod.ts";
+import { createAccessReviewer, creatorChecks, runGate } from "../rbac/mod.ts";
+import type { AccessAttributes } from "../rbac/mod.ts";
 import { createImagePullCheck, HEARTBEAT_MS, unschedulableReason } from "./wait.ts";
 import type { PodObject } from "./wait.ts";
 import type { DaemonCa } from "../x509.ts";
-import {
-  deleteDaemonCsrs,
-  readDaemonSetAndPods,
-  signerCallerChecks,
-  signPendingCsrs,
-} from "./signer.ts";
+import { readDaemonSetAndPods, signerCallerChecks, signPendingCsrs } from "./signer.ts";
 import type { SignOutcome } from "./signer.ts";
-
-/** The knobs of one daemon install (the same placement and pod flags as `aicr snapshot`). */
-export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
-  /** `--namespace`. */
-  namespace: string;
-  /** The daemon's name (DaemonSet, ServiceAccount, instance label). @default "aicr-daemon" */
-  name?: string;
-  /** `--port`. @default 8443 */
-  port?: number;
-  /**
-   * `--all-nodes`: no node selector. Without it and without `nodeSelector`, the daemon goes to
-   * GPU nodes (`nvidia.com/gpu.present=true`), as the Job's auto-targeting does. @default false
-   */
-  allNodes?: boolean;
-  /** More `aicr daemon` flags. */
-  extraArgs?: readonly string[];
-  /**
-   * A headless Service `<name>` selecting the daemon pods on their https port (the name the
-   * serving certificate carries), for Prometheus service discovery. @default true
-   */
-  service?: boolean;
-  /**
-   * A prometheus-operator ServiceMonitor for that Service (only where the
-   * `monitoring.coreos.com/v1` CRD exists; the install checks by discovery). Without it the
-   * Service carries `prometheus.io/*` scrape annotations instead. @default false
-   */
-  serviceMonitor?: boolean;
-}
-
-/** Options for {@link renderDaemonSet}. */
-export interface RenderOptions extends DaemonSetOptions {
-  /** The install's CA (from {@link makeDaemonCa}): it signs every daemon's certificate. */
-  ca: DaemonCa;
-  /**
-   * Whether the API server binds tokens to Nodes (1.31+): the daemons then refuse reader tokens
-   * not bound to their node. @default true
-   */
-  nodeBoundTokens?: boolean;
-  /** The installing run's ID (labels). */
-  runId?: string;
-  /** The installing invocation's ID (labels, with `runId`). */
-  invocationId?: string;
-  /** Baseline ConfigMaps that already exist (kept from an earlier install): the daemon may read them. */
-  baselineConfigMaps?: readonly string[];
-  /**
-   * The in-cluster signer (`aicr daemonset signer`): its ServiceAccount and grants, its Lease and
-   * its Deployment, which approve and sign the daemons' requests with no CLI. @default false
-   */
-  signer?: boolean;
-  /** The signer's replicas. @default 2 */
-  signerReplicas?: number;
-}
-
-/** One rendered object, in creation order. */
-export interface RenderedObject {
-  /** Its kind. */
-  kind: KindName;
-  /** The manifest. */
-  manifest: NewObject & { apiVersion: string; kind: string; metadata: { name: string } };
-}
-
-/** What {@link renderDaemonSet} gives. */
-export interface RenderedDaemonSet {
-  /** Every object, in creation order (ServiceAccounts and grants first, the DaemonSet last). */
-  objects: RenderedObject[];
-  /** The rule sets the ClusterRoles grant (the gate checks the caller holds them). */
-  grants: RuleSet[];
-  /** The labels every object carries. */
-  labels: Labels;
-}
-
-function secretData(values: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(values).map(([k, v]) => [k, Buffer.from(v, "utf8").toString("base64")]),
-  );
-}
-
-/**
- * Makes the CA of one install (P-256, 10 years): its key goes into the signer Secret, which no
- * pod mounts; its certificate into the ConfigMap the fetch trusts.
- *
- * @param options the clock reading
- * @returns the CA pair
- */
-export function makeDaemonCa(options: { now: Date }): DaemonCa {
-  return generateDaemonCa({ now: options.now });
-}
-
-/**
- * Renders every object of one install, pure: names from `manifests/names.ts`, rules from
- * `rbac/rules.ts`, the DaemonSet from `buildDaemonSet`.
- *
- * @param options placement, pod knobs, TLS bundle and run identity
- * @returns the objects in creation order, the granted rule sets and the labels
- * @throws {UsageError} when a value cannot go into a manifest
- */
-export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
-  const { name = DEFAULT_DAEMON_NAME, namespace, ca } = options;
-  const identity = options.runId !== undefined && options.invocationId !== undefined
-    ? { runId: options.runId, invocationId: options.invocationId }
-    : {};
-  const labels = daemonLabels({ name, ...identity });
-  const rules = daemonRules({
-    servingCertificate: true,
-    baselineConfigMaps: [baselinePlaceholderName(name), ...(options.baselineConfigMaps ?? [])],
-  });
-  const readerRules: RuleSet = { namespaced: [], cluster: DAEMON_READER_RULES };
-  const daemon = daemonRbacObjects({
-    namespace,
-    name,
-    clusterRoleName: daemonClusterRoleName(namespace, name),
-    labels,
-    rules,
-  });
-  const reader = daemonRbacObjects({
-    namespace,
-    name: daemonReaderName(name),
-    clusterRoleName: daemonReaderClusterRoleName(namespace, name),
-    labels,
-    rules: readerRules,
-  });
-  const signer = options.signer
-    ? signerRbacObjects({ namespace, name, labels: signerLabels({ name, ...identity }) })
-    : undefined;
-  const objects: RenderedObject[] = [
-    ...rbacObjects(daemon),
-    ...rbacObjects(reader),
-    ...(signer ? rbacObjects(signer) : []),
-    ...caObjects({ namespace, name, labels, ca }),
-    { kind: "DaemonSet", manifest: daemonSetManifest(options, identity) },
-    ...(signer ? signerWorkload(options, identity) : []),
-    ...(options.service ?? true
-      ? scrapeObjects({
-        namespace,
-        name,
-        port: options.port ?? DEFAULT_DAEMON_PORT,
-        labels,
-        serviceMonitor: options.serviceMonitor ?? false,
-      })
-      : []),
-  ];
-  return {
-    objects,
-    grants: [rules, readerRules, ...(signer ? [signer.rules] : [])],
-    labels,
-  };
-}
-
-/** The signer's Lease (created empty) and Deployment, from the daemon's image and pull secrets. */
-function signerWorkload(
-  options: RenderOptions,
-  identity: { runId?: string; invocationId?: string },
-): RenderedObject[] {
-  const { name = DEFAULT_DAEMON_NAME, namespace } = options;
-  const config = {
-    namespace,
-    name,
-    image: options.image,
-    ...(options.imagePullSecrets ? { imagePullSecrets: options.imagePullSecrets } : {}),
-    ...(options.signerReplicas !== undefined ? { replicas: options.signerReplicas } : {}),
-    ...identity,
-  };
-  return [
-    { kind: "Lease", manifest: buildSignerLease(config) as RenderedObject["manifest"] },
-    {
-      kind: "Deployment",
-      manifest: buildSignerDeployment(config) as unknown as RenderedObject["manifest"],
-    },
-  ];
-}
-
-/** One account's RBAC objects in apply order: the account, its cluster grant, then its namespaced one. */
-function rbacObjects(rbac: ReturnType<typeof daemonRbacObjects>): RenderedObject[] {
-  return [
-    { kind: "ServiceAccount", manifest: rbac.serviceAccount },
-    { kind: "ClusterRole", manifest: rbac.clusterRole },
-    { kind: "ClusterRoleBinding", manifest: rbac.clusterRoleBinding },
-    ...(rbac.role && rbac.roleBinding
-      ? [
-        { kind: "Role" as const, manifest: rbac.role },
-        { kind: "RoleBinding" as const, manifest: rbac.roleBinding },
-      ]
-      : []),
-  ];
-}
-
-/** The CA's signer Secret (key and certificate, mounted by no pod) and the ConfigMap the fetch trusts. */
-function caObjects(
-  options: { namespace: string; name: string; labels: Labels; ca: DaemonCa },
-): RenderedObject[] {
-  const { namespace, name, labels, ca } = options;
-  const meta = (objectName: string) => ({ name: objectName, namespace, labels: { ...labels } });
-  return [
-    {
-      kind: "Secret",
-      manifest: {
-        apiVersion: "v1",
-        kind: "Secret",
-        metadata: meta(daemonSignerSecretName(name)),
-        type: "kubernetes.io/tls",
-        data: secretData({ "tls.crt": ca.caCert, "tls.key": ca.caKey }),
-      } as RenderedObject["manifest"],
-    },
-    {
-      kind: "ConfigMap",
-      manifest: {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        metadata: meta(daemonCaConfigMapName(name)),
-        data: { "ca.crt": ca.caCert },
-      } as RenderedObject["manifest"],
-    },
-  ];
-}
-
-/** The DaemonSet itself: the pod knobs of `options`, the CSR-signed TLS, per-node token audience. */
-function daemonSetManifest(
-  options: RenderOptions,
-  identity: { runId?: string; invocationId?: string },
-): RenderedObject["manifest"] {
-  const {
-    name = DEFAULT_DAEMON_NAME,
-    namespace,
-    allNodes = false,
-    extraArgs,
-    baselineConfigMaps: _baselines,
-    signer: _signer,
-    signerReplicas: _signerReplicas,
-    port = DEFAULT_DAEMON_PORT,
-    service: _service,
-    serviceMonitor: _serviceMonitor,
-    ca: _ca,
-    nodeBoundTokens = true,
-    ...pod
-  } = options;
-  const daemonSet = buildDaemonSet({
-    ...pod,
-    namespace,
-    name,
-    port,
-    tls: { csrSigner: DAEMON_CSR_SIGNER, nodeBoundTokens },
-    // One audience per node: the daemon on node A accepts only tokens minted for node A.
-    tokenAudience: daemonNodeAudience("$(NODE_NAME)"),
-    autoTargetGpu: !allNodes && Object.keys(options.nodeSelector ?? {}).length === 0,
-    ...(allNodes ? { nodeSelector: {} } : {}),
-    // Each daemon reads its cohort's baseline from this namespace (aicr daemonset baseline set).
-    extraArgs: ["--baseline-namespace", namespace, "--baseline-name", name, ...(extraArgs ?? [])],
-    ...identity,
-  });
-  return daemonSet as unknown as RenderedObject["manifest"];
-}
-
-/** The container port's name, which the Service and the ServiceMonitor refer to. */
-const DAEMON_PORT_NAME = "https";
-
-/**
- * The headless Service over the daemon pods and, when asked, its ServiceMonitor; without one the
- * Service carries the `prometheus.io/*` annotations that annotation-driven scrape jobs read.
- */
-function scrapeObjects(
-  options: {
-    namespace: string;
-    name: string;
-    port: number;
-    labels: Labels;
-    serviceMonitor: boolean;
-  },
-): RenderedObject[] {
-  const { namespace, name, port, labels, serviceMonitor } = options;
-  const annotations = serviceMonitor ? {} : {
-    annotations: {
-      "prometheus.io/scrape": "true",
-      "prometheus.io/scheme": "https",
-      "prometheus.io/port": String(port),
-      "prometheus.io/path": "/metrics",
-    },
-  };
-  const service = {
-    apiVersion: "v1",
-    kind: "Service",
-    metadata: { name, namespace, labels: { ...labels }, ...annotations },
-    spec: {
-      clusterIP: "None",
-      selector: daemonSelectorLabels(name),
-      ports: [{ name: DAEMON_PORT_NAME, port, targetPort: port, protocol: "TCP" }],
-    },
-  };
-  const objects: RenderedObject[] = [
-    { kind: "Service", manifest: service as unknown as RenderedObject["manifest"] },
-  ];
-  if (serviceMonitor) {
-    const monitor = {
-      apiVersion: "monitoring.coreos.com/v1",
-      kind: "ServiceMonitor",
-      metadata: { name, namespace, labels: { ...labels } },
-      spec: {
-        selector: { matchLabels: daemonSelectorLabels(name) },
-        namespaceSelector: { matchNames: [namespace] },
-        endpoints: [{
-          port: DAEMON_PORT_NAME,
-          scheme: "https",
-          path: "/metrics",
-          // Prometheus's own ServiceAccount token (API server audience): the daemon reviews it
-          // and asks 'get nodes/metrics', as the kubelet does.
-          bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
-          // Each daemon's own certificate names its node and its pod IP: Prometheus scrapes the
-          // pod IP and verifies it against the install's CA (no fixed server name).
-          tlsConfig: { ca: { configMap: { name: daemonCaConfigMapName(name), key: "ca.crt" } } },
-          relabelings: [{ sourceLabels: ["__meta_kubernetes_pod_node_name"], targetLabel: "node" }],
-        }],
-      },
-    };
-    objects.push({
-      kind: "ServiceMonitor",
-      manifest: monitor as unknown as RenderedObject["manifest"],
-    });
-  }
-  return objects;
-}
+import { makeDaemonCa, renderDaemonSet } from "./render.ts";
+import type { DaemonSetOptions, RenderedDaemonSet } from "./render.ts";
 
 /**
  * Whether the API server binds ServiceAccount tokens to Nodes (`ServiceAccountTokenNodeBinding`,
@@ -453,7 +86,7 @@ export async function hasServiceMonitorCrd(kube: KubeClient): Promise<boolean> {
   );
 }
 
-function resourceOf(kind: KindName, namespace: string): {
+export function resourceOf(kind: KindName, namespace: string): {
   group: string;
   resource: string;
   namespace?: string;
@@ -483,43 +116,6 @@ export function installCallerChecks(
     grants: rendered.grants,
     namespace,
     extra: [{ verb: "list", group: "", resource: "pods", namespace }, ...signerCallerChecks()],
-  });
-}
-
-/**
- * Kinds an uninstall sweeps, in the ledger's deletion order (the DaemonSet first: its pods
- * follow; bindings before roles). Role and RoleBinding are swept too: a daemon that publishes a
- * ConfigMap has them.
- */
-const UNINSTALL_KINDS: readonly KindName[] = DELETE_ORDER.filter((kind) =>
-  kind !== "Job" && kind !== "Pod" && kind !== "ServiceMonitor"
-);
-
-/** The kinds an uninstall sweeps: ServiceMonitors too where their CRD is served. */
-function uninstallKinds(withServiceMonitor: boolean): KindName[] {
-  return withServiceMonitor ? ["ServiceMonitor", ...UNINSTALL_KINDS] : [...UNINSTALL_KINDS];
-}
-
-/**
- * What the caller must be able to do to uninstall: list and delete every kind the sweep
- * visits, and list the pods it waits for.
- *
- * @param namespace `--namespace`
- * @param kinds the kinds swept @default every kind but ServiceMonitor
- * @returns the questions
- */
-export function uninstallCallerChecks(
-  namespace: string,
-  kinds: readonly KindName[] = UNINSTALL_KINDS,
-): AccessAttributes[] {
-  return creatorChecks({
-    creates: [
-      ...kinds.map((kind) => resourceOf(kind, namespace)),
-      { group: "certificates.k8s.io", resource: "certificatesigningrequests" },
-    ],
-    namespace,
-    verbs: ["list", "delete"],
-    extra: [{ verb: "list", group: "", resource: "pods", namespace }],
   });
 }
 
@@ -1035,118 +631,4 @@ function interruptedWait(signal: AbortSignal | undefined): void {
       }); the daemon stays installed`,
     );
   }
-}
-
-/** Options of {@link uninstallDaemonSet}. */
-export interface UninstallOptions {
-  /** `--namespace`. */
-  namespace: string;
-  /** The daemon's name. @default "aicr-daemon" */
-  name?: string;
-  /** How long to wait until nothing is left (pods terminating). @default 60000 */
-  timeoutMs?: number;
-  /** Only list what would be deleted. */
-  dryRun?: boolean;
-  /** Poll interval. @default 500 */
-  pollMs?: number;
-}
-
-/** What an uninstall did. */
-export interface UninstallResult {
-  /** Every object found, with what happened to it. */
-  swept: SweptObject[];
-  /** The daemons' certificate requests deleted (or found, in a dry run). */
-  csrs: string[];
-  /** `Kind/name` of whatever is still there at the end (empty when clean). */
-  remaining: string[];
-}
-
-/**
- * Uninstalls the daemon: the gate (list and delete), then the shared label sweep with
- * UID-pinned deletes (cluster-scoped objects only when their name is this namespace's), then a
- * bounded wait until no labelled object, pod included, is left.
- *
- * @param deps client, logger, clock
- * @param options namespace, name, timeout, dry run
- * @returns what was swept and what remains
- * @throws {PermissionError} when the caller cannot list or delete what the sweep visits
- */
-export async function uninstallDaemonSet(
-  deps: Pick<InstallDeps, "kube" | "log" | "now" | "sleep">,
-  options: UninstallOptions,
-): Promise<UninstallResult> {
-  const { kube, log } = deps;
-  const { name = DEFAULT_DAEMON_NAME, timeoutMs = 60_000, dryRun = false, pollMs = 500 } = options;
-  const { namespace } = options;
-  const sleep = deps.sleep ?? sleepFor;
-  const kinds = uninstallKinds(await hasServiceMonitorCrd(kube).catch(() => false));
-  await runGate(createAccessReviewer(kube), {
-    namespace,
-    mode: "prefix",
-    serviceAccount: "",
-    ownsOutput: false,
-    caller: uninstallCallerChecks(namespace, kinds),
-    log,
-    concurrency: 64,
-  });
-  const ours = new Set([
-    daemonClusterRoleName(namespace, name),
-    daemonReaderClusterRoleName(namespace, name),
-    signerClusterRoleName(namespace, name),
-  ]);
-  const sweep = {
-    // The daemon's objects and the signer's (component daemon or signer), never the baselines.
-    selector: installSweepSelector(name),
-    namespace,
-    // Two namespaces' daemons carry the same labels; cluster-scoped names tell them apart.
-    accept: (kind: KindName, object: KubeObject) =>
-      RESOURCES[kind].namespaced || ours.has(object.metadata?.name ?? ""),
-  };
-  const swept = await sweepObjects(deps, { ...sweep, kinds, dryRun });
-  await sayBaselinesKept(deps, namespace, name);
-  // The daemons' certificate requests: this signer's, sent by this install's ServiceAccount.
-  const csrs = await deleteDaemonCsrs(deps, { namespace, name, dryRun });
-  if (dryRun) return { swept, csrs, remaining: [] };
-  const deadline = deps.now().getTime() + timeoutMs;
-  for (;;) {
-    const left = await sweepObjects(deps, {
-      ...sweep,
-      kinds: [...kinds, "Pod"],
-      dryRun: true,
-    });
-    const csrsLeft = await deleteDaemonCsrs(deps, { namespace, name, dryRun: true });
-    const remaining = [
-      ...left.map((o) => `${o.kind}/${o.name}`),
-      ...csrsLeft.map((csr) => `CertificateSigningRequest/${csr}`),
-    ];
-    if (remaining.length === 0) return { swept, csrs, remaining };
-    if (deps.now().getTime() >= deadline) {
-      log.warn("uninstall: objects are still there", { objects: remaining.join(",") });
-      return { swept, csrs, remaining };
-    }
-    // A pod still terminating is expected; anything else was created since (or failed): sweep again.
-    if (left.some((o) => o.kind !== "Pod")) {
-      await sweepObjects(deps, { ...sweep, kinds });
-    }
-    // A pod still terminating may have asked once more.
-    if (csrsLeft.length > 0) await deleteDaemonCsrs(deps, { namespace, name });
-    await sleep(pollMs);
-  }
-}
-
-/** Baselines are the operator's data, kept by an uninstall: say so, and how to remove them. */
-async function sayBaselinesKept(
-  deps: Pick<InstallDeps, "kube" | "log">,
-  namespace: string,
-  name: string,
-): Promise<void> {
-  const kept = await deps.kube.listAll("ConfigMap", namespace, {
-    labelSelector: formatLabelSelector(baselineLabels(name)),
-    timeoutMs: 10_000,
-  }).catch(() => []);
-  if (kept.length === 0) return;
-  deps.log.info("uninstall keeps the cohort baselines", {
-    baselines: kept.length,
-    remedy: `aicr daemonset baseline delete --all -n ${namespace}`,
-  });
 }

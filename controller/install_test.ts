@@ -6,13 +6,9 @@ import { KubeApiError } from "../kube/mod.ts";
 import type { KubeObject, RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
-import {
-  installCallerChecks,
-  installDaemonSet,
-  makeDaemonCa,
-  renderDaemonSet,
-  uninstallDaemonSet,
-} from "./install.ts";
+import { installCallerChecks, installDaemonSet } from "./install.ts";
+import { makeDaemonCa, renderDaemonSet } from "./render.ts";
+import { uninstallDaemonSet } from "./uninstall.ts";
 
 const NOW = new Date("2026-12-02T18:00:00Z");
 const quiet = () => createLogger({ write: () => {} });

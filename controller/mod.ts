@@ -1,8 +1,8 @@
 /**
  * The controller side of both modes: what acts on the user's cluster, from typed, already-checked
  * options. Job mode (`deploy.ts`: gate → create → wait → read → deliver → cleanup, `wait.ts`),
- * the sweep after a killed run (`sweep.ts`), and DaemonSet mode (`install.ts`: install,
- * uninstall and render; `signer.ts`: the daemons' certificates; `fleet.ts`: fetch every
+ * the sweep after a killed run (`sweep.ts`), and DaemonSet mode (`render.ts`, `install.ts`,
+ * `uninstall.ts`; `signer.ts`: the daemons' certificates; `fleet.ts`: fetch every
  * node's snapshot, `fleet_writer.ts`: write each as it arrives).
  *
  * ```ts ignore
@@ -18,8 +18,10 @@
 export { deploySnapshot, previewSnapshotRun } from "./deploy.ts";
 export type { AgentJobKnobs, DeployOptions, DeployResult } from "./deploy.ts";
 export { sweepRun } from "./sweep.ts";
-export { installDaemonSet, makeDaemonCa, renderDaemonSet, uninstallDaemonSet } from "./install.ts";
-export type { DaemonSetOptions } from "./install.ts";
+export { installDaemonSet } from "./install.ts";
+export { makeDaemonCa, renderDaemonSet } from "./render.ts";
+export type { DaemonSetOptions } from "./render.ts";
+export { uninstallDaemonSet } from "./uninstall.ts";
 export {
   DEFAULT_MAX_ANSWER_BYTES,
   fetchFleet,

@@ -10,7 +10,8 @@
 import { exitCodeOf } from "../errors.ts";
 import type { SweptObject } from "../kube/mod.ts";
 import type { FleetResult } from "./fleet.ts";
-import type { InstallResult, UninstallResult } from "./install.ts";
+import type { InstallResult } from "./install.ts";
+import type { UninstallResult } from "./uninstall.ts";
 
 /** The report's kind: which verb wrote it. */
 export type ReportKind =

@@ -223,7 +223,7 @@ const FLAG_LITERALS_ALLOWED: readonly { file: string; literal: RegExp; reason: s
     reason: "the signer container's argv: aicr's own flags, handed to the pod, not a message",
   },
   {
-    file: "controller/install.ts",
+    file: "controller/render.ts",
     literal: /^--baseline-(namespace|name)$/,
     reason: "the daemon container's extra argv (where it reads its baseline), not a message",
   },
