@@ -12,10 +12,12 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import { stat } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import {
+  caCertificateFromFile,
+  caFromSecretFile,
   createFleetWriter,
   DEFAULT_MAX_ANSWER_BYTES,
   fetchFleet,
@@ -30,8 +32,9 @@ import {
   uninstallDaemonSet,
   uninstallReportContent,
 } from "../controller/mod.ts";
-import type { DaemonSetOptions, FleetOutput, FleetTransport } from "../controller/mod.ts";
+import type { DaemonSetOptions, FleetOutput, FleetTransport, RenderCa } from "../controller/mod.ts";
 import { TimeoutError, ToolError, UsageError } from "../errors.ts";
+import { writeFileAtomic } from "../io.ts";
 import type { Logger } from "../log.ts";
 import {
   DEFAULT_DAEMON_NAME,
@@ -77,13 +80,26 @@ interface InstallFlags extends CommonFlags {
   os?: string;
   requests?: string;
   limits?: string;
+  service: boolean;
+  baselineInterval: string;
+}
+
+/** Flags of install only. */
+interface InstallOnlyFlags extends InstallFlags {
   timeout: string;
   wait: boolean;
   report?: string;
   createNamespace?: boolean;
-  service: boolean;
   serviceMonitor: boolean;
-  baselineInterval: string;
+}
+
+/** Flags of render only. */
+interface RenderFlags extends InstallFlags {
+  output?: string;
+  format: string;
+  serviceMonitor?: boolean;
+  caSecret?: string;
+  existingCa?: string;
 }
 
 /** Flags of fetch. */
@@ -110,6 +126,7 @@ function common(command: Command): Command {
     .option("--name <name>", "the daemon's name (DaemonSet, ServiceAccount)", DEFAULT_DAEMON_NAME);
 }
 
+/** The flags of what the daemon is: install and render both take them. */
 function placement(command: Command): Command {
   return command
     .addOption(
@@ -135,20 +152,25 @@ function placement(command: Command): Command {
     .option("--os <family>", `node OS family (${NODE_OS_FAMILIES.join(", ")})`)
     .option("--requests <list>", "container requests, e.g. cpu=100m,memory=256Mi")
     .option("--limits <list>", "container limits, e.g. cpu=1,memory=1Gi")
-    .option("--timeout <duration>", "how long install waits for the pods to be Ready", "2m")
-    .option("--no-wait", "do not wait for the pods")
     .option(
       "--no-service",
       "no headless Service <name> over the daemon pods (for Prometheus discovery)",
     )
     .option(
-      "--no-service-monitor",
-      "no ServiceMonitor, even where the monitoring.coreos.com/v1 CRD exists",
-    )
-    .option(
       "--baseline-interval <duration>",
       "how often each daemon re-reads its cohort's baseline (aicr daemonset baseline set)",
       "60s",
+    );
+}
+
+/** The flags only an install has: it waits, and asks the cluster for the ServiceMonitor CRD. */
+function installOnly(command: Command): Command {
+  return command
+    .option("--timeout <duration>", "how long install waits for the pods to be Ready", "2m")
+    .option("--no-wait", "do not wait for the pods")
+    .option(
+      "--no-service-monitor",
+      "no ServiceMonitor, even where the monitoring.coreos.com/v1 CRD exists",
     );
 }
 
@@ -197,8 +219,6 @@ function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOp
       "--baseline-interval",
       `${parseDuration(flags.baselineInterval, "--baseline-interval") / 1000}s`,
     ],
-    // Left undefined, the install asks discovery whether the CRD exists.
-    ...(flags.serviceMonitor ? {} : { serviceMonitor: false }),
   };
 }
 
@@ -211,7 +231,7 @@ async function fleetOutput(value: string | undefined, cwd: string): Promise<Flee
 }
 
 function installCommand(deps: CliDeps): Command {
-  const command = placement(common(new Command("install")))
+  const command = installOnly(placement(common(new Command("install"))))
     .description(
       "install the daemon: gate, ServiceAccounts and RBAC, TLS Secret and CA ConfigMap, DaemonSet; wait for its pods",
     );
@@ -221,10 +241,14 @@ function installCommand(deps: CliDeps): Command {
     false,
   );
   return addReportOptions(command)
-    .action(namingFlags(async (flags: InstallFlags, cmd: Command) => {
+    .action(namingFlags(async (flags: InstallOnlyFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
-      const options = daemonOptions(flags, globals);
+      const options = {
+        ...daemonOptions(flags, globals),
+        // Left undefined, the install asks discovery whether the CRD exists.
+        ...(flags.serviceMonitor ? {} : { serviceMonitor: false }),
+      };
       const timeoutMs = parseTimeout(flags.timeout, "--timeout");
       const targets = await reportTargets(deps, flags);
       const started = deps.now().getTime();
@@ -279,28 +303,102 @@ function installCommand(deps: CliDeps): Command {
 function renderCommand(deps: CliDeps): Command {
   return placement(common(new Command("render")))
     .description(
-      "print the install's manifests as one YAML stream (kubectl apply -f -); nothing is contacted",
+      "write the objects install creates (kubectl apply -f, kustomize, GitOps); nothing is contacted",
     )
-    .action(namingFlags((flags: InstallFlags, cmd: Command) => {
+    .option("-o, --output <file>", "where the manifests go (default: stdout)")
+    .option("-t, --format <format>", "yaml (one stream) or json (a v1 List)", "yaml")
+    .option(
+      "--service-monitor",
+      "also a prometheus-operator ServiceMonitor (instead of the Service's scrape annotations)",
+    )
+    .option(
+      "--ca-secret <file>",
+      "reuse the CA Secret in this file (an earlier render's output, or the Secret <name>-signer as YAML)",
+    )
+    .option(
+      "--existing-ca <file>",
+      "the CA's certificate only (PEM or ConfigMap <name>-ca): no Secret is rendered, <name>-signer must exist",
+    )
+    .action(namingFlags(async (flags: RenderFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
-      const options = daemonOptions(flags, globals);
-      const rendered = renderDaemonSet({
-        ...options,
-        ca: makeDaemonCa({ now: deps.now() }),
-      });
-      deps.stdout.write(
-        rendered.objects.map((o) => `---\n${formatManifest(o.manifest)}`).join(""),
-      );
-      if (options.service !== false) {
-        log.info(
-          "render: no ServiceMonitor (the CRD cannot be checked without a cluster); the Service carries prometheus.io/scrape annotations",
+      const options = {
+        ...daemonOptions(flags, globals),
+        serviceMonitor: flags.service !== false && flags.serviceMonitor === true,
+      };
+      const format = flags.format.trim().toLowerCase();
+      if (format !== "yaml" && format !== "json") {
+        throw new UsageError(
+          `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
         );
       }
-      log.warn(
-        "the rendered Secret holds a freshly made CA key: keep the output private; the daemons' certificate requests are signed by 'aicr daemonset fetch'",
-      );
+      const output = checkOutputNotFormat(flags.output, { formats: ["yaml", "json"] });
+      const ca = await renderCa(deps, flags, options.name ?? DEFAULT_DAEMON_NAME);
+      const text = formatRendered(renderDaemonSet({ ...options, ca }).objects, format);
+      if (output === undefined || output === "-") deps.stdout.write(text);
+      else await writeFileAtomic(resolve(deps.cwd, output), text, ca.caKey ? 0o600 : 0o644);
+      if (options.service !== false && !options.serviceMonitor) {
+        log.info(
+          "render: the Service carries prometheus.io/scrape annotations (--service-monitor renders a ServiceMonitor instead)",
+        );
+      }
+      if (flags.caSecret) {
+        log.info("render: the CA of --ca-secret is kept", { file: flags.caSecret });
+      } else if (flags.existingCa) {
+        log.info(
+          "render: no CA Secret rendered; the daemons' certificates are signed once Secret <name>-signer holds the CA (tls.crt, tls.key)",
+          { secret: `${options.namespace}/${options.name ?? DEFAULT_DAEMON_NAME}-signer` },
+        );
+      } else {
+        log.warn(
+          "the rendered Secret holds a freshly made CA key: keep the output private; re-render with --ca-secret <this output> to keep the CA",
+        );
+      }
     }));
+}
+
+/** The CA of a render: kept from a file (--ca-secret, --existing-ca), or new. */
+async function renderCa(deps: CliDeps, flags: RenderFlags, name: string): Promise<RenderCa> {
+  if (flags.caSecret && flags.existingCa) {
+    throw new UsageError("Cannot use '--ca-secret' together with '--existing-ca'");
+  }
+  const read = async (flag: string, path: string) => {
+    try {
+      return await readFile(resolve(deps.cwd, path), "utf8");
+    } catch (error) {
+      throw new UsageError(
+        `Cannot read '${flag}' file '${path}': ${(error as Error).message.split("\n")[0]}`,
+      );
+    }
+  };
+  if (flags.caSecret) {
+    return caFromSecretFile(await read("--ca-secret", flags.caSecret), {
+      path: flags.caSecret,
+      name,
+    });
+  }
+  if (flags.existingCa) {
+    return caCertificateFromFile(await read("--existing-ca", flags.existingCa), {
+      path: flags.existingCa,
+      name,
+    });
+  }
+  return makeDaemonCa({ now: deps.now() });
+}
+
+/** The rendered objects as one YAML stream, or one JSON `List` (what kubectl prints for many). */
+function formatRendered(
+  objects: readonly { manifest: unknown }[],
+  format: "yaml" | "json",
+): string {
+  if (format === "json") {
+    return JSON.stringify(
+      { apiVersion: "v1", kind: "List", items: objects.map((o) => o.manifest) },
+      null,
+      2,
+    ) + "\n";
+  }
+  return objects.map((o) => `---\n${formatManifest(o.manifest)}`).join("");
 }
 
 function uninstallCommand(deps: CliDeps): Command {

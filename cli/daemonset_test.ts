@@ -110,3 +110,149 @@ Deno.test("daemonset: bad flags are usage errors before any cluster contact", as
     assert.equal(h.connects(), 0, args.join(" "));
   }
 });
+
+async function renderIn(cwd: string, args: string[]): Promise<string> {
+  const h = harness();
+  await run({ ...h.deps, cwd }, ["render", "--image", "example.com/aicr:v1", ...args]);
+  assert.equal(h.connects(), 0);
+  return h.stdout();
+}
+
+Deno.test("daemonset render: -o writes the file (private with a CA key), -t json is one v1 List", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    assert.equal(await renderIn(dir, ["-o", "aicr.yaml"]), "");
+    const written = await Deno.readTextFile(`${dir}/aicr.yaml`);
+    assert.ok(written.includes("kind: DaemonSet"));
+    assert.equal((await Deno.stat(`${dir}/aicr.yaml`)).mode! & 0o777, 0o600, "the CA key is in it");
+    const list = JSON.parse(await renderIn(dir, ["-t", "json"]));
+    assert.equal(list.kind, "List");
+    assert.deepEqual(
+      list.items.map((o: { kind: string }) => o.kind),
+      parseAllDocuments(written).map((d) => d.toJS().kind),
+    );
+    await assert.rejects(
+      renderIn(dir, ["-t", "toml"]),
+      /'--format' as it must be 'yaml' or 'json'/,
+    );
+    await assert.rejects(renderIn(dir, ["-o", "json"]), /-t\/--format/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("daemonset render --ca-secret: a re-render from the last output is byte for byte the same", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await renderIn(dir, ["-o", "first.yaml"]);
+    await renderIn(dir, ["-o", "second.yaml", "--ca-secret", "first.yaml"]);
+    // In place, as a GitOps repository re-renders.
+    await renderIn(dir, ["-o", "first.yaml", "--ca-secret", "first.yaml"]);
+    const first = await Deno.readTextFile(`${dir}/first.yaml`);
+    assert.equal(await Deno.readTextFile(`${dir}/second.yaml`), first);
+    // A fresh render makes another CA: the flag is what keeps it.
+    assert.notEqual(await renderIn(dir, []), first);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("daemonset render --existing-ca: no Secret, the ConfigMap holds the certificate; bad CAs refused", async () => {
+  const dir = await Deno.makeTempDir();
+  const openssl = (...args: string[]) =>
+    new Deno.Command("openssl", { args, cwd: dir, stdout: "null", stderr: "null" }).outputSync();
+  try {
+    const docs = parseAllDocuments(await renderIn(dir, [])).map((d) => d.toJS());
+    const caCert: string = docs.find((d) => d.kind === "ConfigMap").data["ca.crt"];
+    await Deno.writeTextFile(`${dir}/ca.crt`, caCert);
+    const kept = parseAllDocuments(await renderIn(dir, ["--existing-ca", "ca.crt"])).map((d) =>
+      d.toJS()
+    );
+    assert.equal(kept.filter((d) => d.kind === "Secret").length, 0);
+    assert.equal(kept.find((d) => d.kind === "ConfigMap").data["ca.crt"], caCert);
+    assert.ok(!JSON.stringify(kept).includes("PRIVATE KEY"));
+    // The CA ConfigMap as kubectl gives it works too.
+    await Deno.writeTextFile(
+      `${dir}/cm.yaml`,
+      `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: aicr-daemon-ca}\ndata:\n  ca.crt: ${
+        JSON.stringify(caCert)
+      }\n`,
+    );
+    assert.ok((await renderIn(dir, ["--existing-ca", "cm.yaml"])).includes("aicr-daemon-ca"));
+
+    const secret = docs.find((d) => d.kind === "Secret");
+    const keyPem = atob(secret.data["tls.key"]);
+    await Deno.writeTextFile(`${dir}/both.pem`, caCert + keyPem);
+    openssl(
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-keyout",
+      "rsa.key",
+      "-out",
+      "rsa.crt",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=rsa",
+    );
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ec.key");
+    openssl(
+      "req",
+      "-new",
+      "-x509",
+      "-key",
+      "ec.key",
+      "-out",
+      "leaf.crt",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=leaf",
+      "-addext",
+      "basicConstraints=critical,CA:FALSE",
+    );
+    const otherKey = Deno.readTextFileSync(`${dir}/ec.key`);
+    await Deno.writeTextFile(
+      `${dir}/mismatch.yaml`,
+      `apiVersion: v1\nkind: Secret\nmetadata: {name: aicr-daemon-signer}\ndata:\n  tls.crt: ${
+        btoa(caCert)
+      }\n  tls.key: ${btoa(otherKey)}\n`,
+    );
+    for (
+      const [args, message] of [
+        [["--existing-ca", "both.pem"], /holds a private key/],
+        [["--existing-ca", "rsa.crt"], /must be ECDSA P-256/],
+        [["--existing-ca", "leaf.crt"], /is not a CA/],
+        [["--existing-ca", "missing.crt"], /Cannot read '--existing-ca' file 'missing.crt'/],
+        [["--ca-secret", "ca.crt"], /holds no Secret 'aicr-daemon-signer'/],
+        [["--ca-secret", "mismatch.yaml"], /'tls.key' does not belong to its 'tls.crt'/],
+        [["--ca-secret", "mismatch.yaml", "--existing-ca", "ca.crt"], /together/],
+      ] as const
+    ) {
+      await assert.rejects(renderIn(dir, [...args]), (error: unknown) => {
+        assert.ok(error instanceof UsageError, `${args.join(" ")}: ${error}`);
+        assert.match((error as Error).message, message);
+        return true;
+      });
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("daemonset render offers none of install's flags (it waits for nothing and asks no cluster)", async () => {
+  for (
+    const flag of [
+      "--timeout=1m",
+      "--no-wait",
+      "--create-namespace",
+      "--report=-",
+      "--no-service-monitor",
+    ]
+  ) {
+    await assert.rejects(renderIn("/", [flag]), /unknown option/, flag);
+  }
+});

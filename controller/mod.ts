@@ -22,6 +22,8 @@ export { installDaemonSet } from "./install.ts";
 export { makeDaemonCa, renderDaemonSet } from "./render.ts";
 export type { DaemonSetOptions } from "./render.ts";
 export { uninstallDaemonSet } from "./uninstall.ts";
+export { caCertificateFromFile, caFromSecretFile } from "./render_ca.ts";
+export type { RenderCa } from "./render_ca.ts";
 export {
   DEFAULT_MAX_ANSWER_BYTES,
   fetchFleet,

@@ -41,6 +41,7 @@ import type { RuleSet } from "../rbac/mod.ts";
 import { baselinePlaceholderName } from "../snapshot/mod.ts";
 import { generateDaemonCa } from "../x509.ts";
 import type { DaemonCa } from "../x509.ts";
+import type { RenderCa } from "./render_ca.ts";
 
 /** The knobs of one daemon install (the same placement and pod flags as `aicr snapshot`). */
 export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
@@ -72,8 +73,11 @@ export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
 
 /** Options for {@link renderDaemonSet}. */
 export interface RenderOptions extends DaemonSetOptions {
-  /** The install's CA (from {@link makeDaemonCa}): it signs every daemon's certificate. */
-  ca: DaemonCa;
+  /**
+   * The install's CA (from {@link makeDaemonCa}): it signs every daemon's certificate. Without
+   * its key (`render --existing-ca`) no Secret is rendered: the CA is kept elsewhere.
+   */
+  ca: RenderCa;
   /**
    * Whether the API server binds tokens to Nodes (1.31+): the daemons then refuse reader tokens
    * not bound to their node. @default true
@@ -227,15 +231,18 @@ function rbacObjects(rbac: ReturnType<typeof daemonRbacObjects>): RenderedObject
   ];
 }
 
-/** The CA's signer Secret (key and certificate, mounted by no pod) and the ConfigMap the fetch trusts. */
+/**
+ * The CA's signer Secret (key and certificate, mounted by no pod; only when the key is given)
+ * and the ConfigMap the fetch trusts.
+ */
 function caObjects(
-  options: { namespace: string; name: string; labels: Labels; ca: DaemonCa },
+  options: { namespace: string; name: string; labels: Labels; ca: RenderCa },
 ): RenderedObject[] {
   const { namespace, name, labels, ca } = options;
   const meta = (objectName: string) => ({ name: objectName, namespace, labels: { ...labels } });
   return [
-    {
-      kind: "Secret",
+    ...(ca.caKey === undefined ? [] : [{
+      kind: "Secret" as const,
       manifest: {
         apiVersion: "v1",
         kind: "Secret",
@@ -243,7 +250,7 @@ function caObjects(
         type: "kubernetes.io/tls",
         data: secretData({ "tls.crt": ca.caCert, "tls.key": ca.caKey }),
       } as RenderedObject["manifest"],
-    },
+    }]),
     {
       kind: "ConfigMap",
       manifest: {
