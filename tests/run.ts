@@ -80,6 +80,10 @@ const GATES: Gate[] = [
   { name: "type check", args: ["check", "."] },
   { name: "build dist/aicr", args: ["run", "-A", "scripts/build.ts"] },
   {
+    name: "build the linux/arm64 binary (under qemu-user)",
+    args: ["run", "-A", "scripts/build.ts", "--arch", "arm64"],
+  },
+  {
     name: "build the control plane (cached)",
     args: ["run", "-A", "tests/cluster/cluster.ts", "build"],
   },

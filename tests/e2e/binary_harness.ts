@@ -11,11 +11,14 @@
  *
  * @module
  */
+import assert from "node:assert/strict";
 import { chmod, copyFile, mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
+import { defaultOut } from "../../scripts/build.ts";
+import { type Arch, commandLine, type Emulator, hostArch } from "../../scripts/node_base.ts";
 
 /** The repository root. */
 export const REPO_ROOT: string = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -65,19 +68,23 @@ async function newestSource(dir: string): Promise<number> {
 
 /**
  * The binary under test: `$AICR_BIN` as is, else `<repo>/dist/aicr`, built first by
- * `scripts/build.ts` when it is missing or older than a source file.
+ * `scripts/build.ts` when it is missing or older than a source file. For another architecture
+ * than this host's: `$AICR_BIN_LINUX_ARM64` (or `_AMD64`), else `dist/aicr-linux-<arch>`, built
+ * the same way (`--arch`).
  *
+ * @param arch the binary's architecture. @default this host's
  * @returns the binary's absolute path
  * @throws {Error} when the build fails
  */
-export async function ensureBinary(): Promise<string> {
-  const given = Deno.env.get("AICR_BIN");
+export async function ensureBinary(arch: Arch = hostArch()): Promise<string> {
+  const native = arch === hostArch();
+  const given = Deno.env.get(native ? "AICR_BIN" : `AICR_BIN_LINUX_${arch.toUpperCase()}`);
   if (given) return resolve(given);
-  const bin = join(REPO_ROOT, "dist", "aicr");
+  const bin = defaultOut(arch);
   const built = await stat(bin).then((s) => s.mtimeMs, () => 0);
   if (built > 0 && built >= await newestSource(REPO_ROOT)) return bin;
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", join(REPO_ROOT, "scripts", "build.ts")],
+    args: ["run", "-A", join(REPO_ROOT, "scripts", "build.ts"), "--arch", arch],
     cwd: REPO_ROOT,
     stdout: "piped",
     stderr: "piped",
@@ -135,6 +142,8 @@ export interface RunOptions {
   readOnly?: string;
   /** Run in a new network namespace: only a downed loopback, no route anywhere. */
   noNetwork?: boolean;
+  /** Run the binary (another architecture's) under this emulator (qemu-user). */
+  emulator?: Emulator | undefined;
 }
 
 /** One finished run. */
@@ -159,8 +168,9 @@ export async function runAicr(
   args: readonly string[],
   options: RunOptions,
 ): Promise<Ran> {
-  const { cwd, user = "root", readOnly, noNetwork = false } = options;
-  let argv: string[] = [bin, ...args];
+  const { cwd, user = "root", readOnly, noNetwork = false, emulator } = options;
+  const line = commandLine(emulator, bin, args);
+  let argv: string[] = [line.command, ...line.args];
   if (user === "nobody") {
     argv = [SETPRIV, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", ...argv];
   }
@@ -221,11 +231,18 @@ export function freePort(): number {
  * @param bin the binary
  * @param args its arguments
  * @param cwd the working directory
+ * @param emulator runs the binary (another architecture's) under it
  * @returns the child process
  */
-export function spawnAicr(bin: string, args: readonly string[], cwd: string): Deno.ChildProcess {
-  return new Deno.Command(bin, {
-    args: [...args],
+export function spawnAicr(
+  bin: string,
+  args: readonly string[],
+  cwd: string,
+  emulator?: Emulator,
+): Deno.ChildProcess {
+  const line = commandLine(emulator, bin, args);
+  return new Deno.Command(line.command, {
+    args: line.args,
     cwd,
     env: {},
     clearEnv: true,
@@ -233,4 +250,17 @@ export function spawnAicr(bin: string, args: readonly string[], cwd: string): De
     stdout: "null",
     stderr: "piped",
   }).spawn();
+}
+
+/**
+ * Asserts stderr holds only aicr's own lines: nothing the runtime prints by itself (Node's
+ * `(node:PID) ExperimentalWarning: ...` and its `--trace-warnings` hint).
+ *
+ * @param stderr what the process wrote to stderr
+ * @param what whose stderr, for the failure message
+ */
+export function assertQuiet(stderr: string, what: string): void {
+  for (const line of stderr.split("\n")) {
+    assert.doesNotMatch(line, /^\(node:\d+\)|Warning: |--trace-warnings/, `${what}: ${stderr}`);
+  }
 }
