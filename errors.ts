@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { redactSecrets } from "./redact.ts";
 
 /**
  * The one table of exit codes: each row's code and the line `--help` prints for it. Rows that
@@ -248,7 +249,8 @@ export function exitCodeOf(error: unknown): number {
 }
 
 /**
- * Renders an error for a terminal: the message, its details, and the chain of causes.
+ * Renders an error for a terminal: the message, its details, and the chain of causes, with
+ * every URL's credentials and query values redacted.
  *
  * @param error anything thrown
  * @returns one or more lines, without a trailing newline
@@ -258,10 +260,10 @@ export function formatError(error: unknown): string {
   let current: unknown = error;
   let depth = 0;
   while (current !== undefined && depth < 5) {
-    const message = current instanceof Error ? current.message : String(current);
+    const message = redactSecrets(current instanceof Error ? current.message : String(current));
     lines.push(depth === 0 ? `error: ${message}` : `  caused by: ${message}`);
     if (current instanceof ToolError) {
-      for (const detail of current.details) lines.push(detail);
+      for (const detail of current.details) lines.push(redactSecrets(detail));
     }
     current = current instanceof Error ? current.cause : undefined;
     depth++;

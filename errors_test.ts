@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { EXIT_CODE_HELP, EXIT_CODE_TABLE, EXIT_CODES, exitCodeOf, UsageError } from "./errors.ts";
+import {
+  EXIT_CODE_HELP,
+  EXIT_CODE_TABLE,
+  EXIT_CODES,
+  exitCodeOf,
+  formatError,
+  UsageError,
+} from "./errors.ts";
 
 Deno.test("EXIT_CODE_HELP lists every code of the one table once, in order, shared codes on one line", () => {
   const codes = EXIT_CODE_HELP.map((line) => Number(line.split(" ")[0]));
@@ -25,4 +32,20 @@ Deno.test("ToolError names options by their own name until nameOptions() gives f
   error.nameOptions((option) => `--${option.toLowerCase()}`);
   assert.equal(error.message, "Cannot use '--imagepullsecret': bad");
   assert.deepEqual(error.details, ["  plain", "  pass --nodeselector"]);
+});
+
+Deno.test("formatError() redacts URL credentials and query values in messages, details and causes", () => {
+  const error = new UsageError("Cannot read 'https://a:b@h/x?t=1'", {
+    details: ["  try http://c:d@h/"],
+    cause: new Error("connect to https://e:f@h/?q=2 failed"),
+  });
+  const text = formatError(error);
+  assert.equal(
+    text,
+    [
+      "error: Cannot read 'https://***@h/x?t=***'",
+      "  try http://***@h/",
+      "  caused by: connect to https://***@h/?q=*** failed",
+    ].join("\n"),
+  );
 });

@@ -5,6 +5,7 @@
  * @module
  */
 import { optionName, type OptionNamer, type OptionText } from "./errors.ts";
+import { redactSecrets } from "./redact.ts";
 
 /** Log levels, most verbose first. */
 export type LogLevel = "debug" | "info" | "warn" | "error";
@@ -106,11 +107,13 @@ export function createLogger(writer: TextWriter, options: LoggerOptions = {}): L
   const min = RANK[level];
   function emit(lineLevel: LogLevel, text: LogText, given?: LogFields): void {
     if (RANK[lineLevel] < min) return;
-    const message = renderLogText(text, nameOption);
+    // No line carries a URL's credentials or query values (redact.ts).
+    const message = redactSecrets(renderLogText(text, nameOption));
     const fields = given && Object.fromEntries(
-      Object.entries(given).map((
-        [key, value],
-      ) => [key, typeof value === "function" ? renderLogText(value, nameOption) : value]),
+      Object.entries(given).map(([key, value]) => {
+        const shown = typeof value === "function" ? renderLogText(value, nameOption) : value;
+        return [key, typeof shown === "string" ? redactSecrets(shown) : shown];
+      }),
     );
     if (json) {
       const record: Record<string, unknown> = {

@@ -51,3 +51,16 @@ Deno.test("createLogger() renders option-naming messages and fields with its nam
   createLogger({ write: (t) => void (text += t) }).info((option) => `${option("x")} on`);
   assert.equal(text, "x on\n");
 });
+
+Deno.test("createLogger() never writes a URL's credentials or query values, text or JSON", () => {
+  for (const json of [false, true]) {
+    let out = "";
+    const log = createLogger({ write: (t) => void (out += t) }, { json });
+    log.warn("cannot read https://bob:pw@h.example/x?token=abc", {
+      source: "http://u:p@h/y?sig=zz",
+      count: 3,
+    });
+    for (const leak of ["bob", "pw@", "abc", "u:p", "zz"]) assert.ok(!out.includes(leak), out);
+    assert.ok(out.includes("https://***@h.example/x?token=***"), out);
+  }
+});

@@ -15,6 +15,7 @@ import http from "node:http";
 import https from "node:https";
 import { NotFoundError, TimeoutError, ToolError, UnavailableError, UsageError } from "../errors.ts";
 import { concatBytes } from "../io.ts";
+import { redactUrl } from "../redact.ts";
 import {
   FLEET_TOPOLOGY_FILE,
   fleetDocuments,
@@ -180,20 +181,29 @@ async function readUrlBounded(
   options: { ca?: string; timeoutMs: number },
 ): Promise<string> {
   const deadline = AbortSignal.timeout(options.timeoutMs);
-  let current = new URL(url);
+  // Messages name the URL without its credentials or query values; the request uses it whole.
+  const shown = redactUrl(url);
+  let current: URL;
+  try {
+    current = new URL(url);
+  } catch (error) {
+    throw new UsageError(`Cannot read snapshot '${shown}': it is not a valid URL`, {
+      cause: error,
+    });
+  }
   for (let redirects = 0;; redirects++) {
     const answer = await getOnce(current, maxBytes, { ...options, signal: deadline }).catch(
       (error: unknown) => {
         if (deadline.aborted) {
           throw new TimeoutError(
-            `Cannot read snapshot '${url}': no complete answer within ${
+            `Cannot read snapshot '${shown}': no complete answer within ${
               Math.round(options.timeoutMs / 1000)
             }s`,
           );
         }
         if (error instanceof ToolError) throw error;
         throw new UnavailableError(
-          `Cannot read snapshot '${url}': ${error instanceof Error ? error.message : error}`,
+          `Cannot read snapshot '${shown}': ${error instanceof Error ? error.message : error}`,
           { cause: error },
         );
       },
@@ -202,22 +212,22 @@ async function readUrlBounded(
       const next = new URL(answer.location, current);
       if (redirects >= MAX_REDIRECTS) {
         throw new UnavailableError(
-          `Cannot read snapshot '${url}': more than ${MAX_REDIRECTS} redirects`,
+          `Cannot read snapshot '${shown}': more than ${MAX_REDIRECTS} redirects`,
         );
       }
       if (current.protocol === "https:" && next.protocol !== "https:") {
         throw new UsageError(
-          `Cannot read snapshot '${url}': it redirects from https to '${next.protocol}', which is refused`,
+          `Cannot read snapshot '${shown}': it redirects from https to '${next.protocol}', which is refused`,
         );
       }
       current = next;
       continue;
     }
     if (answer.status === 404) {
-      throw new NotFoundError(`Cannot read snapshot '${url}': HTTP 404`);
+      throw new NotFoundError(`Cannot read snapshot '${shown}': HTTP 404`);
     }
     if (answer.status !== 200) {
-      throw new UnavailableError(`Cannot read snapshot '${url}': HTTP ${answer.status}`);
+      throw new UnavailableError(`Cannot read snapshot '${shown}': HTTP ${answer.status}`);
     }
     return answer.body;
   }
@@ -232,7 +242,9 @@ function getOnce(
     const lib = url.protocol === "https:" ? https : url.protocol === "http:" ? http : undefined;
     if (!lib) {
       reject(
-        new UsageError(`Cannot read snapshot '${url}': only http:// and https:// are supported`),
+        new UsageError(
+          `Cannot read snapshot '${redactUrl(url.href)}': only http:// and https:// are supported`,
+        ),
       );
       return;
     }
@@ -255,7 +267,9 @@ function getOnce(
         req.destroy();
         reject(
           new UsageError(
-            `Cannot read snapshot '${url}': it is ${declared} bytes, over the ${maxBytes}-byte cap`,
+            `Cannot read snapshot '${
+              redactUrl(url.href)
+            }': it is ${declared} bytes, over the ${maxBytes}-byte cap`,
           ),
         );
         return;
@@ -267,7 +281,9 @@ function getOnce(
         if (total > maxBytes) {
           req.destroy();
           reject(
-            new UsageError(`Cannot read snapshot '${url}': it exceeds the ${maxBytes}-byte cap`),
+            new UsageError(
+              `Cannot read snapshot '${redactUrl(url.href)}': it exceeds the ${maxBytes}-byte cap`,
+            ),
           );
           return;
         }
@@ -344,19 +360,25 @@ async function readSource(
   }
   if (/^https?:\/\//i.test(source)) {
     if (!loader.readUrl) {
-      throw new UsageError(`Cannot read snapshot '${source}': URL sources are not wired in`);
+      throw new UsageError(
+        `Cannot read snapshot '${redactUrl(source)}': URL sources are not wired in`,
+      );
     }
     return { source, text: await loader.readUrl(source, maxBytes) };
   }
   const path = resolve(options.cwd, source);
   const info = await loader.stat(path);
-  if (!info) throw new NotFoundError(`Cannot read snapshot '${source}': no such file`);
+  if (!info) throw new NotFoundError(`Cannot read snapshot '${redactUrl(source)}': no such file`);
   if (info.isDirectory) {
-    throw new UsageError(`Cannot read snapshot '${source}': it is a directory (use --fleet)`);
+    throw new UsageError(
+      `Cannot read snapshot '${redactUrl(source)}': it is a directory (use --fleet)`,
+    );
   }
   if (info.size > maxBytes) {
     throw new UsageError(
-      `Cannot read snapshot '${source}': file is ${info.size} bytes, over the ${maxBytes}-byte cap`,
+      `Cannot read snapshot '${
+        redactUrl(source)
+      }': file is ${info.size} bytes, over the ${maxBytes}-byte cap`,
     );
   }
   return { source, text: await readKnownFile(source, loader, options, maxBytes) };
@@ -373,7 +395,9 @@ async function readKnownFile(
     return await loader.readFile(resolve(options.cwd, source), maxBytes);
   } catch (error) {
     throw new UsageError(
-      `Cannot read snapshot '${source}': ${error instanceof Error ? error.message : error}`,
+      `Cannot read snapshot '${redactUrl(source)}': ${
+        error instanceof Error ? error.message : error
+      }`,
       { cause: error },
     );
   }
@@ -432,7 +456,7 @@ export async function loadSnapshot(
   options: SourceOptions,
 ): Promise<Snapshot> {
   const { text } = await readSource(source, loader, MAX_DOCUMENT_BYTES, options);
-  return parseSnapshot(text, { source });
+  return parseSnapshot(text, { source: redactUrl(source) });
 }
 
 const FLEET_EXTENSIONS = new Set([".yaml", ".yml", ".json"]);
@@ -494,6 +518,7 @@ export async function readFleet(
       }
     }
     const { text } = await readSource(source, loader, MAX_FLEET_STREAM_BYTES, options);
+    const shown = redactUrl(source);
     // The first document waits for the second: a stream of one is named after its file.
     let first: Snapshot | undefined;
     let index = 0;
@@ -501,8 +526,8 @@ export async function readFleet(
       snapshot.metadata["source-node"] ||
       (single && source !== "-" && !source.startsWith("cm://")
         ? basename(source, extname(source))
-        : `${source}#${i + 1}`);
-    for (const snapshot of fleetDocuments(text, source)) {
+        : `${shown}#${i + 1}`);
+    for (const snapshot of fleetDocuments(text, shown)) {
       // The fetch's cluster topology document (its last): no node's, never compared.
       if (isClusterTopologyDocument(snapshot)) continue;
       if (index === 0) first = snapshot;
@@ -515,7 +540,7 @@ export async function readFleet(
       index++;
     }
     if (index === 0) {
-      throw new UsageError(`Cannot read fleet '${source}': it holds no snapshot documents`);
+      throw new UsageError(`Cannot read fleet '${shown}': it holds no snapshot documents`);
     }
     if (index === 1) add({ node: name(first as Snapshot, 0, true), snapshot: first as Snapshot });
     count += index;

@@ -91,6 +91,22 @@ Deno.test("diff sources: https URLs are read with the certificate verified, boun
     assert.equal(exitCodeOf(down), 2);
     assert.match(String(down.message), /redirects from https to 'http:', which is refused/);
 
+    // Credentials and query values never reach a message (nor the parse error's source name).
+    const secret = `https://alice:hunter2@127.0.0.1:${server.addr.port}/nope?token=s3cr3t&x=1`;
+    const hidden = await loadSnapshot(secret, trusted, { cwd: "/" }).catch((e) => e);
+    assert.equal(exitCodeOf(hidden), 3);
+    assert.equal(
+      hidden.message,
+      `Cannot read snapshot 'https://***@127.0.0.1:${server.addr.port}/nope?token=***&x=***': HTTP 404`,
+    );
+    const refused = await loadSnapshot(secret.replace("https:", "ftp:"), trusted, { cwd: "/" })
+      .catch((e) => e);
+    assert.equal(exitCodeOf(refused), 3);
+    assert.match(refused.message, /'ftp:\/\/\*\*\*@127.0.0.1:\d+\/nope\?token=\*\*\*&x=\*\*\*'/);
+    for (const leak of ["alice", "hunter2", "s3cr3t"]) {
+      assert.ok(!refused.message.includes(leak), refused.message);
+    }
+
     const hasty = createFsSourceLoader({ httpsCa: cert, urlTimeoutMs: 200 });
     const slow = await loadSnapshot(`${base}/slow`, hasty, { cwd: "/" }).catch((e) => e);
     assert.equal(exitCodeOf(slow), 5);

@@ -48,6 +48,7 @@ import { globalOptions, kubeConfigSource } from "./globals.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { KubeConfigSource } from "../kube/mod.ts";
 import { namingFlags } from "./_flags.ts";
+import { redactUrl } from "../redact.ts";
 
 export type { SnapshotSourceLoader } from "./_sources.ts";
 export { createFsSourceLoader, createKubeConfigMapReader } from "./_sources.ts";
@@ -291,8 +292,9 @@ async function diffPair(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promise
     loadSnapshot(flags.target as string, run.loader, { cwd, option: "target" }),
   ]);
   const result = diffSnapshots(baseline, target, {
-    baselineSource: flags.baseline as string,
-    targetSource: flags.target as string,
+    // The report names its sources as messages do: no URL credentials or query values.
+    baselineSource: redactUrl(flags.baseline as string),
+    targetSource: redactUrl(flags.target as string),
     ignore: run.ignore,
   });
   const format = flags.format as typeof DIFF_FORMATS[number];

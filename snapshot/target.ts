@@ -39,8 +39,8 @@ const DNS_SUBDOMAIN_REGEXP = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 export function parseConfigMapUri(uri: string, option = "output"): ConfigMapRef {
   if (!uri.startsWith(CONFIGMAP_SCHEME)) {
     throw new UsageError(
-      (name) =>
-        `Cannot use '${name(option)}' value '${uri}' as a ConfigMap: it must start with 'cm://'`,
+      (flag) =>
+        `Cannot use '${flag(option)}' value '${uri}' as a ConfigMap: it must start with 'cm://'`,
     );
   }
   const rest = uri.slice(CONFIGMAP_SCHEME.length);
@@ -49,25 +49,25 @@ export function parseConfigMapUri(uri: string, option = "output"): ConfigMapRef 
   const name = slash < 0 ? "" : rest.slice(slash + 1).trim();
   if (!namespace || !name) {
     throw new UsageError(
-      (name) =>
+      (flag) =>
         `Cannot use '${
-          name(option)
+          flag(option)
         }' value '${uri}': a ConfigMap URI is 'cm://<namespace>/<name>' with both parts non-empty`,
     );
   }
   if (namespace.length > 63 || !DNS_LABEL_REGEXP.test(namespace)) {
     throw new UsageError(
-      (name) =>
+      (flag) =>
         `Cannot use '${
-          name(option)
+          flag(option)
         }' value '${uri}': namespace '${namespace}' is not a valid Kubernetes namespace (lower-case letters, digits and '-', at most 63 characters)`,
     );
   }
   if (name.length > 253 || !DNS_SUBDOMAIN_REGEXP.test(name)) {
     throw new UsageError(
-      (name) =>
+      (flag) =>
         `Cannot use '${
-          name(option)
+          flag(option)
         }' value '${uri}': name '${name}' is not a valid ConfigMap name (lower-case letters, digits, '-' and '.', at most 253 characters)`,
     );
   }
@@ -89,16 +89,16 @@ export function parseSnapshotTarget(value: string | undefined, option = "output"
   }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
     throw new UsageError(
-      (name) =>
+      (flag) =>
         `Cannot use '${
-          name(option)
+          flag(option)
         }' value '${value}': only a file path, '-' (stdout) or 'cm://<namespace>/<name>' are supported`,
     );
   }
   if (value.endsWith("/")) {
     throw new UsageError(
-      (name) =>
-        `Cannot use '${name(option)}' value '${value}': it names a directory; give a file path`,
+      (flag) =>
+        `Cannot use '${flag(option)}' value '${value}': it names a directory; give a file path`,
     );
   }
   return { kind: "file", path: value };

@@ -37,3 +37,16 @@ Deno.test("formatConfigMapUri() is the inverse of parseConfigMapUri()", () => {
   const ref = parseConfigMapUri("cm://default/aicr-agent-snapshot-x");
   assert.equal(formatConfigMapUri(ref), "cm://default/aicr-agent-snapshot-x");
 });
+
+Deno.test("parseConfigMapUri() names the invalid name and namespace it refuses", () => {
+  assert.throws(() => parseConfigMapUri("cm://ns/UPPER", "target"), (error: unknown) => {
+    assert.ok(error instanceof UsageError);
+    assert.match(error.message, /name 'UPPER' is not a valid ConfigMap name/);
+    assert.ok(!error.message.includes("=>"), error.message);
+    return true;
+  });
+  assert.throws(
+    () => parseConfigMapUri("cm://Bad_NS/x", "target"),
+    /namespace 'Bad_NS' is not a valid Kubernetes namespace/,
+  );
+});

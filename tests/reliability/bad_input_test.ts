@@ -31,6 +31,8 @@ interface Row {
   args: string[];
   code: number;
   message: RegExp;
+  /** Text that must appear nowhere in stderr (a credential). */
+  absent?: string[];
 }
 
 function rows(): Row[] {
@@ -157,6 +159,27 @@ function rows(): Row[] {
       args: snap("-o", `cm://NS/${L254}`),
       code: 2,
       message: /^error: Cannot use '--output' value/m,
+    },
+    {
+      name: "output cm:// name in capitals (named, not a function's text)",
+      args: snap("-o", "cm://NS/UPPER"),
+      code: 2,
+      message:
+        /^error: Cannot use '--output' value 'cm:\/\/[a-z0-9-]+\/UPPER': name 'UPPER' is not a valid ConfigMap name/m,
+    },
+    {
+      name: "diff URL source with credentials and a token (redacted)",
+      args: [
+        "diff",
+        "--baseline",
+        "https://alice:hunter2@127.0.0.1:9/a.yaml?token=s3cret&x=1",
+        "--target",
+        "http://127.0.0.1:9/b.yaml?sig=s3cret",
+      ],
+      code: 6,
+      message:
+        /^error: Cannot read snapshot 'https?:\/\/(\*\*\*@)?127\.0\.0\.1:9\/[ab]\.yaml\?(token|sig)=\*\*\*/m,
+      absent: ["alice", "hunter2", "s3cret"],
     },
     {
       name: "unknown --os",
@@ -450,6 +473,7 @@ Deno.test({
           const wrote = writes(proxy.requests.slice(seen));
           assert.equal(run.code, row.code, run.stderr);
           assert.match(run.stderr, row.message);
+          for (const text of row.absent ?? []) assert.ok(!run.stderr.includes(text), run.stderr);
           assert.equal(run.stdout, "");
           assert.deepEqual(wrote, [], "no write reached the apiserver");
           refused++;
