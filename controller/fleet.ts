@@ -3,7 +3,7 @@
  * with a bound, each node with its own status (ok, not ready, unreachable, denied, timed out).
  *
  * The design is daemon/README.md's "How the CLI reaches the daemons" and "Per-node identity":
- * pending daemon certificate requests are signed first (`signer.ts`, when the caller may);
+ * pending daemon certificate requests are signed first (`csr/`, when the caller may);
  * then, per node and within the same concurrency bound, one TokenRequest token for the reader
  * ServiceAccount with that node's audience (`aicr-daemon:<node>`) bound to that Node object
  * (10 minutes), so the user's own credential never reaches a node and no daemon can replay
@@ -44,7 +44,7 @@ import { buildInfo } from "../version.ts";
 import { readClusterTopology, requestServiceAccountToken } from "./fleet_topology.ts";
 import type { FleetTopology } from "./fleet_topology.ts";
 import { daemonPods } from "./install.ts";
-import { signPendingCsrs } from "./signer.ts";
+import { signPendingCsrs } from "../csr/mod.ts";
 import type { DaemonPlacement, DaemonPodState } from "./install.ts";
 
 /** One node's outcome. */

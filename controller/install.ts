@@ -4,7 +4,7 @@
  * error, nothing written), creates what `render.ts` renders through a {@link Ledger} (UID-pinned
  * cleanup of what it made on any failure or signal), and waits, bounded and with progress, for
  * the pods of the targeted nodes to be Ready and to hold their own certificate, signing their
- * requests meanwhile (`signer.ts`).
+ * requests meanwhile (`csr/`).
  *
  * Each daemon proves which node it is: it makes its own key and asks for a certificate through
  * the CSR API under aicr's signer; the install (and every fetch) signs only what it can match
@@ -41,8 +41,8 @@ import type { AccessAttributes } from "../rbac/mod.ts";
 import { createImagePullCheck, HEARTBEAT_MS, unschedulableReason } from "./wait.ts";
 import type { PodObject } from "./wait.ts";
 import type { DaemonCa } from "../x509.ts";
-import { readDaemonSetAndPods, signerCallerChecks, signPendingCsrs } from "./signer.ts";
-import type { SignOutcome } from "./signer.ts";
+import { readDaemonSetAndPods, signerCallerChecks, signPendingCsrs } from "../csr/mod.ts";
+import type { SignOutcome } from "../csr/mod.ts";
 import { makeDaemonCa, renderDaemonSet } from "./render.ts";
 import type { DaemonSetOptions, RenderedDaemonSet } from "./render.ts";
 

@@ -2,8 +2,8 @@
  * The controller side of both modes: what acts on the user's cluster, from typed, already-checked
  * options. Job mode (`deploy.ts`: gate → create → wait → read → deliver → cleanup, `wait.ts`),
  * the sweep after a killed run (`sweep.ts`), and DaemonSet mode (`render.ts`, `install.ts`,
- * `uninstall.ts`; `signer.ts`: the daemons' certificates; `fleet.ts`: fetch every
- * node's snapshot, `fleet_writer.ts`: write each as it arrives).
+ * `uninstall.ts`, signing the daemons' certificates through `csr/` as the in-cluster signer
+ * does; `fleet.ts`: fetch every node's snapshot, `fleet_writer.ts`: write each as it arrives).
  *
  * ```ts ignore
  * const result = await deploySnapshot(deps, options);

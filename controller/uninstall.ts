@@ -20,7 +20,7 @@ import {
 } from "../manifests/mod.ts";
 import { createAccessReviewer, creatorChecks, runGate } from "../rbac/mod.ts";
 import type { AccessAttributes } from "../rbac/mod.ts";
-import { deleteDaemonCsrs } from "./signer.ts";
+import { deleteDaemonCsrs } from "../csr/mod.ts";
 import { hasServiceMonitorCrd, resourceOf } from "./install.ts";
 import type { InstallDeps } from "./install.ts";
 

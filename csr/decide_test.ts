@@ -7,11 +7,13 @@ import {
   DAEMON_CERT_SECONDS,
   decideCsr,
   EXTRA_NODE_NAME,
+  EXTRA_NODE_UID,
   EXTRA_POD_NAME,
   EXTRA_POD_UID,
-  signerCallerChecks,
-} from "./signer.ts";
-import type { CsrObject, SignContext, SignerPod } from "./signer.ts";
+  isApprovedUnissued,
+  isDecided,
+} from "./decide.ts";
+import type { CsrObject, SignContext, SignerPod } from "./decide.ts";
 
 const USER = "system:serviceaccount:aicr-system:aicr-daemon";
 const POD: SignerPod = {
@@ -26,6 +28,7 @@ const CONTEXT: SignContext = {
   username: USER,
   daemonSetUid: "ds-uid",
   pods: new Map([[POD.uid, POD]]),
+  nodes: new Map([["gpu-1", "node-uid-1"]]),
 };
 
 function request(names: { cn?: string; dns?: string[]; ips?: string[] } = {}): string {
@@ -50,6 +53,7 @@ function csr(overrides: Partial<NonNullable<CsrObject["spec"]>> = {}, status = {
         [EXTRA_POD_NAME]: [POD.name],
         [EXTRA_POD_UID]: [POD.uid],
         [EXTRA_NODE_NAME]: ["gpu-1"],
+        [EXTRA_NODE_UID]: ["node-uid-1"],
       },
       ...overrides,
     },
@@ -57,7 +61,7 @@ function csr(overrides: Partial<NonNullable<CsrObject["spec"]>> = {}, status = {
   };
 }
 
-Deno.test("signer: a request from this DaemonSet's pod for its own node and IP is signed, 30 days", () => {
+Deno.test("decideCsr(): a request from this DaemonSet's pod for its own node and IP is signed, 30 days", () => {
   const decision = decideCsr(csr(), CONTEXT);
   assert.equal(decision.action, "sign");
   if (decision.action !== "sign") return;
@@ -70,7 +74,7 @@ Deno.test("signer: a request from this DaemonSet's pod for its own node and IP i
   assert.equal(longer.action === "sign" && longer.lifetimeSeconds, DAEMON_CERT_SECONDS);
 });
 
-Deno.test("signer: requests not ours to decide are left alone", () => {
+Deno.test("decideCsr(): requests not ours to decide are left alone", () => {
   const skip = (c: CsrObject) => {
     const d = decideCsr(c, CONTEXT);
     return d.action === "skip" ? d.reason : d.action;
@@ -83,13 +87,13 @@ Deno.test("signer: requests not ours to decide are left alone", () => {
   assert.equal(skip(csr({ username: "alice" })), "other-requester");
   assert.equal(skip(csr({}, { certificate: "eA==" })), "decided");
   assert.equal(skip(csr({}, { conditions: [{ type: "Denied", status: "True" }] })), "decided");
-  assert.equal(skip(csr({}, { conditions: [{ type: "Approved", status: "True" }] })), "decided");
+  assert.equal(skip(csr({}, { conditions: [{ type: "Failed", status: "True" }] })), "decided");
   const { ip: _ip, ...withoutIp } = POD;
   const noIp: SignContext = { ...CONTEXT, pods: new Map([[POD.uid, withoutIp]]) };
   assert.equal(decideCsr(csr(), noIp).action, "skip", "decided once the pod's IP is known");
 });
 
-Deno.test("signer: every refusal has its reason", () => {
+Deno.test("decideCsr(): every refusal has its reason", () => {
   const reason = (c: CsrObject, context = CONTEXT) => {
     const d = decideCsr(c, context);
     return d.action === "deny" ? d.reason : `${d.action}`;
@@ -99,6 +103,7 @@ Deno.test("signer: every refusal has its reason", () => {
       [EXTRA_POD_NAME]: [POD.name],
       [EXTRA_POD_UID]: [POD.uid],
       [EXTRA_NODE_NAME]: ["gpu-1"],
+      [EXTRA_NODE_UID]: ["node-uid-1"],
       ...changes,
     };
     return Object.fromEntries(Object.entries(base).filter(([, v]) => v)) as Record<
@@ -120,6 +125,11 @@ Deno.test("signer: every refusal has its reason", () => {
   // The token's node is not where the pod runs, or is missing.
   assert.equal(reason(csr({ extra: extra({ [EXTRA_NODE_NAME]: ["gpu-2"] }) })), "WrongNode");
   assert.equal(reason(csr({ extra: extra({ [EXTRA_NODE_NAME]: undefined }) })), "WrongNode");
+  // The node the token names is gone, or was replaced (same name, another UID).
+  const noNode = { ...CONTEXT, nodes: new Map([["gpu-1", undefined]]) };
+  assert.equal(reason(csr(), noNode), "UnknownNode");
+  const replaced = { ...CONTEXT, nodes: new Map([["gpu-1", "node-uid-2"]]) };
+  assert.equal(reason(csr(), replaced), "UnknownNode");
   // The request itself.
   assert.equal(reason(csr({ request: Buffer.from("junk").toString("base64") })), "BadRequest");
   const rsa = generateKeyPairSync("rsa", { modulusLength: 1024 });
@@ -156,14 +166,24 @@ Deno.test("signer: every refusal has its reason", () => {
   assert.equal(reason(csr({ usages: [] })), "WrongUsages");
 });
 
-Deno.test("signer: the gate asks approve and sign on this signer only, and the subresources", () => {
-  const checks = signerCallerChecks();
-  assert.deepEqual(
-    checks.filter((c) => c.resource === "signers").map((c) => `${c.verb} ${c.name}`),
-    [`approve ${DAEMON_CSR_SIGNER}`, `sign ${DAEMON_CSR_SIGNER}`],
-  );
-  assert.deepEqual(
-    checks.filter((c) => c.subresource).map((c) => `${c.verb} ${c.subresource}`),
-    ["update approval", "update status"],
-  );
+Deno.test("decideCsr(): a node not looked up is left for later, never signed blind", () => {
+  const decision = decideCsr(csr(), { ...CONTEXT, nodes: new Map() });
+  assert.deepEqual(decision, { action: "skip", reason: "node-unknown" });
+});
+
+Deno.test("decideCsr(): an approved request without its certificate is signed after the same checks, or failed", () => {
+  const approved = {
+    conditions: [{ type: "Approved", status: "True", reason: "AicrDaemonPodMatched" }],
+  };
+  assert.equal(isDecided(csr({}, approved)), false);
+  assert.equal(isApprovedUnissued(csr({}, approved)), true);
+  const decision = decideCsr(csr({}, approved), CONTEXT);
+  assert.equal(decision.action, "sign");
+  assert.equal(decision.action === "sign" && decision.approved, true);
+  // Approved by hand for a pod that is gone: the checks still hold, and Denied cannot follow
+  // Approved, so it fails with the reason.
+  const gone = decideCsr(csr({}, approved), { ...CONTEXT, pods: new Map() });
+  assert.equal(gone.action, "fail");
+  assert.equal(gone.action === "fail" && gone.reason, "UnknownPod");
+  assert.equal(isDecided(csr({}, { ...approved, certificate: "eA==" })), true);
 });
