@@ -155,6 +155,23 @@ export function parseResourceList(value: string, flag: string): ResourceList {
   return list;
 }
 
+/**
+ * Parses a non-negative integer flag.
+ *
+ * @param flag the flag name
+ * @param value its value
+ * @returns the number
+ * @throws {UsageError} when it is not a non-negative integer
+ */
+export function parseCount(flag: string, value: string): number {
+  if (!/^\d+$/.test(value.trim())) {
+    throw new UsageError(
+      `Cannot use '${flag}' as it must be a non-negative integer: current value is '${value}'`,
+    );
+  }
+  return Number(value);
+}
+
 const DURATION_UNITS: Record<string, number> = {
   ns: 1e-6,
   us: 1e-3,

@@ -22,7 +22,7 @@ import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 import { createProjectionFileReader, readProjections } from "./_projections.ts";
 import type { ProjectionFlags } from "./_projections.ts";
-import { namingFlags } from "./_flags.ts";
+import { namingFlags, parseCount } from "./_flags.ts";
 
 /** Flags of a local collection. */
 export interface LocalAgentFlags extends ProjectionFlags {
@@ -40,23 +40,6 @@ export interface LocalAgentFlags extends ProjectionFlags {
   systemdUnit?: string[];
   /** `--host-root`. */
   hostRoot?: string;
-}
-
-/**
- * Parses a non-negative integer flag.
- *
- * @param flag the flag name
- * @param value its value
- * @returns the number
- * @throws {UsageError} when it is not a non-negative integer
- */
-export function parseCount(flag: string, value: string): number {
-  if (!/^\d+$/.test(value.trim())) {
-    throw new UsageError(
-      `Cannot use '${flag}' as it must be a non-negative integer: current value is '${value}'`,
-    );
-  }
-  return Number(value);
 }
 
 /**

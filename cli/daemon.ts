@@ -11,69 +11,22 @@ import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { collectSnapshot } from "../agent/mod.ts";
-import {
-  type AccessAuthorizer,
-  type CollectFunction,
-  createCachingAuthorizer,
-  createDaemon,
-  createKubeAuth,
-  createServingIdentity,
-  type RequestAuthorizer,
-  type RunningServer,
-  serve,
-  type SnapshotCacheOptions,
-  type TokenAuthenticator,
-  validateTls,
-} from "../daemon/mod.ts";
+import { runDaemon, validateTls } from "../daemon/mod.ts";
+import type { DaemonOptions, DaemonRunDeps, MakeAuth } from "../daemon/mod.ts";
 import { UsageError } from "../errors.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName, validateNamespace } from "../manifests/mod.ts";
-import { namingFlags, parseDuration } from "./_flags.ts";
-import type { KubeClient } from "../kube/mod.ts";
-import type { Logger } from "../log.ts";
+import { namingFlags, parseCount, parseDuration } from "./_flags.ts";
 import { resolveNodeName } from "../snapshot/mod.ts";
-import { processStats, useDaemonV8Flags } from "../runtime.ts";
 import { buildInfo } from "../version.ts";
-import { parseCount } from "./agent.ts";
 import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
-import type { GlobalOptions } from "./globals.ts";
 import type { CliDeps } from "./context.ts";
-
-/** Options the collect factory receives. */
-export interface MakeCollectOptions {
-  /** Logger. */
-  log: Logger;
-  /** This node. */
-  nodeName: string;
-  /** A cluster client for the K8s and NodeTopology readings, when there is one. */
-  kube?: KubeClient;
-  /** Read host files under this directory. */
-  hostRoot?: string;
-  /** systemd units to read. */
-  systemdUnits?: string[];
-  /** Truncate NodeTopology node lists (0: no limit). */
-  maxNodesPerEntry: number;
-}
-
-/** Options the auth factory receives. */
-export interface MakeAuthOptions {
-  /** Logger. */
-  log: Logger;
-  /** The daemon's cluster client (its ServiceAccount creates the reviews). */
-  kube: KubeClient;
-  /** Token audiences to require (empty: the API server's). */
-  audiences: string[];
-  /** The node tokens must be bound to (`--require-node-bound-token`), when set. */
-  boundNode?: string;
-}
 
 /** Factories of the daemon's real dependencies; each has a default built from {@link CliDeps}. */
 export interface DaemonFactories {
   /** Builds the collect function. @default collectSnapshot over `deps.collectorDeps` */
-  makeCollect?: (options: MakeCollectOptions) => CollectFunction;
+  makeCollect?: DaemonRunDeps["makeCollect"];
   /** Builds the token authenticator and access authorizer. @default createKubeAuth(kube) */
-  makeAuth?: (
-    options: MakeAuthOptions,
-  ) => { authenticator: TokenAuthenticator; authorizer: AccessAuthorizer };
+  makeAuth?: MakeAuth;
 }
 
 /** Dependencies of the daemon command. */
@@ -156,7 +109,7 @@ async function readPem(flag: string, path: string, cwd: string): Promise<string>
   }
 }
 
-function defaultMakeCollect(deps: CliDeps): (options: MakeCollectOptions) => CollectFunction {
+function defaultMakeCollect(deps: CliDeps): DaemonRunDeps["makeCollect"] {
   return (options) => {
     const collectors = deps.collectorDeps({
       log: options.log,
@@ -178,82 +131,6 @@ function defaultMakeCollect(deps: CliDeps): (options: MakeCollectOptions) => Col
         },
       );
   };
-}
-
-/**
- * Re-reads the certificate and key files on an interval and hands changed, valid ones to the
- * server (a rotated Secret: the kubelet swaps the mounted files atomically, but the two reads
- * are not, so a half-rotated pair fails validation once and is taken on the next tick).
- */
-function watchTls(
-  server: RunningServer,
-  files: { certFile: string; keyFile: string; cwd: string },
-  options: { current: { cert: string; key: string }; intervalMs: number; log: Logger },
-): { stop(): void } {
-  let current = options.current;
-  let busy = false;
-  const timer = setInterval(async () => {
-    if (busy) return;
-    busy = true;
-    try {
-      const next = {
-        cert: await readFile(resolve(files.cwd, files.certFile), "utf8"),
-        key: await readFile(resolve(files.cwd, files.keyFile), "utf8"),
-      };
-      if (next.cert === current.cert && next.key === current.key) return;
-      const info = server.setTls(next);
-      current = next;
-      options.log.info("TLS certificate reloaded", {
-        subject: info.subject,
-        notAfter: info.notAfter.toISOString(),
-      });
-    } catch (error) {
-      options.log.warn("TLS certificate not reloaded; the previous one stays in use", {
-        error: error instanceof Error ? error.message : String(error),
-      });
-    } finally {
-      busy = false;
-    }
-  }, options.intervalMs);
-  return { stop: () => clearInterval(timer) };
-}
-
-/** The daemon's options, parsed and checked from its flags (certificates read). */
-export interface DaemonOptions {
-  /** `--listen`. */
-  listen: string;
-  /** `--port`. */
-  port: number;
-  /** The cache's periods. */
-  cache: SnapshotCacheOptions;
-  /** `--drain-timeout`. */
-  drainTimeoutMs: number;
-  /** `--tls-reload-interval`. */
-  tlsReloadMs: number;
-  /** `--max-nodes-per-entry`. */
-  maxNodesPerEntry: number;
-  /** The certificate and key read from their files; absent with `--insecure-http`. */
-  tls?: { cert: string; key: string; certFile: string; keyFile: string };
-  /** `--insecure-http`. */
-  insecureHttp: boolean;
-  /** `--insecure-no-auth`. */
-  insecureNoAuth: boolean;
-  /** This node. */
-  nodeName: string;
-  /** `--token-audience`. */
-  tokenAudiences: string[];
-  /** `--host-root`. */
-  hostRoot?: string;
-  /** `--systemd-unit`. */
-  systemdUnits: string[];
-  /** Where the cohort's baseline is read; absent: no drift metric. */
-  baseline?: { namespace: string; daemonName: string; intervalMs: number };
-  /** This pod (`--pod-name`, `--pod-uid`): named in its certificate request. */
-  pod?: { name: string; uid: string };
-  /** `--require-node-bound-token`: snapshot tokens must be bound to this node. */
-  requireNodeBoundToken: boolean;
-  /** `--csr-signer` with `--pod-ip`: the serving certificate comes from the CSR API. */
-  csr?: { signerName: string; podIp: string };
 }
 
 /**
@@ -388,175 +265,34 @@ function podIdentity(flags: DaemonFlags): Pick<DaemonOptions, "pod" | "csr"> {
 }
 
 /**
- * The daemon's authorizers: snapshot reads with the dedicated token audience, /metrics with the
- * API server's own; none with --insecure-no-auth (said loudly).
- *
- * @throws {UsageError} when authentication is on and there is no Kubernetes client
- */
-function createAuthorizers(
-  deps: DaemonCommandDeps,
-  context: { kube: ReturnType<typeof connectOptional>; log: Logger },
-  options: DaemonOptions,
-): { auth?: RequestAuthorizer; metricsAuth?: RequestAuthorizer } {
-  const { kube, log } = context;
-  if (options.insecureNoAuth) {
-    log.warn(
-      "authentication is OFF (--insecure-no-auth): anyone who reaches the port reads this node's snapshot",
-    );
-    return {};
-  }
-  if (!kube) {
-    throw new UsageError(
-      "Cannot authenticate callers without a Kubernetes client: run in a pod, pass '--kubeconfig', or '--insecure-no-auth' for a local test",
-    );
-  }
-  const makeAuth = deps.makeAuth ??
-    ((options: MakeAuthOptions) =>
-      createKubeAuth(options.kube, {
-        audiences: options.audiences,
-        ...(options.boundNode !== undefined ? { boundNode: options.boundNode } : {}),
-      }));
-  const auth = createCachingAuthorizer(
-    makeAuth({
-      log,
-      kube,
-      audiences: options.tokenAudiences,
-      ...(options.requireNodeBoundToken ? { boundNode: options.nodeName } : {}),
-    }),
-    { clock: () => deps.now().getTime() },
-  );
-  // /metrics takes tokens of the API server's own audience, as the kubelet does, so a stock
-  // Prometheus can scrape it (still authorized with 'get nodes/metrics'); the snapshot keeps
-  // the dedicated audience.
-  const metricsAuth = options.tokenAudiences.length === 0 ? auth : createCachingAuthorizer(
-    makeAuth({ log, kube, audiences: [] }),
-    { clock: () => deps.now().getTime() },
-  );
-  return { auth, metricsAuth };
-}
-
-/**
- * The daemon's own serving identity with `--csr-signer` (daemon/identity.ts), else undefined.
- *
- * @throws {UsageError} when there is no Kubernetes client to send the request with
- */
-function servingIdentity(
-  deps: DaemonCommandDeps,
-  context: { kube: ReturnType<typeof connectOptional>; log: Logger },
-  options: DaemonOptions,
-): ReturnType<typeof createServingIdentity> | undefined {
-  if (!options.csr || !options.pod) return undefined;
-  if (!context.kube) {
-    throw new UsageError(
-      "Cannot request a serving certificate ('--csr-signer') without a Kubernetes client: run in a pod or pass '--kubeconfig'",
-    );
-  }
-  return createServingIdentity({ kube: context.kube, log: context.log, now: deps.now }, {
-    signerName: options.csr.signerName,
-    nodeName: options.nodeName,
-    podName: options.pod.name,
-    podUid: options.pod.uid,
-    podIp: options.csr.podIp,
-  });
-}
-
-/**
- * Runs the daemon until `deps.signal` aborts, then drains and returns.
- *
- * @param deps CLI dependencies and factories
- * @param context the root's flags (the cluster) and the logger
- * @param options the checked options
- * @returns when the server has stopped and the last collection ended
- * @throws {UsageError} when callers are to be authenticated without a cluster
- */
-export async function runDaemon(
-  deps: DaemonCommandDeps,
-  context: { globals: GlobalOptions; log: Logger },
-  options: DaemonOptions,
-): Promise<void> {
-  useDaemonV8Flags();
-  const { log } = context;
-  const { nodeName, maxNodesPerEntry, port, drainTimeoutMs, tlsReloadMs } = options;
-  const kube = connectOptional(deps, context.globals, log);
-  const { auth, metricsAuth } = createAuthorizers(deps, { kube, log }, options);
-  const identity = servingIdentity(deps, { kube, log }, options);
-  const tls = options.tls
-    ? { cert: options.tls.cert, key: options.tls.key }
-    : identity?.placeholder;
-  if (options.insecureHttp) log.warn("serving plain HTTP (--insecure-http): for local tests only");
-  const makeCollect = deps.makeCollect ?? defaultMakeCollect(deps);
-  const collect = makeCollect({
-    log,
-    nodeName,
-    maxNodesPerEntry,
-    ...(kube ? { kube } : {}),
-    ...(options.hostRoot ? { hostRoot: options.hostRoot } : {}),
-    ...(options.systemdUnits.length ? { systemdUnits: options.systemdUnits } : {}),
-  });
-  const baseline = options.baseline;
-  if (baseline && !kube) {
-    throw new UsageError(
-      "Cannot read the cohort's baseline without a Kubernetes client: run in a pod, pass '--kubeconfig', or leave out '--baseline-namespace'",
-    );
-  }
-  const daemon = createDaemon({
-    ...(baseline && kube
-      ? {
-        baseline: {
-          read: (name: string, signal: AbortSignal) =>
-            kube.get("ConfigMap", baseline.namespace, name, { timeoutMs: 10_000, signal }),
-          daemonName: baseline.daemonName,
-          intervalMs: baseline.intervalMs,
-        },
-      }
-      : {}),
-    collect,
-    auth,
-    clock: () => deps.now().getTime(),
-    log,
-    build: buildInfo(),
-    nodeName,
-    metricsAuth,
-    processStats,
-    ...(identity ? { awaitingCertificate: identity.awaiting } : {}),
-  }, options.cache);
-  const server = await serve(daemon.app, {
-    hostname: options.listen,
-    port,
-    ...(tls ? { tls } : { insecureHttp: true }),
-    signal: deps.signal,
-    log,
-    drainTimeoutMs,
-  });
-  daemon.start();
-  const asking = identity?.run((pair) => server.setTls(pair), deps.signal);
-  const reload = tls && options.tls && tlsReloadMs > 0
-    ? watchTls(server, {
-      certFile: options.tls.certFile,
-      keyFile: options.tls.keyFile,
-      cwd: deps.cwd,
-    }, {
-      current: tls,
-      intervalMs: tlsReloadMs,
-      log,
-    })
-    : undefined;
-  await server.finished;
-  reload?.stop();
-  await asking;
-  await daemon.close();
-  log.info("daemon stopped");
-}
-
-/**
  * The `daemon` command.
  *
  * @param deps CLI dependencies, optionally with factories of the collect and auth pieces
  * @returns the command
  */
 export function daemonCommand(deps: DaemonCommandDeps): Command {
-  return new Command("daemon")
-    .description("serve this node's snapshot over HTTPS (DaemonSet mode; see daemon/README.md)")
+  const command = new Command("daemon")
+    .description("serve this node's snapshot over HTTPS (DaemonSet mode; see daemon/README.md)");
+  return addDaemonFlags(command)
+    .action(namingFlags(async (flags: DaemonFlags, cmd: Command) => {
+      const globals = globalOptions(cmd);
+      const log = commandLogger(deps, globals, { prefix: "daemon" });
+      const options = await daemonOptions(deps, flags);
+      await runDaemon({
+        connect: () => connectOptional(deps, globals, log),
+        makeCollect: deps.makeCollect ?? defaultMakeCollect(deps),
+        ...(deps.makeAuth ? { makeAuth: deps.makeAuth } : {}),
+        log,
+        now: deps.now,
+        signal: deps.signal,
+        cwd: deps.cwd,
+      }, options);
+    }));
+}
+
+/** The daemon's flags, declared. */
+function addDaemonFlags(command: Command): Command {
+  return command
     .addOption(new Option("--listen <address>", "address to bind").default("0.0.0.0"))
     .addOption(new Option("--port <port>", "port to bind").default("8443").env("AICR_DAEMON_PORT"))
     .addOption(
@@ -627,10 +363,5 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
       "--require-node-bound-token",
       "accept snapshot tokens only when bound to this node (TokenRequest boundObjectRef Node)",
     )
-    .option("--pod-ip <ip>", "this pod's IP, named in the requested certificate")
-    .action(namingFlags(async (flags: DaemonFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals, { prefix: "daemon" });
-      await runDaemon(deps, { globals, log }, await daemonOptions(deps, flags));
-    }));
+    .option("--pod-ip <ip>", "this pod's IP, named in the requested certificate");
 }

@@ -46,6 +46,7 @@ import {
 } from "../manifests/mod.ts";
 import {
   namingFlags,
+  parseCount,
   parseDuration,
   parseNodeSelectors,
   parseResourceList,
@@ -53,7 +54,6 @@ import {
   parseTolerations,
 } from "./_flags.ts";
 import { buildInfo, defaultImage } from "../version.ts";
-import { parseCount } from "./agent.ts";
 import { addReportOptions, reportTargets, runReported } from "./_report.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { ReportTargets } from "./_report.ts";

@@ -28,6 +28,7 @@ import {
 } from "../manifests/mod.ts";
 import {
   namingFlags,
+  parseCount,
   parseNodeSelectors,
   parseResourceList,
   parseTimeout,
@@ -42,7 +43,7 @@ import {
 } from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
 import { buildInfo, defaultImage } from "../version.ts";
-import { addLocalAgentFlags, localAgentOptions, parseCount, runLocalAgent } from "./agent.ts";
+import { addLocalAgentFlags, localAgentOptions, runLocalAgent } from "./agent.ts";
 import type { LocalAgentFlags } from "./agent.ts";
 import {
   createProjectionFileReader,

@@ -1,6 +1,6 @@
 /**
  * The daemon assembled: cache, metrics and app from one deps object, with the background
- * first collection and an orderly stop. `cli/daemon.ts` serves `daemon.app` with `serve()`.
+ * first collection and an orderly stop. `run.ts` serves `daemon.app` with `serve()`.
  *
  * @module
  */
