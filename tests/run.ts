@@ -87,6 +87,10 @@ const GATES: Gate[] = [
     name: "build the control plane (cached)",
     args: ["run", "-A", "tests/cluster/cluster.ts", "build"],
   },
+  {
+    name: "build helm and kubectl (cached)",
+    args: ["run", "-A", "tests/cluster/tools.ts", "build"],
+  },
 ];
 
 function say(line: string): void {
