@@ -17,8 +17,12 @@ import { Buffer } from "node:buffer";
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { parseAllDocuments } from "yaml";
 import { UsageError } from "../errors.ts";
+import type { OptionNamer } from "../errors.ts";
 import { daemonCaConfigMapName, daemonSignerSecretName } from "../manifests/mod.ts";
 import type { DaemonCa } from "../x509.ts";
+
+/** The options a CA file comes from (named as flags by the CLI). */
+type CaOption = "caSecret" | "existingCa";
 
 /** The CA a render uses: a full pair, or only the certificate of a CA kept elsewhere. */
 export type RenderCa = DaemonCa | { caCert: string; caKey?: undefined };
@@ -31,7 +35,7 @@ interface Manifest {
 }
 
 /** Every document of a YAML or JSON text (a `List`'s items too). */
-function manifestsOf(text: string, path: string, flag: string): Manifest[] {
+function manifestsOf(text: string, path: string, flag: CaOption): Manifest[] {
   let docs: unknown[];
   try {
     docs = parseAllDocuments(text).flatMap((doc) => {
@@ -39,11 +43,8 @@ function manifestsOf(text: string, path: string, flag: string): Manifest[] {
       return [doc.toJS() as unknown];
     });
   } catch (error) {
-    throw new UsageError(
-      `Cannot read '${flag}' file '${path}' as YAML or JSON: ${
-        error instanceof Error ? error.message.split("\n")[0] : String(error)
-      }`,
-    );
+    const why = error instanceof Error ? error.message.split("\n")[0] : String(error);
+    throw new UsageError((o) => `Cannot read '${o(flag)}' file '${path}' as YAML or JSON: ${why}`);
   }
   return docs.flatMap((doc) => {
     const m = doc as Manifest & { items?: Manifest[] };
@@ -60,28 +61,34 @@ function decode(value: string | undefined): string {
  * Checks a CA: a CA certificate with a P-256 key, and the key (when given) its own.
  *
  * @param ca the certificate and maybe the key
- * @param source the flag and file, for the message
+ * @param source the option and file, for the message
  * @throws {UsageError} naming what is wrong
  */
-export function checkRenderCa(ca: RenderCa, source: { flag: string; path: string }): void {
-  const where = `'${source.flag}' file '${source.path}'`;
+export function checkRenderCa(ca: RenderCa, source: { flag: CaOption; path: string }): void {
+  const where = (o: OptionNamer) => `'${o(source.flag)}' file '${source.path}'`;
   let cert: X509Certificate;
   try {
     cert = new X509Certificate(ca.caCert);
   } catch {
-    throw new UsageError(`Cannot use ${where} as it holds no PEM certificate`);
+    throw new UsageError((o) => `Cannot use ${where(o)} as it holds no PEM certificate`);
   }
   if (!cert.ca) {
-    throw new UsageError(
-      `Cannot use ${where} as its certificate is not a CA (basicConstraints CA:TRUE): '${cert.subject}'`,
+    const subject = cert.subject;
+    throw new UsageError((o) =>
+      `Cannot use ${
+        where(o)
+      } as its certificate is not a CA (basicConstraints CA:TRUE): '${subject}'`
     );
   }
   const details = cert.publicKey.asymmetricKeyDetails;
   if (cert.publicKey.asymmetricKeyType !== "ec" || details?.namedCurve !== "prime256v1") {
-    throw new UsageError(
-      `Cannot use ${where} as the CA's key must be ECDSA P-256 (the daemons' certificates are signed with it): current key is ${cert.publicKey.asymmetricKeyType} ${
-        details?.namedCurve ?? details?.modulusLength ?? ""
-      }`.trimEnd(),
+    const current = `${cert.publicKey.asymmetricKeyType} ${
+      details?.namedCurve ?? details?.modulusLength ?? ""
+    }`.trimEnd();
+    throw new UsageError((o) =>
+      `Cannot use ${
+        where(o)
+      } as the CA's key must be ECDSA P-256 (the daemons' certificates are signed with it): current key is ${current}`
     );
   }
   if (ca.caKey === undefined) return;
@@ -89,11 +96,11 @@ export function checkRenderCa(ca: RenderCa, source: { flag: string; path: string
   try {
     matches = cert.checkPrivateKey(createPrivateKey(ca.caKey));
   } catch {
-    throw new UsageError(`Cannot use ${where} as its 'tls.key' is not a PEM private key`);
+    throw new UsageError((o) => `Cannot use ${where(o)} as its 'tls.key' is not a PEM private key`);
   }
   if (!matches) {
-    throw new UsageError(
-      `Cannot use ${where} as its 'tls.key' does not belong to its 'tls.crt'`,
+    throw new UsageError((o) =>
+      `Cannot use ${where(o)} as its 'tls.key' does not belong to its 'tls.crt'`
     );
   }
 }
@@ -111,18 +118,20 @@ export function caFromSecretFile(
   text: string,
   options: { path: string; name: string },
 ): DaemonCa {
-  const flag = "--ca-secret";
+  const flag = "caSecret";
   const secrets = manifestsOf(text, options.path, flag).filter((m) => m.kind === "Secret");
   const wanted = daemonSignerSecretName(options.name);
   const secret = secrets.find((s) => s.metadata?.name === wanted) ??
     (secrets.length === 1 ? secrets[0] : undefined);
   if (!secret) {
+    const found = secrets.length === 0
+      ? "no Secret"
+      : secrets.map((s) => `'${s.metadata?.name ?? "?"}'`).join(", ");
     throw new UsageError(
-      `Cannot use '${flag}' file '${options.path}' as it holds no Secret '${wanted}' (found ${
-        secrets.length === 0
-          ? "no Secret"
-          : secrets.map((s) => `'${s.metadata?.name ?? "?"}'`).join(", ")
-      })`,
+      (o) =>
+        `Cannot use '${
+          o(flag)
+        }' file '${options.path}' as it holds no Secret '${wanted}' (found ${found})`,
       {
         details: [
           `  pass an earlier render's output, or: kubectl get secret ${wanted} -o yaml > ca-secret.yaml`,
@@ -132,10 +141,11 @@ export function caFromSecretFile(
   }
   const ca = { caCert: decode(secret.data?.["tls.crt"]), caKey: decode(secret.data?.["tls.key"]) };
   if (!ca.caCert || !ca.caKey) {
-    throw new UsageError(
-      `Cannot use '${flag}' file '${options.path}' as Secret '${
-        secret.metadata?.name ?? "?"
-      }' lacks 'tls.crt' or 'tls.key' under data`,
+    const secretName = secret.metadata?.name ?? "?";
+    throw new UsageError((o) =>
+      `Cannot use '${
+        o(flag)
+      }' file '${options.path}' as Secret '${secretName}' lacks 'tls.crt' or 'tls.key' under data`
     );
   }
   checkRenderCa(ca, { flag, path: options.path });
@@ -156,12 +166,16 @@ export function caCertificateFromFile(
   text: string,
   options: { path: string; name: string },
 ): { caCert: string } {
-  const flag = "--existing-ca";
+  const flag = "existingCa";
   let caCert: string | undefined;
   if (text.trimStart().startsWith("-----BEGIN ")) {
     if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(text)) {
-      throw new UsageError(
-        `Cannot use '${flag}' file '${options.path}' as it holds a private key: give the CA's certificate only (or pass the Secret with --ca-secret)`,
+      throw new UsageError((o) =>
+        `Cannot use '${
+          o(flag)
+        }' file '${options.path}' as it holds a private key: give the CA's certificate only (or pass the Secret with ${
+          o("caSecret")
+        })`
       );
     }
     caCert = text;
@@ -177,7 +191,10 @@ export function caCertificateFromFile(
   }
   if (!caCert) {
     throw new UsageError(
-      `Cannot use '${flag}' file '${options.path}' as it holds no CA certificate (PEM, ConfigMap 'ca.crt' or Secret 'tls.crt')`,
+      (o) =>
+        `Cannot use '${
+          o(flag)
+        }' file '${options.path}' as it holds no CA certificate (PEM, ConfigMap 'ca.crt' or Secret 'tls.crt')`,
       {
         details: [
           `  kubectl get configmap ${
