@@ -60,6 +60,10 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     "# The manifests for review or GitOps (the Secret holds a private key: keep it private)",
     "aicr daemonset render -n aicr-system > aicr-daemonset.yaml",
   ],
+  "daemonset signer": [
+    "# Run by the install's Deployment (two replicas, one leader through the <name>-signer Lease)",
+    "aicr daemonset signer -n aicr-system --name aicr-daemon",
+  ],
   "daemonset baseline": [
     "aicr daemonset baseline set -n aicr-system --from-node gpu-node-1",
     "aicr daemonset baseline list -n aicr-system",

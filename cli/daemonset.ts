@@ -58,6 +58,7 @@ import { addReportOptions, reportTargets, runReported } from "./_report.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { ReportTargets } from "./_report.ts";
 import { baselineCommand } from "./baseline.ts";
+import { signerCommand } from "./daemonset_signer.ts";
 import type { CliDeps } from "./context.ts";
 import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
@@ -516,7 +517,8 @@ export function daemonsetCommand(deps: CliDeps): Command {
     .addCommand(fetchCommand(deps))
     .addCommand(uninstallCommand(deps))
     .addCommand(renderCommand(deps))
-    .addCommand(baselineCommand(deps));
+    .addCommand(baselineCommand(deps))
+    .addCommand(signerCommand(deps));
 }
 
 /** The fetch flags (`aicr daemonset fetch`, `aicr snapshot --from-daemonset`). */

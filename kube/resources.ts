@@ -53,6 +53,13 @@ export const RESOURCES = {
   ),
   RuntimeClass: type("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", false),
   Lease: type("Lease", "coordination.k8s.io", "v1", "leases", true),
+  CertificateSigningRequest: type(
+    "CertificateSigningRequest",
+    "certificates.k8s.io",
+    "v1",
+    "certificatesigningrequests",
+    false,
+  ),
   /** prometheus-operator's; only touched when discovery shows its CRD. */
   ServiceMonitor: type("ServiceMonitor", "monitoring.coreos.com", "v1", "servicemonitors", true),
 } as const satisfies Record<string, ResourceType>;

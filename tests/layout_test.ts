@@ -134,6 +134,15 @@ Deno.test("layout: the node sides (agent/, daemon/) import neither the controlle
   );
 });
 
+Deno.test("layout: signer/ imports neither controller/ nor daemon/, and only cli/ imports signer/", () => {
+  assert.deepEqual(
+    crossing((a, b) =>
+      (a === "signer" && (b === "controller" || b === "daemon")) ||
+      (b === "signer" && a !== "signer" && a !== "cli"), true),
+    [],
+  );
+});
+
 Deno.test("layout: nothing below cli/ imports cli/", () => {
   assert.deepEqual(crossing((a, b) => b === "cli" && a !== "cli" && a !== "mod.ts", true), []);
 });
