@@ -23,6 +23,7 @@ import {
 } from "../../manifests/mod.ts";
 import { daemonAlertRules, daemonDashboard, DASHBOARD_UID } from "../../manifests/monitoring.ts";
 import { DEFAULT_DAEMON_READER_NAME } from "../../manifests/names.ts";
+import { DEFAULT_SIGNER_REPLICAS } from "../../manifests/signer.ts";
 import { baselinePlaceholderName } from "../../snapshot/mod.ts";
 import { defaultImage } from "../../version.ts";
 import {
@@ -47,6 +48,8 @@ const S = {
   toleration: "zqtoleration",
   runtimeClass: "zqruntimeclass",
   port: 47123,
+  // Within the builder's 1 to 10, and no other number of the render (checked: 0 1 2 3 5 10 20 30 100).
+  signerReplicas: 9,
   interval: "4713s",
   requests: { cpu: "4711m", memory: "4711Ki", "ephemeral-storage": "4711Ki" },
   limits: { cpu: "4712m", memory: "4712Ki", "ephemeral-storage": "4712Ki" },
@@ -65,6 +68,7 @@ interface Knob {
 interface RenderInput {
   /** A selector given (the user's whole), none given (GPU nodes), or every node. */
   selector: "given" | "gpu" | "all";
+  signer: boolean;
   service: boolean;
   serviceMonitor: boolean;
   privileged: boolean;
@@ -87,6 +91,7 @@ function bool(test: string, key: keyof RenderInput): Knob {
  * ones); every combination is rendered.
  */
 const KNOBS: Knob[] = [
+  bool(".Values.signer.enabled", "signer"),
   bool(".Values.service.enabled", "service"),
   bool(".Values.serviceMonitor.enabled", "serviceMonitor"),
   bool(".Values.privileged", "privileged"),
@@ -123,7 +128,10 @@ const SUBSTITUTIONS: Substitutions = {
     { sentinel: S.runtimeClass, expr: ".Values.runtimeClassName" },
     { sentinel: S.interval, expr: ".Values.baselineInterval" },
   ],
-  numbers: [{ sentinel: S.port, expr: ".Values.port" }],
+  numbers: [
+    { sentinel: S.port, expr: ".Values.port" },
+    { sentinel: S.signerReplicas, expr: ".Values.signer.replicas" },
+  ],
   blocks: [
     { sentinel: S.pullSecret, expr: ".Values.imagePullSecrets" },
     { sentinel: S.nodeSelector, expr: ".Values.nodeSelector" },
@@ -147,6 +155,8 @@ function renderOptions(input: RenderInput): Parameters<typeof renderDaemonSet>[0
     ...(input.os ? { os: input.os as NonNullable<DaemonSetOptions["os"]> } : {}),
     requests: { ...S.requests },
     limits: { ...S.limits },
+    signer: input.signer,
+    signerReplicas: S.signerReplicas,
     service: input.service,
     serviceMonitor: input.serviceMonitor,
     extraArgs: ["--baseline-interval", S.interval],
@@ -436,6 +446,9 @@ function defaults(version: string): Record<string, unknown> {
     resources: pod.containers[0]!.resources,
     baselineInterval: "60s",
     requireNodeBoundToken: true,
+    // As render's default (false until the CLI renders the signer by default; the chart test
+    // holds the two defaults equal).
+    signer: { enabled: false, replicas: DEFAULT_SIGNER_REPLICAS },
     service: { enabled: true },
     serviceMonitor: { enabled: false },
     ca: { create: true, certificate: "", key: "" },
@@ -530,6 +543,14 @@ export function valuesSchema(): Record<string, unknown> {
       },
       baselineInterval: { type: "string", pattern: "^([0-9]+(ms|s|m|h))+$" },
       requireNodeBoundToken: { type: "boolean" },
+      signer: {
+        type: "object",
+        additionalProperties: false,
+        properties: {
+          enabled: { type: "boolean" },
+          replicas: { type: "integer", minimum: 1, maximum: 10 },
+        },
+      },
       service: enabledOnly(),
       serviceMonitor: enabledOnly(),
       ca: {
@@ -654,6 +675,28 @@ function chartYaml(version: string): string {
   }`;
 }
 
+/** A number sentinel must not be a number the builders write anywhere else. */
+function checkNumberSentinels(): void {
+  const rendered = renderDaemonSet({
+    namespace: "default",
+    image: "x",
+    signer: true,
+    serviceMonitor: true,
+    ca: PLACEHOLDER_CA,
+  });
+  const seen = new Set<number>();
+  const walk = (v: unknown): void => {
+    if (typeof v === "number") seen.add(v);
+    else if (v && typeof v === "object") Object.values(v).forEach(walk);
+  };
+  rendered.objects.forEach((o) => walk(o.manifest));
+  for (const { sentinel } of SUBSTITUTIONS.numbers) {
+    if (seen.has(sentinel)) {
+      throw new Error(`Cannot use ${sentinel} as a sentinel: the builders write it elsewhere`);
+    }
+  }
+}
+
 /**
  * Every file of the chart.
  *
@@ -661,6 +704,7 @@ function chartYaml(version: string): string {
  * @returns the files, paths relative to `charts/aicr/`
  */
 export function chartFiles(version: string): ChartFile[] {
+  checkNumberSentinels();
   const docs = withBaselineNames(withCa(synthesize(KNOBS, {})));
   const caIds = new Set([
     `Secret/${daemonSignerSecretName(S.name)}`,

@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import pkg from "../../package.json" with { type: "json" };
 import { createProgram } from "../../cli/mod.ts";
+import { makeDaemonCa, renderDaemonSet } from "../../controller/mod.ts";
 import { defaultImage } from "../../version.ts";
 import { generateServingKey, issueServingCertificate } from "../../x509.ts";
 import { CHART_DIR, chartDrift } from "../../scripts/chart.ts";
@@ -216,6 +217,32 @@ Deno.test("chart: every knob set in helm gives what the same flags give render",
       assert.deepEqual(comparable(chart), comparable(cli));
     });
   }
+});
+
+Deno.test("chart: signer.enabled gives the signer's objects renderDaemonSet gives", async () => {
+  const chart = await helmTemplate("aicr-system", {
+    image: { repository: "r/aicr", tag: "1" },
+    signer: { enabled: true, replicas: 3 },
+  });
+  const rendered = renderDaemonSet({
+    namespace: "aicr-system",
+    image: "r/aicr:1",
+    privileged: true,
+    nodeSelector: {},
+    allNodes: false,
+    tolerations: [],
+    imagePullSecrets: [],
+    service: true,
+    serviceMonitor: false,
+    extraArgs: ["--baseline-interval", "60s"],
+    signer: true,
+    signerReplicas: 3,
+    ca: makeDaemonCa({ now: new Date() }),
+  }).objects.map((o) => JSON.parse(JSON.stringify(o.manifest)) as Obj);
+  assert.ok(
+    rendered.some((o) => o.kind === "Deployment") && rendered.some((o) => o.kind === "Lease"),
+  );
+  assert.deepEqual(comparable(chart), comparable(rendered));
 });
 
 Deno.test("chart: a CA kept from an earlier render gives the same Secret, an existing CA no Secret", async () => {
