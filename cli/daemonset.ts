@@ -53,7 +53,12 @@ import {
   parseTimeout,
   parseTolerations,
 } from "./_flags.ts";
-import { buildInfo, defaultImage } from "../version.ts";
+import {
+  addImagePlatformsFlag,
+  chooseAgentImage,
+  platformArchitectures,
+  warnAboutImage,
+} from "./_image.ts";
 import { addReportOptions, reportTargets, runReported } from "./_report.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { ReportTargets } from "./_report.ts";
@@ -71,6 +76,7 @@ interface CommonFlags {
 /** Flags of install and render. */
 interface InstallFlags extends CommonFlags {
   image?: string;
+  imagePlatforms?: string;
   imagePullSecret?: string[];
   nodeSelector?: string[];
   toleration?: string[];
@@ -129,14 +135,15 @@ function common(command: Command): Command {
 
 /** The flags of what the daemon is: install and render both take them. */
 function placement(command: Command): Command {
-  return command
-    .addOption(
+  return addImagePlatformsFlag(
+    command.addOption(
       new Option(
         "--image <ref>",
-        "daemon image (default: ghcr.io/nvidia/aicr tagged with this version)",
+        "daemon image (default: this build's own, ghcr.io/aicr-run/aicr:<version>; a source build has none)",
       )
         .env("AICR_IMAGE"),
-    )
+    ),
+  )
     .option("--image-pull-secret <name...>", "Secret for pulling the image (repeatable)")
     .option(
       "--node-selector <key=value...>",
@@ -201,11 +208,13 @@ function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOp
   if (flags.allNodes && Object.keys(nodeSelector).length > 0) {
     throw new UsageError("Cannot use '--all-nodes' together with '--node-selector'");
   }
+  const agentImage = chooseAgentImage(flags);
   return {
     namespace,
     name,
     port,
-    image: flags.image ?? defaultImage(buildInfo().version),
+    image: agentImage.image,
+    architectures: platformArchitectures(agentImage.platforms),
     privileged: privileged === "true",
     nodeSelector,
     allNodes: flags.allNodes,
@@ -245,6 +254,7 @@ function installCommand(deps: CliDeps): Command {
     .action(namingFlags(async (flags: InstallOnlyFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
+      warnAboutImage(log, flags);
       const options = {
         ...daemonOptions(flags, globals),
         // Left undefined, the install asks discovery whether the CRD exists.
@@ -323,6 +333,7 @@ function renderCommand(deps: CliDeps): Command {
     .action(namingFlags(async (flags: RenderFlags, cmd: Command) => {
       const globals = globalOptions(cmd);
       const log = commandLogger(deps, globals);
+      warnAboutImage(log, flags);
       const options = {
         ...daemonOptions(flags, globals),
         serviceMonitor: flags.service !== false && flags.serviceMonitor === true,

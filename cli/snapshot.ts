@@ -42,7 +42,13 @@ import {
   parseSnapshotTarget,
 } from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
-import { buildInfo, defaultImage } from "../version.ts";
+import { buildInfo } from "../version.ts";
+import {
+  addImagePlatformsFlag,
+  chooseAgentImage,
+  platformArchitectures,
+  warnAboutImage,
+} from "./_image.ts";
 import { addLocalAgentFlags, localAgentOptions, runLocalAgent } from "./agent.ts";
 import type { LocalAgentFlags } from "./agent.ts";
 import {
@@ -67,6 +73,7 @@ import type { GlobalOptions } from "./globals.ts";
 /** Flags of `aicr snapshot` (namespace and cluster come from the root's flags). */
 interface SnapshotFlags extends LocalAgentFlags {
   image?: string;
+  imagePlatforms?: string;
   imagePullSecret?: string[];
   jobName: string;
   serviceAccountName?: string;
@@ -93,6 +100,7 @@ interface SnapshotFlags extends LocalAgentFlags {
 /** Single-value flags that may appear only once (upstream rejects duplicates). */
 const SINGLE_VALUE_FLAGS = [
   "image",
+  "image-platforms",
   "job-name",
   "service-account-name",
   "timeout",
@@ -122,14 +130,15 @@ function addSnapshotFlags(command: Command): Command {
 
 /** The agent's image, name, ServiceAccount and placement. */
 function addAgentPlacementFlags(command: Command): Command {
-  return command
-    .addOption(
+  return addImagePlatformsFlag(
+    command.addOption(
       new Option(
         "--image <ref>",
-        "agent image (default: ghcr.io/nvidia/aicr tagged with this version)",
+        "agent image (default: this build's own, ghcr.io/aicr-run/aicr:<version>; a source build has none)",
       )
         .env("AICR_IMAGE"),
-    )
+    ),
+  )
     .option("--image-pull-secret <name...>", "Secret for pulling the agent image (repeatable)")
     .option(
       "--job-name <prefix>",
@@ -294,6 +303,7 @@ export function snapshotCommand(deps: CliDeps): Command {
       throw new UsageError("Cannot use '--offline' without '--dry-run': a run needs the cluster");
     }
     const options = await snapshotOptions(deps, globals, flags);
+    warnAboutImage(log, flags);
     if (flags.dryRun) {
       await previewSnapshot(deps, context, options, { offline: flags.offline });
       return;
@@ -385,7 +395,7 @@ function rejectNetworkTopology(
   }
 }
 
-function parseJobConfig(flags: SnapshotFlags, version: string): {
+function parseJobConfig(flags: SnapshotFlags): {
   job: AgentJobKnobs;
   autoTarget: boolean;
 } {
@@ -404,8 +414,10 @@ function parseJobConfig(flags: SnapshotFlags, version: string): {
     );
   }
   const format: SnapshotFormat = flags.format === "json" ? "json" : "yaml";
+  const agentImage = chooseAgentImage(flags);
   const job = {
-    image: flags.image ?? defaultImage(version),
+    image: agentImage.image,
+    architectures: platformArchitectures(agentImage.platforms),
     jobNamePrefix: flags.jobName,
     format,
     privileged: flags.privileged !== "false",
@@ -491,7 +503,7 @@ async function snapshotOptions(
     );
   }
   const timeoutMs = parseTimeout(flags.timeout, "--timeout");
-  const parsed = parseJobConfig(flags, buildInfo().version);
+  const parsed = parseJobConfig(flags);
   const { autoTarget } = parsed;
   // Upstream passes `--debug` on to the agent with JSON logs: ["--debug", "--log-json", "snapshot", ...].
   const job = globals.debug ? { ...parsed.job, debug: true, logJson: true } : parsed.job;

@@ -6,7 +6,7 @@
 import { Command, Option } from "commander";
 import { UsageError } from "../errors.ts";
 import { platformName, runtimeName } from "../runtime.ts";
-import { buildInfo } from "../version.ts";
+import { buildInfo, defaultImage, isSourceBuild } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import { namingFlags } from "./_flags.ts";
@@ -31,7 +31,13 @@ export function versionCommand(deps: CliDeps): Command {
           `Cannot use '-o ${options.output}': 'aicr version' writes to stdout only; redirect it instead`,
         );
       }
-      const info = { ...buildInfo(), runtime: runtimeName(), platform: platformName() };
+      const build = buildInfo();
+      const info = {
+        ...build,
+        runtime: runtimeName(),
+        platform: platformName(),
+        image: defaultImage(build),
+      };
       if (options.format === "json") {
         deps.stdout.write(JSON.stringify(info, null, 2) + "\n");
         return;
@@ -42,7 +48,9 @@ export function versionCommand(deps: CliDeps): Command {
         );
       }
       deps.stdout.write(
-        `aicr ${info.version}\nbackend: ${info.backend}\ncommit: ${info.commit}\nruntime: ${info.runtime}\nplatform: ${info.platform}\n`,
+        `aicr ${info.version}\nbackend: ${info.backend}\ncommit: ${info.commit}\nruntime: ${info.runtime}\nplatform: ${info.platform}\nimage: ${info.image}${
+          isSourceBuild(build) ? " (the release this source build is a development of)" : ""
+        }\n`,
       );
     }));
 }

@@ -41,6 +41,7 @@ import type { GateReport, RunRbac, ServiceAccountMode } from "../rbac/mod.ts";
 import { formatConfigMapUri, parseSnapshot, snapshotFromConfigMapData } from "../snapshot/mod.ts";
 import type { ConfigMapRef, Snapshot } from "../snapshot/mod.ts";
 import { waitForAgentJob } from "./wait.ts";
+import { describeLeftOut, nodesByArchitecture } from "./architectures.ts";
 import { allSettledOrThrow } from "../io.ts";
 
 /** What a deployment needs. */
@@ -299,7 +300,14 @@ function snapshotLookups(options: DeployOptions, offline: boolean): string[] {
     ...(options.serviceAccountName !== undefined
       ? [`get serviceaccount ${namespace}/${options.serviceAccountName}`]
       : []),
-    ...(options.autoTarget ? [`list nodes -l ${GPU_PRESENT_LABEL}=true --limit 1`] : []),
+    ...(options.autoTarget
+      ? options.job.architectures
+        ? [
+          `list nodes -l '${GPU_PRESENT_LABEL}=true,kubernetes.io/arch in (${options.job.architectures})' --limit 1`,
+          `list nodes -l '${GPU_PRESENT_LABEL}=true,kubernetes.io/arch notin (${options.job.architectures})' --limit 20`,
+        ]
+        : [`list nodes -l ${GPU_PRESENT_LABEL}=true --limit 1`]
+      : []),
     ...(options.job.runtimeClass ? [`get runtimeclass ${options.job.runtimeClass}`] : []),
   ];
 }
@@ -369,7 +377,9 @@ function readCluster(deps: DeployDeps, options: DeployOptions) {
   const { kube, log } = deps;
   return allSettledOrThrow([
     resolveServiceAccount(kube, options),
-    options.autoTarget ? autoTarget(kube, log, options.signal) : Promise.resolve(false),
+    options.autoTarget
+      ? autoTarget(kube, log, options.job.architectures, options.job.image, options.signal)
+      : Promise.resolve(false),
     checkNamespace(kube, options.namespace, {
       ...(options.signal ? { signal: options.signal } : {}),
       createIfAbsent: options.createNamespace ?? false,
@@ -779,18 +789,61 @@ async function checkRuntimeClass(kube: KubeClient, name: string): Promise<void> 
   }
 }
 
-async function autoTarget(kube: KubeClient, log: Logger, signal?: AbortSignal): Promise<boolean> {
+/**
+ * Whether the run targets GPU nodes: yes when one exists of an architecture the image has. GPU
+ * nodes of another architecture are named (the Job's arch affinity keeps the pod off them); when
+ * every GPU node is of another, the run stops here, before anything is created.
+ */
+async function autoTarget(
+  kube: KubeClient,
+  log: Logger,
+  architectures: readonly string[] | undefined,
+  image: string,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  const gpu = `${GPU_PRESENT_LABEL}=true`;
   try {
-    const nodes = await kube.list("Node", undefined, {
-      labelSelector: `${GPU_PRESENT_LABEL}=true`,
-      limit: 1,
+    if (!architectures) {
+      const nodes = await kube.list("Node", undefined, {
+        labelSelector: gpu,
+        limit: 1,
+        timeoutMs: 5000,
+        signal: signal
+          ? AbortSignal.any([signal, AbortSignal.timeout(5000)])
+          : AbortSignal.timeout(5000),
+      });
+      if (nodes.items.length === 0) return false;
+      log.info("auto-targeting GPU nodes", { nodeSelector: gpu });
+      return true;
+    }
+    const split = await nodesByArchitecture(kube, gpu, architectures, {
       timeoutMs: 5000,
-      signal: signal
-        ? AbortSignal.any([signal, AbortSignal.timeout(5000)])
-        : AbortSignal.timeout(5000),
+      ...(signal ? { signal } : {}),
     });
-    if (nodes.items.length === 0) return false;
-    log.info("auto-targeting GPU nodes", { nodeSelector: `${GPU_PRESENT_LABEL}=true` });
+    if (!split.usable && split.leftOut.length > 0) {
+      throw new UsageError(
+        `Cannot run the agent on a GPU node as every GPU node is of an architecture the image '${image}' lacks (it has ${
+          architectures.join(", ")
+        }): ${describeLeftOut(split)}`,
+        {
+          details: [
+            "give an image that has their architecture with --image, and say so with --image-platforms (e.g. linux/amd64,linux/arm64)",
+          ],
+        },
+      );
+    }
+    if (!split.usable) return false;
+    log.info("auto-targeting GPU nodes", {
+      nodeSelector: gpu,
+      architectures: architectures.join(","),
+    });
+    if (split.leftOut.length > 0) {
+      log.warn("auto-targeting left out GPU nodes of an architecture the image lacks", {
+        nodes: describeLeftOut(split),
+        image,
+        architectures: architectures.join(","),
+      });
+    }
     return true;
   } catch (error) {
     // Fail open on what the API answered (or did not); a broken kubeconfig is the run's

@@ -460,3 +460,39 @@ Deno.test("deploySnapshot() reports a missing namespace before the gate's denial
   assert.match(String(error.message), new RegExp(NS));
   assert.deepEqual(s.created(), []);
 });
+
+Deno.test("deploySnapshot() auto-targets GPU nodes the image can run on and names the ones it leaves out", async () => {
+  const s = scene();
+  const gpuNode = (name: string, arch: string) => ({
+    metadata: {
+      name,
+      labels: { "nvidia.com/gpu.present": "true", "kubernetes.io/arch": arch },
+    },
+  });
+  s.fake.put("Node", gpuNode("gpu-1", "amd64"));
+  s.fake.put("Node", gpuNode("gb200-1", "arm64"));
+  const run = options({
+    job: { image: "r.example/aicr:1", architectures: ["amd64"] },
+    autoTarget: true,
+  });
+  await deploySnapshot(s.deps, run);
+  const log = s.lines.join("");
+  assert.match(log, /auto-targeting GPU nodes .*architectures=amd64/);
+  assert.match(
+    log,
+    /WARN auto-targeting left out GPU nodes of an architecture the image lacks nodes="gb200-1 \(arm64\)"/,
+  );
+  const job = s.fake.calls.find((c) => c.method === "create" && c.kind === "Job");
+  assert.ok(job);
+
+  // Every GPU node of another architecture: exit 2 before anything is created.
+  const arm = scene();
+  arm.fake.put("Node", gpuNode("gb200-1", "arm64"));
+  const error = await deploySnapshot(arm.deps, run).catch((e) => e);
+  assert.ok(error instanceof UsageError, String(error));
+  assert.match(
+    error.message,
+    /every GPU node is of an architecture the image 'r\.example\/aicr:1' lacks \(it has amd64\): gb200-1 \(arm64\)/,
+  );
+  assert.deepEqual(arm.created(), []);
+});

@@ -9,6 +9,7 @@ import { UsageError } from "../errors.ts";
 import { isDns1123Subdomain } from "./names.ts";
 import { quantityValue } from "./quantity.ts";
 import type {
+  Affinity,
   Container,
   EnvVar,
   PodSecurityContext,
@@ -235,7 +236,15 @@ export interface PlacementOptions {
   imagePullSecrets?: readonly string[];
   /** `--runtime-class`. */
   runtimeClass?: string;
+  /**
+   * The CPU architectures the image has (`kubernetes.io/arch` values, from its platforms): the
+   * pod lands only on nodes of one of them. Absent: anywhere.
+   */
+  architectures?: readonly string[];
 }
+
+/** The node label that names a node's CPU architecture. */
+export const ARCH_LABEL = "kubernetes.io/arch";
 
 /**
  * Node placement and pull settings of the pod.
@@ -246,7 +255,10 @@ export interface PlacementOptions {
  */
 export function podPlacement(
   options: PlacementOptions,
-): Pick<PodSpec, "nodeSelector" | "tolerations" | "imagePullSecrets" | "runtimeClassName"> {
+): Pick<
+  PodSpec,
+  "nodeSelector" | "tolerations" | "imagePullSecrets" | "runtimeClassName" | "affinity"
+> {
   const { nodeSelector = {}, autoTargetGpu = false, tolerations = [], imagePullSecrets = [] } =
     options;
   for (const secret of imagePullSecrets) {
@@ -275,6 +287,35 @@ export function podPlacement(
       ? { imagePullSecrets: imagePullSecrets.map((name) => ({ name })) }
       : {}),
     ...(options.runtimeClass !== undefined ? { runtimeClassName: options.runtimeClass } : {}),
+    ...(options.architectures ? { affinity: archAffinity(options.architectures) } : {}),
+  };
+}
+
+/**
+ * The node affinity that keeps a pod off nodes of an architecture its image lacks: required
+ * `kubernetes.io/arch In [...]`.
+ *
+ * @param architectures the image's architectures
+ * @returns the affinity
+ * @throws {UsageError} when the list is empty
+ */
+function archAffinity(architectures: readonly string[]): Affinity {
+  if (architectures.length === 0) {
+    throw new UsageError(
+      (option) =>
+        `Cannot place the pod as '${
+          option("imagePlatforms")
+        }' names no platform: give at least one, e.g. linux/amd64`,
+    );
+  }
+  return {
+    nodeAffinity: {
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: [{
+          matchExpressions: [{ key: ARCH_LABEL, operator: "In", values: [...architectures] }],
+        }],
+      },
+    },
   };
 }
 
@@ -371,7 +412,7 @@ export interface PodParts {
   /** Node selector, tolerations, pull secrets, runtime class. */
   placement: Pick<
     PodSpec,
-    "nodeSelector" | "tolerations" | "imagePullSecrets" | "runtimeClassName"
+    "nodeSelector" | "tolerations" | "imagePullSecrets" | "runtimeClassName" | "affinity"
   >;
   /** Pod security context. */
   podSecurityContext: PodSecurityContext;

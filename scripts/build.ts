@@ -255,6 +255,8 @@ export interface BuildInfo {
   version: string;
   commit: string;
   backend: Backend;
+  /** The image repository (package.json `aicr.image`, the one release setting). */
+  imageRepository: string;
 }
 
 /** Options of {@link build}. */
@@ -762,7 +764,8 @@ function plain(text: string): string {
 }
 
 /**
- * Reads the version from `package.json` and the short commit from git (`unknown` without git).
+ * Reads the version and the image repository (`aicr.image`) from `package.json` and the short
+ * commit from git (`unknown` without git).
  *
  * @param backend the backend that will seal the bundle
  * @returns the build information to inject
@@ -770,8 +773,15 @@ function plain(text: string): string {
 export async function readBuildInfo(backend: Backend): Promise<BuildInfo> {
   const pkg = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
     version: string;
+    aicr?: { image?: string };
   };
   const version = pkg.version.replace(/^v/, "");
+  const imageRepository = pkg.aicr?.image;
+  if (!imageRepository) {
+    throw new Error(
+      "Cannot build as package.json names no image repository ('aicr.image', e.g. ghcr.io/aicr-run/aicr)",
+    );
+  }
   let commit = "unknown";
   try {
     const ran = await run("git", ["rev-parse", "--short", "HEAD"]);
@@ -779,7 +789,7 @@ export async function readBuildInfo(backend: Backend): Promise<BuildInfo> {
   } catch {
     // No git: the commit stays unknown.
   }
-  return { version, commit, backend };
+  return { version, commit, backend, imageRepository };
 }
 
 /** Options of {@link sealNodeSea}. */
@@ -965,7 +975,7 @@ export async function selfTest(
         }`,
       );
     }
-    for (const key of ["version", "commit", "backend"] as const) {
+    for (const key of ["version", "commit", "backend", "imageRepository"] as const) {
       if (got[key] !== want[key]) {
         throw new Error(
           `Cannot use the built binary as it reports ${key} '${got[key]}': expected '${want[key]}'`,

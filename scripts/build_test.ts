@@ -49,7 +49,12 @@ Deno.test("build: a lazy chunk imported with import() is left out of the main bu
         JSON.stringify(chunk)
       })).KubeConfig;\n}\n`,
     );
-    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+    const info = {
+      version: "0.0.0",
+      commit: "test",
+      backend: "node-sea" as const,
+      imageRepository: "example.test/aicr",
+    };
     const text = await bundle(entry, { info, minify: false, chunks: LAZY_CHUNKS });
     assert.match(text, /__aicr_load_chunk\("client-node"\)/);
     assert.doesNotMatch(text, /node_modules\/@kubernetes\/client-node/);
@@ -91,7 +96,12 @@ const digest = createHash("sha256").update("aicr").digest("hex").slice(0, 8);
 console.log(JSON.stringify({ before, after: loaded(), digest, readFile: typeof fs.readFile }));
 `,
     );
-    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+    const info = {
+      version: "0.0.0",
+      commit: "test",
+      backend: "node-sea" as const,
+      imageRepository: "example.test/aicr",
+    };
     const text = await bundle(entry, { info, minify: true, lazyBuiltins: LAZY_BUILTINS });
     assert.doesNotMatch(text, /#aicr-lazy/);
     assert.match(text, /__aicr_lazy\(\(\) => require\("node:crypto"\)\)/);
@@ -108,7 +118,12 @@ console.log(JSON.stringify({ before, after: loaded(), digest, readFile: typeof f
 
 /** Bundles `mod.ts` as the Node single executable's main script into `dir`; returns its path. */
 async function writeMainBundle(dir: string): Promise<string> {
-  const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+  const info = {
+    version: "0.0.0",
+    commit: "test",
+    backend: "node-sea" as const,
+    imageRepository: "example.test/aicr",
+  };
   const script = join(dir, "aicr.cjs");
   await writeFile(
     script,
@@ -163,7 +178,12 @@ Deno.test("build: the agent's own code cache holds what a snapshot on a fake H10
 Deno.test("build: a lazy package is its own chunk, loaded on the first use of an import, once", async () => {
   const dir = await mkdtemp(join(tmpdir(), "aicr-lazy-package-"));
   try {
-    const info = { version: "0.0.0", commit: "test", backend: "node-sea" as const };
+    const info = {
+      version: "0.0.0",
+      commit: "test",
+      backend: "node-sea" as const,
+      imageRepository: "example.test/aicr",
+    };
     const assets = await bundleChunks(dir, { info, minify: true, v8Flags: RUNTIME_V8_FLAGS });
     assert.ok(assets["yaml.js"] && assets["yaml.cache"]);
     const entry = join(dir, "entry.ts");

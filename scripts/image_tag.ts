@@ -1,8 +1,8 @@
 /**
  * Prints the agent image reference this version deploys by default, the tag to give the image
- * built from `Containerfile`: `ghcr.io/nvidia/aicr:v<package.json version>`, or `:latest` for
- * `-dev` and `-next` versions. It comes from `version.ts` `defaultImage`, so the image and the CLI
- * cannot disagree.
+ * built from `Containerfile`: `<package.json aicr.image>:<package.json version>`
+ * (`ghcr.io/aicr-run/aicr:0.1.0`). It comes from `version.ts` `releaseImage`, so the image and
+ * the CLI cannot disagree.
  *
  * ```sh
  * podman build -f Containerfile -t "$(deno run -A scripts/image_tag.ts)" \
@@ -13,7 +13,7 @@
  */
 import process from "node:process";
 import pkg from "../package.json" with { type: "json" };
-import { defaultImage } from "../version.ts";
+import { releaseImage } from "../version.ts";
 
 /**
  * The image reference (or, with `version: true`, the bare version) of this tree.
@@ -23,7 +23,7 @@ import { defaultImage } from "../version.ts";
  */
 export function imageTag(options: { version?: boolean } = {}): string {
   const version = pkg.version.replace(/^v/, "");
-  return options.version ? version : defaultImage(version);
+  return options.version ? version : releaseImage(version);
 }
 
 if (import.meta.main) {

@@ -25,7 +25,7 @@ import { daemonAlertRules, daemonDashboard, DASHBOARD_UID } from "../../manifest
 import { DEFAULT_DAEMON_READER_NAME } from "../../manifests/names.ts";
 import { DEFAULT_SIGNER_REPLICAS } from "../../manifests/signer.ts";
 import { baselinePlaceholderName } from "../../snapshot/mod.ts";
-import { defaultImage } from "../../version.ts";
+import { releaseImage } from "../../version.ts";
 import {
   emitDoc,
   mergeDocs,
@@ -415,7 +415,7 @@ function templateFileName(id: string): string {
 
 /** The values' defaults, read from the builders' default render. */
 function defaults(version: string): Record<string, unknown> {
-  const image = defaultImage(version);
+  const image = releaseImage(version);
   const at = image.lastIndexOf(":");
   const rendered = renderDaemonSet({
     namespace: "default",

@@ -16,7 +16,7 @@ import { parse, parseAllDocuments, stringify } from "yaml";
 import pkg from "../../package.json" with { type: "json" };
 import { createProgram } from "../../cli/mod.ts";
 import { makeDaemonCa, renderDaemonSet } from "../../controller/mod.ts";
-import { defaultImage } from "../../version.ts";
+import { releaseImage } from "../../version.ts";
 import { generateServingKey, issueServingCertificate } from "../../x509.ts";
 import { CHART_DIR, chartDrift } from "../../scripts/chart.ts";
 import { fakeCli } from "../fakes/cli.ts";
@@ -115,7 +115,7 @@ Deno.test("chart: charts/aicr/ is exactly what scripts/chart.ts generates from t
 });
 
 Deno.test("chart: its default image is what a release binary of this version renders", () => {
-  assert.equal(`${VALUES.image.repository}:${VALUES.image.tag}`, defaultImage(pkg.version));
+  assert.equal(`${VALUES.image.repository}:${VALUES.image.tag}`, releaseImage(pkg.version));
 });
 
 Deno.test("chart: helm lint passes", async () => {

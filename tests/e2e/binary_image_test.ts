@@ -220,9 +220,8 @@ Deno.test({
   fn: () => assertRunsInImage({ uid: 1000680000, gid: 0 }),
 });
 
-Deno.test("binary image: the image tag is the default agent image of this version, with a leading v", () => {
+Deno.test("binary image: the image tag is this project's image of this version, the version exactly", () => {
   const tag = imageTag();
-  if (/-dev|-next/.test(PACKAGE_VERSION)) assert.equal(tag, "ghcr.io/nvidia/aicr:latest");
-  else assert.equal(tag, `ghcr.io/nvidia/aicr:v${PACKAGE_VERSION}`);
+  assert.equal(tag, `ghcr.io/aicr-run/aicr:${PACKAGE_VERSION.replace(/^v/, "")}`);
   assert.equal(imageTag({ version: true }), PACKAGE_VERSION.replace(/^v/, ""));
 });

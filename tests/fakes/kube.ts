@@ -42,13 +42,15 @@ function matches(
   selector: string | undefined,
 ): boolean {
   if (!selector) return true;
-  // Equality terms (`k=v`) and set terms (`k in (a,b)`), as the API server reads them.
+  // Equality terms (`k=v`) and set terms (`k in (a,b)`, `k notin (a,b)`), as the API server
+  // reads them.
   const terms = selector.match(/[^,(]+(?:\([^)]*\))?/g) ?? [];
   return terms.every((term) => {
-    const set = /^\s*(\S+)\s+in\s+\(([^)]*)\)\s*$/.exec(term);
+    const set = /^\s*(\S+)\s+(in|notin)\s+\(([^)]*)\)\s*$/.exec(term);
     if (set) {
-      const values = (set[2] ?? "").split(",").map((v) => v.trim());
-      return values.includes(labels?.[set[1] ?? ""] ?? "\u0000");
+      const values = (set[3] ?? "").split(",").map((v) => v.trim());
+      const found = values.includes(labels?.[set[1] ?? ""] ?? "\u0000");
+      return set[2] === "in" ? found : !found;
     }
     const [k, v] = term.split("=");
     return labels?.[k ?? ""] === v;

@@ -39,7 +39,7 @@ import {
 import { createCert } from "../cluster/pki.ts";
 import { loadProfiles, nodeObject, type NodeProfile, nvidiaSmiXml } from "../kubelet/profiles.ts";
 import { createApi } from "../kubelet/api.ts";
-import { defaultImage } from "../../version.ts";
+import { releaseImage } from "../../version.ts";
 import pkg from "../../package.json" with { type: "json" };
 import {
   cniConfig,
@@ -363,7 +363,7 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
     );
   }
   const version = pkg.version.replace(/^v/, "");
-  const image = defaultImage(version);
+  const image = releaseImage(version);
   if (image.endsWith(":latest")) {
     throw new Error(
       `Cannot tag the lane's aicr image "${image}": a ":latest" image is always pulled; set a release version in package.json`,
