@@ -21,9 +21,11 @@ import type { Logger } from "../log.ts";
 import {
   baselineLabels,
   daemonReaderName,
-  daemonSweepLabels,
   DEFAULT_DAEMON_NAME,
   formatLabelSelector,
+  HELM_MANAGER,
+  isDaemonObject,
+  LABEL_MANAGED_BY,
   matchesLabels,
 } from "../manifests/mod.ts";
 import {
@@ -124,6 +126,8 @@ async function syncDaemonGrant(
   for (let attempt = 0; attempt < 3; attempt++) {
     const role = await kube.get<RoleObject>("Role", namespace, name, { timeoutMs: 10_000 });
     if (!role) {
+      // A chart's daemon uninstalled with Helm leaves the baselines' own grant: withdrawn here.
+      if (!grant) await syncChartGrant(deps, options);
       if (grant) {
         log.info("no daemon installed here yet: its install lets it read this baseline", {
           role: `${namespace}/${name}`,
@@ -135,7 +139,15 @@ async function syncDaemonGrant(
       r.resources?.includes("configmaps") && r.verbs?.includes("get") &&
       (r.resourceNames?.length ?? 0) > 0
     );
-    if (!matchesLabels(role.metadata?.labels, daemonSweepLabels(name)) || !rule) {
+    // aicr's Role, from install or render, or the chart's (Helm writes managed-by=Helm).
+    if (
+      isDaemonObject(role.metadata?.labels, name) && rule &&
+      role.metadata?.labels?.[LABEL_MANAGED_BY] === HELM_MANAGER
+    ) {
+      await syncChartGrant(deps, options);
+      return;
+    }
+    if (!isDaemonObject(role.metadata?.labels, name) || !rule) {
       log.warn("the daemon's Role is not aicr's, or has no baseline rule: left as it is", {
         role: `${namespace}/${name}`,
         remedy:
@@ -165,6 +177,89 @@ async function syncDaemonGrant(
       if (!(error instanceof KubeApiError && error.status === 409) || attempt === 2) throw error;
     }
   }
+}
+
+/**
+ * The grant of a chart's daemon: Helm owns the daemon's Role (server-side apply, field manager
+ * helm), and an update of its rules by aicr would make the next `helm upgrade` fail on the
+ * conflict (and be undone by it). The baselines' names go into a Role and RoleBinding of their
+ * own, `<name>-baselines`, labelled as the baselines (kept with them by `helm uninstall`, removed
+ * with the last baseline). Both are created on the first grant; the Role is updated pinned to
+ * the version read.
+ */
+async function syncChartGrant(
+  deps: Pick<BaselineDeps, "kube" | "log">,
+  options: { namespace: string; name: string; configMap: string; grant: boolean },
+): Promise<void> {
+  const { kube, log } = deps;
+  const { namespace, name, configMap, grant } = options;
+  const grantName = `${name}-baselines`;
+  const labels = baselineLabels(name);
+  const path = (kind: string, object = "") =>
+    `/apis/${RBAC_GROUP}/v1/namespaces/${encodeURIComponent(namespace)}/${kind}${
+      object ? `/${encodeURIComponent(object)}` : ""
+    }`;
+  const role = await kube.get<RoleObject>("Role", namespace, grantName, { timeoutMs: 10_000 });
+  if (role && !matchesLabels(role.metadata?.labels, labels)) {
+    log.warn("the chart daemon's baseline Role is not aicr's: left as it is", {
+      role: `${namespace}/${grantName}`,
+    });
+    return;
+  }
+  const names = new Set(role?.rules?.[0]?.resourceNames ?? []);
+  if (names.has(configMap) === grant) return;
+  if (grant) names.add(configMap);
+  else names.delete(configMap);
+  const rules = [{
+    apiGroups: [""],
+    resources: ["configmaps"],
+    verbs: ["get"],
+    resourceNames: [...names].sort(),
+  }];
+  if (names.size === 0 && role) {
+    // Empty resourceNames would mean every ConfigMap: the last baseline takes its grant along.
+    const binding = await kube.get("RoleBinding", namespace, grantName, { timeoutMs: 10_000 });
+    const pinned: [string, KubeObject | undefined][] = [["rolebindings", binding], ["roles", role]];
+    for (const [kind, object] of pinned) {
+      if (!object || !matchesLabels(object.metadata?.labels, labels)) continue;
+      await kube.rest.json({
+        method: "DELETE",
+        path: path(kind, grantName),
+        body: {
+          apiVersion: "v1",
+          kind: "DeleteOptions",
+          preconditions: { uid: object.metadata?.uid },
+        },
+        idempotent: true,
+      }).catch((error) => {
+        if (!(error instanceof KubeApiError && (error.isNotFound || error.status === 409))) {
+          throw error;
+        }
+      });
+    }
+    return;
+  }
+  const metadata = { name: grantName, namespace, labels };
+  if (role) {
+    await kube.rest.json({
+      method: "PUT",
+      path: path("roles", grantName),
+      body: { ...role, rules },
+    });
+  } else {
+    await kube.create("Role", { metadata, rules } as NewObject);
+    await kube.create("RoleBinding", {
+      metadata,
+      roleRef: { apiGroup: RBAC_GROUP, kind: "Role", name: grantName },
+      subjects: [{ kind: "ServiceAccount", name, namespace }],
+    } as NewObject).catch((error) => {
+      if (!(error instanceof KubeApiError && error.isAlreadyExists)) throw error;
+    });
+  }
+  log.info(grant ? "the daemons may read this baseline" : "the daemons' grant withdrawn", {
+    role: `${namespace}/${grantName}`,
+    configmap: configMap,
+  });
 }
 
 async function gate(deps: BaselineDeps, namespace: string, questions: AccessAttributes[]) {

@@ -205,6 +205,37 @@ Deno.test("setBaseline() and deleteBaselines() keep the daemon's Role listing ex
   ]);
   await deleteBaselines(deps, { namespace: NS, all: true });
   assert.deepEqual(names(), ["aicr-daemon-baseline-none"], "never empty: empty means every name");
+  // The chart's Role (Helm writes managed-by=Helm and owns its rules): the grant goes into a Role
+  // and RoleBinding of its own, and the chart's Role is not written.
+  const role = fake.objects.get(`Role/${NS}/aicr-daemon`) as unknown as {
+    metadata: { labels: Record<string, string> };
+  };
+  role.metadata.labels["app.kubernetes.io/managed-by"] = "Helm";
+  const before = puts.length;
+  const charted = await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(sampleSnapshot()),
+    source: "helm",
+  });
+  assert.equal(puts.length, before, "the chart's Role is left to Helm");
+  assert.deepEqual(names(), ["aicr-daemon-baseline-none"]);
+  const grant = fake.objects.get(`Role/${NS}/aicr-daemon-baselines`) as unknown as {
+    rules: { resourceNames: string[] }[];
+    metadata: { labels: Record<string, string> };
+  };
+  assert.deepEqual(grant.rules[0]?.resourceNames, [charted.configMap]);
+  assert.equal(grant.metadata.labels["app.kubernetes.io/component"], "baseline");
+  const binding = fake.objects.get(`RoleBinding/${NS}/aicr-daemon-baselines`) as unknown as {
+    subjects: { name: string }[];
+    roleRef: { name: string };
+  };
+  assert.deepEqual(binding.subjects.map((x) => x.name), ["aicr-daemon"]);
+  assert.equal(binding.roleRef.name, "aicr-daemon-baselines");
+  await deleteBaselines(deps, { namespace: NS, all: true });
+  assert.deepEqual(puts.slice(before).filter((p) => p.startsWith("DELETE")), [
+    `DELETE /apis/rbac.authorization.k8s.io/v1/namespaces/${NS}/rolebindings/aicr-daemon-baselines`,
+    `DELETE /apis/rbac.authorization.k8s.io/v1/namespaces/${NS}/roles/aicr-daemon-baselines`,
+  ], "the last baseline takes its grant along");
   // A Role of that name that aicr did not make is left alone.
   fake.put("Role", { metadata: { name: "aicr-daemon", namespace: NS }, rules: [] } as never);
   await setBaseline(deps, {
@@ -212,6 +243,6 @@ Deno.test("setBaseline() and deleteBaselines() keep the daemon's Role listing ex
     load: () => Promise.resolve(sampleSnapshot()),
     source: "z",
   });
-  assert.equal(puts.length, 2);
+  assert.equal(puts.filter((p) => p.startsWith("PUT")).length, 2, "set and delete-all only");
   assert.ok(lines.some((l) => l.includes("is not aicr's, or has no baseline rule")));
 });

@@ -737,6 +737,23 @@ export function daemonCaConfigMapName(name: string): string {
 }
 
 /**
+ * Whether an object is one of a daemon's own, by its labels: the daemon's selector labels, and
+ * managed by aicr (`install`, `render`) or by Helm (the chart `charts/aicr/`, whose objects carry
+ * the same labels but for `managed-by`, which Helm sets to `Helm`).
+ *
+ * @param labels the object's labels
+ * @param name the daemon's name
+ * @returns whether it is the daemon's
+ */
+export function isDaemonObject(labels: Labels | undefined, name: string): boolean {
+  return matchesLabels(labels, daemonSelectorLabels(name)) &&
+    (labels?.[LABEL_MANAGED_BY] === APP_NAME || labels?.[LABEL_MANAGED_BY] === HELM_MANAGER);
+}
+
+/** The `managed-by` value Helm writes on what a chart installs. */
+export const HELM_MANAGER = "Helm";
+
+/**
  * The labels uninstall finds a daemon's objects by: managed-by `aicr` plus the selector
  * labels (name, component `daemon`, instance). The run and invocation IDs are left out so
  * any install of that daemon is found.
