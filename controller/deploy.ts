@@ -42,6 +42,9 @@ import { formatConfigMapUri, parseSnapshot, snapshotFromConfigMapData } from "..
 import type { ConfigMapRef, Snapshot } from "../snapshot/mod.ts";
 import { waitForAgentJob } from "./wait.ts";
 import { describeLeftOut, nodesByArchitecture } from "./architectures.ts";
+import { agentBuildOf, checkAgentBuild } from "./agent_identity.ts";
+import { buildInfo } from "../version.ts";
+import type { BuildInfo } from "../version.ts";
 import { allSettledOrThrow } from "../io.ts";
 
 /** What a deployment needs. */
@@ -102,6 +105,8 @@ export interface DeployOptions {
   createNamespace?: boolean;
   /** SIGINT/SIGTERM. */
   signal?: AbortSignal;
+  /** The build the agent must be (`version.ts` `buildInfo`). @default this one */
+  build?: BuildInfo;
   /**
    * Delivers the snapshot as soon as it is read, before cleanup starts; cleanup still runs (and
    * is verified) before {@link deploySnapshot} returns. A throw is the run's error, cleaned up
@@ -513,6 +518,8 @@ async function executeRun(
     const snapshot = await readSnapshot(kube, output, options.signal);
     throwIfInterrupted(options.signal);
     log.debug("snapshot read", { configMap: formatConfigMapUri(output) });
+    // Before anything is delivered: the agent that ran must be this build.
+    checkAgentBuild(agentBuildOf(snapshot), options.build ?? buildInfo(), options.job.image);
     done = { runId, snapshot, configMap: output, nodeName, ...selector, cleaned: 0 };
     // The caller has its snapshot while the run's objects are deleted; cleanup is still awaited
     // (and its outcome checked) before this returns.

@@ -8,6 +8,7 @@ import { encodeSnapshot, formatConfigMapUri } from "../snapshot/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
 import { deploySnapshot, FOREIGN_STAGING_WARNING } from "./deploy.ts";
+import { AgentIdentityError } from "./agent_identity.ts";
 import type { DeployOptions } from "./deploy.ts";
 
 const NS = "gpu-operator";
@@ -42,6 +43,8 @@ interface SceneOptions {
   interrupt?: AbortController;
   /** Aborts this controller when the pre-flight namespace read starts, as SIGINT would. */
   interruptPreflight?: AbortController;
+  /** The document the agent writes instead of this build's snapshot (another program's). */
+  agentDocument?: string;
 }
 
 function agentOutput(job: KubeObject): { namespace: string; name: string } {
@@ -173,7 +176,8 @@ function scene(options: SceneOptions = {}) {
         fake.objects.set(key, {
           ...existing,
           data: {
-            "snapshot.yaml": encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml"),
+            "snapshot.yaml": options.agentDocument ??
+              encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml"),
             format: "yaml",
           },
         } as KubeObject);
@@ -188,7 +192,8 @@ function scene(options: SceneOptions = {}) {
             labels: snapshotConfigMapLabels("1.0.0"),
           },
           data: {
-            "snapshot.yaml": encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml"),
+            "snapshot.yaml": options.agentDocument ??
+              encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml"),
             format: "yaml",
           },
         } as unknown as NewObject & { metadata: { name: string } },
@@ -495,4 +500,47 @@ Deno.test("deploySnapshot() auto-targets GPU nodes the image can run on and name
     /every GPU node is of an architecture the image 'r\.example\/aicr:1' lacks \(it has amd64\): gb200-1 \(arm64\)/,
   );
   assert.deepEqual(arm.created(), []);
+});
+
+Deno.test("deploySnapshot() refuses a snapshot NVIDIA's Go aicr wrote, naming it and the image, and cleans up", async () => {
+  const s = scene({
+    agentDocument: [
+      "kind: Snapshot",
+      "apiVersion: aicr.nvidia.com/v1alpha1",
+      "metadata:",
+      "  source-node: gpu-1",
+      '  timestamp: "2026-01-01T00:00:00Z"',
+      "  version: v0.11.1",
+      "measurements: []",
+      "",
+    ].join("\n"),
+  });
+  const build = {
+    version: "0.2.0",
+    commit: "abc1234",
+    backend: "node-sea",
+    imageRepository: "ghcr.io/aicr-run/aicr",
+  };
+  const run = options({
+    job: {
+      image: "ghcr.io/nvidia/aicr:v0.11.1",
+      nodeSelector: { "kubernetes.io/hostname": "gpu-1" },
+    },
+    build,
+  });
+  const delivered: unknown[] = [];
+  const error = await deploySnapshot(s.deps, {
+    ...run,
+    deliver: (r) => Promise.resolve(void delivered.push(r)),
+  })
+    .catch((e) => e);
+  assert.ok(error instanceof AgentIdentityError, String(error));
+  assert.equal(exitCodeOf(error), 8);
+  assert.equal(
+    error.message,
+    "Cannot use the snapshot as the agent that ran is NVIDIA's Go aicr v0.11.1, not aicr 0.2.0 (commit abc1234): the image 'ghcr.io/nvidia/aicr:v0.11.1' is not this build's",
+  );
+  assert.match(error.details.join("\n"), /aicr image push REGISTRY\/REPO/);
+  assert.deepEqual(delivered, [], "nothing another program wrote is delivered");
+  assert.deepEqual(s.left(), [], "cleanup ran as for any failure");
 });

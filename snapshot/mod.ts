@@ -59,12 +59,14 @@ export { buildFleetReport, createFleetBuilder, FLEET_IDENTITY_IGNORE_PATTERNS } 
 export type { FleetMember } from "./fleet.ts";
 export { renderFleetHtml } from "./fleet_html.ts";
 export {
+  API_VERSION,
   createSnapshot,
   findMeasurement,
   findSubtype,
   FLEET_TOPOLOGY_FILE,
   isClusterTopologyDocument,
   isMeasurementType,
+  LEGACY_API_VERSION,
   MEASUREMENT_TYPES,
   NODE_SCOPE_READING,
   normalizeSnapshot,

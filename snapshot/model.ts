@@ -5,7 +5,7 @@
  */
 
 /** The apiVersion aicr writes. */
-const API_VERSION = "aicr.run/v1";
+export const API_VERSION = "aicr.run/v1";
 /** The apiVersion upstream v0.x wrote; readers still accept it. */
 export const LEGACY_API_VERSION = "aicr.nvidia.com/v1alpha1";
 /** Every apiVersion a reader accepts. */

@@ -12,6 +12,7 @@ import { parseSnapshot } from "../../snapshot/mod.ts";
 import type { Snapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster } from "../cluster/harness.ts";
 import { aicr, aicrObjects, nodeFixture, runObjects } from "./_aicr.ts";
+import { assertQuiet } from "./binary_harness.ts";
 
 function gpuData(snapshot: Snapshot) {
   const gpu = snapshot.measurements.find((m) => m.type === "GPU");
@@ -44,6 +45,9 @@ Deno.test({
           const run = await runSnapshot(namespace, "--timeout", "90s");
           assert.equal(run.code, 0, run.stderr);
           assert.match(run.stderr, /auto-targeting GPU nodes/);
+          // Only aicr's own lines: the CLI's and the agent's (streamed from its pod's log).
+          assert.match(run.stderr, /\bagent\b/);
+          assertQuiet(run.stderr, "the CLI's and the agent's stderr");
           assert.ok(run.runId, "the run ID is logged");
           assert.match(run.runId!, /^\d{8}-\d{6}-[0-9a-f]{16}$/);
           const snapshot = parseSnapshot(run.stdout);

@@ -1,0 +1,65 @@
+import assert from "node:assert/strict";
+import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
+import type { Snapshot } from "../snapshot/mod.ts";
+import { agentBuildOf, AgentIdentityError, checkAgentBuild } from "./agent_identity.ts";
+
+const RELEASE = {
+  version: "0.2.0",
+  commit: "abc1234",
+  backend: "node-sea",
+  imageRepository: "ghcr.io/aicr-run/aicr",
+};
+const IMAGE = "ghcr.io/aicr-run/aicr:0.2.0";
+
+function snapshot(apiVersion: string, version: string): Snapshot {
+  const base = sampleSnapshot({ nodeName: "gpu-1" });
+  return { ...base, apiVersion, metadata: { ...base.metadata, version } } as Snapshot;
+}
+
+Deno.test("agent identity: this build's agent passes; its termination message's commit is checked", () => {
+  const ours = snapshot("aicr.run/v1", "0.2.0");
+  checkAgentBuild(agentBuildOf(ours), RELEASE, IMAGE);
+  checkAgentBuild(agentBuildOf(ours, '{"version":"0.2.0","commit":"abc1234"}'), RELEASE, IMAGE);
+  assert.throws(
+    () =>
+      checkAgentBuild(agentBuildOf(ours, '{"version":"0.2.0","commit":"0ff1ce0"}'), RELEASE, IMAGE),
+    /the agent that ran is aicr 0\.2\.0 \(commit 0ff1ce0\), not aicr 0\.2\.0 \(commit abc1234\)/,
+  );
+});
+
+Deno.test("agent identity: NVIDIA's Go aicr, another aicr version, another program: one error each", () => {
+  assert.throws(
+    () =>
+      checkAgentBuild(
+        agentBuildOf(snapshot("aicr.nvidia.com/v1alpha1", "v0.11.1")),
+        RELEASE,
+        IMAGE,
+      ),
+    (error: unknown) =>
+      error instanceof AgentIdentityError && error.exitCode === 8 &&
+      /the agent that ran is NVIDIA's Go aicr v0\.11\.1, not aicr 0\.2\.0 \(commit abc1234\): the image 'ghcr\.io\/aicr-run\/aicr:0\.2\.0' is not this build's/
+        .test(error.message),
+  );
+  assert.throws(
+    () => checkAgentBuild(agentBuildOf(snapshot("aicr.run/v1", "0.1.0")), RELEASE, IMAGE),
+    /the agent that ran is aicr 0\.1\.0, not aicr 0\.2\.0/,
+  );
+  assert.throws(
+    () => checkAgentBuild(agentBuildOf(snapshot("example.com/v9", "1")), RELEASE, IMAGE),
+    /a program that is not aicr \(its document is 'example\.com\/v9'\)/,
+  );
+});
+
+Deno.test("agent identity: a source run accepts the release it develops, and checks no commit", () => {
+  const source = { ...RELEASE, version: "0.2.0-dev", commit: "unknown", backend: "source" };
+  checkAgentBuild(
+    agentBuildOf(snapshot("aicr.run/v1", "0.2.0"), '{"commit":"abc"}'),
+    source,
+    IMAGE,
+  );
+  checkAgentBuild(agentBuildOf(snapshot("aicr.run/v1", "0.2.0-dev")), source, IMAGE);
+  assert.throws(
+    () => checkAgentBuild(agentBuildOf(snapshot("aicr.run/v1", "0.3.0")), source, IMAGE),
+    /not aicr 0\.2\.0:/,
+  );
+});
