@@ -10,12 +10,18 @@
  * - collections triggered by 100 simultaneous cold requests (the collector takes 200 ms).
  *   Goal: exactly 1.
  *
+ * - the steady RSS of built binaries (`--rss-binary`, repeatable; default `dist/aicr` when it
+ *   exists): each runs `aicr daemon` on a fake 8x H100 node and is asked for 100 cached snapshots
+ *   (`_daemon_rss.ts`), the binaries taking turns over the rounds, so two builds (before and after
+ *   a change) are measured side by side in one run. Goal: at most 64 MiB.
+ *
  * Runtimes: `deno` (this Deno) and `node` (the Node 24 of the release executable, serving an
- * esbuild bundle of the same code).
+ * esbuild bundle of the same code); `--runtime=` (empty) measures only the binaries' RSS.
  *
  * ```sh
  * deno run -A bench/daemon_bench.ts                      # both runtimes, 8 clients, 3 rounds of 3 s
  * deno run -A bench/daemon_bench.ts --runtime=deno --clients=16 --seconds=2 --rounds=1 --sysctls=1000
+ * deno run -A bench/daemon_bench.ts --runtime= --rss-binary=/tmp/aicr-before --rss-binary=dist/aicr
  * ```
  *
  * Rounds alternate hello-world and snapshot; each side's best round is reported (the machine
@@ -24,12 +30,15 @@
  *
  * @module
  */
-import { readFileSync } from "node:fs";
-import { mkdir, writeFile } from "node:fs/promises";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import type { LoadRequest, LoadResult } from "./_daemon_load.ts";
+import { DAEMON_RSS_GOAL_MIB, fakeH100Path, startBenchDaemon } from "./_daemon_rss.ts";
+import { stage } from "./_stage.ts";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, "..");
@@ -45,6 +54,7 @@ const { values: args } = parseArgs({
     seconds: { type: "string", default: "3" },
     rounds: { type: "string", default: "3" },
     sysctls: { type: "string", default: "0" },
+    "rss-binary": { type: "string", multiple: true },
   },
 });
 const CLIENTS = Number(args.clients);
@@ -281,6 +291,46 @@ async function benchRuntime(runtime: string): Promise<Record<string, unknown>> {
   }
 }
 
+/**
+ * The binaries' steady RSS after 100 cached requests, taking turns over the rounds; each
+ * binary's median, side by side.
+ */
+async function benchRss(binaries: readonly string[]): Promise<Record<string, number[]>> {
+  const work = await mkdtemp(join(tmpdir(), "aicr-daemon-rss-"));
+  try {
+    const path = await fakeH100Path(work);
+    const figures: Record<string, number[]> = Object.fromEntries(binaries.map((b) => [b, []]));
+    out(`\n## steady RSS after 100 cached requests (${ROUNDS} rounds, binaries take turns)`);
+    // Staged as an image layer unpacks it: how a file was written decides its RSS (`_stage.ts`).
+    const staged = new Map<string, string>();
+    for (const [i, binary] of binaries.entries()) {
+      staged.set(binary, await stage(binary, work, `aicr-${i}`));
+    }
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const binary of binaries) {
+        const daemon = await startBenchDaemon(staged.get(binary) as string, { work, path });
+        await daemon.stop();
+        figures[binary]?.push(daemon.steady.rssMiB);
+        out(`round ${round + 1}: ${binary} ${daemon.steady.rssMiB.toFixed(1)} MiB`);
+      }
+    }
+    const median = (values: number[]) =>
+      [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+    const first = median(figures[binaries[0] as string] ?? []);
+    for (const binary of binaries) {
+      const m = median(figures[binary] ?? []);
+      out(
+        `${binary}: median ${m.toFixed(1)} MiB (goal <= ${DAEMON_RSS_GOAL_MIB} MiB: ${
+          m <= DAEMON_RSS_GOAL_MIB ? "met" : "NOT met"
+        })${binary === binaries[0] ? "" : `, ${(m - first).toFixed(1)} MiB beside the first`}`,
+      );
+    }
+    return figures;
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
 out(
   `# daemon bench: ${Deno.build.target}, ${navigator.hardwareConcurrency} cores, HTTPS on 127.0.0.1, ` +
     `${CLIENTS} keep-alive clients in a Worker (Deno fetch), ${
@@ -288,10 +338,19 @@ out(
     } s per run, ${ROUNDS} rounds`,
 );
 const results: Record<string, unknown>[] = [];
-for (const runtime of String(args.runtime).split(",")) results.push(await benchRuntime(runtime));
+for (const runtime of String(args.runtime).split(",").filter(Boolean)) {
+  results.push(await benchRuntime(runtime));
+}
+const distBinary = join(ROOT, "dist", "aicr");
+const rssBinaries = args["rss-binary"] ?? (existsSync(distBinary) ? [distBinary] : []);
+const rss = rssBinaries.length > 0 ? await benchRss(rssBinaries) : undefined;
 await mkdir(OUT, { recursive: true });
 await writeFile(
   join(OUT, "daemon.json"),
-  JSON.stringify({ clients: CLIENTS, durationMs: DURATION_MS, rounds: ROUNDS, results }, null, 2) +
+  JSON.stringify(
+    { clients: CLIENTS, durationMs: DURATION_MS, rounds: ROUNDS, results, ...(rss ? { rss } : {}) },
+    null,
+    2,
+  ) +
     "\n",
 );

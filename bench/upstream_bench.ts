@@ -28,28 +28,21 @@
  */
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import {
-  createReadStream,
-  createWriteStream,
-  existsSync,
-  readdirSync,
-  readFileSync,
-  statSync,
-} from "node:fs";
-import { chmod, mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
-import { pipeline } from "node:stream/promises";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { sealNodeSea } from "../scripts/build.ts";
+import { DAEMON_RSS_GOAL_MIB, fakeH100Path, procFigures, startBenchDaemon } from "./_daemon_rss.ts";
+import { stage } from "./_stage.ts";
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const OUT_DIR = join(REPO_ROOT, "bench", ".out");
 const GNU_TIME = "/usr/bin/time";
-const H100_FIXTURE = join(REPO_ROOT, "tests", "fixtures", "nvidia-smi-q-x.h100.xml");
 /** The image repository the kubelet stand-in maps to the upstream binary. */
 export const UPSTREAM_IMAGE = "localhost/aicr-upstream:v0.11.1";
 const GPU_SELECTOR = "nvidia.com/gpu.present=true";
@@ -235,23 +228,6 @@ async function upstreamBinary(env: Record<string, string | undefined>): Promise<
   return out;
 }
 
-/**
- * Copies a binary into the work folder in 64 KiB writes, as a container runtime unpacking an image
- * layer does. How a file was written decides its peak RSS: a file written in one large write (a
- * linker's, postject's) sits in the page cache as large folios, and every page of a folio a process
- * touches counts whole (measured here: 86 MiB for our `version` run from the file postject wrote,
- * 58 MiB from a 64 KiB-chunk copy of it; upstream 65 vs 41 MiB). Every binary compared is staged
- * the same way.
- */
-async function stage(binary: string, dir: string, name: string): Promise<string> {
-  const out = join(dir, name);
-  await pipeline(
-    createReadStream(binary, { highWaterMark: 64 * 1024 }),
-    createWriteStream(out, { mode: 0o755 }),
-  );
-  return out;
-}
-
 function ratio(ours: number, theirs: number): string {
   return `${(ours / theirs).toFixed(2)}x`;
 }
@@ -283,12 +259,7 @@ async function localRows(
   options: { runs: number; floor: boolean; work: string },
 ): Promise<string[][]> {
   const { runs, work } = options;
-  const fakeBin = join(work, "bin");
-  await mkdir(fakeBin, { recursive: true });
-  const smi = join(fakeBin, "nvidia-smi");
-  await writeFile(smi, `#!/bin/sh\nexec cat '${H100_FIXTURE}'\n`);
-  await chmod(smi, 0o755);
-  const path = `${fakeBin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
+  const path = await fakeH100Path(work);
   const agentEnv = { PATH: path, NODE_NAME: "bench-h100" };
   const upOut = join(work, "upstream.yaml");
   const ourOut = join(work, "aicr.yaml");
@@ -387,17 +358,6 @@ async function localRows(
   return rows;
 }
 
-/** Reads a process's resident set (VmRSS) and CPU time (utime + stime) from /proc. */
-function procFigures(pid: number): { rssMiB: number; cpuMs: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024;
-  // Fields after the command name's closing parenthesis: utime and stime are the 12th and 13th.
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return { rssMiB: rss, cpuMs: ticks * 10 };
-}
-
 /**
  * The daemon on the same fake H100 node (plain HTTP, no auth, loopback only): its steady RSS after
  * 100 cached requests, and its CPU per collection over fresh collections (`?fresh=true`).
@@ -406,55 +366,26 @@ async function daemonRows(
   ours: string,
   options: { agentCpuMs: number; work: string; path: string; collections: number },
 ): Promise<string[][]> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  const child = spawn(ours, [
-    "daemon",
-    "--insecure-http",
-    "--insecure-no-auth",
-    "--listen",
-    "127.0.0.1",
-    "--port",
-    String(port),
-    "--max-age",
-    "1h",
-    "--fresh-min-interval",
-    "0",
-    "--node-name",
-    "bench-h100",
-  ], { env: { PATH: options.path }, cwd: options.work, stdio: ["ignore", "ignore", "pipe"] });
-  let stderr = "";
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  const base = `http://127.0.0.1:${port}`;
+  const daemon = await startBenchDaemon(ours, options);
+  const { base, child, steady } = daemon;
   try {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const ready = await fetch(`${base}/readyz`).then((r) => r.ok, () => false);
-      if (ready) break;
-      if (Date.now() > deadline || child.exitCode !== null) {
-        throw new Error(`Cannot start the daemon for the bench:\n${stderr.slice(-2000)}`);
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    for (let i = 0; i < 100; i++) {
-      const res = await fetch(`${base}/v1/snapshot`);
-      await res.text();
-      if (!res.ok) throw new Error(`daemon answered ${res.status} to a cached request`);
-    }
-    const steady = procFigures(child.pid!);
-    const cpuBefore = procFigures(child.pid!).cpuMs;
+    const cpuBefore = procFigures(child.pid as number).cpuMs;
     for (let i = 0; i < options.collections; i++) {
       const res = await fetch(`${base}/v1/snapshot?fresh=true`);
       await res.text();
       if (!res.ok) throw new Error(`daemon answered ${res.status} to ?fresh=true`);
     }
-    const perCollection = (procFigures(child.pid!).cpuMs - cpuBefore) / options.collections;
+    const perCollection = (procFigures(child.pid as number).cpuMs - cpuBefore) /
+      options.collections;
     return [
       [
         "daemon: steady RSS after 100 cached requests",
         "",
         `${steady.rssMiB.toFixed(1)} MiB`,
         "",
-        steady.rssMiB <= 64 ? "ok (goal <= 64 MiB)" : "OVER (goal <= 64 MiB)",
+        steady.rssMiB <= DAEMON_RSS_GOAL_MIB
+          ? `ok (goal <= ${DAEMON_RSS_GOAL_MIB} MiB)`
+          : `OVER (goal <= ${DAEMON_RSS_GOAL_MIB} MiB)`,
       ],
       [
         `daemon: CPU per fresh collection (${options.collections}) beside the local agent's CPU`,
@@ -465,8 +396,7 @@ async function daemonRows(
       ],
     ];
   } finally {
-    child.kill("SIGTERM");
-    await new Promise((r) => child.once("exit", r));
+    await daemon.stop();
   }
 }
 
