@@ -6,7 +6,7 @@
  * Starts, on 127.0.0.1 with one throwaway CA: (a) the daemon with its cache warm (fake
  * collector, cached fake TokenReview/SubjectAccessReview), (b) a Hono hello-world, (c) a cold
  * daemon whose collector takes 200 ms. Under Node all three run with the daemon's V8 flags
- * (`runtime.ts` `DAEMON_V8_FLAGS`), as `aicr daemon` does. Prints one JSON line `{ ca, daemon, hello, cold }`, then
+ * (`runtime.ts` `DAEMON_V8_FLAGS`) and its web classes (`daemon/web.ts`), as `aicr daemon` does. Prints one JSON line `{ ca, daemon, hello, cold }`, then
  * answers `cold` on stdin with `{ "coldCollections": n }` and exits on `quit` (or end of input).
  *
  * @module
@@ -17,7 +17,7 @@ import process from "node:process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Hono } from "hono";
-import { createCachingAuthorizer, createDaemon, serve } from "../daemon/mod.ts";
+import { createCachingAuthorizer, createDaemon, serve, useLightWebClasses } from "../daemon/mod.ts";
 import { fakeCollector, fakeKubeAuth, generateTestTls, OK_REPORTS } from "../daemon/_testing.ts";
 import { NOOP_LOGGER } from "../log.ts";
 import { useDaemonV8Flags } from "../runtime.ts";
@@ -39,8 +39,8 @@ function benchSnapshot(fixture: string, extraSysctls: number): Snapshot {
 }
 
 async function main(): Promise<void> {
-  // Under Node, the V8 flags `aicr daemon` runs with (no optimising compilers), for both servers.
-  useDaemonV8Flags();
+  // Under Node, the V8 flags and the small web classes `aicr daemon` runs with, for both servers.
+  if (useDaemonV8Flags()) useLightWebClasses();
   // Bundled for Node the file moves, so the fixture path comes from the environment there.
   const fixture = process.env.AICR_BENCH_FIXTURE ??
     join(

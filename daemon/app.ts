@@ -1,17 +1,17 @@
 /**
- * The daemon's HTTP API: snapshots (whole or one measurement, YAML or JSON), health, readiness
- * and Prometheus metrics, with Kubernetes authentication and authorization in front of everything
- * but health. This is the only place errors become HTTP responses.
+ * The daemon's HTTP API, a Hono app: snapshots (whole or one measurement, YAML or JSON), health,
+ * readiness and Prometheus metrics, with Kubernetes authentication and authorization in front of
+ * everything but health. Named middleware observe every request (metrics and a debug line) and
+ * check access per route; `app.onError` is the only place errors become HTTP responses, and
+ * `app.notFound` answers 405 on a known path and 404 elsewhere.
  *
- * It routes {@link ServedRequest}s itself (five routes, as Hono routed them before: the same path
- * and query decoding, from `hono/utils/url`), so `serve()` answers the daemon's requests without
- * web `Request`/`Response` objects: Node's implementation of those (its bundled undici) is about
- * 10 MiB of RSS once loaded. `fetch` and `request` answer web requests the same way (tests, a
- * fetch-handler server).
+ * `serve.ts` serves `app.fetch` over node:https; under Node the daemon's process answers with the
+ * small web classes of `web.ts` instead of Node's own (about 8 MiB of RSS).
  *
  * @module
  */
-import { getPath, getQueryParam, mergePath, tryDecodeURIComponent } from "hono/utils/url";
+import { Hono } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { NotFoundError, PermissionError, ToolError, UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { MEASUREMENT_TYPES } from "../snapshot/mod.ts";
@@ -28,25 +28,18 @@ import type { EncodedSnapshot, SnapshotCache } from "./cache.ts";
 import { METRICS_CONTENT_TYPE } from "./metrics.ts";
 import type { DaemonMetrics } from "./metrics.ts";
 import type { SnapshotHistory } from "./history.ts";
-import type { ServedHandler, ServedRequest, ServedResponse } from "./serve.ts";
 
-/** The daemon's app: routes served requests, and web requests through the same routes. */
-export interface DaemonApp extends ServedHandler {
-  /** Answers a web `Request` (a fetch handler: `serve(app.fetch)`, Deno, tests). */
-  readonly fetch: (request: Request) => Promise<Response>;
-  /**
-   * Answers a path (`/v1/snapshot`, on `http://localhost`), a URL or a `Request`, as Hono's
-   * `app.request` does.
-   */
-  readonly request: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+/** What the daemon's handlers share per request: the caller, once authenticated. */
+export interface DaemonEnv {
+  /** Per-request values. */
+  Variables: {
+    /** The authenticated caller (unset on open routes and without auth). */
+    user: UserInfo;
+  };
 }
 
-/** One request being answered: the request, its decoded path and the caller once known. */
-interface RouteContext {
-  request: ServedRequest;
-  path: string;
-  user: UserInfo | undefined;
-}
+/** The daemon's app. */
+export type DaemonApp = Hono<DaemonEnv>;
 
 /** Dependencies of {@link createApp}. */
 export interface AppDeps {
@@ -56,7 +49,7 @@ export interface AppDeps {
   metrics: DaemonMetrics;
   /**
    * Authenticates and authorizes callers. Undefined turns authentication off: only for
-   * `--insecure-no-auth` on a trusted loopback, never in a cluster.
+   * `insecureNoAuth` on a trusted loopback, never in a cluster.
    */
   auth: RequestAuthorizer | undefined;
   /**
@@ -64,7 +57,7 @@ export interface AppDeps {
    * default audience, as a stock Prometheus sends). @default auth
    */
   metricsAuth?: RequestAuthorizer | undefined;
-  /** This node's snapshot changes, served on `GET /v1/history`. @default none (404) */
+  /** This node's snapshot changes, served on `GET /v1/history`. @default none */
   history?: SnapshotHistory;
   /** Logger (access lines at debug). */
   log: Logger;
@@ -193,55 +186,6 @@ export function statusBody(code: number, message: string): string {
   }) + "\n";
 }
 
-function errorResponse(
-  code: number,
-  message: string,
-  headers: Record<string, string> = {},
-): ServedResponse {
-  return {
-    status: code,
-    headers: { "content-type": "application/json; charset=utf-8", ...headers },
-    body: statusBody(code, message),
-  };
-}
-
-/** Hono's `c.text` content type. */
-const TEXT_PLAIN = "text/plain; charset=UTF-8";
-
-function text(body: string, status: number, headers: Record<string, string>): ServedResponse {
-  return { status, headers: { "content-type": TEXT_PLAIN, ...headers }, body };
-}
-
-/**
- * Checks that the request's bearer token names a user who may do `attributes` (nothing without
- * auth), and records the user.
- *
- * @param context the request
- * @param options the authorizer and the attributes to check
- * @throws {UnauthenticatedError} without a valid token
- * @throws {PermissionError} when the user may not
- */
-async function requireAccess(
-  context: RouteContext,
-  options: { auth: RequestAuthorizer | undefined; attributes: AccessAttributes },
-): Promise<void> {
-  const { auth, attributes } = options;
-  if (!auth) return;
-  const { request } = context;
-  const signal = request.signal;
-  const user = await auth.authenticate(
-    bearerToken({ get: (name) => request.header(name) ?? null }),
-    signal,
-  );
-  if (!user) {
-    throw new UnauthenticatedError("Cannot authenticate: the bearer token is not valid");
-  }
-  if (!(await auth.authorize(user, attributes, signal))) {
-    throw new PermissionError(describeDenial(user, attributes));
-  }
-  context.user = user;
-}
-
 function httpDate(ms: number): string {
   return new Date(ms).toUTCString();
 }
@@ -254,25 +198,77 @@ function etagMatches(header: string | undefined, etag: string): boolean {
   });
 }
 
-/** After each request: request count and duration per route, and a debug line. */
-function observeRequest(
+/** The status body of an error, with its headers. */
+function errorBody(
+  c: Context,
+  code: number,
+  message: string,
+  headers: Record<string, string> = {},
+): Response {
+  return c.body(statusBody(code, message), code as 400, {
+    "content-type": "application/json; charset=utf-8",
+    ...headers,
+  });
+}
+
+/**
+ * Middleware that counts and times every request per route (a closed set of labels) and logs it
+ * at debug, with its caller once known.
+ *
+ * @param metrics the metric set
+ * @param log the logger
+ * @returns the middleware
+ */
+export function observeRequests(
   metrics: DaemonMetrics,
   log: Logger,
-  context: RouteContext,
-  answer: { status: number; start: number },
-): void {
-  const route = routeOf(context.path);
-  const seconds = (performance.now() - answer.start) / 1000;
-  const code = String(answer.status);
-  metrics.httpRequests.inc({ route, code });
-  metrics.httpDuration.observe(seconds, { route });
-  log.debug("request", {
-    method: context.request.method,
-    path: context.path,
-    code,
-    ms: Math.round(seconds * 1000),
-    user: context.user?.username,
-  });
+): MiddlewareHandler<DaemonEnv> {
+  return async function observeRequest(c, next) {
+    const start = performance.now();
+    await next();
+    const route = routeOf(c.req.path);
+    const seconds = (performance.now() - start) / 1000;
+    const code = String(c.res.status);
+    metrics.httpRequests.inc({ route, code });
+    metrics.httpDuration.observe(seconds, { route });
+    log.debug("request", {
+      method: c.req.method,
+      path: c.req.path,
+      code,
+      ms: Math.round(seconds * 1000),
+      user: c.get("user")?.username,
+    });
+  };
+}
+
+/**
+ * Middleware that lets through only a caller whose bearer token names a user who may do
+ * `attributes` (everyone without an authorizer), and records the user.
+ *
+ * @param auth the authorizer, or undefined (no authentication)
+ * @param attributes what the route needs
+ * @returns the middleware
+ * @throws {UnauthenticatedError} without a valid token
+ * @throws {PermissionError} when the user may not
+ */
+export function requireAccess(
+  auth: RequestAuthorizer | undefined,
+  attributes: AccessAttributes,
+): MiddlewareHandler<DaemonEnv> {
+  return async function checkAccess(c, next) {
+    if (auth) {
+      const signal = c.req.raw.signal;
+      const user = await auth.authenticate(bearerToken(c.req.raw.headers), signal);
+      if (!user) {
+        throw new UnauthenticatedError("Cannot authenticate: the bearer token is not valid");
+      }
+      if (!(await auth.authorize(user, attributes, signal))) {
+        throw new PermissionError(describeDenial(user, attributes));
+      }
+      c.set("user", user);
+    }
+    await next();
+  };
 }
 
 /**
@@ -282,18 +278,12 @@ function observeRequest(
 function createSnapshotHandler(
   cache: SnapshotCache,
   nodeName: string,
-): (request: ServedRequest, typeName?: string) => Promise<ServedResponse> {
+): (c: Context<DaemonEnv>, typeName?: string) => Promise<Response> {
   // Response headers of each encoding, built once (the encodings live as long as their entry).
   const responseHeaders = new WeakMap<EncodedSnapshot, Record<string, string>>();
-  async function serveSnapshot(
-    request: ServedRequest,
-    typeName?: string,
-  ): Promise<ServedResponse> {
-    const format = negotiateFormat(
-      getQueryParam(request.url, "format") as string | undefined,
-      request.header("accept"),
-    );
-    const fresh = parseFresh(getQueryParam(request.url, "fresh") as string | undefined);
+  return async function serveSnapshot(c, typeName) {
+    const format = negotiateFormat(c.req.query("format"), c.req.header("accept"));
+    const fresh = parseFresh(c.req.query("fresh"));
     let type: MeasurementType | undefined;
     if (typeName !== undefined) {
       type = resolveMeasurementType(typeName);
@@ -305,7 +295,7 @@ function createSnapshotHandler(
         );
       }
     }
-    const entry = await cache.get({ fresh, signal: request.signal });
+    const entry = await cache.get({ fresh, signal: c.req.raw.signal });
     const encoded = entry.encode(format, type);
     if (!encoded) {
       throw new NotFoundError(
@@ -325,12 +315,11 @@ function createSnapshotHandler(
       };
       responseHeaders.set(encoded, headers);
     }
-    if (etagMatches(request.header("if-none-match"), encoded.etag)) {
-      return { status: 304, headers, body: null };
+    if (etagMatches(c.req.header("if-none-match"), encoded.etag)) {
+      return c.body(null, 304, headers);
     }
-    return { status: 200, headers, body: encoded.bytes };
-  }
-  return serveSnapshot;
+    return c.body(encoded.bytes as Uint8Array<ArrayBuffer>, 200, headers);
+  };
 }
 
 /** The body of `GET /v1/history` (bigint readings as strings). */
@@ -352,114 +341,35 @@ function historyBody(history: SnapshotHistory, nodeName: string) {
   };
 }
 
-/** Errors to responses: a ToolError's status and message; anything else is logged, 500. */
-function errorResponseOf(log: Logger, error: unknown, path: string): ServedResponse {
-  if (!(error instanceof ToolError)) {
-    log.error("request failed", {
-      path,
-      error: error instanceof Error ? error.message : String(error),
-    });
-    return errorResponse(500, "Internal error: see the daemon's log");
-  }
-  const headers: Record<string, string> = {};
-  if (error.httpStatus === 401) headers["www-authenticate"] = 'Bearer realm="aicr"';
-  const retryAfter = (error as { retryAfterSeconds?: unknown }).retryAfterSeconds;
-  if (typeof retryAfter === "number") headers["retry-after"] = String(retryAfter);
-  if (error.httpStatus >= 500) {
-    log.warn("request failed", { path, error: error.message });
-  }
-  return errorResponse(error.httpStatus, error.message, headers);
-}
-
-/** A web request as a served one. */
-function servedRequestOf(request: Request): ServedRequest {
-  return {
-    method: request.method,
-    url: request.url,
-    header: (name) => request.headers.get(name) ?? undefined,
-    signal: request.signal,
-  };
-}
-
-/** A served response as a web one. */
-function webResponseOf(response: ServedResponse): Response {
-  const body = typeof response.body === "string" || response.body === null
-    ? response.body
-    : new Uint8Array(response.body);
-  return new Response(body, { status: response.status, headers: { ...response.headers } });
-}
-
-const MEASUREMENT_PATH_REGEXP = /^\/v1\/snapshot\/([^/]+)$/;
-
 /**
- * The GET routes of {@link createApp}.
- *
- * @param deps what the routes serve from
- * @returns the router: the answer of the route a request names, or undefined when none does
+ * The error handler: a ToolError's status and message (with `WWW-Authenticate` on 401 and
+ * `Retry-After` when it says when); anything else is logged and hidden behind a 500.
  */
-function createRoutes(
-  deps: AppDeps,
-): (context: RouteContext) => Promise<ServedResponse | undefined> {
-  const { cache, metrics, auth, nodeName, history } = deps;
-  const metricsAuth = "metricsAuth" in deps ? deps.metricsAuth : auth;
-  const awaiting = deps.awaitingCertificate ?? (() => undefined);
-  const serveSnapshot = createSnapshotHandler(cache, nodeName);
-  const snapshotAccess = { auth, attributes: snapshotAttributes(nodeName) };
-  const metricsAccess = { auth: metricsAuth, attributes: metricsAttributes(nodeName) };
-  const noStore = { "cache-control": "no-store" };
-
-  return async function route(context: RouteContext): Promise<ServedResponse | undefined> {
-    const { request, path } = context;
-    switch (path) {
-      case "/healthz": {
-        const waiting = awaiting();
-        return text(waiting ? `ok: ${waiting}\n` : "ok\n", 200, noStore);
-      }
-      case "/readyz": {
-        const waiting = awaiting();
-        if (waiting) return text(`not ready: ${waiting}\n`, 503, noStore);
-        return cache.ready
-          ? text("ok\n", 200, noStore)
-          : text("not ready: no successful collection yet\n", 503, noStore);
-      }
-      case "/metrics":
-        await requireAccess(context, metricsAccess);
-        return {
-          status: 200,
-          headers: { "content-type": METRICS_CONTENT_TYPE },
-          body: metrics.render(),
-        };
-      case "/v1/snapshot":
-        await requireAccess(context, snapshotAccess);
-        return serveSnapshot(request);
-      case "/v1/history":
-        // What changed on this node and when: the same access as the snapshot itself.
-        if (!history) return undefined;
-        await requireAccess(context, snapshotAccess);
-        return {
-          status: 200,
-          headers: { "content-type": "application/json", ...noStore },
-          body: JSON.stringify(historyBody(history, nodeName)),
-        };
+function errorHandler(log: Logger): (error: Error, c: Context<DaemonEnv>) => Response {
+  return function answerError(error, c) {
+    const path = c.req.path;
+    if (!(error instanceof ToolError)) {
+      log.error("request failed", { path, error: error.message });
+      return errorBody(c, 500, "Internal error: see the daemon's log");
     }
-    const measurement = MEASUREMENT_PATH_REGEXP.exec(path)?.[1];
-    if (measurement === undefined) return undefined;
-    await requireAccess(context, snapshotAccess);
-    return serveSnapshot(request, tryDecodeURIComponent(measurement));
+    const headers: Record<string, string> = {};
+    if (error.httpStatus === 401) headers["www-authenticate"] = 'Bearer realm="aicr"';
+    const retryAfter = (error as { retryAfterSeconds?: unknown }).retryAfterSeconds;
+    if (typeof retryAfter === "number") headers["retry-after"] = String(retryAfter);
+    if (error.httpStatus >= 500) log.warn("request failed", { path, error: error.message });
+    return errorBody(c, error.httpStatus, error.message, headers);
   };
 }
 
 /** The answer when no route matches: 405 on a known path (another method), else 404. */
-function notFound(context: RouteContext): ServedResponse {
-  const { path } = context;
+function notFound(c: Context<DaemonEnv>): Response {
+  const path = c.req.path;
   if (KNOWN_PATH_REGEXP.test(path)) {
-    return errorResponse(
-      405,
-      `Cannot ${context.request.method} '${path}': only GET is served`,
-      { allow: "GET, HEAD" },
-    );
+    return errorBody(c, 405, `Cannot ${c.req.method} '${path}': only GET is served`, {
+      allow: "GET, HEAD",
+    });
   }
-  return errorResponse(404, `Cannot find '${path}'`);
+  return errorBody(c, 404, `Cannot find '${path}'`);
 }
 
 /**
@@ -469,45 +379,57 @@ function notFound(context: RouteContext): ServedResponse {
  * collection), `GET /metrics` (`get nodes/metrics`), `GET /v1/snapshot` and
  * `GET /v1/snapshot/{measurement}` (`get snapshots.aicr.run`, named after the node), with
  * `?format=yaml|json` (else `Accept`) and `?fresh=true`; `GET /v1/history` (same access): the
- * bounded list of this node's snapshot changes, when and which readings.
+ * bounded list of this node's snapshot changes, when and which readings. `HEAD` answers as `GET`
+ * without a body.
  *
  * @param deps cache, metrics, authorizer, logger and node name
- * @returns the app (serve it with `serve()` from `serve.ts`, or call `app.request()` in tests)
+ * @returns the app (serve `app.fetch` with `serve()` from `serve.ts`; `app.request()` in tests)
  */
 export function createApp(deps: AppDeps): DaemonApp {
-  const { metrics, log } = deps;
-  const route = createRoutes(deps);
+  const { cache, metrics, auth, nodeName, history, log } = deps;
+  const metricsAuth = "metricsAuth" in deps ? deps.metricsAuth : auth;
+  const awaiting = deps.awaitingCertificate ?? (() => undefined);
+  const serveSnapshot = createSnapshotHandler(cache, nodeName);
+  const snapshotAccess = requireAccess(auth, snapshotAttributes(nodeName));
+  const noStore = { "cache-control": "no-store" };
 
-  async function handle(request: ServedRequest): Promise<ServedResponse> {
-    const start = performance.now();
-    const method = request.method;
-    // Hono's getPath reads nothing but the URL.
-    const path = getPath({ url: request.url } as Request);
-    const context: RouteContext = { request, path, user: undefined };
-    let response: ServedResponse;
-    try {
-      const found = method === "GET" || method === "HEAD" ? await route(context) : undefined;
-      response = found ?? notFound(context);
-    } catch (error) {
-      response = errorResponseOf(log, error, context.path);
-    }
-    observeRequest(metrics, log, context, { status: response.status, start });
-    return method === "HEAD" ? { ...response, body: null } : response;
+  const app = new Hono<DaemonEnv>();
+  app.use(observeRequests(metrics, log));
+  app.get("/healthz", (c) => {
+    const waiting = awaiting();
+    return c.text(waiting ? `ok: ${waiting}\n` : "ok\n", 200, noStore);
+  });
+  app.get("/readyz", (c) => {
+    const waiting = awaiting();
+    if (waiting) return c.text(`not ready: ${waiting}\n`, 503, noStore);
+    return cache.ready
+      ? c.text("ok\n", 200, noStore)
+      : c.text("not ready: no successful collection yet\n", 503, noStore);
+  });
+  app.get(
+    "/metrics",
+    requireAccess(metricsAuth, metricsAttributes(nodeName)),
+    (c) => c.body(metrics.render(), 200, { "content-type": METRICS_CONTENT_TYPE }),
+  );
+  app.get("/v1/snapshot", snapshotAccess, (c) => serveSnapshot(c));
+  // What changed on this node and when: the same access as the snapshot itself.
+  if (history) {
+    app.get(
+      "/v1/history",
+      snapshotAccess,
+      (c) =>
+        c.body(JSON.stringify(historyBody(history, nodeName)), 200, {
+          "content-type": "application/json",
+          ...noStore,
+        }),
+    );
   }
-
-  const fetch = async (request: Request) => webResponseOf(await handle(servedRequestOf(request)));
-  return {
-    handle,
-    fetch,
-    request: (input, init) => {
-      if (input instanceof Request) return fetch(init ? new Request(input, init) : input);
-      const target = input.toString();
-      return fetch(
-        new Request(
-          /^https?:\/\//.test(target) ? target : `http://localhost${mergePath("/", target)}`,
-          init,
-        ),
-      );
-    },
-  };
+  app.get(
+    "/v1/snapshot/:measurement",
+    snapshotAccess,
+    (c) => serveSnapshot(c, c.req.param("measurement")),
+  );
+  app.notFound(notFound);
+  app.onError(errorHandler(log));
+  return app;
 }

@@ -22,4 +22,5 @@ export { createDaemon } from "./daemon.ts";
 export { createKubeAuth } from "./kube_auth.ts";
 export { serve, validateTls } from "./serve.ts";
 export { runDaemon } from "./run.ts";
+export { useLightWebClasses } from "./web.ts";
 export type { DaemonOptions, DaemonRunDeps, MakeAuth } from "./run.ts";

@@ -22,6 +22,7 @@ import { createServingIdentity } from "./identity.ts";
 import { createKubeAuth } from "./kube_auth.ts";
 import { serve } from "./serve.ts";
 import type { RunningServer } from "./serve.ts";
+import { useLightWebClasses } from "./web.ts";
 
 /** Options the collect factory receives. */
 export interface MakeCollectOptions {
@@ -299,7 +300,8 @@ function assembleDaemon(
  * @throws {UsageError} when callers are to be authenticated without a cluster
  */
 export async function runDaemon(deps: DaemonRunDeps, options: DaemonOptions): Promise<void> {
-  useDaemonV8Flags();
+  // This process serves only the daemon: under Node, its V8 flags and the small web classes.
+  if (useDaemonV8Flags()) useLightWebClasses();
   const { log } = deps;
   const kube = deps.connect();
   const { daemon, identity } = assembleDaemon(deps, kube, options);

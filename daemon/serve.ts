@@ -21,42 +21,8 @@ import { NOOP_LOGGER } from "../log.ts";
 /** A web fetch handler. */
 export type FetchHandler = (request: Request) => Response | Promise<Response>;
 
-/**
- * A request as a {@link ServedHandler} reads it: what a web `Request` would say, without one.
- * Node's web `Request`, `Response` and `Headers` are its bundled undici, about 10 MiB of a
- * serving process's RSS once touched (measured on an empty Node single executable serving 100
- * requests), which the daemon, serving from node:http(s), has no other use for.
- */
-export interface ServedRequest {
-  /** The method, as sent. */
-  readonly method: string;
-  /** The absolute URL, serialized as a web `Request` would (`new URL(...).href`). */
-  readonly url: string;
-  /**
-   * A header by name (any case), as `Headers.get` reads it: repeated fields joined with ", ".
-   *
-   * @returns its value, or undefined when absent
-   */
-  header(name: string): string | undefined;
-  /** Aborted when the client goes away or the handler runs out of time. */
-  readonly signal: AbortSignal;
-}
-
-/** A handler's answer to a {@link ServedRequest}. */
-export interface ServedResponse {
-  /** Status code. */
-  status: number;
-  /** Header fields, lower-case names. */
-  headers: Readonly<Record<string, string>>;
-  /** The body (text is sent as UTF-8), or null for none. */
-  body: string | Uint8Array | null;
-}
-
-/** A handler of node requests that needs no web `Request`/`Response` (the daemon's app). */
-export interface ServedHandler {
-  /** Answers one request; a HEAD request's answer carries the GET's headers and no body. */
-  handle(request: ServedRequest): Promise<ServedResponse>;
-}
+/** What {@link serve} serves: a fetch handler, or an app holding one (a Hono app). */
+export type Servable = FetchHandler | { fetch: FetchHandler };
 
 /** A PEM certificate chain and its key. */
 export interface TlsMaterial {
@@ -256,73 +222,6 @@ export function toWebRequest(
   return new Request(url, init);
 }
 
-/**
- * Reads a node request as a {@link ServedRequest}: the same URL a web `Request` would hold, its
- * header fields read from `rawHeaders` as `Headers` would combine them.
- *
- * @param req the node request
- * @param options base URL for relative targets and the request's signal
- * @returns the request
- * @throws {TypeError} when the target is not a valid URL
- */
-export function toServedRequest(
-  req: IncomingMessage,
-  options: { baseUrl: string; signal: AbortSignal },
-): ServedRequest {
-  const raw = req.rawHeaders;
-  return {
-    method: req.method ?? "GET",
-    url: new URL(requestUrl(req, options.baseUrl)).href,
-    signal: options.signal,
-    header(name: string): string | undefined {
-      const wanted = name.toLowerCase();
-      let value: string | undefined;
-      for (let i = 0; i + 1 < raw.length; i += 2) {
-        if ((raw[i] as string).toLowerCase() !== wanted) continue;
-        // Headers strips leading and trailing HTTP whitespace from each value.
-        const field = (raw[i + 1] as string).replace(HTTP_WHITESPACE_REGEXP, "");
-        value = value === undefined ? field : `${value}, ${field}`;
-      }
-      return value;
-    },
-  };
-}
-
-const HTTP_WHITESPACE_REGEXP = /^[\t\n\r ]+|[\t\n\r ]+$/g;
-
-/**
- * Writes a {@link ServedResponse} as {@link writeWebResponse} writes a web one: header names in
- * `Headers`' (sorted) order, `Content-Length` unless bodyless, no body for HEAD, 204 and 304.
- *
- * @param response the handler's answer
- * @param res the node response
- * @param options extra headers and whether the request was a HEAD
- */
-export function writeServedResponse(
-  response: ServedResponse,
-  res: ServerResponse,
-  options: WriteResponseOptions = {},
-): void {
-  const { extraHeaders = {}, head = false } = options;
-  const headers: Record<string, string> = {};
-  for (const key of Object.keys(response.headers).sort()) {
-    headers[key] = response.headers[key] as string;
-  }
-  Object.assign(headers, extraHeaders);
-  const body = typeof response.body === "string"
-    ? Buffer.from(response.body, "utf8")
-    : response.body ?? EMPTY_BODY;
-  const bodyless = head || response.status === 204 || response.status === 304;
-  if (!bodyless && headers["content-length"] === undefined) {
-    headers["content-length"] = String(body.byteLength);
-  }
-  res.writeHead(response.status, headers);
-  if (bodyless || body.byteLength === 0) res.end();
-  else res.end(body);
-}
-
-const EMPTY_BODY = new Uint8Array(0);
-
 /** Options of {@link writeWebResponse}. */
 export interface WriteResponseOptions {
   /** Headers added last (e.g. `connection: close` while draining). */
@@ -369,17 +268,17 @@ export async function writeWebResponse(
 /**
  * Serves a fetch handler until `signal` aborts or `shutdown()` is called.
  *
- * @param handler the fetch handler, e.g. `app.fetch`, or a {@link ServedHandler} (the daemon's
- *   app), which serves without web `Request`/`Response` objects
+ * @param handler the fetch handler (`app.fetch`), or the app itself (a Hono app)
  * @param options address, TLS material, limits and shutdown signal
  * @returns the running server, once listening
  * @throws {TypeError} when neither `tls` nor `insecureHttp` is given, or `tls` is not a
  *   certificate and its key
  */
 export async function serve(
-  handler: FetchHandler | ServedHandler,
+  servable: Servable,
   options: ServeOptions = {},
 ): Promise<RunningServer> {
+  const handler = typeof servable === "function" ? servable : servable.fetch;
   const {
     hostname = "0.0.0.0",
     port = 8443,
@@ -559,7 +458,7 @@ interface ServeState {
 async function handleRequest(
   state: ServeState,
   config: {
-    handler: FetchHandler | ServedHandler;
+    handler: FetchHandler;
     log: Logger;
     maxBodyBytes: number;
     handlerTimeoutMs: number;
@@ -614,9 +513,7 @@ async function handleRequest(
       signal: controller.signal,
       draining: () => state.draining,
     };
-    await (typeof config.handler === "function"
-      ? answerWeb(config.handler, req, res, { ...answer, body })
-      : answerServed(config.handler, req, res, answer));
+    await answerWeb(config.handler, req, res, { ...answer, body });
   } catch (error) {
     config.log.error("request handler failed", {
       error: error instanceof Error ? error.message : String(error),
@@ -632,28 +529,6 @@ interface AnswerOptions {
   baseUrl: string;
   signal: AbortSignal;
   draining: () => boolean;
-}
-
-/** Answers a request through a {@link ServedHandler}: no web objects on the way. */
-async function answerServed(
-  handler: ServedHandler,
-  req: IncomingMessage,
-  res: ServerResponse,
-  options: AnswerOptions,
-): Promise<void> {
-  let request: ServedRequest;
-  try {
-    request = toServedRequest(req, options);
-  } catch {
-    plainResponse(res, 400, "Cannot parse the request target");
-    return;
-  }
-  const response = await handler.handle(request);
-  if (res.headersSent || res.destroyed) return;
-  writeServedResponse(response, res, {
-    head: req.method === "HEAD",
-    ...(options.draining() ? { extraHeaders: { connection: "close" } } : {}),
-  });
 }
 
 /** Answers a request through a fetch handler: a web `Request` in, a web `Response` out. */

@@ -3,7 +3,8 @@ import { request as httpsRequest } from "node:https";
 import { connect as tlsConnect } from "node:tls";
 import { Hono } from "hono";
 import { serve } from "./serve.ts";
-import type { RunningServer, ServedHandler, ServedRequest, ServedResponse } from "./serve.ts";
+import type { RunningServer } from "./serve.ts";
+import { useLightWebClasses } from "./web.ts";
 import { generateTestTls } from "./_testing.ts";
 import { NOOP_LOGGER, renderLogText } from "../log.ts";
 import type { Logger } from "../log.ts";
@@ -128,64 +129,31 @@ interface Seen {
   accept: string | undefined;
 }
 
-/** The same answers twice: a fetch handler and a ServedHandler, each recording what it saw. */
-function twinHandlers(): {
-  web: (request: Request) => Response;
-  served: ServedHandler;
-  seen: { web: Seen[]; served: Seen[] };
-} {
-  const seen = { web: [] as Seen[], served: [] as Seen[] };
-  const answer = (path: string): ServedResponse => {
-    if (path === "/same") {
-      return { status: 304, headers: { etag: '"e"', "x-aicr-node": "n" }, body: null };
-    }
-    return {
-      status: path === "/missing" ? 404 : 200,
-      headers: { "x-b": "2", "content-type": "text/plain; charset=UTF-8", "x-a": "1" },
-      body: path === "/bytes" ? new TextEncoder().encode("bytes") : "h\u00e9llo \u2713\n",
-    };
-  };
-  return {
-    seen,
-    web: (request) => {
-      seen.web.push({
-        method: request.method,
-        url: request.url,
-        custom: request.headers.get("x-custom") ?? undefined,
-        accept: request.headers.get("accept") ?? undefined,
-      });
-      const a = answer(new URL(request.url).pathname);
-      return new Response(a.body === null ? null : a.body as BodyInit, {
-        status: a.status,
-        headers: a.headers,
-      });
-    },
-    served: {
-      handle: (request: ServedRequest) => {
-        seen.served.push({
-          method: request.method,
-          url: request.url,
-          custom: request.header("X-Custom"),
-          accept: request.header("accept"),
-        });
-        const a = answer(new URL(request.url).pathname);
-        return Promise.resolve(request.method === "HEAD" ? { ...a, body: null } : a);
-      },
-    },
-  };
+/** An app that records what it saw and answers text, bytes, 304 and 404, through Hono. */
+function recordingApp(seen: Seen[]): Hono {
+  const app = new Hono();
+  app.all("*", (c) => {
+    seen.push({
+      method: c.req.method,
+      url: c.req.url,
+      custom: c.req.header("x-custom"),
+      accept: c.req.header("accept"),
+    });
+    const path = c.req.path;
+    if (path === "/same") return c.body(null, 304, { etag: '"e"', "x-aicr-node": "n" });
+    const headers = { "x-b": "2", "content-type": "text/plain; charset=UTF-8", "x-a": "1" };
+    const status = path === "/missing" ? 404 : 200;
+    return path === "/bytes"
+      ? c.body(new TextEncoder().encode("bytes"), status, headers)
+      : c.body("h\u00e9llo \u2713\n", status, headers);
+  });
+  return app;
 }
 
-Deno.test("serve() answers a ServedHandler as it answers a fetch handler: URL, headers, HEAD, 304, UTF-8 bodies", async () => {
-  const twins = twinHandlers();
-  const options = { hostname: "127.0.0.1", port: 0, tls: { cert: TLS.cert, key: TLS.key } };
-  const web = await serve(twins.web, options);
-  const served = await serve(twins.served, options);
-  try {
-    const requests: {
-      path: string;
-      method?: string;
-      headers?: Record<string, string | string[]>;
-    }[] = [
+/** The requests both sets of web classes answer, and what each answer was (dates left out). */
+async function answersOf(url: string): Promise<unknown[]> {
+  const requests: { path: string; method?: string; headers?: Record<string, string | string[]> }[] =
+    [
       { path: "/echo?q=a%20b&r=%E2%9C%93", headers: { "x-custom": ["one", " two "] } },
       { path: "/a/../echo/./x?q", headers: { accept: "application/json" } },
       { path: "/%7Euser/%2F?x=y#frag" },
@@ -194,32 +162,45 @@ Deno.test("serve() answers a ServedHandler as it answers a fetch handler: URL, h
       { path: "/same" },
       { path: "/missing", method: "DELETE" },
     ];
-    for (const { path, method, headers } of requests) {
-      const init = { ...(method ? { method } : {}), ...(headers ? { headers } : {}) };
-      const a = await rawRequest(`${web.url}${path}`, init);
-      const b = await rawRequest(`${served.url}${path}`, init);
-      const comparable = (r: typeof a) => {
-        const { date: _date, ...rest } = r.headers;
-        return { status: r.status, headers: rest, body: r.body };
-      };
-      assert.deepEqual(comparable(b), comparable(a), `${method ?? "GET"} ${path}`);
+  const answers: unknown[] = [];
+  for (const { path, method, headers: sent } of requests) {
+    const init = { ...(method ? { method } : {}), ...(sent ? { headers: sent } : {}) };
+    const answer = await rawRequest(`${url}${path}`, init);
+    const { date: _date, ...headers } = answer.headers;
+    answers.push({ status: answer.status, headers, body: answer.body });
+  }
+  return answers;
+}
+
+Deno.test("serve() answers with web.ts's classes as with the runtime's: URL, headers, HEAD, 304, UTF-8 bodies", async () => {
+  const options = { hostname: "127.0.0.1", port: 0, tls: { cert: TLS.cert, key: TLS.key } };
+  const seen = { runtime: [] as Seen[], light: [] as Seen[] };
+  const runtime = await serve(recordingApp(seen.runtime), options);
+  const light = await serve(recordingApp(seen.light), options);
+  const globals = globalThis as unknown as Record<string, unknown>;
+  const saved = { Headers: globals.Headers, Request: globals.Request, Response: globals.Response };
+  try {
+    const byRuntime = await answersOf(runtime.url);
+    useLightWebClasses(globals);
+    let byLight: unknown[];
+    try {
+      byLight = await answersOf(light.url);
+    } finally {
+      Object.assign(globals, saved);
     }
+    assert.deepEqual(byLight, byRuntime);
     const relative = (s: Seen) => ({ ...s, url: s.url.slice(s.url.indexOf("/", 8)) });
-    assert.deepEqual(twins.seen.served.map(relative), twins.seen.web.map(relative));
-    assert.equal(twins.seen.served[0]?.custom, "one, two");
-    assert.equal(relative(twins.seen.served[1]!).url, "/echo/x?q");
-    const utf8 = await rawRequest(`${served.url}/text`);
-    assert.equal(
-      utf8.headers["content-length"],
-      String(new TextEncoder().encode(utf8.body).length),
-    );
-    const head = await rawRequest(`${served.url}/text`, { method: "HEAD" });
+    assert.deepEqual(seen.light.map(relative), seen.runtime.map(relative));
+    assert.equal(seen.light[0]?.custom, "one, two");
+    assert.equal(relative(seen.light[1]!).url, "/echo/x?q");
+    const head = byLight[3] as { body: string; headers: Record<string, unknown> };
     assert.equal(head.body, "");
     assert.equal(head.headers["content-length"], undefined);
     assert.equal(head.headers["x-a"], "1");
   } finally {
-    await web.shutdown();
-    await served.shutdown();
+    Object.assign(globals, saved);
+    await runtime.shutdown();
+    await light.shutdown();
   }
 });
 
