@@ -4,18 +4,17 @@
  * platforms it has, from which the pods' `kubernetes.io/arch` affinity is made.
  *
  * Platforms: this build's image is a release's, made for every platform a release builds
- * (`version.ts` `RELEASE_PLATFORMS`). An image named with `--image` is assumed to hold only the
- * platform of the binary that runs (what `aicr image push` makes from this one file alone), unless
- * `--image-platforms` (or `AICR_IMAGE_PLATFORMS`) says which it has: a pod on a node of another
- * architecture would only fail to pull, minutes later, where this way the run says which nodes it
- * left out and why.
+ * (`version.ts` `RELEASE_PLATFORMS`). An image named with `--image` is taken for a copy of it (a
+ * mirror, or `aicr image push` from a release folder: both platforms) unless `--image-platforms`
+ * (or `AICR_IMAGE_PLATFORMS`) says which it has, e.g. `linux/amd64` for the image `aicr image push`
+ * makes from one binary alone: then the pods never land on a node of another architecture, and
+ * the run says which nodes it left out.
  *
  * @module
  */
 import { Option } from "commander";
 import type { Command } from "commander";
 import { UsageError } from "../errors.ts";
-import { platformName } from "../runtime.ts";
 import { buildInfo, defaultImage, isSourceBuild, RELEASE_PLATFORMS } from "../version.ts";
 import type { BuildInfo } from "../version.ts";
 import type { Logger } from "../log.ts";
@@ -48,7 +47,7 @@ export function addImagePlatformsFlag(command: Command): Command {
   return command.addOption(
     new Option(
       "--image-platforms <list>",
-      "platforms the image has, comma-separated (default: this build's image: linux/amd64,linux/arm64; an --image: this binary's platform); pods land only on nodes of these architectures",
+      "platforms the image has, comma-separated (default: a release image's, linux/amd64,linux/arm64); pods land only on nodes of these architectures",
     ).env("AICR_IMAGE_PLATFORMS"),
   );
 }
@@ -92,25 +91,22 @@ export function platformArchitectures(platforms: readonly string[]): string[] {
  *
  * @param flags `--image` and `--image-platforms`
  * @param info this build. @default buildInfo()
- * @param platform the platform this binary runs on. @default platformName()
  * @returns the image and its platforms
  * @throws {UsageError} on bad platforms
  */
 export function chooseAgentImage(
   flags: { image?: string | undefined; imagePlatforms?: string | undefined },
   info: BuildInfo = buildInfo(),
-  platform: string = platformName(),
 ): AgentImage {
   const given = flags.imagePlatforms === undefined
     ? undefined
     : parseImagePlatforms(flags.imagePlatforms);
   if (flags.image !== undefined) {
-    const own = platform.startsWith("linux/") ? platform : `linux/${platform.split("/")[1]}`;
     return {
       image: flags.image,
-      platforms: given ?? [own],
+      platforms: given ?? [...RELEASE_PLATFORMS],
       named: true,
-      platformsFrom: given ? "--image-platforms" : "assumed for --image: this binary's platform",
+      platformsFrom: given ? "--image-platforms" : "assumed for --image: a release image's",
     };
   }
   const image = defaultImage(info);

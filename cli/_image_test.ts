@@ -12,7 +12,7 @@ const RELEASE = {
 const SOURCE = { ...RELEASE, version: "0.2.0-dev", commit: "unknown", backend: "source" };
 
 Deno.test("image: a release deploys its own image, tagged with its version exactly, for both platforms", () => {
-  assert.deepEqual(chooseAgentImage({}, RELEASE, "linux/amd64"), {
+  assert.deepEqual(chooseAgentImage({}, RELEASE), {
     image: "ghcr.io/aicr-run/aicr:0.2.0",
     platforms: ["linux/amd64", "linux/arm64"],
     named: false,
@@ -23,7 +23,7 @@ Deno.test("image: a release deploys its own image, tagged with its version exact
 });
 
 Deno.test("image: a source build deploys its release's image and says it is not this tree", () => {
-  const chosen = chooseAgentImage({}, SOURCE, "linux/amd64");
+  const chosen = chooseAgentImage({}, SOURCE);
   assert.equal(chosen.image, "ghcr.io/aicr-run/aicr:0.2.0");
   assert.match(
     chosen.warning ?? "",
@@ -31,17 +31,16 @@ Deno.test("image: a source build deploys its release's image and says it is not 
   );
 });
 
-Deno.test("image: --image is assumed to hold this binary's platform only, unless --image-platforms says more", () => {
-  const named = chooseAgentImage({ image: "r.example/aicr@sha256:00" }, RELEASE, "linux/arm64");
-  assert.deepEqual(named.platforms, ["linux/arm64"]);
+Deno.test("image: --image is taken for a release image's copy (both platforms) unless --image-platforms says", () => {
+  const named = chooseAgentImage({ image: "r.example/aicr@sha256:00" }, RELEASE);
+  assert.deepEqual(named.platforms, ["linux/amd64", "linux/arm64"]);
   assert.match(named.platformsFrom, /assumed for --image/);
   assert.equal(named.warning, undefined);
-  const both = chooseAgentImage(
-    { image: "r.example/aicr:1", imagePlatforms: "linux/amd64, linux/arm64,linux/amd64" },
+  const one = chooseAgentImage(
+    { image: "r.example/aicr:1", imagePlatforms: "linux/amd64, linux/amd64" },
     RELEASE,
-    "linux/amd64",
   );
-  assert.deepEqual(both.platforms, ["linux/amd64", "linux/arm64"]);
+  assert.deepEqual(one.platforms, ["linux/amd64"]);
   assert.deepEqual(platformArchitectures(["linux/arm64/v8", "linux/amd64"]), ["arm64", "amd64"]);
 });
 

@@ -13,6 +13,7 @@ import type { Snapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster } from "../cluster/harness.ts";
 import { aicr, aicrObjects, nodeFixture, runObjects } from "./_aicr.ts";
 import { assertQuiet } from "./binary_harness.ts";
+import { NOT_AICR_IMAGE, NOT_AICR_VERSION } from "../kubelet/notaicr.ts";
 
 function gpuData(snapshot: Snapshot) {
   const gpu = snapshot.measurements.find((m) => m.type === "GPU");
@@ -319,6 +320,55 @@ Deno.test({
         );
         assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
       });
+
+      await t.step(
+        "NVIDIA's image (its Go aicr writes its own snapshot) is refused, named, clean (exit 8)",
+        async () => {
+          const namespace = await ns("snap-upstream");
+          const run = await runSnapshot(
+            namespace,
+            "--image",
+            NOT_AICR_IMAGE,
+            "--node-selector",
+            "kubernetes.io/hostname=p5-h100-1",
+            "--timeout",
+            "90s",
+          );
+          assert.equal(run.code, 8, run.stderr);
+          assert.match(
+            run.stderr,
+            new RegExp(
+              `Cannot use the snapshot as the agent that ran is NVIDIA's Go aicr ${NOT_AICR_VERSION}, not aicr \\S+ \\(commit \\w+\\): the image '${
+                NOT_AICR_IMAGE.replace(/[.]/g, "\\.")
+              }' is not this build's`,
+            ),
+          );
+          assert.match(run.stderr, /aicr image push REGISTRY\/REPO/);
+          assert.equal(run.stdout, "", "nothing another program wrote is delivered");
+          assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
+        },
+      );
+
+      await t.step(
+        "a foreign reference the test world does not publish fails to pull, as on a real node",
+        async () => {
+          const namespace = await ns("snap-foreign");
+          const run = await runSnapshot(
+            namespace,
+            "--image",
+            "ghcr.io/nvidia/aicr:latest",
+            "--timeout",
+            "60s",
+          );
+          assert.equal(run.code, 8, run.stderr);
+          assert.match(
+            run.stderr,
+            /the agent image could not be pulled \((ErrImagePull|ImagePullBackOff)\)/,
+          );
+          assert.match(run.stderr, /ghcr\.io\/nvidia\/aicr:latest.*not found/);
+          assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
+        },
+      );
 
       await t.step(
         "an agent that exits non-zero reports its exit code and log tail (exit 8), clean",

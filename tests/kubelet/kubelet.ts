@@ -36,20 +36,33 @@ import {
   nvidiaSmiXml,
 } from "./profiles.ts";
 import { createCert } from "../cluster/pki.ts";
+import { defaultOut } from "../../scripts/build.ts";
+import { commandLine, findEmulator, hostArch } from "../../scripts/node_base.ts";
+import pkg from "../../package.json" with { type: "json" };
+import { releaseImage } from "../../version.ts";
+import { type ImageTarget, pullImage, type PullResult, testWorldImages } from "./images.ts";
+import { ensureNotAicr, NOT_AICR_IMAGE } from "./notaicr.ts";
 import type { ClusterInfo } from "../cluster/cluster.ts";
 
-/** How an image runs here: a mapped executable, or the host's userland running `command` as given. */
-export type ImageTarget = { kind: "exe"; path: string } | { kind: "host" };
+export type { ImageTarget } from "./images.ts";
 
 /** Options of {@link startKubelet}. */
 export interface KubeletOptions {
   /** Instances per profile name, e.g. `{ "p5-h100": 1, "system-m7i": 2 }`. Default: one of each. */
   nodes?: Record<string, number>;
-  /** The built aicr binary for `aicr` images. Default `$AICR_BIN`, else `<repo>/dist/aicr`. */
+  /**
+   * The built aicr binary for this build's image on amd64 nodes. Default `$AICR_BIN`, else
+   * `<repo>/dist/aicr`.
+   */
   aicrBin?: string;
   /**
-   * Extra image mappings: image repository (without tag/digest, e.g. `ghcr.io/nvidia/aicr`, or its
-   * last path element) → executable path, or `"host"`. Merged over the defaults and `$AICR_KUBELET_IMAGES` (JSON).
+   * The arm64 binary for arm64 nodes (run under qemu-user). Default `$AICR_BIN_LINUX_ARM64`, else
+   * `<repo>/dist/aicr-linux-arm64`; when it does not exist the image lacks linux/arm64.
+   */
+  aicrArm64Bin?: string;
+  /**
+   * Extra images (`images.ts`): an exact reference or a repository (without tag or digest) →
+   * executable path, or `"host"`. Merged over `$AICR_KUBELET_IMAGES` (JSON).
    */
   images?: Record<string, string>;
   /** Working folder (pod dirs, logs, node certs). Default `<cluster state>/kubelet`. */
@@ -76,7 +89,8 @@ const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 const DEFAULT_AICR_BIN = fileURLToPath(new URL("../../dist/aicr", import.meta.url));
 /** Where each container's private tmpfs of staged mount sources goes (the folder exists on the host). */
 const STAGE_DIR = "/run/aicr-kubelet-stage";
-const HOST_IMAGES = ["busybox", "alpine", "debian", "ubuntu", "shell", "bash"];
+/** How long a failed pull shows ErrImagePull before ImagePullBackOff. */
+const PULL_BACKOFF_MS = 2_000;
 
 /** A container's output, in memory and in a CRI-format file. */
 interface LogBuffer {
@@ -98,6 +112,8 @@ interface ContainerRun {
   exited?: Promise<void>;
   /** The last readiness probe's answer while running (undefined: no readinessProbe). */
   probeReady?: boolean;
+  /** What its image runs on this node, once pulled. */
+  target?: ImageTarget;
 }
 
 interface SimNode {
@@ -134,19 +150,6 @@ interface PodRun {
  */
 function nowIso(): string {
   return new Date().toISOString().replace(/\.\d+Z$/, "Z");
-}
-
-/**
- * The repository of an image reference: registry/path without tag or digest.
- *
- * @param image image reference
- * @returns repository
- */
-function imageRepo(image: string): string {
-  const noDigest = image.split("@")[0]!;
-  const lastSlash = noDigest.lastIndexOf("/");
-  const colon = noDigest.lastIndexOf(":");
-  return colon > lastSlash ? noDigest.slice(0, colon) : noDigest;
 }
 
 /**
@@ -254,18 +257,23 @@ export async function startKubelet(
     cert: readFileSync(cluster.adminCert.cert, "utf8"),
     key: readFileSync(cluster.adminCert.key, "utf8"),
   });
-  const images: Record<string, string> = {
-    ...Object.fromEntries(HOST_IMAGES.map((i) => [i, "host"])),
-    ...(aicrBin ? { aicr: aicrBin } : {}),
-    ...JSON.parse(Deno.env.get("AICR_KUBELET_IMAGES") ?? "{}"),
-    ...(options.images ?? {}),
-  };
-  function resolveImage(image: string): ImageTarget | undefined {
-    const repo = imageRepo(image);
-    const target = images[repo] ?? images[basename(repo)];
-    if (!target) return undefined;
-    if (target === "host") return { kind: "host" };
-    return existsSync(target) ? { kind: "exe", path: target } : undefined;
+  const catalog = testWorldImages({
+    defaultImage: releaseImage(pkg.version),
+    aicr: {
+      [hostArch()]: aicrBin,
+      arm64: options.aicrArm64Bin ?? Deno.env.get("AICR_BIN_LINUX_ARM64") ??
+        defaultOut("arm64"),
+      ...(hostArch() === "arm64" ? { arm64: aicrBin } : {}),
+    },
+    notAicr: { image: NOT_AICR_IMAGE, path: await ensureNotAicr() },
+    extra: {
+      ...JSON.parse(Deno.env.get("AICR_KUBELET_IMAGES") ?? "{}"),
+      ...(options.images ?? {}),
+    },
+  });
+  /** Pulls a container's image for its node: what to run, or the pull error. */
+  function pull(node: SimNode, image: string): PullResult {
+    return pullImage(catalog, image, node.profile.arch, (arch) => findEmulator(arch));
   }
 
   await mkdir(join(dir, "pki"), { recursive: true });
@@ -777,7 +785,7 @@ export async function startKubelet(
     env: Record<string, string>,
   ): Promise<number> {
     const spec = c.spec;
-    const target = resolveImage(spec.image)!;
+    const target = c.target!;
     const command = (spec.command ?? []).map((s: string) => expand(s, env));
     const args = (spec.args ?? []).map((s: string) => expand(s, env));
     let argv: string[];
@@ -808,6 +816,11 @@ export async function startKubelet(
     if (target.kind === "exe" && argv[0] === target.path) {
       staged.push([target.path, "-", "-", `exe/${basename(target.path)}`]);
       argv[0] = `${STAGE_DIR}/exe/${basename(target.path)}`;
+      // Another architecture's binary runs as a real node of it would, emulated here.
+      if (target.emulator) {
+        const line = commandLine(target.emulator, argv[0], argv.slice(1));
+        argv = [line.command, ...line.args];
+      }
     }
     if (run.node.binDir) staged.push([run.node.binDir, "-", "-", "gpu-bin"]);
     const specFile = join(run.dir, `${spec.name}-${c.restartCount}.mounts`);
@@ -946,18 +959,25 @@ export async function startKubelet(
       c.state = { waiting: { reason: c.init ? "PodInitializing" : "ContainerCreating" } };
     }
     await post(run);
-    const bad = run.containers.find((c) => !resolveImage(c.spec.image));
-    if (bad) {
-      // As a kubelet whose pull failed: the pod stays Pending with the container waiting.
+    const pulls = run.containers.map((c) => ({ c, pulled: pull(run.node, c.spec.image) }));
+    const bad = pulls.find((p) => "error" in p.pulled);
+    if (bad && "error" in bad.pulled) {
+      // As a kubelet whose pull failed: the pod stays Pending with the container waiting,
+      // ErrImagePull first, then ImagePullBackOff (the kubelet's retries back off).
+      fail(run, bad.c, "ErrImagePull", bad.pulled.error);
+      await post(run);
+      await new Promise((done) => setTimeout(done, PULL_BACKOFF_MS));
+      if (run.deleting || run.gone) return;
       fail(
         run,
-        bad,
-        "ErrImagePull",
-        `Failed to pull image "${bad.spec.image}": not in the aicr test kubelet's image map`,
+        bad.c,
+        "ImagePullBackOff",
+        `Back-off pulling image "${bad.c.spec.image}": ErrImagePull: ${bad.pulled.error}`,
       );
       await post(run);
       return;
     }
+    for (const { c, pulled } of pulls) if ("target" in pulled) c.target = pulled.target;
     let mounts: Map<string, [string, string, boolean][]> | undefined;
     const envs = new Map<ContainerRun, Record<string, string>>();
     const configError = async (e: unknown) => {

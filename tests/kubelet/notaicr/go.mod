@@ -1,0 +1,3 @@
+module aicr.test/notaicr
+
+go 1.22
