@@ -25,7 +25,8 @@ import { daemonAlertRules, daemonDashboard, DASHBOARD_UID } from "../../manifest
 import { DEFAULT_DAEMON_READER_NAME } from "../../manifests/names.ts";
 import { DEFAULT_SIGNER_REPLICAS } from "../../manifests/signer.ts";
 import { baselinePlaceholderName } from "../../snapshot/mod.ts";
-import { releaseImage } from "../../version.ts";
+import { RELEASE_PLATFORMS, releaseImage } from "../../version.ts";
+import { platformArchitectures } from "../../cli/_image.ts";
 import {
   emitDoc,
   mergeDocs,
@@ -47,6 +48,7 @@ const S = {
   nodeSelector: "zqnodeselector",
   toleration: "zqtoleration",
   runtimeClass: "zqruntimeclass",
+  architecture: "zqarch",
   port: 47123,
   // Within the builder's 1 to 10, and no other number of the render (checked: 0 1 2 3 5 10 20 30 100).
   signerReplicas: 9,
@@ -75,6 +77,7 @@ interface RenderInput {
   os: string;
   runtimeClass: boolean;
   nodeBoundTokens: boolean;
+  architectures: boolean;
 }
 
 function bool(test: string, key: keyof RenderInput): Knob {
@@ -111,6 +114,7 @@ const KNOBS: Knob[] = [
   },
   bool(".Values.runtimeClassName", "runtimeClass"),
   bool(".Values.requireNodeBoundToken", "nodeBoundTokens"),
+  bool(".Values.architectures", "architectures"),
 ];
 
 const IMAGE_EXPR = 'printf "%s:%s" .Values.image.repository (toString .Values.image.tag)';
@@ -136,6 +140,7 @@ const SUBSTITUTIONS: Substitutions = {
     { sentinel: S.pullSecret, expr: ".Values.imagePullSecrets" },
     { sentinel: S.nodeSelector, expr: ".Values.nodeSelector" },
     { sentinel: S.toleration, expr: ".Values.tolerations" },
+    { sentinel: S.architecture, expr: ".Values.architectures" },
   ],
 };
 
@@ -152,6 +157,7 @@ function renderOptions(input: RenderInput): Parameters<typeof renderDaemonSet>[0
     tolerations: [{ key: S.toleration, operator: "Exists" }],
     imagePullSecrets: [S.pullSecret],
     ...(input.runtimeClass ? { runtimeClass: S.runtimeClass } : {}),
+    ...(input.architectures ? { architectures: [S.architecture] } : {}),
     ...(input.os ? { os: input.os as NonNullable<DaemonSetOptions["os"]> } : {}),
     requests: { ...S.requests },
     limits: { ...S.limits },
@@ -443,6 +449,7 @@ function defaults(version: string): Record<string, unknown> {
     privileged: true,
     os: "",
     runtimeClassName: "",
+    architectures: platformArchitectures(RELEASE_PLATFORMS),
     resources: pod.containers[0]!.resources,
     baselineInterval: "60s",
     requireNodeBoundToken: true,
@@ -474,6 +481,8 @@ const VALUE_DOCS: Record<string, string> = {
   os: `The nodes' OS family for its host mounts: "" (upstream's default), ${
     NODE_OS_FAMILIES.join(", ")
   }.`,
+  architectures:
+    "The CPU architectures the image has (kubernetes.io/arch): pods land only on those nodes ([]: any).",
   runtimeClassName: 'A RuntimeClass giving nvidia-smi without a GPU request (e.g. "nvidia").',
   resources: "The daemon container's requests and limits (given whole).",
   baselineInterval: "How often each daemon re-reads its cohort's baseline.",
@@ -535,6 +544,7 @@ export function valuesSchema(): Record<string, unknown> {
       port: { type: "integer", minimum: 1, maximum: 65535 },
       privileged: { type: "boolean" },
       os: { type: "string", enum: ["", ...NODE_OS_FAMILIES] },
+      architectures: { type: "array", items: { type: "string", pattern: "^[a-z0-9]+$" } },
       runtimeClassName: { type: "string", pattern: "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$" },
       resources: {
         type: "object",

@@ -83,8 +83,8 @@ export interface Substitutions {
   /** Numbers replaced by an expression (a port); their decimal text too, in strings. */
   numbers: { sentinel: number; expr: string }[];
   /**
-   * Subtrees the user gives whole: a map holding the sentinel key, or a list holding an object
-   * with the sentinel as a value, becomes `toYaml expr`; its key then exists only when the
+   * Subtrees the user gives whole: a map holding the sentinel key, or a list holding the
+   * sentinel or an object with it as a value, becomes `toYaml expr`; its key then exists only when the
    * value is not empty (as the builders leave an empty map or list out).
    */
   blocks: { sentinel: string; expr: string }[];
@@ -94,20 +94,14 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-function holdsSentinel(value: unknown, sentinel: string): boolean {
-  if (isPlainObject(value)) {
-    return Object.entries(value).some(([k, v]) => k === sentinel || holdsSentinel(v, sentinel));
-  }
-  if (Array.isArray(value)) return value.some((v) => holdsSentinel(v, sentinel));
-  return value === sentinel;
-}
-
 /** The block a value stands for, when it is one of the user's whole subtrees. */
 function blockOf(value: unknown, subs: Substitutions): TBlock | undefined {
   if (!isPlainObject(value) && !Array.isArray(value)) return undefined;
   const hit = subs.blocks.find((b) =>
     Array.isArray(value)
-      ? value.some((item) => isPlainObject(item) && holdsSentinel(item, b.sentinel))
+      ? value.some((item) =>
+        item === b.sentinel || (isPlainObject(item) && Object.values(item).includes(b.sentinel))
+      )
       : Object.hasOwn(value, b.sentinel)
   );
   return hit ? { kind: "block", expr: hit.expr } : undefined;
