@@ -24,7 +24,7 @@ import {
   parseConfigMapUri,
   parseSnapshot,
 } from "../snapshot/mod.ts";
-import type { FleetMember, Snapshot } from "../snapshot/mod.ts";
+import type { FleetMember, FleetUnreadable, Snapshot } from "../snapshot/mod.ts";
 
 /** The largest fleet stream (one file, stdin or ConfigMap holding many snapshots). */
 export const MAX_FLEET_STREAM_BYTES = 256 * 1024 * 1024;
@@ -480,24 +480,46 @@ export async function loadFleet(
   options: SourceOptions,
 ): Promise<FleetMember[]> {
   const members: FleetMember[] = [];
-  await readFleet(sources, loader, options, (member) => void members.push(member));
+  await readFleet(sources, loader, options, { add: (member) => void members.push(member) });
   return members;
 }
 
 /**
- * {@link loadFleet} one snapshot at a time: each member is handed to `add` as soon as it is
+ * Where {@link readFleet} hands what it reads: each member, or (with `unreadable`) each file or
+ * document that could not be read. A `FleetBuilder` is one.
+ */
+export interface FleetSink {
+  /** Takes each member, in input order. */
+  add(member: FleetMember): void;
+  /**
+   * Takes a directory's file straight from its text, instead of `add` with the parsed snapshot,
+   * when it can (`FleetBuilder.addYaml`); false to have it parsed and given to `add`.
+   */
+  addYaml?: FleetYamlReader;
+  /**
+   * Takes a member that could not be read (a file or document that is corrupt, invalid, too
+   * large or unreadable) and the read goes on; without it the first such member is an error.
+   */
+  unreadable?(entry: FleetUnreadable): void;
+}
+
+/**
+ * {@link loadFleet} one snapshot at a time: each member is handed to `sink.add` as soon as it is
  * parsed, and the next file is read only after, so memory holds one file (at most
  * {@link MAX_DOCUMENT_BYTES}) or one stream (at most {@link MAX_FLEET_STREAM_BYTES}) plus what
- * `add` keeps. There is no cap on the fleet as a whole: a directory's files are checked
+ * the sink keeps. There is no cap on the fleet as a whole: a directory's files are checked
  * against the per-file cap before any is read.
+ *
+ * With `sink.unreadable`, one bad file or document (corrupt, invalid, over the per-file cap,
+ * unreadable) is handed there and the others are read; a source that cannot be read at all (a
+ * missing path, an empty directory, a stream that cannot be split), or a fleet with no readable
+ * member, is still an error.
  *
  * @param sources the sources as given on the command line
  * @param loader the I/O
  * @param options working directory
- * @param add takes each member, in input order
- * @param addYaml takes a directory's file straight from its text, instead of `add` with the
- *   parsed snapshot, when it can (`FleetBuilder.addYaml`)
- * @returns the number of members read
+ * @param sink takes the members, and the unreadable ones
+ * @returns the number of members read (readable or not)
  * @throws {UsageError} for invalid inputs, or when no snapshot is found
  * @throws {NotFoundError} for a missing path or ConfigMap
  */
@@ -505,47 +527,107 @@ export async function readFleet(
   sources: readonly string[],
   loader: SnapshotSourceLoader,
   options: SourceOptions,
-  add: (member: FleetMember) => void,
-  addYaml?: FleetYamlReader,
+  sink: FleetSink,
 ): Promise<number> {
   let count = 0;
+  let readable = 0;
+  let firstFailure: unknown;
+  const guarded: FleetSink = {
+    add(member) {
+      readable++;
+      sink.add(member);
+    },
+    ...(sink.addYaml
+      ? {
+        addYaml: (text, nodeName) => {
+          const taken = (sink.addYaml as FleetYamlReader)(text, nodeName);
+          if (taken) readable++;
+          return taken;
+        },
+      }
+      : {}),
+    ...(sink.unreadable
+      ? {
+        unreadable(entry) {
+          firstFailure ??= new UsageError(
+            `Cannot read snapshot '${entry.source}': ${entry.reason}`,
+          );
+          (sink.unreadable as NonNullable<FleetSink["unreadable"]>)(entry);
+        },
+      }
+      : {}),
+  };
   for (const source of sources) {
     if (source !== "-" && !source.startsWith("cm://")) {
       const info = await loader.stat(resolve(options.cwd, source));
       if (info?.isDirectory) {
-        count += await readFleetDirectory(source, loader, options, add, addYaml);
+        count += await readFleetDirectory(source, loader, options, guarded);
         continue;
       }
     }
-    const { text } = await readSource(source, loader, MAX_FLEET_STREAM_BYTES, options);
-    const shown = redactUrl(source);
-    // The first document waits for the second: a stream of one is named after its file.
-    let first: Snapshot | undefined;
-    let index = 0;
-    const name = (snapshot: Snapshot, i: number, single: boolean) =>
-      snapshot.metadata["source-node"] ||
-      (single && source !== "-" && !source.startsWith("cm://")
-        ? basename(source, extname(source))
-        : `${shown}#${i + 1}`);
-    for (const snapshot of fleetDocuments(text, shown)) {
-      // The fetch's cluster topology document (its last): no node's, never compared.
-      if (isClusterTopologyDocument(snapshot)) continue;
-      if (index === 0) first = snapshot;
-      else {
-        if (index === 1) {
-          add({ node: name(first as Snapshot, 0, false), snapshot: first as Snapshot });
-        }
-        add({ node: name(snapshot, index, false), snapshot });
-      }
-      index++;
-    }
-    if (index === 0) {
-      throw new UsageError(`Cannot read fleet '${shown}': it holds no snapshot documents`);
-    }
-    if (index === 1) add({ node: name(first as Snapshot, 0, true), snapshot: first as Snapshot });
-    count += index;
+    count += await readFleetStream(source, loader, options, guarded);
   }
+  // Nothing to compare the unreadable ones with: the first one's error is the answer.
+  if (readable === 0 && firstFailure !== undefined) throw firstFailure;
   return count;
+}
+
+/** One stream source (a file, `-` or `cm://`): its documents in order. */
+async function readFleetStream(
+  source: string,
+  loader: SnapshotSourceLoader,
+  options: SourceOptions,
+  sink: FleetSink,
+): Promise<number> {
+  const { text } = await readSource(source, loader, MAX_FLEET_STREAM_BYTES, options);
+  const shown = redactUrl(source);
+  const single = source !== "-" && !source.startsWith("cm://");
+  // The first document waits for the second: a stream of one is named after its file.
+  let first: Snapshot | undefined;
+  let firstAt = 0;
+  let index = 0;
+  const name = (snapshot: Snapshot, i: number, alone: boolean) =>
+    snapshot.metadata["source-node"] ||
+    (alone && single ? basename(source, extname(source)) : `${shown}#${i + 1}`);
+  const unreadable = sink.unreadable;
+  const onError = unreadable
+    ? (error: unknown, where: { index: number; source: string }) => {
+      index++;
+      unreadable({ node: `${shown}#${where.index + 1}`, source: where.source, reason: why(error) });
+    }
+    : undefined;
+  let documents = 0;
+  for (const snapshot of fleetDocuments(text, shown, onError)) {
+    // The fetch's cluster topology document (its last): no node's, never compared.
+    if (isClusterTopologyDocument(snapshot)) continue;
+    documents++;
+    if (documents === 1) {
+      first = snapshot;
+      firstAt = index;
+    } else {
+      if (documents === 2) {
+        sink.add({ node: name(first as Snapshot, firstAt, false), snapshot: first as Snapshot });
+      }
+      sink.add({ node: name(snapshot, index, false), snapshot });
+    }
+    index++;
+  }
+  if (index === 0) {
+    throw new UsageError(`Cannot read fleet '${shown}': it holds no snapshot documents`);
+  }
+  if (documents === 1) {
+    sink.add({
+      node: name(first as Snapshot, firstAt, index === 1),
+      snapshot: first as Snapshot,
+    });
+  }
+  return index;
+}
+
+/** The first line of an error, for the report. */
+function why(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.split("\n")[0] ?? "";
 }
 
 /** Reads a member from its YAML text, or returns false for the caller to parse it. */
@@ -555,8 +637,7 @@ async function readFleetDirectory(
   source: string,
   loader: SnapshotSourceLoader,
   options: SourceOptions,
-  add: (member: FleetMember) => void,
-  addYaml?: FleetYamlReader,
+  sink: FleetSink,
 ): Promise<number> {
   const dir = resolve(options.cwd, source);
   const files = (await loader.readDirectory(dir))
@@ -569,30 +650,60 @@ async function readFleetDirectory(
     );
   }
   const names = files.map((file) => source.endsWith("/") ? source + file : `${source}/${file}`);
-  // Sizes first: a file over the per-file cap fails before anything is read.
+  // Sizes first: a file over the per-file cap fails (or is reported) before anything is read.
   const infos: (PathInfo | undefined)[] = [];
-  for (const name of names) {
+  const oversize = new Set<number>();
+  for (const [i, name] of names.entries()) {
     const info = await loader.stat(resolve(options.cwd, name));
     const size = info?.size ?? 0;
     if (size > MAX_DOCUMENT_BYTES) {
-      throw new UsageError(
+      const error = new UsageError(
         `Cannot read snapshot '${name}': file is ${size} bytes, over the ${MAX_DOCUMENT_BYTES}-byte cap`,
       );
+      if (!sink.unreadable) throw error;
+      oversize.add(i);
     }
     infos.push(info);
   }
   for (const [i, name] of names.entries()) {
     const file = files[i] as string;
     const nodeName = (sourceNode: string) => sourceNode || basename(file, extname(file));
-    // Described above: read at once, unless it was not there or is a directory (for the error).
-    const info = infos[i];
-    let snapshot: Snapshot;
-    if (info && !info.isDirectory) {
-      const text = await readKnownFile(name, loader, options);
-      if (addYaml?.(text, nodeName)) continue;
-      snapshot = parseSnapshot(text, { source: name });
-    } else snapshot = await loadSnapshot(name, loader, options);
-    add({ node: nodeName(snapshot.metadata["source-node"]), snapshot });
+    if (oversize.has(i)) {
+      sink.unreadable?.({
+        node: nodeName(""),
+        source: name,
+        reason: `file is ${infos[i]?.size} bytes, over the ${MAX_DOCUMENT_BYTES}-byte cap`,
+      });
+      continue;
+    }
+    try {
+      await readFleetFile(name, infos[i], { loader, options, sink, nodeName });
+    } catch (error) {
+      if (!sink.unreadable) throw error;
+      sink.unreadable({ node: nodeName(""), source: name, reason: why(error) });
+    }
   }
   return names.length;
+}
+
+/** One file of a fleet directory, described already (undefined when it was not there). */
+async function readFleetFile(
+  name: string,
+  info: PathInfo | undefined,
+  context: {
+    loader: SnapshotSourceLoader;
+    options: SourceOptions;
+    sink: FleetSink;
+    nodeName: (sourceNode: string) => string;
+  },
+): Promise<void> {
+  const { loader, options, sink, nodeName } = context;
+  let snapshot: Snapshot;
+  // Described above: read at once, unless it was not there or is a directory (for the error).
+  if (info && !info.isDirectory) {
+    const text = await readKnownFile(name, loader, options);
+    if (sink.addYaml?.(text, nodeName)) return;
+    snapshot = parseSnapshot(text, { source: name });
+  } else snapshot = await loadSnapshot(name, loader, options);
+  sink.add({ node: nodeName(snapshot.metadata["source-node"]), snapshot });
 }

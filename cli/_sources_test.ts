@@ -53,7 +53,9 @@ Deno.test("readFleet() reads a directory one file at a time; a file over the per
         return loader.readFile(path, maxBytes);
       },
     };
-    const count = await readFleet([dir], traced, { cwd: "/" }, (m) => events.push(`add ${m.node}`));
+    const count = await readFleet([dir], traced, { cwd: "/" }, {
+      add: (m) => void events.push(`add ${m.node}`),
+    });
     assert.equal(count, 3);
     assert.deepEqual(events, [
       "read a.yaml",
@@ -94,7 +96,7 @@ Deno.test("readFleet() names a stream of one after its file, of many after their
       [join(dir, "one.yaml"), join(dir, "many.yaml")],
       createFsSourceLoader(),
       { cwd: "/" },
-      (m) => names.push(m.node),
+      { add: (m) => void names.push(m.node) },
     );
     const many = join(dir, "many.yaml");
     assert.deepEqual(names, ["one", `${many}#1`, "b", `${many}#3`]);
@@ -149,10 +151,65 @@ Deno.test("readFleet() skips the fetch's cluster topology: the directory's _clus
     assert.match(readFileSync(stream, "utf8"), /topology-scope: cluster\n[^]*$/);
     const { loader, reads } = counting(createFsSourceLoader());
     const names: string[] = [];
-    const count = await readFleet([dir, stream], loader, { cwd: "/" }, (m) => names.push(m.node));
+    const count = await readFleet([dir, stream], loader, { cwd: "/" }, {
+      add: (m) => void names.push(m.node),
+    });
     assert.deepEqual(names, ["a", "b", "a", "b"]);
     assert.equal(count, 4);
     assert.ok(!reads.some((r) => r.endsWith(FLEET_TOPOLOGY_FILE)), "never read");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("readFleet() hands a corrupt, invalid or oversized file to unreadable and reads the rest", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "aicr-fleet-unreadable-"));
+  try {
+    for (const n of ["a", "c"]) writeFileSync(join(dir, `${n}.yaml`), node(n));
+    writeFileSync(join(dir, "b.yaml"), "kind: Snapshot\nmeasurements: [\n");
+    writeFileSync(join(dir, "d.yaml"), "");
+    truncateSync(join(dir, "d.yaml"), MAX_DOCUMENT_BYTES + 1);
+    writeFileSync(join(dir, "e.yaml"), "kind: NotASnapshot\n");
+    const added: string[] = [];
+    const unreadable: { node: string; source: string; reason: string }[] = [];
+    const count = await readFleet([dir], createFsSourceLoader(), { cwd: "/" }, {
+      add: (m) => void added.push(m.node),
+      unreadable: (u) => void unreadable.push(u),
+    });
+    assert.equal(count, 5);
+    assert.deepEqual(added, ["a", "c"]);
+    assert.deepEqual(unreadable.map((u) => [u.node, u.source]), [
+      ["b", `${dir}/b.yaml`],
+      ["d", `${dir}/d.yaml`],
+      ["e", `${dir}/e.yaml`],
+    ]);
+    assert.match(unreadable[1]?.reason ?? "", /over the \d+-byte cap/);
+    for (const u of unreadable) assert.ok(!u.reason.includes("\n"), u.reason);
+
+    // A stream goes on after a bad document.
+    const stream = join(dir, "stream.yaml");
+    writeFileSync(stream, [node("x"), "kind: Snapshot\nmetadata: 3\n", node("y")].join("---\n"));
+    added.length = 0;
+    unreadable.length = 0;
+    await readFleet([stream], createFsSourceLoader(), { cwd: "/" }, {
+      add: (m) => void added.push(m.node),
+      unreadable: (u) => void unreadable.push(u),
+    });
+    assert.deepEqual(added, ["x", "y"]);
+    assert.deepEqual(unreadable.map((u) => u.node), [`${stream}#2`]);
+
+    // Nothing readable at all: the first failure is the error, as without a sink for them.
+    const bad = join(dir, "bad");
+    mkdirSync(bad);
+    writeFileSync(join(bad, "z.yaml"), "kind: NotASnapshot\n");
+    await assert.rejects(
+      readFleet([bad], createFsSourceLoader(), { cwd: "/" }, {
+        add: () => {},
+        unreadable: () => {},
+      }),
+      (e) =>
+        e instanceof UsageError && e.message.startsWith(`Cannot read snapshot '${bad}/z.yaml'`),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

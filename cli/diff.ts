@@ -15,7 +15,7 @@
  */
 import { Command, Option } from "commander";
 import { resolve } from "node:path";
-import { ToolError, UsageError } from "../errors.ts";
+import { IncompleteError, ToolError, UsageError } from "../errors.ts";
 import {
   createFleetBuilder,
   DEFAULT_IGNORE_PATTERNS,
@@ -114,7 +114,10 @@ ${DEFAULT_IGNORE_PATTERNS.map((p) => `  ${p}`).join("\n")}
 Exit codes: 0 no drift, or drift without --fail-on-drift; 1 drift with --fail-on-drift
 (after the output is written); 2 invalid input (flags, malformed or invalid snapshot,
 over the size cap, alias bomb); 3 a file or ConfigMap not found, or no kubeconfig for a
-cm:// source; 4 reading the ConfigMap is forbidden; 6 Kubernetes unavailable.
+cm:// source; 4 reading the ConfigMap is forbidden; 6 Kubernetes unavailable; 9 (--fleet)
+some snapshots could not be read or compared (corrupt, invalid or over the 16 MiB cap): they
+are listed as unreadable in the report, which compares every other node, and the exit comes
+after the output is written.
 `;
 
 function collect(value: string, previous: string[]): string[] {
@@ -257,25 +260,38 @@ async function diffFleet(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promis
   // One snapshot at a time: the builder keeps each node's interned configuration (a few KiB),
   // never the parsed snapshots, so 10,000 nodes fit where 10,000 snapshots would not.
   // A directory's files in our own layout go straight into the builder, without a snapshot.
-  await readFleet(
-    fleet,
-    run.loader,
-    { cwd: deps.cwd, option: "fleet" },
-    builder.add,
-    builder.addYaml,
-  );
+  // A file or document that cannot be read is an unreadable node of the report (exit 9 after the
+  // output), and the rest is compared.
+  await readFleet(fleet, run.loader, { cwd: deps.cwd, option: "fleet" }, builder);
   const report = builder.finish();
   const format = flags.format as typeof FLEET_FORMATS[number];
   await run.write(
     format === "html"
       ? renderFleetHtml(report, {
         allReadings: flags.allReadings,
-        subtitle: `${fleet.join(", ")} · ${deps.now().toISOString().replace(/\.\d+Z$/, "Z")}`,
+        subtitle: `${fleet.map(redactUrl).join(", ")} · ${
+          deps.now().toISOString().replace(/\.\d+Z$/, "Z")
+        }`,
       })
       : format === "table"
       ? renderFleetTable(report, { color: run.color })
       : encodeDocument(fleetDocument(report), format),
   );
+  if (report.unreadable.length > 0) {
+    throw new IncompleteError(
+      `Cannot compare every snapshot of the fleet: ${report.unreadable.length} of ${
+        report.unreadable.length + report.summary.nodes
+      } could not be read (the report compares the others)`,
+      {
+        details: [
+          ...report.unreadable.slice(0, 10).map((u) => `  ${u.source}: ${u.reason}`),
+          ...(report.unreadable.length > 10
+            ? [`  ... and ${report.unreadable.length - 10} more (listed in the report)`]
+            : []),
+        ],
+      },
+    );
+  }
   if (flags.failOnDrift && report.outliers.length > 0) {
     throw new ToolError(
       `drift detected: ${report.outliers.length} outlier node(s) found`,

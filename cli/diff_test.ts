@@ -348,6 +348,7 @@ Deno.test("aicr diff --fleet reads a YAML stream from stdin, a JSON array and JS
     singletons: 0,
     outliers: 1,
     differences: 1,
+    unreadable: 0,
   });
   assert.deepEqual(doc.outliers, [{
     node: "gpu-node-7",
@@ -438,12 +439,27 @@ Deno.test("aicr diff --fleet names the stream document that is invalid", async (
   const stdin = `${good}---\n${good}---\n${
     readFileSync(join(TESTDATA, "invalid-kind.yaml"), "utf8")
   }`;
-  const r = await run(["--fleet", "-"], { stdin });
-  assert.equal(r.code, 2);
+  const r = await run(["--fleet", "-", "-t", "json"], { stdin });
+  // The two good nodes are compared; the bad document is an unreadable member (exit 9).
+  assert.equal(r.code, 9, r.stderr);
   assert.match(
     r.stderr,
-    /^error: Cannot read snapshot '- \(document 3\)': field 'kind' \(line 1\) must be 'Snapshot'/,
+    /^error: Cannot compare every snapshot of the fleet: 1 of 3 could not be read/m,
   );
+  assert.match(
+    r.stderr,
+    /^ {2}- \(document 3\): Cannot read snapshot '- \(document 3\)': field 'kind' \(line 1\) must be 'Snapshot'/m,
+  );
+  const doc = JSON.parse(r.stdout);
+  assert.equal(doc.summary.nodes, 2);
+  assert.deepEqual(doc.unreadable.map((u: { node: string }) => u.node), ["-#3"]);
+
+  // Nothing readable: the document's error, exit 2, as before.
+  const alone = await run(["--fleet", "-"], {
+    stdin: readFileSync(join(TESTDATA, "invalid-kind.yaml"), "utf8"),
+  });
+  assert.equal(alone.code, 2);
+  assert.match(alone.stderr, /^error: Cannot read snapshot '-'/m);
 });
 
 Deno.test("aicr diff reads cm:// through the cluster connection, connecting only when needed", async () => {

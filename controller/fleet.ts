@@ -859,7 +859,10 @@ export function formatFleetTable(results: readonly NodeResult[]): string {
       (r.error ?? "").split("\n")[0] ?? "",
     ]),
   ];
-  const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((row) => (row[i] ?? "").length)));
+  const widths = [0, 0, 0, 0];
+  for (const row of rows) {
+    for (let i = 0; i < 4; i++) widths[i] = Math.max(widths[i] as number, (row[i] ?? "").length);
+  }
   return rows.map((row) =>
     row.map((cell, i) => (i < 4 ? cell.padEnd(widths[i] ?? 0) : cell)).join("  ").trimEnd()
   ).join("\n") + "\n";

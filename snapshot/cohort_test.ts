@@ -101,6 +101,7 @@ Deno.test("buildFleetReport() finds a planted driver change and a planted sysctl
     singletons: 0,
     outliers: 3,
     differences: 3,
+    unreadable: 0,
   });
   assert.deepEqual(r.cohorts.map((c) => c.columns.map((col) => [col.path, col.fleet])), [
     [["OS.sysctl./proc/sys/vm/swappiness", "60"]],
@@ -232,6 +233,7 @@ Deno.test("fleetDocument() and the html page name every cohort", () => {
     singletons: 0,
     outliers: 1,
     differences: 1,
+    unreadable: 0,
   });
   assert.deepEqual(
     doc.cohorts.map((c: { name: string; size: number; outliers: number }) => [

@@ -100,11 +100,17 @@ export function renderDiffTable(result: DiffResult, options: TableOptions = {}):
       target: formatReading((c as Change).target, maxValueWidth),
     }));
     const header = { kind: "KIND", path: "PATH", baseline: "BASELINE", target: "TARGET" };
+    // Loops, not Math.max(...rows): a spread of every change overflows the stack on a large diff.
     const width = {
-      kind: Math.max(header.kind.length, ...rows.map((r) => r.kind.length)),
-      path: Math.max(header.path.length, ...rows.map((r) => r.path.length)),
-      baseline: Math.max(header.baseline.length, ...rows.map((r) => r.baseline.length)),
+      kind: header.kind.length,
+      path: header.path.length,
+      baseline: header.baseline.length,
     };
+    for (const r of rows) {
+      width.kind = Math.max(width.kind, r.kind.length);
+      width.path = Math.max(width.path, r.path.length);
+      width.baseline = Math.max(width.baseline, r.baseline.length);
+    }
     const line = (kind: string, path: string, baseline: string, target: string) =>
       `  ${kind.padEnd(width.kind)}  ${path.padEnd(width.path)}  ${
         baseline.padEnd(width.baseline)
@@ -312,7 +318,9 @@ export function renderFleetTable(report: FleetReport, options: TableOptions = {}
   lines.push(
     `FLEET (${summary.nodes} nodes in ${summary.cohorts} cohort${
       summary.cohorts === 1 ? "" : "s"
-    }, ${summary.outliers} outliers, ${summary.differences} differences)`,
+    }, ${summary.outliers} outliers, ${summary.differences} differences${
+      summary.unreadable > 0 ? `, ${summary.unreadable} unreadable` : ""
+    })`,
   );
   lines.push(
     report.groupBy.length > 0
@@ -321,10 +329,19 @@ export function renderFleetTable(report: FleetReport, options: TableOptions = {}
   );
   lines.push("");
   const rows = cohortRows(report);
-  const nameWidth = Math.max(6, ...rows.map((r) => r[0].length));
+  let nameWidth = 6;
+  for (const r of rows) nameWidth = Math.max(nameWidth, r[0].length);
   lines.push(paint(`${"COHORT".padEnd(nameWidth)}  NODES  OUTLIERS`, ANSI.dim, color));
   for (const [name, nodes, outliers] of rows) {
     lines.push(`${name.padEnd(nameWidth)}  ${nodes.padStart(5)}  ${outliers}`);
+  }
+  if (report.unreadable.length > 0) {
+    lines.push("");
+    lines.push(paint(`UNREADABLE (not compared)`, ANSI.bold, color));
+    for (const u of report.unreadable) {
+      const where = u.source === u.node ? "" : ` (${u.source})`;
+      lines.push(`  ${paint(u.node, ANSI.red, color)}${where}: ${u.reason}`);
+    }
   }
   for (const cohort of report.cohorts) {
     const outliers = report.outliers.filter((o) => o.cohort === cohort.name);
@@ -360,14 +377,24 @@ export function renderFleetTable(report: FleetReport, options: TableOptions = {}
       ? paint("DRIFT DETECTED", ANSI.red, color)
       : paint("NO DRIFT", ANSI.green, color),
   );
+  if (summary.unreadable > 0) {
+    lines.push(
+      paint(
+        `INCOMPLETE: ${summary.unreadable} snapshot(s) could not be compared`,
+        ANSI.red,
+        color,
+      ),
+    );
+  }
   return lines.join("\n") + "\n";
 }
 
 /**
  * The machine document of a fleet report: `summary`, `groupBy`, `cohorts` (name, key
  * values, size, outliers, `single` for a cohort of one, and per measurement the groups with
- * their nodes, majority first) and `outliers` (node, cohort, differences, and the subtypes it
- * lacks entirely as `absentSubtypes`).
+ * their nodes, majority first), `outliers` (node, cohort, differences, and the subtypes it
+ * lacks entirely as `absentSubtypes`) and `unreadable` (node, source, reason: members that could
+ * not be compared).
  *
  * @param report the fleet report
  * @returns a plain object ready to encode
@@ -406,5 +433,6 @@ export function fleetDocument(report: FleetReport): Record<string, unknown> {
       if (o.absentSubtypes) outlier.absentSubtypes = o.absentSubtypes.map((a) => ({ ...a }));
       return outlier;
     }),
+    unreadable: report.unreadable.map((u) => ({ ...u })),
   };
 }

@@ -142,6 +142,16 @@ export interface FleetCohort {
   outliers: number;
 }
 
+/** A member that could not be compared: its file or document unreadable, invalid or too large. */
+export interface FleetUnreadable {
+  /** The node's name as far as it is known (its file's name, or `<source>#<n>`). */
+  node: string;
+  /** Where it was read from (a file, or a stream and the document's place in it). */
+  source: string;
+  /** Why it could not be compared (the first line of the error). */
+  reason: string;
+}
+
 /** The fleet report: cohorts, their groups per measurement, outliers and differing readings. */
 export interface FleetReport {
   /** Every node name, naturally sorted. */
@@ -152,6 +162,8 @@ export interface FleetReport {
   cohorts: FleetCohort[];
   /** Outlier nodes, naturally sorted. */
   outliers: FleetOutlier[];
+  /** Members that could not be compared, naturally sorted; the rest of the report stands. */
+  unreadable: FleetUnreadable[];
   /** Totals. */
   summary: {
     /** Nodes compared. */
@@ -164,6 +176,8 @@ export interface FleetReport {
     outliers: number;
     /** Differences over all outliers. */
     differences: number;
+    /** Members that could not be compared. */
+    unreadable: number;
   };
 }
 
@@ -267,6 +281,11 @@ export interface FleetBuilder {
    */
   addYaml(text: string, nodeName: (sourceNode: string) => string): boolean;
   /**
+   * Records a member that could not be read (its file or document is corrupt, invalid or too
+   * large): the report lists it as unreadable and compares the others.
+   */
+  unreadable(entry: FleetUnreadable): void;
+  /**
    * Splits the members into cohorts and compares them.
    *
    * @throws {UsageError} when a `groupBy` key is on no snapshot
@@ -284,11 +303,35 @@ export interface FleetBuilder {
  */
 export function createFleetBuilder(options: FleetOptions = {}): FleetBuilder {
   const reader = new FleetReader(createFleetTables(options));
+  const { unreadable } = reader.tables;
   return {
-    add: (member) => reader.add(member),
-    addYaml: (text, nodeName) => reader.addYaml(text, nodeName),
+    // A member the comparison cannot take (whatever the reason) is reported, not fatal: one
+    // odd node never loses the report of the others.
+    add(member) {
+      try {
+        reader.add(member);
+      } catch (error) {
+        reader.rollBack();
+        unreadable.push({ node: member.node, source: member.node, reason: firstLine(error) });
+      }
+    },
+    addYaml(text, nodeName) {
+      try {
+        return reader.addYaml(text, nodeName);
+      } catch {
+        // Read again by parseSnapshot and `add`, which names the failure.
+        reader.rollBack();
+        return false;
+      }
+    },
+    unreadable: (entry) => void unreadable.push({ ...entry }),
     finish: () => finishFleet(reader.tables),
   };
+}
+
+function firstLine(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.split("\n")[0] ?? "";
 }
 
 /** What a {@link FleetBuilder} keeps while members are added, and how it adds them. */
@@ -342,11 +385,21 @@ class FleetReader {
     pairs.push(pid, vid);
   }
 
+  /**
+   * Forgets a member whose reading failed part way: nothing of it was committed (its name, its
+   * cohort readings and its configuration go in last), and the paths it placed are freed for
+   * the next member, which gets the same index.
+   */
+  rollBack(): void {
+    const nodeIndex = this.tables.configs.length;
+    for (let pid = 0; pid < this.lastNode.length; pid++) {
+      if (this.lastNode[pid] === nodeIndex) this.lastNode[pid] = -1;
+    }
+  }
+
   add(member: FleetMember): void {
     const { configs, paths } = this.tables;
     const nodeIndex = configs.length;
-    this.tables.rawNames.push(member.node);
-    this.tables.cohortReader.observe(member.snapshot);
     const perType = new Map<MeasurementType, number[]>();
     for (const m of member.snapshot.measurements) {
       if (FLEET_CLUSTER_SCOPED_TYPES.includes(m.type)) continue;
@@ -363,7 +416,10 @@ class FleetReader {
         }
       }
     }
-    configs.push(finishConfig(this.tables, perType));
+    const config = finishConfig(this.tables, perType);
+    this.tables.cohortReader.observe(member.snapshot);
+    this.tables.rawNames.push(member.node);
+    configs.push(config);
   }
 
   addYaml(text: string, nodeName: (sourceNode: string) => string): boolean {
@@ -378,7 +434,6 @@ class FleetReader {
     if (doc === undefined || sourceNode === undefined) return false;
     const { configs, cohortReader } = this.tables;
     const nodeIndex = configs.length;
-    this.tables.rawNames.push(nodeName(sourceNode));
     // The cohort keys read a few subtypes (GPU.smi, the node's NodeTopology): those only.
     const observed: Measurement[] = [];
     const perType = new Map<MeasurementType, number[]>();
@@ -396,13 +451,15 @@ class FleetReader {
       if (!pairs) perType.set(type, pairs = []);
       for (const s of subtypes) this.addEntries(pairs, type, s, nodeIndex);
     }
+    const config = finishConfig(this.tables, perType);
     cohortReader.observe({
       kind: SNAPSHOT_KIND,
       apiVersion: doc.apiVersion as string,
       metadata: { timestamp: "", version: "", "source-node": sourceNode },
       measurements: observed,
     });
-    configs.push(finishConfig(this.tables, perType));
+    this.tables.rawNames.push(nodeName(sourceNode));
+    configs.push(config);
     return true;
   }
 
@@ -501,6 +558,7 @@ function createFleetTables(options: FleetOptions): FleetTables {
     subtypeIds: new Map(),
     cohortReader: createCohortReader(options.groupBy ?? []),
     rawNames: [],
+    unreadable: [],
     paths: [],
     pathIds: new Map(),
     subtypeNodes: [],
@@ -559,6 +617,8 @@ interface FleetTables {
   readonly subtypeIds: Map<string, number>;
   readonly cohortReader: ReturnType<typeof createCohortReader>;
   readonly rawNames: string[];
+  /** Members that could not be read or compared. */
+  readonly unreadable: FleetUnreadable[];
   readonly paths: PathTable[];
   readonly pathIds: Map<string, number>;
   /** Per subtype id: the nodes of the cohort at hand that carry it. */
@@ -729,17 +789,20 @@ function finishFleet(tables: FleetTables): FleetReport {
     });
   }
   const outliers = listOutliers(order, { names, cohortOf: assignment.cohortOf }, findings);
+  const unreadable = [...tables.unreadable].sort((a, b) => compareNodeNames(a.node, b.node));
   return {
     nodes: order.map((i) => names[i] as string),
     groupBy: assignment.keys,
     cohorts,
     outliers,
+    unreadable,
     summary: {
       nodes: configs.length,
       cohorts: cohorts.length,
       singletons: cohorts.filter((c) => c.nodes.length === 1).length,
       outliers: outliers.length,
       differences: outliers.reduce((sum, o) => sum + o.differences.length, 0),
+      unreadable: unreadable.length,
     },
   };
 }
@@ -759,11 +822,12 @@ function recordFindings(
   for (const i of group) {
     let list = findings.differences.get(i);
     if (!list) findings.differences.set(i, list = []);
-    list.push(...compared.found);
+    // One push per item: spreading a list as arguments overflows the stack past ~100,000.
+    for (const d of compared.found) list.push(d);
     if (compared.gaps.length > 0) {
       let absent = findings.absences.get(i);
       if (!absent) findings.absences.set(i, absent = []);
-      absent.push(...compared.gaps);
+      for (const gap of compared.gaps) absent.push(gap);
     }
   }
 }

@@ -124,9 +124,12 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
   const badge = summary.outliers > 0
     ? `<span class="badge drift">DRIFT DETECTED</span>`
     : `<span class="badge clean">NO DRIFT</span>`;
+  const incomplete = summary.unreadable > 0
+    ? ` <span class="badge drift">${summary.unreadable} UNREADABLE</span>`
+    : "";
   out.push(
     `<input type="checkbox" id="only-outliers"${outliersOnly ? " checked" : ""}>`,
-    `<header><h1>${escapeHtml(title)} ${badge}</h1>`,
+    `<header><h1>${escapeHtml(title)} ${badge}${incomplete}</h1>`,
     `<p class="sub">${summary.nodes} nodes in ${summary.cohorts} cohort${
       summary.cohorts === 1 ? "" : "s"
     } (${
@@ -159,6 +162,7 @@ export function renderFleetHtml(report: FleetReport, options: FleetHtmlOptions =
     );
   });
   out.push(`</tbody></table>`);
+  if (report.unreadable.length > 0) out.push(unreadableSection(report.unreadable));
 
   const byCohort = new Map<string, FleetOutlier[]>();
   for (const o of report.outliers) {
@@ -206,7 +210,7 @@ function matrixColumns(
         type: first.type,
         paths: entry.items.map((c) => c.path),
         reading: first,
-        fleetNodes: Math.min(...entry.items.map((c) => c.fleetNodes)),
+        fleetNodes: entry.items.reduce((least, c) => Math.min(least, c.fleetNodes), Infinity),
       };
       if (entry.gpus) column.gpus = entry.gpus;
       return column;
@@ -301,7 +305,9 @@ function renderCohort(
     shownOf.set(o.node, shown);
     byNode.set(o.node, new Map(shown.map((d) => [d.path, d])));
   }
-  if (outliers.length > 0) out.push(...outlierLinks(outliers, { absentOf, shownOf }));
+  if (outliers.length > 0) {
+    for (const line of outlierLinks(outliers, { absentOf, shownOf })) out.push(line);
+  }
 
   const used = new Set<string>();
   for (const diffs of byNode.values()) for (const path of diffs.keys()) used.add(path);
@@ -414,4 +420,20 @@ function cell(
   return `<td class="${cls}" data-path="${escapeHtml(c.key)}" title="${
     escapeHtml(`${node}\n${c.key}\n${full}`)
   }">${escapeHtml(text)}</td>`;
+}
+
+/** The members that could not be read or compared: node, source, reason. */
+function unreadableSection(unreadable: FleetReport["unreadable"]): string {
+  const rows = unreadable.map((u) =>
+    `<tr><td>${escapeHtml(u.node)}</td><td>${escapeHtml(u.source)}</td><td>${
+      escapeHtml(u.reason)
+    }</td></tr>`
+  );
+  return [
+    `<h2>Unreadable</h2>`,
+    `<p class="sub" style="margin:0 16px 6px">These snapshots could not be read or compared; every other node is.</p>`,
+    `<table class="list unreadable"><thead><tr><th>node</th><th>source</th><th>reason</th></tr></thead><tbody>`,
+    ...rows,
+    `</tbody></table>`,
+  ].join("\n");
 }

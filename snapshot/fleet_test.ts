@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { DEFAULT_IGNORE_PATTERNS } from "./diff.ts";
 import { renderFleetTable } from "./diff_render.ts";
+import { renderFleetHtml } from "./fleet_html.ts";
 import { encodeJson, encodeSnapshot, parseSnapshot } from "./codec.ts";
 import { buildFleetReport, compareNodeNames, createFleetBuilder } from "./fleet.ts";
 import type { FleetMember, FleetOptions } from "./fleet.ts";
@@ -88,6 +89,7 @@ Deno.test("buildFleetReport() finds exactly the planted outliers and their readi
     singletons: 0,
     outliers: 4,
     differences: 6,
+    unreadable: 0,
   });
   const gpu = report.cohorts[0]!.measurements.find((m) => m.type === "GPU");
   assert.deepEqual(gpu?.groups.map((g) => [g.majority, g.nodes.length]), [[true, 41], [false, 1]]);
@@ -301,4 +303,49 @@ Deno.test("FleetBuilder.addYaml() reads a file as add() reads its parsed snapsho
     assert.match(fast.report, /Cannot (parse|read) snapshot 'file-2'/);
     assert.equal(fast.report, parsed.report);
   }
+});
+
+Deno.test("FleetBuilder reports a member it cannot compare and compares the rest as if it were not there", () => {
+  const members = plantedFleet();
+  const clean = buildFleetReport(members);
+  const builder = createFleetBuilder();
+  // Its OS readings are placed, then a measurement that is not one fails the comparison part
+  // way: nothing of it may stay (the next member gets the same index).
+  const broken = makeNodeSnapshot("gpu-node-broken");
+  const os = broken.measurements.find((m) => m.type === "OS")!;
+  for (const m of members.slice(0, 20)) builder.add(m);
+  builder.add({
+    node: "gpu-node-broken",
+    snapshot: { ...broken, measurements: [os, { type: "GPU", subtypes: null }] } as never,
+  });
+  builder.unreadable({ node: "gpu-node-9999", source: "dir/gpu-node-9999.yaml", reason: "bad" });
+  for (const m of members.slice(20)) builder.add(m);
+  const report = builder.finish();
+  assert.deepEqual(report.unreadable.map((u) => u.node), ["gpu-node-9999", "gpu-node-broken"]);
+  assert.equal(report.summary.unreadable, 2);
+  assert.deepEqual(report.outliers, clean.outliers);
+  assert.deepEqual(report.cohorts, clean.cohorts);
+  assert.deepEqual({ ...report.summary, unreadable: 0 }, clean.summary);
+  const table = renderFleetTable(report);
+  assert.match(table, /^FLEET \(42 nodes .*, 2 unreadable\)$/m);
+  assert.match(table, /^ {2}gpu-node-9999 \(dir\/gpu-node-9999\.yaml\): bad$/m);
+  assert.match(table, /^INCOMPLETE: 2 snapshot\(s\) could not be compared$/m);
+  const html = renderFleetHtml(report);
+  assert.match(html, /<h2>Unreadable<\/h2>/);
+  assert.match(html, /<td>gpu-node-broken<\/td>/);
+});
+
+Deno.test("buildFleetReport() takes an outlier differing in 200,000 readings (no argument spread, no recursion)", () => {
+  const make = (node: string, changed: number) => {
+    const s = makeNodeSnapshot(node);
+    const sysctl = s.measurements.find((m) => m.type === "OS")!.subtypes
+      .find((x) => x.subtype === "sysctl")!;
+    for (let i = 0; i < 200_000; i++) sysctl.data[`/p/${i}`] = i < changed ? "x" : "y";
+    return { node, snapshot: s };
+  };
+  const report = buildFleetReport([make("a", 0), make("b", 0), make("c", 200_000)]);
+  assert.equal(report.outliers[0]?.node, "c");
+  assert.equal(report.outliers[0]?.differences.length, 200_000);
+  const table = renderFleetTable(report);
+  assert.ok(table.includes("DRIFT DETECTED"));
 });

@@ -56,7 +56,7 @@ export {
   renderFleetTable,
 } from "./diff_render.ts";
 export { buildFleetReport, createFleetBuilder, FLEET_IDENTITY_IGNORE_PATTERNS } from "./fleet.ts";
-export type { FleetMember } from "./fleet.ts";
+export type { FleetMember, FleetUnreadable } from "./fleet.ts";
 export { renderFleetHtml } from "./fleet_html.ts";
 export {
   API_VERSION,

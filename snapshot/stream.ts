@@ -21,16 +21,42 @@ export function parseFleetText(text: string, source: string): Snapshot[] {
   return [...fleetDocuments(text, source)];
 }
 
+/** Takes a document of a stream that could not be read, and where it is. */
+export type FleetDocumentError = (error: unknown, where: { index: number; source: string }) => void;
+
 /**
  * {@link parseFleetText} one snapshot at a time: each document is parsed when it is asked for,
  * so a caller that keeps a digest of each holds one parsed snapshot at a time.
  *
  * @param text the stream
  * @param source its name for errors
+ * @param onError takes each document that is invalid, and the stream goes on with the next;
+ *   without it the first invalid document ends the stream with its error. A stream that cannot
+ *   be split into documents fails whole either way.
  * @returns the snapshots in order
  * @throws {UsageError} on the first invalid document, naming the source
  */
-export function* fleetDocuments(text: string, source: string): Generator<Snapshot> {
+export function* fleetDocuments(
+  text: string,
+  source: string,
+  onError?: FleetDocumentError,
+): Generator<Snapshot> {
+  const each = function* (items: Iterable<[number, string, string]>): Generator<Snapshot> {
+    for (const [index, item, where] of items) {
+      if (!onError) {
+        yield parseSnapshot(item, { source: where });
+        continue;
+      }
+      let snapshot: Snapshot;
+      try {
+        snapshot = parseSnapshot(item, { source: where });
+      } catch (error) {
+        onError(error, { index, source: where });
+        continue;
+      }
+      yield snapshot;
+    }
+  };
   const start = text.trimStart();
   if (start.startsWith("[")) {
     // A JSON array: split it with the YAML parser (bigints stay exact), then validate each.
@@ -38,17 +64,13 @@ export function* fleetDocuments(text: string, source: string): Generator<Snapsho
     const first = doc.errors[0];
     if (first) throw new UsageError(`Cannot parse fleet '${source}': ${first.message}`);
     const items = (doc.contents as { items?: unknown[] } | null)?.items ?? [];
-    for (const [i, item] of items.entries()) {
-      yield parseSnapshot(String(item), { source: `${source}[${i}]` });
-    }
+    yield* each(items.map((item, i) => [i, String(item), `${source}[${i}]`]));
     return;
   }
   if (start.startsWith("{")) {
     const lines = text.split("\n").filter((l) => l.trim() !== "");
     if (lines.length > 1 && lines.every((l) => l.trimStart().startsWith("{"))) {
-      for (const [i, line] of lines.entries()) {
-        yield parseSnapshot(line, { source: `${source} line ${i + 1}` });
-      }
+      yield* each(lines.map((line, i) => [i, line, `${source} line ${i + 1}`]));
       return;
     }
   }
@@ -58,9 +80,7 @@ export function* fleetDocuments(text: string, source: string): Generator<Snapsho
     return;
   }
   // One document at a time keeps one syntax tree in memory, not the whole fleet's.
-  for (const [i, doc] of documents.entries()) {
-    yield parseSnapshot(doc, { source: `${source} (document ${i + 1})` });
-  }
+  yield* each(documents.map((doc, i) => [i, doc, `${source} (document ${i + 1})`]));
 }
 
 /**

@@ -43,11 +43,11 @@ export function formatSnapshotTable(
  * @returns the lines, each newline-terminated
  */
 export function alignColumns(rows: readonly (readonly string[])[]): string {
-  const columns = Math.max(0, ...rows.map((r) => r.length));
-  const widths = Array.from(
-    { length: columns },
-    (_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)),
-  );
+  // Loops, not Math.max(...rows): a spread of every row overflows the stack on a large table.
+  const widths: number[] = [];
+  for (const row of rows) {
+    for (const [i, cell] of row.entries()) widths[i] = Math.max(widths[i] ?? 0, cell.length);
+  }
   return rows.map((r) =>
     r.map((cell, i) => (i < r.length - 1 ? cell.padEnd(widths[i] ?? 0) : cell)).join("  ")
       .trimEnd() + "\n"

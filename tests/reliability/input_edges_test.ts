@@ -1,6 +1,7 @@
 /**
  * Edges of input found by the outside review (issue #18), through the built binary: a
- * snapshot nested thousands of levels deep (exit 2 naming the file, no stack overflow), a
+ * snapshot nested thousands of levels deep (exit 2 naming the file, no stack overflow; in a
+ * fleet, one unreadable node and exit 9), a
  * reading keyed `__proto__` (compared like any other key, so `--fail-on-drift` exits 1;
  * the binary runs on Node, whose `__proto__` setter used to swallow the key), and a very
  * large but valid `nvidia-smi` output (read as the plain one, memory kept to what is kept).
@@ -32,15 +33,19 @@ Deno.test({
         await writeFile(deep, HEAD + "      x: " + "[".repeat(50_000) + "]".repeat(50_000) + "\n");
         const good = join(dir, "good.yaml");
         await writeFile(good, HEAD + "      x: 1\n");
-        for (const args of [["--baseline", deep, "--target", good], ["--fleet", dir]]) {
-          const run = await aicr(["diff", ...args]);
-          assert.equal(run.code, 2, run.stderr);
-          assert.match(
-            run.stderr,
-            /^error: Cannot parse snapshot '.*deep\.yaml.*': it nests too deeply/m,
-          );
-          assert.doesNotMatch(run.stderr, /Maximum call stack/);
-        }
+        const pair = await aicr(["diff", "--baseline", deep, "--target", good]);
+        assert.equal(pair.code, 2, pair.stderr);
+        assert.match(
+          pair.stderr,
+          /^error: Cannot parse snapshot '.*deep\.yaml.*': it nests too deeply/m,
+        );
+        assert.doesNotMatch(pair.stderr, /Maximum call stack/);
+        // In a fleet it is one unreadable node (exit 9), and the good one is still compared.
+        const fleet = await aicr(["diff", "--fleet", dir]);
+        assert.equal(fleet.code, 9, fleet.stderr);
+        assert.match(fleet.stderr, /deep\.yaml: .*it nests too deeply/);
+        assert.match(fleet.stdout, /^FLEET \(1 nodes in 1 cohort, .*1 unreadable\)/m);
+        assert.doesNotMatch(fleet.stderr, /Maximum call stack/);
         handled++;
         await rm(deep);
         await rm(good);
