@@ -24,7 +24,7 @@ import { basename, dirname, join } from "node:path";
 import { openAtomicFile, writeFileAtomic } from "../io.ts";
 import type { AtomicFile } from "../io.ts";
 import type { TextWriter } from "../log.ts";
-import { encodeSnapshot, FLEET_TOPOLOGY_FILE } from "../snapshot/mod.ts";
+import { encodeSnapshot, FLEET_TOPOLOGY_FILE, YamlWriteCaches } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import type { NodeResult } from "./fleet.ts";
 
@@ -83,11 +83,14 @@ export function createFleetWriter(
   stdout: TextWriter,
   options: FleetWriterOptions = {},
 ): FleetWriter {
-  if (output.kind === "directory") return directoryWriter(output.path);
-  return streamWriter(output.path, stdout, options);
+  // The fleet's snapshots share most readings: one writer's caches serve them all.
+  const yamlCaches = new YamlWriteCaches();
+  const encode = (snapshot: Snapshot) => encodeSnapshot(snapshot, "yaml", { yamlCaches });
+  if (output.kind === "directory") return directoryWriter(output.path, encode);
+  return streamWriter(output.path, stdout, { ...options, encode });
 }
 
-function directoryWriter(dir: string): FleetWriter {
+function directoryWriter(dir: string, encode: (snapshot: Snapshot) => string): FleetWriter {
   const written: { node: string; path: string }[] = [];
   let topology: string | undefined;
   return {
@@ -99,7 +102,7 @@ function directoryWriter(dir: string): FleetWriter {
     async put(result) {
       if (!result.snapshot) return;
       const path = join(dir, `${result.node}.yaml`);
-      const text = encodeSnapshot(result.snapshot, "yaml");
+      const text = encode(result.snapshot);
       // Once a file went in, the folder is known good: the next ones skip writeFileAtomic's
       // checks (a temporary file and a rename only), and take them again on any failure.
       if (written.length === 0 || !await writeBeside(path, text)) {
@@ -135,7 +138,7 @@ type Waiting = { text: string } | { spooled: string } | null;
 function streamWriter(
   path: string | undefined,
   stdout: TextWriter,
-  options: FleetWriterOptions,
+  options: FleetWriterOptions & { encode: (snapshot: Snapshot) => string },
 ): FleetWriter {
   const reorderBytes = options.reorderBytes ?? DEFAULT_REORDER_BYTES;
   const waiting = new Map<number, Waiting>();
@@ -178,9 +181,10 @@ function streamWriter(
     return run;
   };
 
+  const { encode } = options;
   const writer: FleetWriter = {
     async put(result, position) {
-      const text = result.snapshot ? `---\n${encodeSnapshot(result.snapshot, "yaml")}` : "";
+      const text = result.snapshot ? `---\n${encode(result.snapshot)}` : "";
       await serial(async () => {
         if (position !== next && text !== "" && held + text.length > reorderBytes) {
           const spooled = join(await spoolDir(), `${position}.yaml`);

@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto";
 import { TimeoutError, ToolError, UnavailableError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { encodeSnapshot } from "../snapshot/mod.ts";
+import { encodeSnapshot, YamlWriteCaches } from "../snapshot/mod.ts";
 import type { MeasurementType, Snapshot, SnapshotFormat } from "../snapshot/mod.ts";
 import type { CollectionOutcome, CollectorReport } from "./metrics.ts";
 
@@ -47,15 +47,19 @@ export class CachedSnapshot {
   /** 1 for the first successful collection, then 2, 3, ... */
   readonly generation: number;
   readonly #encodings = new Map<string, EncodedSnapshot | null>();
+  readonly #yamlCaches: YamlWriteCaches | undefined;
 
   /**
    * @param result what the collection returned
    * @param times start, end and generation
+   * @param yamlCaches what the YAML writer remembers across collections @default fresh ones
    */
   constructor(
     result: CollectResult,
     times: { startedAt: number; collectedAt: number; generation: number },
+    yamlCaches?: YamlWriteCaches,
   ) {
+    this.#yamlCaches = yamlCaches;
     this.snapshot = result.snapshot;
     this.reports = result.reports;
     this.startedAt = times.startedAt;
@@ -81,7 +85,9 @@ export class CachedSnapshot {
     }
     let encoded: EncodedSnapshot | null = null;
     if (document) {
-      const body = encodeSnapshot(document, format);
+      const body = encodeSnapshot(document, format, {
+        ...(this.#yamlCaches ? { yamlCaches: this.#yamlCaches } : {}),
+      });
       const digest = createHash("sha256").update(body).digest("hex").slice(0, 32);
       encoded = { body, bytes: new TextEncoder().encode(body), etag: `"${digest}"` };
     }
@@ -196,6 +202,8 @@ export class SnapshotCache {
   #started = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
+  /** What the YAML writer remembers from collection to collection (most readings repeat). */
+  readonly #yamlCaches = new YamlWriteCaches();
 
   /**
    * @param deps collect function, clock, logger and collection listener
@@ -383,7 +391,7 @@ export class SnapshotCache {
           startedAt,
           collectedAt,
           generation: (this.#latest?.generation ?? 0) + 1,
-        });
+        }, this.#yamlCaches);
         this.#latest = entry;
         this.#lastFailure = undefined;
         onCollection?.({

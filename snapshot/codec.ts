@@ -16,7 +16,9 @@ import {
 } from "yaml";
 import type { Document } from "yaml";
 import { readSnapshotYaml, toReading as safeReading } from "./yaml_reader.ts";
+import type { YamlReadCaches } from "./yaml_reader.ts";
 import { snapshotYamlDocument, writeSnapshotYaml, YAML_WRITE_OPTIONS } from "./yaml_writer.ts";
+import type { YamlWriteCaches } from "./yaml_writer.ts";
 import { UsageError } from "../errors.ts";
 import {
   ACCEPTED_API_VERSIONS,
@@ -73,12 +75,18 @@ export function isSnapshotFormat(value: unknown): value is SnapshotFormat {
  *
  * @param snapshot the snapshot
  * @param format `yaml` (default) or `json`
+ * @param options what the YAML writer remembers across snapshots (a daemon's collections, a
+ *   fleet's nodes) @default fresh caches
  * @returns the document text
  */
-export function encodeSnapshot(snapshot: Snapshot, format: SnapshotFormat = "yaml"): string {
+export function encodeSnapshot(
+  snapshot: Snapshot,
+  format: SnapshotFormat = "yaml",
+  options: { yamlCaches?: YamlWriteCaches } = {},
+): string {
   const normalized = isNormalized(snapshot) ? snapshot : normalizeSnapshot(snapshot);
   if (format === "yaml") {
-    const fast = writeSnapshotYaml(normalized);
+    const fast = writeSnapshotYaml(normalized, options.yamlCaches);
     if (fast !== undefined) return fast;
   }
   const doc = toPlainDocument(normalized);
@@ -149,6 +157,10 @@ function toPlainDocument(snapshot: Snapshot): Record<string, unknown> {
 export interface ParseSnapshotOptions {
   /** Name of the input for error messages (a path, `-`, `cm://ns/name`). */
   source?: string;
+  /**
+   * What the YAML reader remembers across documents (a stream's, a fleet's). @default fresh ones
+   */
+  yamlCaches?: YamlReadCaches;
 }
 
 /**
@@ -164,7 +176,7 @@ export function parseSnapshot(text: string, options: ParseSnapshotOptions = {}):
   checkDocumentSize(text, source);
   return guardNesting(source, () => {
     if (JSON_START_REGEXP.test(text)) return parseJsonSnapshot(text, source);
-    const fast = readSnapshotYaml(text);
+    const fast = readSnapshotYaml(text, options.yamlCaches);
     if (fast !== undefined) {
       // Our own layout, read without the library's node tree; an invalid document is read
       // again by the library below, for the error with its line.

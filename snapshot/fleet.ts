@@ -26,7 +26,7 @@ import {
   SNAPSHOT_KIND,
 } from "./model.ts";
 import type { Measurement, MeasurementType, Reading, ReadingMap, Snapshot } from "./model.ts";
-import { walkSnapshotYaml } from "./yaml_reader.ts";
+import { walkSnapshotYaml, YamlReadCaches } from "./yaml_reader.ts";
 import type { YamlMap, YamlSnapshot, YamlSubtype } from "./yaml_reader.ts";
 
 /**
@@ -348,6 +348,9 @@ class FleetReader {
   readonly lastNode: number[] = [];
   readonly lastPos: number[] = [];
 
+  /** What reading this fleet's YAML files remembers from one to the next. */
+  readonly yamlCaches = new YamlReadCaches();
+
   constructor(readonly tables: FleetTables) {}
 
   /** A subtype's path ids by key. */
@@ -425,7 +428,7 @@ class FleetReader {
   addYaml(text: string, nodeName: (sourceNode: string) => string): boolean {
     let doc: YamlSnapshot | undefined;
     try {
-      doc = walkSnapshotYaml(text);
+      doc = walkSnapshotYaml(text, this.yamlCaches);
     } catch {
       // A scalar the library could not read (nested too deeply, ...): parseSnapshot says why.
       return false;

@@ -37,6 +37,7 @@ export {
   plainSnapshotDocument,
 } from "./codec.ts";
 export type { SnapshotFormat } from "./codec.ts";
+export { YamlWriteCaches } from "./yaml_writer.ts";
 export {
   GPU_MODEL_PATH,
   GROUP_BY_NONE,

@@ -7,6 +7,7 @@
 import { parseDocument } from "yaml";
 import { UsageError } from "../errors.ts";
 import { guardNesting, parseSnapshot, parseSnapshotStream } from "./codec.ts";
+import { YamlReadCaches } from "./yaml_reader.ts";
 import type { Snapshot } from "./model.ts";
 
 /**
@@ -41,15 +42,17 @@ export function* fleetDocuments(
   source: string,
   onError?: FleetDocumentError,
 ): Generator<Snapshot> {
+  // The documents of one stream repeat each other: one reader's caches serve them all.
+  const yamlCaches = new YamlReadCaches();
   const each = function* (items: Iterable<[number, string, string]>): Generator<Snapshot> {
     for (const [index, item, where] of items) {
       if (!onError) {
-        yield parseSnapshot(item, { source: where });
+        yield parseSnapshot(item, { source: where, yamlCaches });
         continue;
       }
       let snapshot: Snapshot;
       try {
-        snapshot = parseSnapshot(item, { source: where });
+        snapshot = parseSnapshot(item, { source: where, yamlCaches });
       } catch (error) {
         onError(error, { index, source: where });
         continue;

@@ -21,10 +21,7 @@ import type { Reading } from "./model.ts";
 
 /** Characters of scalar and key texts remembered; past this the caches start over. */
 const CACHE_CHARS = 4 * 1024 * 1024;
-let cachedChars = 0;
 const FAIL = Symbol("not a plain scalar");
-const values = new Map<string, unknown>();
-const keys = new Map<string, string | typeof FAIL>();
 /** One `key: value` line of a map, decoded. */
 export interface YamlEntry {
   /** The whole line, indentation included (detached from its file's text). */
@@ -38,8 +35,6 @@ export interface YamlEntry {
   /** What one consumer derived from this entry (the fleet builder: its path and value ids). */
   memo?: { owner: object; pid: number; vid: number };
 }
-/** Per map (its measurement, subtype and field): its lines read so far, decoded. */
-const entries = new Map<string, Map<string, YamlEntry | typeof FAIL>>();
 /**
  * Characters the templates may hold (their copies, and the files their slices keep alive); past
  * this (a fleet whose subtypes are named differently on every node) they start over.
@@ -47,7 +42,6 @@ const entries = new Map<string, Map<string, YamlEntry | typeof FAIL>>();
 const TEMPLATE_CHARS = 64 * 1024 * 1024;
 /** Maps shorter than this are copied into their template; longer ones kept as slices. */
 const COPIED_TEMPLATE_CHARS = 64 * 1024;
-let templateChars = 0;
 
 /** The last map read in one place of the document: its text, where it starts, its entries. */
 interface Template {
@@ -58,22 +52,43 @@ interface Template {
   held: number;
 }
 /**
- * Per map, the last one read (keys unique): the files of a fleet repeat each other line for
- * line, so the lines are first compared with the same map's in the previous file, many lines at
- * a time, and a line is only looked up when it differs.
+ * What one reader remembers from document to document: the files of a fleet repeat each other,
+ * so decoded scalars, keys and lines are kept, and per map the last one read (its template: the
+ * lines are first compared with the same map's in the previous file, many lines at a time, and a
+ * line is only looked up when it differs). A fleet builder or a stream owns one for its documents;
+ * a lone document gets a fresh one. Bounded: past {@link CACHE_CHARS} characters of texts (or
+ * {@link TEMPLATE_CHARS} of templates) it starts over.
  */
-const templates = new Map<string, Template>();
+export class YamlReadCaches {
+  /** Characters of scalar and key texts remembered. */
+  cachedChars = 0;
+  /** Decoded values by their text. */
+  readonly values = new Map<string, unknown>();
+  /** Decoded keys by their text. */
+  readonly keys = new Map<string, string | typeof FAIL>();
+  /** Per map (its measurement, subtype and field): its lines read so far, decoded. */
+  readonly entries = new Map<string, Map<string, YamlEntry | typeof FAIL>>();
+  /** Characters the templates hold. */
+  templateChars = 0;
+  /** Per map, the last one read. */
+  readonly templates = new Map<string, Template>();
+}
 
-function remember<T>(cache: Map<string, T>, text: string, decoded: T): T {
-  if (cachedChars + text.length > CACHE_CHARS) {
-    values.clear();
-    keys.clear();
-    entries.clear();
-    templates.clear();
-    templateChars = 0;
-    cachedChars = 0;
+function remember<T>(
+  caches: YamlReadCaches,
+  cache: Map<string, T>,
+  text: string,
+  decoded: T,
+): T {
+  if (caches.cachedChars + text.length > CACHE_CHARS) {
+    caches.values.clear();
+    caches.keys.clear();
+    caches.entries.clear();
+    caches.templates.clear();
+    caches.templateChars = 0;
+    caches.cachedChars = 0;
   }
-  cachedChars += text.length;
+  caches.cachedChars += text.length;
   cache.set(text, decoded);
   return decoded;
 }
@@ -144,31 +159,31 @@ function detach(text: string): string {
 }
 
 /** The library's reading of `k: <text>`, when it is one scalar on that line. */
-function decodeValue(text: string): unknown {
+function decodeValue(caches: YamlReadCaches, text: string): unknown {
   const simple = simpleScalar(text, false);
   if (simple !== FAIL) return simple;
-  const known = values.get(text);
-  if (known !== undefined || values.has(text)) return known;
+  const known = caches.values.get(text);
+  if (known !== undefined || caches.values.has(text)) return known;
   const js = libraryValue(`k: ${text}`) as Record<string, unknown> | typeof FAIL | null;
   const decoded = js !== FAIL && js !== null && typeof js === "object" &&
       Object.keys(js).length === 1 && Object.hasOwn(js, "k") && isScalar(js.k)
     ? js.k
     : FAIL;
-  return remember(values, text, decoded);
+  return remember(caches, caches.values, text, decoded);
 }
 
 /** The library's reading of the key in `<text>: 0`, nested as the keys the reader sees. */
-function decodeKey(text: string): string | typeof FAIL {
+function decodeKey(caches: YamlReadCaches, text: string): string | typeof FAIL {
   const simple = simpleScalar(text, true);
   if (simple !== FAIL) return simple as string;
-  const known = keys.get(text);
+  const known = caches.keys.get(text);
   if (known !== undefined) return known;
   // Nested, not at the document's start (where a byte order mark would be dropped).
   const js = libraryValue(`k:\n  ${text}: 0`) as Record<string, unknown> | typeof FAIL | null;
   const inner = js !== FAIL && js !== null && typeof js === "object" ? js.k : undefined;
   const entries = inner !== null && typeof inner === "object" ? Object.entries(inner) : [];
   const decoded = entries.length === 1 && entries[0]?.[1] === 0n ? entries[0][0] : FAIL;
-  return remember(keys, text, decoded);
+  return remember(caches, caches.keys, text, decoded);
 }
 
 /** Where a quoted key ends (the index after its closing quote), or -1. */
@@ -244,13 +259,12 @@ function spanOf(entries: readonly YamlEntry[], at: number, count: number): numbe
   return length;
 }
 
-/** The length of the lines {@link matchingLines} last matched, with their newlines. */
-let matchedLength = 0;
-
 /**
  * How many lines of the text at `pos` are the template's from `at` (at `tpos` in its text),
  * compared in chunks that double while they match and halve when one does not: a map with a
  * few changed lines costs a few comparisons, not one per line.
+ *
+ * @returns the lines matched and their length, with their newlines
  */
 function matchingLines(
   text: string,
@@ -258,10 +272,10 @@ function matchingLines(
   template: Template,
   at: number,
   tpos: number,
-): number {
+): { lines: number; length: number } {
   const entries = template.entries;
   let matched = 0;
-  matchedLength = 0;
+  let matchedLength = 0;
   let chunk = 8;
   while (chunk > 0 && at + matched < entries.length) {
     const count = Math.min(chunk, entries.length - at - matched);
@@ -277,7 +291,7 @@ function matchingLines(
       chunk *= 2;
     } else chunk = count === 1 ? 0 : count >> 1;
   }
-  return matched;
+  return { lines: matched, length: matchedLength };
 }
 
 const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
@@ -303,14 +317,15 @@ export function toReading(value: unknown): Reading {
  * @param context names the map among a document's maps, for its template and line cache
  */
 function readMap(
+  caches: YamlReadCaches,
   text: string,
-  pos: number,
-  indent: number,
-  context: string,
+  place: { pos: number; indent: number; context: string },
 ): { entries: YamlEntry[]; next: number } | typeof FAIL {
-  const template = templates.get(context);
-  let known = entries.get(context);
-  if (known === undefined) entries.set(context, known = new Map());
+  const { indent, context } = place;
+  let pos = place.pos;
+  const template = caches.templates.get(context);
+  let known = caches.entries.get(context);
+  if (known === undefined) caches.entries.set(context, known = new Map());
   const start = pos;
   const read: YamlEntry[] = [];
   let at = 0;
@@ -321,7 +336,7 @@ function readMap(
   let keys: Set<string> | undefined;
   while (pos < text.length) {
     if (template !== undefined && at < template.entries.length) {
-      const same = matchingLines(text, pos, template, at, tpos);
+      const { lines: same, length: matchedLength } = matchingLines(text, pos, template, at, tpos);
       if (same > 0) {
         const matched = template.entries;
         for (let i = at; i < at + same; i++) read.push(matched[i] as YamlEntry);
@@ -344,7 +359,7 @@ function readMap(
     let i = 0;
     while (i < indent && line.charCodeAt(i) === 32) i++;
     if (i < indent || line.charCodeAt(indent) === 32) break;
-    const decoded = decodeLine(known, line, indent);
+    const decoded = decodeLine(caches, known, line, indent);
     if (decoded === FAIL) return FAIL;
     const next = keys === undefined ? resync(template?.entries, at, decoded.key) : -1;
     if (next >= 0) {
@@ -358,12 +373,13 @@ function readMap(
     read.push(decoded);
     pos = end + 1;
   }
-  keepTemplate(context, text, start, pos, read);
+  keepTemplate(caches, context, { text, start, end: pos, read });
   return { entries: read, next: pos };
 }
 
 /** A line of a map (cached per map), decoded; FAIL when it is no `key: scalar` line. */
 function decodeLine(
+  caches: YamlReadCaches,
   known: Map<string, YamlEntry | typeof FAIL>,
   line: string,
   indent: number,
@@ -372,9 +388,10 @@ function decodeLine(
   if (decoded !== undefined) return decoded;
   const detached = detach(line);
   const parts = entry(detached, indent);
-  const key = parts ? decodeKey(parts[0]) : FAIL;
-  const value = parts ? decodeValue(parts[1]) : FAIL;
+  const key = parts ? decodeKey(caches, parts[0]) : FAIL;
+  const value = parts ? decodeValue(caches, parts[1]) : FAIL;
   return remember(
+    caches,
     known,
     detached,
     key === FAIL || value === FAIL
@@ -385,24 +402,28 @@ function decodeLine(
 
 /** Keeps the map just read (`text` from `start` to `end`) as its place's template. */
 function keepTemplate(
+  caches: YamlReadCaches,
   context: string,
-  text: string,
-  start: number,
-  end: number,
-  read: readonly YamlEntry[],
+  map: { text: string; start: number; end: number; read: readonly YamlEntry[] },
 ): void {
+  const { text, start, end, read } = map;
   // A slice keeps its whole file alive as long as the template: a small map is copied; a large
   // one (a cluster's label lists: each copy would be that much garbage) is kept as a slice, its
   // file counted against the budget.
   const mapText = text.slice(start, end);
   const copy = mapText.length < COPIED_TEMPLATE_CHARS;
   const held = copy ? mapText.length : text.length;
-  templateChars += held - (templates.get(context)?.held ?? 0);
-  if (templateChars > TEMPLATE_CHARS) {
-    templates.clear();
-    templateChars = held;
+  caches.templateChars += held - (caches.templates.get(context)?.held ?? 0);
+  if (caches.templateChars > TEMPLATE_CHARS) {
+    caches.templates.clear();
+    caches.templateChars = held;
   }
-  templates.set(context, { text: copy ? detach(mapText) : mapText, start: 0, entries: read, held });
+  caches.templates.set(context, {
+    text: copy ? detach(mapText) : mapText,
+    start: 0,
+    entries: read,
+    held,
+  });
 }
 
 /** A structural line at `pos`: `<pad><name>:` opening a block, or `<pad><name>: {}` / `[]`. */
@@ -442,9 +463,13 @@ export interface YamlSnapshot {
  * building its maps (the fleet builder takes the lines as they are).
  *
  * @param text the document
+ * @param caches what the reader remembers across documents @default fresh ones
  * @returns the document, or undefined when the text departs from the layout
  */
-export function walkSnapshotYaml(text: string): YamlSnapshot | undefined {
+export function walkSnapshotYaml(
+  text: string,
+  caches: YamlReadCaches = new YamlReadCaches(),
+): YamlSnapshot | undefined {
   if (text.includes("\r") || !text.startsWith("kind: ")) return undefined;
   const header: unknown[] = [];
   let pos = 0;
@@ -452,7 +477,7 @@ export function walkSnapshotYaml(text: string): YamlSnapshot | undefined {
     const end = lineEnd(text, pos);
     const parts = entry(text.slice(pos, end), 0);
     if (!parts || parts[0] !== name) return undefined;
-    const value = decodeValue(parts[1]);
+    const value = decodeValue(caches, parts[1]);
     if (value === FAIL) return undefined;
     header.push(value);
     pos = end + 1;
@@ -467,7 +492,7 @@ export function walkSnapshotYaml(text: string): YamlSnapshot | undefined {
   if (!metadata) return undefined;
   pos = lineEnd(text, pos) + 1;
   if (metadata === "block") {
-    const read = readMap(text, pos, 2, "metadata");
+    const read = readMap(caches, text, { pos, indent: 2, context: "metadata" });
     if (read === FAIL || read.next === pos) return undefined;
     doc.metadata = read.entries;
     pos = read.next;
@@ -480,7 +505,7 @@ export function walkSnapshotYaml(text: string): YamlSnapshot | undefined {
     if (!text.startsWith("  - type: ", pos)) return undefined;
     let end = lineEnd(text, pos);
     const typeText = text.slice(pos + 10, end);
-    const type = decodeValue(typeText);
+    const type = decodeValue(caches, typeText);
     if (type === FAIL) return undefined;
     const measurement: YamlSnapshot["measurements"][number] = { type };
     doc.measurements.push(measurement);
@@ -492,7 +517,7 @@ export function walkSnapshotYaml(text: string): YamlSnapshot | undefined {
     while (pos < text.length && text.startsWith("      - subtype: ", pos)) {
       end = lineEnd(text, pos);
       const nameText = text.slice(pos + 17, end);
-      const name = decodeValue(nameText);
+      const name = decodeValue(caches, nameText);
       if (name === FAIL) return undefined;
       pos = end + 1;
       const maps: YamlMap[] = [];
@@ -505,7 +530,8 @@ export function walkSnapshotYaml(text: string): YamlSnapshot | undefined {
         pos = lineEnd(text, pos) + 1;
         if (opened === "empty") maps.push([]);
         else {
-          const read = readMap(text, pos, 10, `${typeText}\n${nameText}\n${field.name}`);
+          const context = `${typeText}\n${nameText}\n${field.name}`;
+          const read = readMap(caches, text, { pos, indent: 10, context });
           if (read === FAIL || read.next === pos) return undefined;
           maps.push(read.entries);
           pos = read.next;
@@ -537,10 +563,11 @@ function toMap(map: YamlMap): Record<string, unknown> {
  * Reads a snapshot document written in `encodeSnapshot`'s layout.
  *
  * @param text the document
+ * @param caches what the reader remembers across documents @default fresh ones
  * @returns what the library's `toJS()` gives, or undefined when the text departs from the layout
  */
-export function readSnapshotYaml(text: string): unknown {
-  const doc = walkSnapshotYaml(text);
+export function readSnapshotYaml(text: string, caches?: YamlReadCaches): unknown {
+  const doc = walkSnapshotYaml(text, caches);
   if (doc === undefined) return undefined;
   return {
     kind: doc.kind,

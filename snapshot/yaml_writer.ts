@@ -58,10 +58,20 @@ export function snapshotYamlDocument(value: unknown): Document {
  * `fs.file-nr`), and at 200,000 entries that grew for weeks to tens of MiB before a clear.
  */
 const CACHE_LIMIT = 10_000;
-// Strings by themselves (no derived key to build and hash per lookup), other readings apart.
-const strings = new Map<string, string | null>();
-const others = new Map<string, string | null>();
-const keys = new Map<string, string | null>();
+
+/**
+ * What one writer remembers from snapshot to snapshot: the library's text of each scalar and key
+ * it was asked for (a fleet's snapshots, a daemon's collections, share most readings). The
+ * writer of many snapshots owns one; a lone snapshot gets a fresh one.
+ */
+export class YamlWriteCaches {
+  /** Strings by themselves (no derived key to build and hash per lookup). */
+  readonly strings = new Map<string, string | null>();
+  /** Other readings, by type and value. */
+  readonly others = new Map<string, string | null>();
+  /** Keys. */
+  readonly keys = new Map<string, string | null>();
+}
 
 function remember(cache: Map<string, string | null>, id: string, text: string | null): void {
   if (cache.size >= CACHE_LIMIT) cache.clear();
@@ -142,10 +152,10 @@ function directValue(value: Reading): string | undefined {
 }
 
 /** How the library writes `value` as a map value on one line; null when it needs more. */
-function valueText(value: Reading): string | null {
+function valueText(caches: YamlWriteCaches, value: Reading): string | null {
   const direct = directValue(value);
   if (direct !== undefined) return direct;
-  const cache = typeof value === "string" ? strings : others;
+  const cache = typeof value === "string" ? caches.strings : caches.others;
   const id = typeof value === "string"
     ? value
     : typeof value === "number" && Object.is(value, -0)
@@ -163,10 +173,10 @@ function valueText(value: Reading): string | null {
 }
 
 /** How the library writes `key` as an implicit key of a nested map; null when it needs more. */
-function keyText(key: string): string | null {
+function keyText(caches: YamlWriteCaches, key: string): string | null {
   const direct = directString(key, true);
   if (direct !== undefined) return direct;
-  let text = keys.get(key);
+  let text = caches.keys.get(key);
   if (text === undefined) {
     // Nested, not at column 0: a document's top-level `---` key is quoted, a nested one not.
     const lines = snapshotYamlDocument({ k: { [key]: 0 } }).toString(YAML_WRITE_OPTIONS);
@@ -175,7 +185,7 @@ function keyText(key: string): string | null {
         !line.startsWith("? ")
       ? line.slice(0, -4)
       : null;
-    remember(keys, key, text);
+    remember(caches.keys, key, text);
   }
   return text;
 }
@@ -197,6 +207,7 @@ function pairWithLibrary(out: string[], indent: string, key: string, value: Read
 }
 
 function writeMap(
+  caches: YamlWriteCaches,
   out: string[],
   indent: string,
   name: string,
@@ -210,13 +221,13 @@ function writeMap(
   out.push(`${name}:\n`);
   for (const key of entries) {
     const value = record[key] as Reading;
-    const k = keyText(key);
+    const k = keyText(caches, key);
     if (k !== null && typeof value === "string" && PLAIN_LINES.test(value)) {
       const inner = `${indent}  `;
       out.push(`${indent}${k}: |-\n${inner}${value.replaceAll("\n", `\n${inner}`)}\n`);
       continue;
     }
-    const v = valueText(value);
+    const v = valueText(caches, value);
     if (k === null || v === null) pairWithLibrary(out, indent, key, value);
     else out.push(`${indent}${k}: ${v}\n`);
   }
@@ -226,30 +237,34 @@ function writeMap(
  * Writes a normalised snapshot as YAML, as the library would with `encodeSnapshot`'s options.
  *
  * @param snapshot the snapshot, already normalised (sorted keys, canonical order)
+ * @param caches what the writer remembers across snapshots @default fresh ones
  * @returns the text, or undefined when a kind, apiVersion, type or subtype needs the library
  */
-export function writeSnapshotYaml(snapshot: Snapshot): string | undefined {
+export function writeSnapshotYaml(
+  snapshot: Snapshot,
+  caches: YamlWriteCaches = new YamlWriteCaches(),
+): string | undefined {
   const out: string[] = [];
   for (const [name, value] of [["kind", snapshot.kind], ["apiVersion", snapshot.apiVersion]]) {
-    const v = valueText(value as string);
+    const v = valueText(caches, value as string);
     if (v === null) return undefined;
     out.push(`${name}: ${v}\n`);
   }
-  writeMap(out, "  ", "metadata", snapshot.metadata as unknown as Record<string, Reading>);
+  writeMap(caches, out, "  ", "metadata", snapshot.metadata as unknown as Record<string, Reading>);
   if (snapshot.measurements.length === 0) out.push("measurements: []\n");
   else out.push("measurements:\n");
   for (const m of snapshot.measurements) {
-    const type = valueText(m.type);
+    const type = valueText(caches, m.type);
     if (type === null) return undefined;
     out.push(`  - type: ${type}\n`);
     if (m.subtypes.length === 0) continue;
     out.push("    subtypes:\n");
     for (const s of m.subtypes) {
-      const subtype = valueText(s.subtype);
+      const subtype = valueText(caches, s.subtype);
       if (subtype === null) return undefined;
       out.push(`      - subtype: ${subtype}\n`);
-      writeMap(out, "          ", "        data", s.data);
-      if (s.context) writeMap(out, "          ", "        context", s.context);
+      writeMap(caches, out, "          ", "        data", s.data);
+      if (s.context) writeMap(caches, out, "          ", "        context", s.context);
     }
   }
   return out.join("");

@@ -164,6 +164,23 @@ Deno.test("layout: no production import goes up a floor, and sideways only as th
   assert.deepEqual(wrong, []);
 });
 
+/** A top-level `let`/`var`, or a top-level collection made to be filled: state of the module. */
+const MODULE_STATE_REGEXP =
+  /^(?:export\s+)?(?:(?:let|var)\s+\w+|const\s+\w+\s*(?::[^=]+)?=\s*new\s+(?:Map|Set|WeakMap|WeakSet|Array)\b)/gm;
+
+Deno.test("layout: snapshot/ keeps no module-level mutable state (caches are passed in or owned)", () => {
+  const found: string[] = [];
+  for (const file of GRAPH.files) {
+    if (partOf(file) !== "snapshot" || isTestFile(file)) continue;
+    const text = readFileSync(join(ROOT, file), "utf8");
+    for (const match of text.matchAll(MODULE_STATE_REGEXP)) found.push(`${file}: ${match[0]}`);
+  }
+  assert.deepEqual(found, []);
+  // The rule reads what it should: each form is caught.
+  const probe = "let a = 1;\nexport const b = new Map();\nconst c: Set<string> = new Set();\n";
+  assert.equal([...probe.matchAll(MODULE_STATE_REGEXP)].length, 3);
+});
+
 Deno.test("layout: only kube/ imports @kubernetes/client-node", () => {
   const importers = [...GRAPH.packages.entries()].filter(([spec]) =>
     spec.startsWith("@kubernetes/client-node")
