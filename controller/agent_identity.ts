@@ -155,3 +155,43 @@ export const AGENT_IDENTITY_FIX: readonly string[] = [
   "push this binary's own image ('aicr image push REGISTRY/REPO') and pass the --image REPO@sha256:... it prints",
   "or pass --image with the image of this exact version and commit",
 ];
+
+/**
+ * What a program that is not aicr says when a DaemonSet runs it with aicr's `daemon` verb:
+ * NVIDIA's Go aicr (urfave/cli) refuses the verb's flags ("flag provided but not defined") or the
+ * verb itself ("No help topic for 'daemon'"), and other CLIs say "unknown command".
+ */
+const FOREIGN_DAEMON_EXIT =
+  /flag provided but not defined|No help topic for 'daemon'|unknown command "?daemon|executable file not found/;
+
+/**
+ * Whether a daemon container's last line says its program has no `daemon` verb.
+ *
+ * @param line the last line it left (its termination message, from its log)
+ * @returns true for another program
+ */
+export function isForeignDaemonExit(line: string | undefined): boolean {
+  return line !== undefined && FOREIGN_DAEMON_EXIT.test(line);
+}
+
+/**
+ * Says what ran instead of the daemon: the node, the exit code, the program's last line and the
+ * image.
+ *
+ * @param pod the node and how its container exited
+ * @param image the DaemonSet's image, if known
+ * @returns the message (after `Cannot ...: `)
+ */
+export function foreignDaemonMessage(
+  pod: { node: string; exited?: { code: number; line?: string } },
+  image?: string,
+): string {
+  const upstream = /flag provided but not defined|No help topic for 'daemon'/.test(
+    pod.exited?.line ?? "",
+  );
+  return `the daemon that ran on node '${pod.node}' is ${
+    upstream ? "NVIDIA's Go aicr" : "not aicr"
+  }: it exited ${pod.exited?.code ?? "?"} on the 'daemon' verb ('${pod.exited?.line ?? ""}'): ${
+    image ? `the image '${image}'` : "its image"
+  } is not this build's`;
+}

@@ -41,6 +41,14 @@ import { encodeSnapshot, parseSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import type { Toleration } from "../manifests/mod.ts";
 import { buildInfo } from "../version.ts";
+import type { BuildInfo } from "../version.ts";
+import {
+  agentBuildOf,
+  AgentIdentityError,
+  checkAgentBuild,
+  foreignDaemonMessage,
+  isForeignDaemonExit,
+} from "./agent_identity.ts";
 import { readClusterTopology, requestServiceAccountToken } from "./fleet_topology.ts";
 import type { FleetTopology } from "./fleet_topology.ts";
 import { daemonPods } from "./install.ts";
@@ -50,6 +58,7 @@ import type { DaemonPlacement, DaemonPodState } from "./install.ts";
 /** One node's outcome. */
 export type NodeStatus =
   | "ok"
+  | "wrong-build"
   | "not-ready"
   | "unreachable"
   | "denied"
@@ -101,6 +110,8 @@ export interface HttpAnswer {
   retryAfterSeconds?: number;
   /** The body. */
   body: string;
+  /** The daemon's build, from its `X-Aicr-Version` and `X-Aicr-Commit` headers. */
+  build?: { version?: string; commit?: string };
 }
 
 /** Options of one direct request. */
@@ -339,9 +350,19 @@ export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
         const seconds = typeof header === "string" && /^\d+$/.test(header)
           ? Number(header)
           : undefined;
+        const version = res.headers["x-aicr-version"];
+        const commit = res.headers["x-aicr-commit"];
         resolve({
           status: res.statusCode ?? 0,
           body: Buffer.concat(chunks).toString("utf8"),
+          ...(typeof version === "string" || typeof commit === "string"
+            ? {
+              build: {
+                ...(typeof version === "string" ? { version } : {}),
+                ...(typeof commit === "string" ? { commit } : {}),
+              },
+            }
+            : {}),
           ...(seconds !== undefined ? { retryAfterSeconds: seconds } : {}),
         });
       });
@@ -377,7 +398,7 @@ function statusMessage(body: string): string {
 
 type Outcome = Pick<NodeResult, "status" | "snapshot" | "error">;
 
-function fromAnswer(answer: HttpAnswer, node: string): Outcome {
+function fromAnswer(answer: HttpAnswer, node: string, build: BuildInfo): Outcome {
   const { status, body } = answer;
   if (status === 200) {
     let snapshot: Snapshot;
@@ -392,6 +413,19 @@ function fromAnswer(answer: HttpAnswer, node: string): Outcome {
       return {
         status: "wrong-identity",
         error: `the snapshot describes node '${source}', not '${node}'`,
+      };
+    }
+    try {
+      // The daemon says its build in its answer's headers (direct) and its snapshot's metadata.
+      checkAgentBuild(agentBuildOf(snapshot, JSON.stringify(answer.build ?? {})), build, "", {
+        what: `node '${node}''s snapshot`,
+        who: "the daemon",
+      });
+    } catch (error) {
+      if (!(error instanceof AgentIdentityError)) throw error;
+      return {
+        status: "wrong-build",
+        error: error.message.replace(/: the image '' is/, ": its image is"),
       };
     }
     return { status: "ok", snapshot };
@@ -525,6 +559,7 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     clock,
     sleep,
     ...(signal ? { signal } : {}),
+    build: buildInfo(),
   };
   const fetchNode = (pod: DaemonPodState, via: "direct" | "proxy") =>
     fetchNodeSnapshot(node, pod, via);
@@ -670,6 +705,8 @@ interface NodeFetch {
   clock: () => number;
   sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   signal?: AbortSignal;
+  /** The build every daemon must be. */
+  build: BuildInfo;
 }
 
 async function askDirect(
@@ -740,6 +777,9 @@ async function fetchNodeSnapshot(
     transport: via,
     durationMs: Math.round(clock() - started),
   });
+  if (!pod.ready && pod.exited && isForeignDaemonExit(pod.exited.line)) {
+    return done({ status: "wrong-build", error: foreignDaemonMessage(pod) });
+  }
   if (!pod.ready || !pod.ip || pod.port === undefined) {
     return done({
       status: "not-ready",
@@ -773,7 +813,7 @@ async function fetchNodeSnapshot(
       await sleep(Math.min((answer.retryAfterSeconds ?? 1) * 1000, timeoutMs), deadline);
       answer = await ask(ctx, pod, deadline, token);
     }
-    return done(fromAnswer(answer, pod.node));
+    return done(fromAnswer(answer, pod.node, ctx.build));
   } catch (error) {
     return done(fromError(error, deadline));
   }

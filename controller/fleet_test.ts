@@ -524,3 +524,46 @@ Deno.test("fleet: topology false lists no node and mints no API token", async ()
   assert.equal(tokenRequests.length, 1);
   assert.equal(fake.calls.filter((c) => c.kind === "Node").length, 0);
 });
+
+Deno.test("fleet: a daemon that is another program or version is that node's wrong-build, named", async () => {
+  const { fake } = cluster([
+    { node: "a", ip: "10.0.0.1" },
+    { node: "b", ip: "10.0.0.2" },
+    { node: "c", ip: "10.0.0.3" },
+  ]);
+  const answer = (node: string, edit: (text: string) => string) => {
+    const ok = snapshotAnswer(node);
+    return { ...ok, body: edit(ok.body) };
+  };
+  const directGet: DirectGet = (request) => {
+    switch (request.servername) {
+      case "a":
+        return Promise.resolve(
+          answer("a", (t) => t.replace("aicr.run/v1", "aicr.nvidia.com/v1alpha1")),
+        );
+      case "b":
+        return Promise.resolve(answer("b", (t) => t.replace(/0\.1\.0-dev/, "0.9.0")));
+      default:
+        return Promise.resolve(snapshotAnswer("c"));
+    }
+  };
+  const fleet = await fetchFleet({ kube: fake.client, log: quiet(), directGet }, {
+    namespace: NS,
+    transport: "direct",
+  });
+  assert.deepEqual(fleet.results.map((r) => [r.node, r.status]), [
+    ["a", "wrong-build"],
+    ["b", "wrong-build"],
+    ["c", "ok"],
+  ]);
+  assert.match(
+    String(fleet.results[0]?.error),
+    /Cannot use node 'a''s snapshot as the daemon that ran is NVIDIA's Go aicr 0\.1\.0-dev, not aicr 0\.1\.0: its image is not this build's/,
+  );
+  assert.match(
+    String(fleet.results[1]?.error),
+    /the daemon that ran is aicr 0\.9\.0, not aicr 0\.1\.0/,
+  );
+  assert.equal(fleet.results[0]?.snapshot, undefined, "nothing of it is kept");
+  assert.equal(exitCodeOf(fleetError(fleet)), 9);
+});

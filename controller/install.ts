@@ -44,6 +44,7 @@ import type { DaemonCa } from "../x509.ts";
 import { readDaemonSetAndPods, signerCallerChecks, signPendingCsrs } from "../csr/mod.ts";
 import type { SignOutcome } from "../csr/mod.ts";
 import { makeDaemonCa, renderDaemonSet } from "./render.ts";
+import { AGENT_IDENTITY_FIX, foreignDaemonMessage, isForeignDaemonExit } from "./agent_identity.ts";
 import type { DaemonSetOptions, RenderedDaemonSet } from "./render.ts";
 
 /**
@@ -165,6 +166,8 @@ export interface DaemonPodState {
   unschedulable?: string;
   /** The pod's IP, once it has one. */
   ip?: string;
+  /** How its container last ended, when it did: exit code and the last line it left. */
+  exited?: { code: number; line?: string };
   /** The daemon's container port. */
   port?: number;
 }
@@ -195,7 +198,10 @@ function podState(pod: KubeObject): DaemonPodState {
     podIP?: string;
     phase?: string;
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
-    containerStatuses?: { state?: { waiting?: { reason?: string; message?: string } } }[];
+    containerStatuses?: {
+      state?: { waiting?: { reason?: string; message?: string }; terminated?: Terminated };
+      lastState?: { terminated?: Terminated };
+    }[];
   } | undefined;
   const spec = pod.spec as
     | { nodeName?: string; containers?: { ports?: { containerPort?: number }[] }[] }
@@ -207,6 +213,9 @@ function podState(pod: KubeObject): DaemonPodState {
     ?.waiting;
   const waiting = waitingState?.reason;
   const unschedulable = unschedulableReason(pod as PodObject);
+  const container = status?.containerStatuses?.[0];
+  const terminated = container?.state?.terminated ?? container?.lastState?.terminated;
+  const line = terminated?.message?.split("\n").map((l) => l.trim()).filter((l) => l).at(-1);
   return {
     node: spec?.nodeName ?? "",
     pod: pod.metadata?.name ?? "",
@@ -217,7 +226,16 @@ function podState(pod: KubeObject): DaemonPodState {
     ...(unschedulable !== undefined ? { unschedulable } : {}),
     ...(status?.podIP ? { ip: status.podIP } : {}),
     ...(port !== undefined ? { port } : {}),
+    ...(terminated?.exitCode !== undefined
+      ? { exited: { code: terminated.exitCode, ...(line ? { line } : {}) } }
+      : {}),
   };
+}
+
+/** A container's terminated state. */
+interface Terminated {
+  exitCode?: number;
+  message?: string;
 }
 
 /** Where the DaemonSet's pods go, as its pod template says. */
@@ -341,6 +359,15 @@ export async function installDaemonSet(
   if (wait.pullFailed) {
     throw await rollBackPullFailure(deps, ledger, options, wait.pullFailed);
   }
+  if (wait.foreign) {
+    throw await rollBackPullFailure(deps, ledger, options, wait.foreign, {
+      why: "the daemon's image runs another program; removing what the install created",
+      message: `Cannot install the daemon '${namespace}/${options.name ?? DEFAULT_DAEMON_NAME}': ${
+        foreignDaemonMessage(wait.foreign, options.image)
+      }`,
+      fix: AGENT_IDENTITY_FIX,
+    });
+  }
   return { runId, created: ledger.entries, ...wait };
 }
 
@@ -431,23 +458,31 @@ async function rollBackPullFailure(
   ledger: Ledger,
   options: InstallOptions,
   failed: DaemonPodState,
+  instead?: { why: string; message: string; fix: readonly string[] },
 ): Promise<DaemonImagePullError> {
   const { log } = deps;
   const { name = DEFAULT_DAEMON_NAME, namespace } = options;
-  log.warn("the daemon's image cannot be pulled; removing what the install created", {
-    node: failed.node,
-    reason: failed.detail ?? "",
-  });
+  log.warn(
+    instead?.why ?? "the daemon's image cannot be pulled; removing what the install created",
+    {
+      node: failed.node,
+      reason: failed.detail ?? "",
+    },
+  );
   const outcomes = await ledger.cleanup({ log });
   const left = outcomes.filter((o) => o.result === "kept" || o.result === "failed");
   return new DaemonImagePullError(
-    `Cannot install the daemon '${namespace}/${name}': its image could not be pulled on node '${failed.node}' (${failed.detail})`,
+    instead?.message ??
+      `Cannot install the daemon '${namespace}/${name}': its image could not be pulled on node '${failed.node}' (${failed.detail})`,
     [
-      ...(failed.waitingMessage ? [`  ${failed.waitingMessage}`] : []),
-      (option) =>
-        `  check ${option("image")} and ${
-          option("imagePullSecret")
-        }, or mirror the image for air-gapped clusters`,
+      ...(instead ? instead.fix.map((line) => `  ${line}`) : []),
+      ...(!instead && failed.waitingMessage ? [`  ${failed.waitingMessage}`] : []),
+      ...(instead
+        ? []
+        : [(option: (o: string) => string) =>
+          `  check ${option("image")} and ${
+            option("imagePullSecret")
+          }, or mirror the image for air-gapped clusters`]),
       left.length === 0
         ? `  the install was rolled back: ${outcomes.length} object(s) removed`
         : `  the rollback left ${left.length} object(s); remove them with: aicr daemonset uninstall -n ${namespace}`,
@@ -488,7 +523,14 @@ async function waitForPods(
     ca: DaemonCa;
   },
 ): Promise<
-  { desired: number; pods: DaemonPodState[]; ready: boolean; pullFailed?: DaemonPodState }
+  {
+    desired: number;
+    pods: DaemonPodState[];
+    ready: boolean;
+    pullFailed?: DaemonPodState;
+    /** A pod whose program exited on aicr's `daemon` verb: the image is not aicr's. */
+    foreign?: DaemonPodState;
+  }
 > {
   const { kube, log, now } = deps;
   const sleep = deps.sleep ?? sleepFor;
@@ -518,6 +560,8 @@ async function waitForPods(
       sayUnschedulable(log, pods, unschedulableSaid);
       const pullFailed = pods.find((p) => imagePullFailed(p.pod, p.detail, at));
       if (pullFailed) return { ...seen, ready: false, pullFailed };
+      const foreign = pods.find((p) => p.exited && isForeignDaemonExit(p.exited.line));
+      if (foreign) return { ...seen, ready: false, foreign };
       if (desired === 0) {
         log.warn("no node matches the daemon's node selector and tolerations", {
           remedy: (option) => `pass ${option("allNodes")} or ${option("nodeSelector")}`,

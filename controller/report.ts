@@ -24,7 +24,7 @@ export type ReportKind =
 export interface NodeEntry {
   /** The node. */
   node: string;
-  /** What happened: `ok`, `not-ready`, `unreachable`, `denied`, `timed-out`, `too-large`, `wrong-identity` (fetch); `ready`, `not-ready` (install). */
+  /** What happened: `ok`, `not-ready`, `unreachable`, `denied`, `timed-out`, `too-large`, `wrong-identity`, `wrong-build` (fetch); `ready`, `not-ready` (install). */
   status: string;
   /** The pod that served it, when there is one. */
   pod?: string;

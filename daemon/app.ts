@@ -64,6 +64,11 @@ export interface AppDeps {
   /** This daemon's node: the name authorized against, and the `X-Aicr-Node` header. */
   nodeName: string;
   /**
+   * This daemon's build, sent with every snapshot as `X-Aicr-Version` and `X-Aicr-Commit`: what
+   * `aicr daemonset fetch` checks the daemon against. @default not sent
+   */
+  build?: { version: string; commit: string };
+  /**
    * Why the daemon does not serve its own certificate yet (its CSR not signed), or undefined
    * once it does: `/readyz` is 503 meanwhile and `/healthz` says so. @default always serving
    */
@@ -278,6 +283,7 @@ export function requireAccess(
 function createSnapshotHandler(
   cache: SnapshotCache,
   nodeName: string,
+  build?: { version: string; commit: string },
 ): (c: Context<DaemonEnv>, typeName?: string) => Promise<Response> {
   // Response headers of each encoding, built once (the encodings live as long as their entry).
   const responseHeaders = new WeakMap<EncodedSnapshot, Record<string, string>>();
@@ -312,6 +318,7 @@ function createSnapshotHandler(
         "vary": "Accept",
         "x-aicr-collected-at": new Date(entry.collectedAt).toISOString(),
         "x-aicr-node": nodeName,
+        ...(build ? { "x-aicr-version": build.version, "x-aicr-commit": build.commit } : {}),
       };
       responseHeaders.set(encoded, headers);
     }
@@ -389,7 +396,7 @@ export function createApp(deps: AppDeps): DaemonApp {
   const { cache, metrics, auth, nodeName, history, log } = deps;
   const metricsAuth = "metricsAuth" in deps ? deps.metricsAuth : auth;
   const awaiting = deps.awaitingCertificate ?? (() => undefined);
-  const serveSnapshot = createSnapshotHandler(cache, nodeName);
+  const serveSnapshot = createSnapshotHandler(cache, nodeName, deps.build);
   const snapshotAccess = requireAccess(auth, snapshotAttributes(nodeName));
   const noStore = { "cache-control": "no-store" };
 

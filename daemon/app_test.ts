@@ -143,6 +143,9 @@ Deno.test("createApp() serves the snapshot as YAML to an authorized user", async
   assert.equal(res.headers.get("content-type"), "application/yaml; charset=utf-8");
   assert.equal(res.headers.get("cache-control"), "no-store");
   assert.equal(res.headers.get("x-aicr-node"), "node-1");
+  // The daemon's build, which `aicr daemonset fetch` checks it against.
+  assert.equal(res.headers.get("x-aicr-version"), BUILD.version);
+  assert.equal(res.headers.get("x-aicr-commit"), BUILD.commit);
   assert.equal(res.headers.get("x-aicr-collected-at"), "2026-03-21T10:30:05.000Z");
   assert.equal(res.headers.get("last-modified"), "Sat, 21 Mar 2026 10:30:05 GMT");
   assert.match(res.headers.get("etag") ?? "", /^"[0-9a-f]{32}"$/);

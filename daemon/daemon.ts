@@ -120,6 +120,7 @@ export function createDaemon(deps: DaemonDeps, options: SnapshotCacheOptions = {
     ...(deps.metricsAuth !== undefined ? { metricsAuth: deps.metricsAuth } : {}),
     log: deps.log,
     nodeName: deps.nodeName,
+    build: { version: deps.build.version, commit: deps.build.commit },
     ...(deps.awaitingCertificate ? { awaitingCertificate: deps.awaitingCertificate } : {}),
   });
   return {

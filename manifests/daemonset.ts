@@ -156,6 +156,9 @@ function daemonContainer(
     name: "aicr",
     image: pod.container.image,
     command: ["aicr"],
+    // A daemon that exits (another program, without aicr's `daemon` verb) leaves its last log
+    // lines in its termination state, where install and fetch read and name them.
+    terminationMessagePolicy: "FallbackToLogsOnError",
     args: daemonArgs(port, tls, [
       ...(listenOnPodIp ? ["--listen", "$(POD_IP)"] : []),
       ...(config.tokenAudience !== undefined ? ["--token-audience", config.tokenAudience] : []),

@@ -173,6 +173,8 @@ export interface Container {
   livenessProbe?: Probe;
   /** Readiness probe. */
   readinessProbe?: Probe;
+  /** `File` (the default) or `FallbackToLogsOnError`: the log's tail as the message on a failure. */
+  terminationMessagePolicy?: "File" | "FallbackToLogsOnError";
 }
 
 /** One requirement of a node selector term (`kubectl`'s set-based label selector, on nodes). */

@@ -23,6 +23,7 @@ import {
 import type { Snapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
+import { NOT_AICR_IMAGE } from "../kubelet/notaicr.ts";
 import { aicr, AICR_BIN, bindsTokensToNodes, httpsGet, mintToken, nodeFixture } from "./_aicr.ts";
 
 function externalIPv4(): string | undefined {
@@ -152,6 +153,33 @@ Deno.test({
             ]
           ) assert.ok(run.stderr.includes(line), `missing line: ${line}\n${run.stderr}`);
           assert.deepEqual(await leftovers(admin, ns), []);
+        },
+      );
+
+      await t.step(
+        "NVIDIA's image (its Go aicr exits on the daemon verb) is named, rolled back (exit 8)",
+        async () => {
+          // Its stand-in has amd64 only: said so, the pods stay off the arm64 GPU node.
+          const run = await ds(
+            "install",
+            "--image",
+            NOT_AICR_IMAGE,
+            "--image-platforms",
+            "linux/amd64",
+            "--timeout",
+            "90s",
+          );
+          assert.equal(run.code, 8, run.stderr);
+          assert.match(
+            run.stderr,
+            /the daemon that ran on node 'p5-h100-1' is NVIDIA's Go aicr: it exited 1 on the 'daemon' verb \('.*flag provided but not defined: -port.*'\): the image 'ghcr\.io\/nvidia\/aicr:v0\.11\.1' is not this build's/,
+          );
+          assert.match(run.stderr, /aicr image push REGISTRY\/REPO/);
+          // The rollback deleted the DaemonSet; its pods go with it (the garbage collector).
+          await waitFor(
+            "the rolled-back daemon's pods gone",
+            async () => (await leftovers(admin, ns)).length === 0 ? true : undefined,
+          );
         },
       );
 

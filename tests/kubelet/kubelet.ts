@@ -887,10 +887,16 @@ export async function startKubelet(
     buf.closed = true;
     for (const l of buf.listeners) l();
     const code = status.code;
+    // terminationMessagePolicy FallbackToLogsOnError: on a failure, the log's tail (the kubelet
+    // takes its last 80 lines, at most 2048 bytes) is the termination message.
+    const fallback = code !== 0 && spec.terminationMessagePolicy === "FallbackToLogsOnError"
+      ? buf.lines.slice(-80).map((l) => LOG_LINE.exec(l)?.[3] ?? l).join("\n").slice(-2048)
+      : "";
     c.state = {
       terminated: {
         exitCode: code,
         reason: code === 0 ? "Completed" : "Error",
+        ...(fallback ? { message: fallback } : {}),
         startedAt,
         finishedAt: nowIso(),
         containerID: `aicr://${child.pid}`,
