@@ -195,3 +195,17 @@ export function foreignDaemonMessage(
     image ? `the image '${image}'` : "its image"
   } is not this build's`;
 }
+
+/**
+ * The line of a log that is NVIDIA's Go aicr's own (its logger's `command failed: error=[CODE]
+ * ... exitCode=N`, or the slog `ERROR command failed error="..." exitCode=N`), if one is: how a
+ * failed agent that wrote no snapshot is still recognised. aicr never logs so.
+ *
+ * @param log the agent's log tail
+ * @returns the line, or undefined
+ */
+export function upstreamLogLine(log: string): string | undefined {
+  // deno-lint-ignore no-control-regex -- its lines are coloured with ANSI escapes
+  return log.split("\n").map((l) => l.replace(/\u001b\[[0-9;]*m/g, "").trim())
+    .filter((l) => /command failed:? error=(\[[A-Z_]+\]|").*exitCode=\d+/.test(l)).at(-1);
+}

@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
-import { agentBuildOf, AgentIdentityError, checkAgentBuild } from "./agent_identity.ts";
+import {
+  agentBuildOf,
+  AgentIdentityError,
+  checkAgentBuild,
+  isForeignDaemonExit,
+  upstreamLogLine,
+} from "./agent_identity.ts";
 
 const RELEASE = {
   version: "0.2.0",
@@ -62,4 +68,22 @@ Deno.test("agent identity: a source run accepts the release it develops, and che
     () => checkAgentBuild(agentBuildOf(snapshot("aicr.run/v1", "0.3.0")), source, IMAGE),
     /not aicr 0\.2\.0:/,
   );
+});
+
+Deno.test("agent identity: NVIDIA's Go aicr's failure line is recognised in a log, aicr's never", () => {
+  const upstream = [
+    "\u001b[32m[agent] collecting GPU information via nvidia-smi\u001b[0m",
+    '\u001b[31m[agent] command failed: error=[INTERNAL] failed to apply ConfigMap: configmaps "x" is forbidden exitCode=8\u001b[0m',
+  ].join("\n");
+  assert.match(upstreamLogLine(upstream) ?? "", /^\[agent\] command failed: error=\[INTERNAL\]/);
+  assert.match(
+    upstreamLogLine(
+      '2026/12/05 10:25:18 ERROR command failed error="flag provided but not defined: -port" exitCode=1',
+    ) ?? "",
+    /flag provided but not defined/,
+  );
+  assert.equal(upstreamLogLine("[agent] error: Cannot read /proc/modules: EACCES\n"), undefined);
+  assert.ok(isForeignDaemonExit("Incorrect Usage: flag provided but not defined: -port"));
+  assert.ok(isForeignDaemonExit("No help topic for 'daemon'"));
+  assert.ok(!isForeignDaemonExit("error: Cannot listen on 0.0.0.0:8443: EADDRINUSE"));
 });

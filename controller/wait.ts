@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { AGENT_IDENTITY_FIX, upstreamLogLine } from "./agent_identity.ts";
 import {
   type ErrorText,
   type OptionNamer,
@@ -563,12 +564,15 @@ async function explainFailure(
       }`,
     );
   }
+  let upstream: string | undefined;
   if (pod?.metadata?.name) {
     const tail = await kube.podLog(namespace, pod.metadata.name, {
       tailLines: 20,
       container: "aicr",
     })
       .catch(() => "");
+    upstream = upstreamLogLine(tail);
+    if (upstream) details.push(...AGENT_IDENTITY_FIX.map((line) => `  ${line}`));
     if (tail.trim()) {
       details.push("--- agent logs ---", ...tail.trimEnd().split("\n"), "--- end logs ---");
     }
@@ -576,7 +580,13 @@ async function explainFailure(
   // A pod that ran failed for its own reasons (exit code, permissions, pull), not placement:
   // the injected selector is named as a fact, with the remedy only when placement failed.
   details.push(...selectorFact(pod, failure.injectedSelector));
-  const what = failure.reason === "DeadlineExceeded"
+  const image = (pod?.spec as { containers?: { image?: string }[] } | undefined)?.containers?.[0]
+    ?.image;
+  const what = upstream
+    ? `the agent that ran is NVIDIA's Go aicr, not this build (its log: '${
+      upstream.slice(0, 160)
+    }'): the image '${image ?? "?"}' is not this build's`
+    : failure.reason === "DeadlineExceeded"
     ? "the agent Job passed its activeDeadlineSeconds"
     : terminated
     ? `the agent exited with code ${terminated.exitCode}`
