@@ -17,8 +17,9 @@ import {
 } from "../controller/mod.ts";
 import { NotFoundError, UsageError } from "../errors.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName } from "../manifests/mod.ts";
+import { loadSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
-import { createFsSourceLoader, createKubeConfigMapReader, loadSnapshot } from "./_sources.ts";
+import { createFsSourceLoader, createKubeConfigMapReader } from "../controller/mod.ts";
 import type { CliDeps } from "./context.ts";
 import { namingFlags } from "./_flags.ts";
 import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";

@@ -14,44 +14,26 @@
  * @module
  */
 import { Command, Option } from "commander";
-import { resolve } from "node:path";
-import { IncompleteError, ToolError, UsageError } from "../errors.ts";
+import { UsageError } from "../errors.ts";
 import {
-  createFleetBuilder,
   DEFAULT_IGNORE_PATTERNS,
-  DIFF_FORMATS,
-  diffSnapshots,
-  encodeDocument,
   FLEET_FORMATS,
   FLEET_IDENTITY_IGNORE_PATTERNS,
-  fleetDocument,
   GPU_MODEL_PATH,
   GROUP_BY_NONE,
   INSTANCE_TYPE_LABELS,
   isMeasurementType,
   MEASUREMENT_TYPES,
   NODE_POOL_LABELS,
-  renderDiff,
-  renderDiffHtml,
-  renderFleetHtml,
-  renderFleetTable,
 } from "../snapshot/mod.ts";
-import {
-  createFsSourceLoader,
-  createKubeConfigMapReader,
-  loadSnapshot,
-  readFleet,
-} from "./_sources.ts";
-import type { SnapshotSourceLoader } from "./_sources.ts";
+import { createFsSourceLoader, createKubeConfigMapReader, runDiff } from "../controller/mod.ts";
+import type { DiffFormat, DiffOptions } from "../controller/mod.ts";
+import type { SnapshotSourceLoader } from "../snapshot/mod.ts";
 import type { CliDeps } from "./context.ts";
 import { globalOptions, kubeConfigSource } from "./globals.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { KubeConfigSource } from "../kube/mod.ts";
 import { namingFlags } from "./_flags.ts";
-import { redactUrl } from "../redact.ts";
-
-export type { SnapshotSourceLoader } from "./_sources.ts";
-export { createFsSourceLoader, createKubeConfigMapReader } from "./_sources.ts";
 
 /**
  * Dependencies of `aicr diff`: the parts of {@link CliDeps} it uses, plus where snapshots
@@ -158,7 +140,8 @@ export function diffCommand(deps: DiffDeps): Command {
     .addHelpText("after", HELP_AFTER)
     .action(namingFlags(async (flags: DiffFlags, cmd: Command) => {
       // The root's --kubeconfig and --context name the cluster of cm:// sources.
-      await runDiff(deps, flags, kubeConfigSource(globalOptions(cmd)));
+      const { loader, options } = diffOptions(deps, flags, kubeConfigSource(globalOptions(cmd)));
+      await runDiff({ loader, stdout: deps.stdout, cwd: deps.cwd, now: deps.now }, options);
     }));
 }
 
@@ -202,128 +185,39 @@ function validateDiffFlags(flags: DiffFlags): void {
   }
 }
 
-async function runDiff(
-  deps: DiffDeps,
-  flags: DiffFlags,
-  kubeconfig: KubeConfigSource,
-): Promise<void> {
-  const fleet = flags.fleet ?? [];
+/**
+ * Completes the diff's options from its flags (checked first: exit 2 before anything is read)
+ * and builds its loader: the injected one, or the real readers with ConfigMaps through the
+ * cluster the root's flags name, connected only when a `cm://` source is read.
+ */
+function diffOptions(deps: DiffDeps, flags: DiffFlags, kubeconfig: KubeConfigSource): {
+  loader: SnapshotSourceLoader;
+  options: DiffOptions;
+} {
   validateDiffFlags(flags);
   for (const pattern of flags.ignore) validateIgnore(pattern);
-  const ignore = [...(flags.defaultIgnores ? DEFAULT_IGNORE_PATTERNS : []), ...flags.ignore];
+  const connect = deps.connectKube;
   const loader = deps.snapshotSources ? deps.snapshotSources(kubeconfig) : createFsSourceLoader(
-    deps.connectKube
-      ? {
-        readConfigMap: createKubeConfigMapReader(() =>
-          (deps.connectKube as NonNullable<DiffDeps["connectKube"]>)(kubeconfig)
-        ),
-      }
-      : {},
+    connect ? { readConfigMap: createKubeConfigMapReader(() => connect(kubeconfig)) } : {},
   );
-  const color = flags.output === undefined && deps.stdoutIsTerminal &&
-    deps.env("NO_COLOR") === undefined;
-  const write = async (text: string) => {
-    if (flags.output === undefined || flags.output === "-") deps.stdout.write(text);
-    else {
-      try {
-        await loader.writeFile(resolve(deps.cwd, flags.output), text);
-      } catch (error) {
-        throw new UsageError(
-          `Cannot write '${flags.output}': ${error instanceof Error ? error.message : error}`,
-          { cause: error },
-        );
-      }
-    }
-  };
-
-  const run = { loader, ignore, color, write };
-  if (fleet.length > 0) await diffFleet(deps, flags, run);
-  else await diffPair(deps, flags, run);
-}
-
-/** What both kinds of diff share: where snapshots come from, what is ignored, where text goes. */
-interface DiffRun {
-  loader: ReturnType<typeof createFsSourceLoader>;
-  ignore: string[];
-  color: boolean;
-  write: (text: string) => Promise<void>;
-}
-
-/** `--fleet`: every node against its cohort's majority. */
-async function diffFleet(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promise<void> {
   const fleet = flags.fleet ?? [];
-  const builder = createFleetBuilder({
-    ignore: run.ignore,
-    allReadings: flags.allReadings,
-    groupBy: flags.groupBy,
-  });
-  // One snapshot at a time: the builder keeps each node's interned configuration (a few KiB),
-  // never the parsed snapshots, so 10,000 nodes fit where 10,000 snapshots would not.
-  // A directory's files in our own layout go straight into the builder, without a snapshot.
-  // A file or document that cannot be read is an unreadable node of the report (exit 9 after the
-  // output), and the rest is compared.
-  await readFleet(fleet, run.loader, { cwd: deps.cwd, option: "fleet" }, builder);
-  const report = builder.finish();
-  const format = flags.format as typeof FLEET_FORMATS[number];
-  await run.write(
-    format === "html"
-      ? renderFleetHtml(report, {
-        allReadings: flags.allReadings,
-        subtitle: `${fleet.map(redactUrl).join(", ")} · ${
-          deps.now().toISOString().replace(/\.\d+Z$/, "Z")
-        }`,
-      })
-      : format === "table"
-      ? renderFleetTable(report, { color: run.color })
-      : encodeDocument(fleetDocument(report), format),
-  );
-  if (report.unreadable.length > 0) {
-    throw new IncompleteError(
-      `Cannot compare every snapshot of the fleet: ${report.unreadable.length} of ${
-        report.unreadable.length + report.summary.nodes
-      } could not be read (the report compares the others)`,
-      {
-        details: [
-          ...report.unreadable.slice(0, 10).map((u) => `  ${u.source}: ${u.reason}`),
-          ...(report.unreadable.length > 10
-            ? [`  ... and ${report.unreadable.length - 10} more (listed in the report)`]
-            : []),
-        ],
-      },
-    );
-  }
-  if (flags.failOnDrift && report.outliers.length > 0) {
-    throw new ToolError(
-      `drift detected: ${report.outliers.length} outlier node(s) found`,
-      "drift",
-    );
-  }
-}
-
-/** `--baseline` against `--target`. */
-async function diffPair(deps: DiffDeps, flags: DiffFlags, run: DiffRun): Promise<void> {
-  const cwd = deps.cwd;
-  const [baseline, target] = await Promise.all([
-    loadSnapshot(flags.baseline as string, run.loader, { cwd, option: "baseline" }),
-    loadSnapshot(flags.target as string, run.loader, { cwd, option: "target" }),
-  ]);
-  const result = diffSnapshots(baseline, target, {
-    // The report names its sources as messages do: no URL credentials or query values.
-    baselineSource: redactUrl(flags.baseline as string),
-    targetSource: redactUrl(flags.target as string),
-    ignore: run.ignore,
-  });
-  const format = flags.format as typeof DIFF_FORMATS[number];
-  await run.write(
-    format === "html"
-      ? renderDiffHtml(result, {
-        subtitle: deps.now().toISOString().replace(/\.\d+Z$/, "Z"),
-      })
-      : renderDiff(result, format, { color: run.color }),
-  );
-  if (flags.failOnDrift && result.summary.total > 0) {
-    throw new ToolError(`drift detected: ${result.summary.total} change(s) found`, "drift");
-  }
+  return {
+    loader,
+    options: {
+      ...(fleet.length === 0
+        ? { pair: { baseline: flags.baseline as string, target: flags.target as string } }
+        : {}),
+      fleet,
+      failOnDrift: flags.failOnDrift,
+      format: flags.format as DiffFormat,
+      ...(flags.output !== undefined ? { output: flags.output } : {}),
+      ignore: [...(flags.defaultIgnores ? DEFAULT_IGNORE_PATTERNS : []), ...flags.ignore],
+      allReadings: flags.allReadings,
+      groupBy: flags.groupBy,
+      color: flags.output === undefined && deps.stdoutIsTerminal &&
+        deps.env("NO_COLOR") === undefined,
+    },
+  };
 }
 
 function validateIgnore(pattern: string): void {

@@ -11,7 +11,8 @@ import { encodeSnapshot, MAX_DOCUMENT_BYTES } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import { makeNodeSnapshot, setReading } from "../snapshot/testdata/generate.ts";
 import { makeMixedFleet } from "../snapshot/testdata/mixed_fleet.ts";
-import { createFsSourceLoader, diffCommand } from "./diff.ts";
+import { createFsSourceLoader } from "../controller/mod.ts";
+import { diffCommand } from "./diff.ts";
 import type { DiffDeps } from "./diff.ts";
 
 const TESTDATA = new URL("../snapshot/testdata/", import.meta.url).pathname;

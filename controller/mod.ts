@@ -31,7 +31,7 @@ export {
   fleetError,
   formatFleetTable,
 } from "./fleet.ts";
-export type { FleetTransport, NodeResult } from "./fleet.ts";
+export type { FleetTransport } from "./fleet.ts";
 export { createFleetWriter, writeFleet } from "./fleet_writer.ts";
 export type { FleetOutput } from "./fleet_writer.ts";
 export {
@@ -51,3 +51,6 @@ export {
   listBaselines,
   setBaseline,
 } from "./baseline.ts";
+export { runDiff } from "./diff.ts";
+export type { DiffFormat, DiffOptions } from "./diff.ts";
+export { createFsSourceLoader, createKubeConfigMapReader } from "./sources.ts";

@@ -38,6 +38,8 @@ export {
 } from "./codec.ts";
 export type { SnapshotFormat } from "./codec.ts";
 export { YamlWriteCaches } from "./yaml_writer.ts";
+export { loadFleet, loadSnapshot, readFleet } from "./sources.ts";
+export type { PathInfo, SnapshotSourceLoader } from "./sources.ts";
 export {
   GPU_MODEL_PATH,
   GROUP_BY_NONE,

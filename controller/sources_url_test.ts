@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { exitCodeOf } from "../errors.ts";
-import { encodeSnapshot } from "../snapshot/mod.ts";
+import { encodeSnapshot, loadSnapshot } from "../snapshot/mod.ts";
 import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
-import { createFsSourceLoader, loadSnapshot } from "./_sources.ts";
+import { createFsSourceLoader } from "./sources.ts";
 
 /** A self-signed certificate for 127.0.0.1 (openssl, as the daemon tests use it). */
 async function selfSigned(): Promise<{ cert: string; key: string }> {

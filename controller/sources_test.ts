@@ -3,17 +3,20 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { UsageError } from "../errors.ts";
-import { writeFleet } from "../controller/mod.ts";
-import type { NodeResult } from "../controller/mod.ts";
+import { writeFleet } from "./fleet_writer.ts";
+import type { NodeResult } from "./fleet.ts";
 import {
   createSnapshot,
   encodeSnapshot,
   FLEET_TOPOLOGY_FILE,
+  loadFleet,
+  loadSnapshot,
   MAX_DOCUMENT_BYTES,
   parseSnapshot,
+  readFleet,
 } from "../snapshot/mod.ts";
-import { createFsSourceLoader, loadFleet, loadSnapshot, readFleet } from "./_sources.ts";
-import type { SnapshotSourceLoader } from "./_sources.ts";
+import type { SnapshotSourceLoader } from "../snapshot/mod.ts";
+import { createFsSourceLoader } from "./sources.ts";
 
 function node(name: string): string {
   return encodeSnapshot(
