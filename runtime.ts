@@ -109,3 +109,45 @@ export function useDaemonV8Flags(): boolean {
   process.getBuiltinModule("node:v8").setFlagsFromString(DAEMON_V8_FLAGS.join(" "));
   return true;
 }
+
+interface SeaModule {
+  isSea(): boolean;
+  getRawAsset(key: string): ArrayBuffer;
+}
+
+function seaModule(): SeaModule | undefined {
+  if (denoGlobal()) return undefined;
+  const getBuiltin = (process as { getBuiltinModule?: (id: string) => unknown }).getBuiltinModule;
+  try {
+    const sea = getBuiltin?.("node:sea") as SeaModule | undefined;
+    return sea?.isSea() ? sea : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The path of this executable when it is aicr's Node.js single executable (what `aicr image`
+ * puts into the image by default), else undefined (run from source by Deno or Node).
+ *
+ * @returns the executable's path
+ */
+export function singleExecutablePath(): string | undefined {
+  return seaModule() ? process.execPath : undefined;
+}
+
+/**
+ * An asset the build sealed into this single executable (a read-only view of its bytes).
+ *
+ * @param name the asset's key
+ * @returns the bytes, or undefined when this is no single executable or it has no such asset
+ */
+export function singleExecutableAsset(name: string): Uint8Array | undefined {
+  const sea = seaModule();
+  if (!sea) return undefined;
+  try {
+    return new Uint8Array(sea.getRawAsset(name));
+  } catch {
+    return undefined;
+  }
+}
