@@ -53,6 +53,27 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     "# One YAML stream to stdout, straight into the fleet diff",
     "aicr daemonset fetch -n aicr-system -o - > fleet.yaml && aicr diff --fleet fleet.yaml",
   ],
+  image: [
+    "aicr image save -o aicr.tar",
+    "aicr image push registry.example.com/tools/aicr",
+    "aicr image list -t hauler",
+  ],
+  "image save": [
+    "# This binary's image as an OCI archive (ctr images import, skopeo copy oci-archive:, podman load)",
+    "aicr image save -o aicr.tar",
+    "# Both platforms, from the other one's binary or a release folder",
+    "aicr image save --binary linux/arm64=aicr-linux-arm64 -o aicr.tar",
+    "aicr image save --from release/ -o aicr.tar",
+  ],
+  "image push": [
+    "# Push to a registry (credentials from ~/.docker/config.json), then run with the printed --image",
+    "aicr image push registry.example.com/tools/aicr --from release/",
+    "aicr image push registry.local:5000/aicr --ca-file registry-ca.pem --registry-config auth.json",
+  ],
+  "image list": [
+    "# The reference with its digest, for a mirror: plain, Hauler or Zarf",
+    "aicr image list --from release/ -t zarf",
+  ],
   "daemonset uninstall": [
     "aicr daemonset uninstall -n aicr-system --report uninstall.json",
   ],

@@ -28,6 +28,7 @@ export const VERBS: readonly Verb[] = [
   { name: "diff", load: async () => (await import("./diff.ts")).diffCommand },
   { name: "daemon", load: async () => (await import("./daemon.ts")).daemonCommand },
   { name: "daemonset", load: async () => (await import("./daemonset.ts")).daemonsetCommand },
+  { name: "image", load: async () => (await import("./image.ts")).imageCommand },
   { name: "version", load: async () => (await import("./version.ts")).versionCommand },
 ];
 

@@ -68,6 +68,15 @@ import {
   type NodeBase,
   parseArch,
 } from "./node_base.ts";
+import {
+  BASE_ARCHITECTURES,
+  BASE_INDEX_ASSET,
+  BASE_SUITE,
+  baseAssetName,
+  buildBaseLayer,
+  defaultCacheDir,
+  type EmbeddedBase,
+} from "../image/mod.ts";
 
 /** The repository root (one folder above this file). */
 export const REPO_ROOT: string = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -1144,6 +1153,7 @@ async function sealBundle(
   if (/[^\x00-\x7f]/.test(text)) {
     throw new Error(`Cannot seal '${bundlePath}' as the main asset: it is not ASCII`);
   }
+  Object.assign(assets, await imageBaseAssets(work, write, options.env));
   const loader = join(work, "main-loader.cjs");
   await writeFile(loader, mainLoader(codeCache));
   assets["main.js"] = bundlePath;
@@ -1176,6 +1186,47 @@ async function sealBundle(
     write,
     env: options.env,
   });
+}
+
+/**
+ * The image's base layers as assets of the single executable (`aicr image` reads them; see
+ * `image/base.ts`): one gzip layer per architecture, built from the pinned Debian packages (cached
+ * under the cache folder), and `image-base.json` recording their digests. Every binary carries
+ * both, so either one can make the two-platform image given the other's binary.
+ *
+ * @param work the build's work folder
+ * @param write progress lines
+ * @param env environment (the cache folder)
+ * @returns asset key to file
+ */
+export async function imageBaseAssets(
+  work: string,
+  write: (line: string) => void,
+  env: Record<string, string | undefined>,
+): Promise<Record<string, string>> {
+  const assets: Record<string, string> = {};
+  const index: EmbeddedBase = {};
+  for (const arch of BASE_ARCHITECTURES) {
+    const layer = await buildBaseLayer(arch, { cacheDir: defaultCacheDir((n) => env[n]) });
+    const file = join(work, baseAssetName(arch));
+    await writeFile(file, layer.bytes);
+    assets[baseAssetName(arch)] = file;
+    index[arch] = {
+      digest: layer.digest,
+      diffId: layer.diffId,
+      size: layer.bytes.length,
+      suite: BASE_SUITE,
+    };
+    write(
+      `  asset     ${baseAssetName(arch)} (${formatBytes(layer.bytes.length)}, ${
+        layer.digest.slice(0, 19)
+      }…): the ${arch} image base (${layer.packages.map((p) => p.name).join(", ")})`,
+    );
+  }
+  const file = join(work, BASE_INDEX_ASSET);
+  await writeFile(file, JSON.stringify(index) + "\n");
+  assets[BASE_INDEX_ASSET] = file;
+  return assets;
 }
 
 function displayPath(path: string): string {

@@ -1,0 +1,230 @@
+/**
+ * `aicr image save|push|list`: the agent image of this binary, without Docker, podman or the
+ * internet. Each subcommand parses its flags into one options object and makes one call into
+ * `image/`; progress goes to stderr (a bar on a terminal), results to stdout.
+ *
+ * @module
+ */
+import { Command, Option } from "commander";
+import process from "node:process";
+import { UsageError } from "../errors.ts";
+import {
+  defaultCacheDir,
+  type ImageBinary,
+  type ImageSource,
+  LIST_FORMATS,
+  type ListFormat,
+  listImage,
+  parsePlatform,
+  platformOfProcess,
+  type PushEvent,
+  pushToRegistry,
+  saveImage,
+} from "../image/mod.ts";
+import { singleExecutablePath } from "../runtime.ts";
+import { buildInfo } from "../version.ts";
+import type { CliDeps } from "./context.ts";
+import { namingFlags } from "./_flags.ts";
+
+/** The flags every subcommand shares: where the binaries come from. */
+interface SourceFlags {
+  binary: string[];
+  from?: string;
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+function addSourceOptions(command: Command): Command {
+  return command
+    .option(
+      "--binary <platform=path>",
+      "the aicr binary of a platform (linux/amd64, linux/arm64); repeat for each (default: this binary for its own platform)",
+      collect,
+      [],
+    )
+    .option("--from <dir>", "a release folder: its aicr-<version>-linux-<arch> binaries");
+}
+
+/** Parses the source flags (Complete + Validate). */
+function imageSource(deps: CliDeps, flags: SourceFlags): ImageSource {
+  const binaries: ImageBinary[] = flags.binary.map((value) => {
+    const eq = value.indexOf("=");
+    const platform = eq > 0 ? parsePlatform(value.slice(0, eq)) : undefined;
+    if (!platform || eq === value.length - 1) {
+      throw new UsageError(
+        `Cannot parse '--binary' as it must be 'linux/amd64=PATH' or 'linux/arm64=PATH': current value is '${value}'`,
+      );
+    }
+    return { platform, path: value.slice(eq + 1) };
+  });
+  const selfPath = singleExecutablePath();
+  const selfPlatform = platformOfProcess(process.arch);
+  return {
+    binaries,
+    ...(flags.from ? { releaseDir: flags.from } : {}),
+    ...(selfPath && selfPlatform ? { self: { platform: selfPlatform, path: selfPath } } : {}),
+    cacheDir: defaultCacheDir(deps.env),
+    log: (line) => deps.stderr.write(`${line}\n`),
+  };
+}
+
+const MIB = 1024 * 1024;
+
+/** A progress bar on a terminal (one line, redrawn), else nothing. */
+function progressBar(deps: CliDeps, label: string): (done: number, total: number) => void {
+  if (!deps.stderrIsTerminal) return () => {};
+  let last = -1;
+  return (done, total) => {
+    const percent = total > 0 ? Math.floor((done / total) * 100) : 100;
+    if (percent === last) return;
+    last = percent;
+    const width = 30;
+    const filled = Math.round((percent / 100) * width);
+    deps.stderr.write(
+      `\r${label} [${"#".repeat(filled)}${"-".repeat(width - filled)}] ${percent}% ${
+        (done / MIB).toFixed(1)
+      }/${(total / MIB).toFixed(1)} MiB${percent === 100 ? "\n" : ""}`,
+    );
+  };
+}
+
+function saveCommand(deps: CliDeps): Command {
+  return addSourceOptions(
+    new Command("save")
+      .description("write the image as an OCI archive (ctr images import, skopeo, podman load)")
+      .option("-o, --output <file>", "the archive (default: aicr-<version>.tar)"),
+  ).action(namingFlags(async (flags: SourceFlags & { output?: string }) => {
+    const output = flags.output ?? `aicr-${buildInfo().version}.tar`;
+    const saved = await saveImage({
+      source: imageSource(deps, flags),
+      output,
+      signal: deps.signal,
+      progress: progressBar(deps, "writing"),
+    });
+    deps.stderr.write(
+      `wrote ${saved.path} (${(saved.bytes / MIB).toFixed(1)} MiB, ${
+        saved.platforms.join(", ")
+      }): ${saved.reference}@${saved.digest}\n`,
+    );
+  }));
+}
+
+/** Flags of `aicr image push`. */
+interface PushFlags extends SourceFlags {
+  caFile?: string;
+  plainHttp: boolean;
+  registryConfig?: string;
+}
+
+function pushProgress(deps: CliDeps): (event: PushEvent) => void {
+  const bar = progressBar(deps, "uploading");
+  let total = 0;
+  let done = 0;
+  let current = 0;
+  return (event) => {
+    const short = event.digest.slice(7, 19);
+    if (event.kind === "blob" && event.state === "uploading") {
+      total = event.size;
+      done = 0;
+      current = 0;
+      if (!deps.stderrIsTerminal) {
+        deps.stderr.write(`uploading blob ${short} (${(event.size / MIB).toFixed(1)} MiB)\n`);
+      }
+    } else if (event.kind === "blob" && event.state === "exists") {
+      deps.stderr.write(`blob ${short} already there (${(event.size / MIB).toFixed(1)} MiB)\n`);
+    } else if (event.kind === "sent") {
+      current = event.bytes;
+      bar(done + current, total);
+    } else if (event.kind === "manifest") {
+      deps.stderr.write(`manifest ${event.platform} ${short}\n`);
+    } else if (event.kind === "index") {
+      deps.stderr.write(`index ${short} tagged ${event.tag}\n`);
+    }
+  };
+}
+
+function pushCommand(deps: CliDeps): Command {
+  return addSourceOptions(
+    new Command("push")
+      .description("push the image to a registry over the OCI distribution API")
+      .argument("<image>", "REGISTRY/REPOSITORY[:TAG] (tag default: this version's)")
+      .option("--ca-file <file>", "a PEM CA to trust besides the system's")
+      .option("--plain-http", "speak plain HTTP to the registry (no TLS)", false)
+      .addOption(
+        new Option(
+          "--registry-config <file>",
+          "Docker config with the credentials (default: REGISTRY_AUTH_FILE, ~/.docker/config.json)",
+        ),
+      ),
+  ).action(namingFlags(async (target: string, flags: PushFlags) => {
+    const pushed = await pushToRegistry({
+      source: imageSource(deps, flags),
+      target,
+      ...(flags.caFile ? { caFile: flags.caFile } : {}),
+      plainHttp: flags.plainHttp,
+      ...(flags.registryConfig ? { registryConfig: flags.registryConfig } : {}),
+      env: deps.env,
+      signal: deps.signal,
+      progress: pushProgress(deps),
+    });
+    deps.stderr.write(
+      `pushed ${pushed.repository}:${pushed.tag} (${
+        pushed.platforms.join(", ")
+      }; ${pushed.uploaded} blob(s) uploaded, ${pushed.skipped} already there)\n` +
+        `digest: ${pushed.digest}\n` +
+        `use it with: aicr snapshot --image ${pushed.pinned}  (or aicr daemonset install --image ${pushed.pinned})\n`,
+    );
+    deps.stdout.write(`${pushed.pinned}\n`);
+  }));
+}
+
+function listCommand(deps: CliDeps): Command {
+  return addSourceOptions(
+    new Command("list")
+      .description("print this version's image reference with its digest, for mirroring tools")
+      .addOption(
+        new Option("-t, --format <format>", "plain, hauler or zarf").default("plain"),
+      )
+      .option(
+        "--image <repository>",
+        "the repository (and tag) to name (default: this version's image)",
+      ),
+  ).action(namingFlags(async (flags: SourceFlags & { format: string; image?: string }) => {
+    if (!(LIST_FORMATS as readonly string[]).includes(flags.format)) {
+      throw new UsageError(
+        `Cannot list as '--format' must be ${
+          LIST_FORMATS.map((f) => `'${f}'`).join(", ")
+        }: current value is '${flags.format}'`,
+      );
+    }
+    const listed = await listImage({
+      source: imageSource(deps, flags),
+      format: flags.format as ListFormat,
+      ...(flags.image ? { image: flags.image } : {}),
+    });
+    if (listed.platforms.length < 2) {
+      deps.stderr.write(
+        `note: the digest covers ${
+          listed.platforms.join(", ")
+        } only; the release's image (linux/amd64 and linux/arm64) has its own: give --from <release folder> or --binary for the other platform\n`,
+      );
+    }
+    deps.stdout.write(listed.text);
+  }));
+}
+
+/**
+ * The `image` command and its subcommands.
+ *
+ * @param deps CLI dependencies
+ * @returns the command
+ */
+export function imageCommand(deps: CliDeps): Command {
+  return new Command("image")
+    .description("save, push or list aicr's own agent image (no Docker, podman or internet needed)")
+    .addCommand(saveCommand(deps))
+    .addCommand(pushCommand(deps))
+    .addCommand(listCommand(deps));
+}
