@@ -17,6 +17,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { Buffer } from "node:buffer";
 import { ToolError, UsageError } from "../errors.ts";
+import { IMAGE_REPOSITORY, releaseImage, releaseVersion } from "../version.ts";
 import type { BaseArchitecture } from "./base_packages.ts";
 import type { BaseLayer } from "./base.ts";
 import { createHasher, type Digest, hashing, isDigest } from "./digest.ts";
@@ -57,6 +58,8 @@ export interface BinaryBuild {
   version: string;
   commit: string;
   backend: string;
+  /** The repository its image is published to (absent in builds before the setting). */
+  imageRepository?: string;
 }
 
 /** One binary of the image, for one platform. */
@@ -98,7 +101,7 @@ export interface AssembledImage {
 }
 
 const BUILD_REGEXP =
-  /\{\s*"?version"?\s*:\s*"([^"]{1,64})"\s*,\s*"?commit"?\s*:\s*"([^"]{1,64})"\s*,\s*"?backend"?\s*:\s*"([^"]{1,32})"\s*\}/;
+  /\{\s*"?version"?\s*:\s*"([^"]{1,64})"\s*,\s*"?commit"?\s*:\s*"([^"]{1,64})"\s*,\s*"?backend"?\s*:\s*"([^"]{1,32})"\s*(?:,\s*"?imageRepository"?\s*:\s*"([^"]{1,255})"\s*)?\}/;
 
 /**
  * Reads a binary's platform (ELF machine) and the build information sealed into it.
@@ -125,7 +128,7 @@ export async function inspectBinary(
     // The build information is a small object literal in the sealed bundle: scan for it in
     // overlapping windows instead of holding the whole file as text.
     const window = 8 << 20;
-    const overlap = 256;
+    const overlap = 512;
     const buffer = Buffer.alloc(window + overlap);
     const marker = Buffer.from("commit");
     let position = 0;
@@ -134,13 +137,12 @@ export async function inspectBinary(
       if (bytesRead === 0) break;
       const view = buffer.subarray(0, bytesRead);
       for (let at = view.indexOf(marker); at >= 0; at = view.indexOf(marker, at + 1)) {
-        const text = view.subarray(Math.max(0, at - 64), at + 160).toString("latin1");
+        const text = view.subarray(Math.max(0, at - 64), at + 420).toString("latin1");
         const match = BUILD_REGEXP.exec(text);
         if (match) {
-          return {
-            architecture,
-            build: { version: match[1]!, commit: match[2]!, backend: match[3]! },
-          };
+          const build: BinaryBuild = { version: match[1]!, commit: match[2]!, backend: match[3]! };
+          if (match[4]) build.imageRepository = match[4];
+          return { architecture, build };
         }
       }
       if (bytesRead < buffer.length) break;
@@ -265,6 +267,17 @@ async function layersDir(cacheDir: string): Promise<{ dir: string; dispose(): Pr
     const temp = await mkdtemp(join(tmpdir(), "aicr-layers-"));
     return { dir: temp, dispose: () => rm(temp, { recursive: true, force: true }) };
   }
+}
+
+/**
+ * The reference an image of a build is known by: its release setting's repository, tagged with its
+ * version (`version.ts` `releaseImage`).
+ *
+ * @param build the build
+ * @returns e.g. `ghcr.io/aicr-run/aicr:0.2.0`
+ */
+export function buildReference(build: BinaryBuild): string {
+  return releaseImage(releaseVersion(build.version), build.imageRepository ?? IMAGE_REPOSITORY);
 }
 
 /**

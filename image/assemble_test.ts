@@ -3,7 +3,13 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { type AssembledImage, assembleImage, checkBinaries, IMAGE_LAYOUT } from "./assemble.ts";
+import {
+  type AssembledImage,
+  assembleImage,
+  buildReference,
+  checkBinaries,
+  IMAGE_LAYOUT,
+} from "./assemble.ts";
 import { writeArchive } from "./archive.ts";
 import { buildBaseLayer } from "./base.ts";
 import { digestOf } from "./digest.ts";
@@ -25,7 +31,8 @@ function fakeBinary(dir: string, name: string, machine: number, build?: string):
   return path;
 }
 
-const BUILD = '{version:"0.9.0",commit:"abc1234",backend:"node-sea"}';
+const BUILD =
+  '{version:"0.9.0",commit:"abc1234",backend:"node-sea",imageRepository:"reg.example/team/aicr"}';
 
 async function withImage(test: (image: AssembledImage, dir: string) => Promise<void>) {
   const dir = mkdtempSync(join(tmpdir(), "aicr-assemble-"));
@@ -35,7 +42,13 @@ async function withImage(test: (image: AssembledImage, dir: string) => Promise<v
       { platform: PLATFORMS["linux/amd64"]!, path: fakeBinary(dir, "x86", 0x3e, BUILD) },
     ];
     const build = await checkBinaries(binaries);
-    assert.deepEqual(build, { version: "0.9.0", commit: "abc1234", backend: "node-sea" });
+    assert.deepEqual(build, {
+      version: "0.9.0",
+      commit: "abc1234",
+      backend: "node-sea",
+      imageRepository: "reg.example/team/aicr",
+    });
+    assert.equal(buildReference(build), "reg.example/team/aicr:0.9.0");
     const image = await assembleImage(build, {
       binaries,
       cacheDir: join(dir, "cache"),

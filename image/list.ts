@@ -6,7 +6,7 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
-import { defaultImage } from "../version.ts";
+import { buildReference } from "./assemble.ts";
 import { platformName } from "./oci.ts";
 import { formatReference, parseReference } from "./reference.ts";
 import { imageFromSource, type ImageSource } from "./source.ts";
@@ -85,13 +85,13 @@ export function renderImageList(
 export async function listImage(options: ListOptions): Promise<ImageList> {
   const image = await imageFromSource(options.source);
   try {
-    const ref = parseReference(options.image ?? defaultImage(image.build.version));
+    const ref = parseReference(options.image ?? buildReference(image.build));
     if (ref.digest) {
       throw new UsageError(
         `Cannot list '${options.image}': give a repository (and tag), not a digest`,
       );
     }
-    const tag = ref.tag ?? parseReference(defaultImage(image.build.version)).tag;
+    const tag = ref.tag ?? parseReference(buildReference(image.build)).tag;
     const reference = formatReference({
       ...ref,
       ...(tag ? { tag } : {}),

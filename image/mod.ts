@@ -11,7 +11,13 @@
  *
  * @module
  */
-export { assembleImage, checkBinaries, IMAGE_LAYOUT, inspectBinary } from "./assemble.ts";
+export {
+  assembleImage,
+  buildReference,
+  checkBinaries,
+  IMAGE_LAYOUT,
+  inspectBinary,
+} from "./assemble.ts";
 export type { AssembledImage, BinaryBuild, ImageBinary } from "./assemble.ts";
 export { writeArchive } from "./archive.ts";
 export { BASE_INDEX_ASSET, baseAssetName, buildBaseLayer } from "./base.ts";

@@ -9,8 +9,7 @@
  */
 import { readFileSync } from "node:fs";
 import { InterruptedError, ToolError, UsageError } from "../errors.ts";
-import { defaultImage } from "../version.ts";
-import type { AssembledImage, Blob } from "./assemble.ts";
+import { type AssembledImage, type Blob, buildReference } from "./assemble.ts";
 import { lookupCredentials } from "./auth.ts";
 import type { Digest } from "./digest.ts";
 import { createHttpClient } from "./http.ts";
@@ -184,7 +183,7 @@ export async function pushToRegistry(options: PushOptions): Promise<PushedImage>
   const image = await imageFromSource(options.source);
   const http = createHttpClient(extraCa ? { extraCa } : {});
   try {
-    const tag = target.tag ?? parseReference(defaultImage(image.build.version)).tag ??
+    const tag = target.tag ?? parseReference(buildReference(image.build)).tag ??
       image.build.version;
     const registry = createRegistryClient({
       ref: target,

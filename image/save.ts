@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { defaultImage } from "../version.ts";
 import { writeArchive } from "./archive.ts";
+import { buildReference } from "./assemble.ts";
 import type { Digest } from "./digest.ts";
 import { platformName } from "./oci.ts";
 import { imageFromSource, type ImageSource } from "./source.ts";
@@ -45,7 +45,7 @@ export interface SavedImage {
 export async function saveImage(options: SaveOptions): Promise<SavedImage> {
   const image = await imageFromSource(options.source);
   try {
-    const reference = options.reference ?? defaultImage(image.build.version);
+    const reference = options.reference ?? buildReference(image.build);
     const total = image.blobs.reduce((n, b) => n + b.descriptor.size, 0);
     const written = await writeArchive(image, options.output, {
       reference,
