@@ -18,11 +18,8 @@ import {
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { runCli } from "./mod.ts";
 import type { CliDeps } from "./mod.ts";
-import {
-  createProjectionFileReader,
-  readProjections,
-  writeProjectedConfigMap,
-} from "./_projections.ts";
+import { createProjectionFileReader, readProjections } from "../collectors/mod.ts";
+import { writeProjectedConfigMap } from "./_projections.ts";
 
 const TESTDATA = new URL("../collectors/testdata/projections/", import.meta.url).pathname;
 const ROOT = new URL("../", import.meta.url).pathname;

@@ -9,7 +9,11 @@ import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { deliverSnapshot, runAgent } from "../agent/mod.ts";
 import type { AgentResult } from "../agent/mod.ts";
-import { mergeProjections } from "../collectors/mod.ts";
+import {
+  createProjectionFileReader,
+  mergeProjections,
+  readProjections,
+} from "../collectors/mod.ts";
 import { UsageError } from "../errors.ts";
 import { checkOutputFile } from "../io.ts";
 import type { Logger } from "../log.ts";
@@ -20,12 +24,11 @@ import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
 import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
-import { createProjectionFileReader, readProjections } from "./_projections.ts";
-import type { ProjectionFlags } from "./_projections.ts";
+import type { ProjectionFiles } from "../collectors/mod.ts";
 import { namingFlags, parseCount } from "./_flags.ts";
 
 /** Flags of a local collection. */
-export interface LocalAgentFlags extends ProjectionFlags {
+export interface LocalAgentFlags extends ProjectionFiles {
   /** `--output`. */
   output?: string;
   /** `--format`. */

@@ -12,7 +12,11 @@ import { tmpdir } from "node:os";
 import { Command, Option } from "commander";
 import { deliverSnapshot, hasGpu } from "../agent/mod.ts";
 import { deploySnapshot, previewSnapshotRun } from "../controller/mod.ts";
-import { mergeProjections } from "../collectors/mod.ts";
+import {
+  createProjectionFileReader,
+  mergeProjections,
+  readProjections,
+} from "../collectors/mod.ts";
 import { InterruptedError, UsageError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { checkOutputFile, writeFileAtomic } from "../io.ts";
@@ -51,11 +55,7 @@ import {
 } from "./_image.ts";
 import { addLocalAgentFlags, localAgentOptions, runLocalAgent } from "./agent.ts";
 import type { LocalAgentFlags } from "./agent.ts";
-import {
-  createProjectionFileReader,
-  readProjections,
-  writeProjectedConfigMap,
-} from "./_projections.ts";
+import { writeProjectedConfigMap } from "./_projections.ts";
 import { renderRolesForServiceAccount } from "./_render_roles.ts";
 import { applySnapshotConfig } from "./_config.ts";
 import type { CliDeps } from "./context.ts";

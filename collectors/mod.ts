@@ -28,11 +28,6 @@ export { createSystemdBus, SYSTEM_BUS_SOCKET, SYSTEMD_PRIVATE_SOCKET } from "./d
 export { gpuUnavailable, parseNvidiaSmi } from "./gpu.ts";
 export { collectTopology, foldOwnTopology, foldTopology } from "./topology.ts";
 export { createClusterReader } from "./kube_reader.ts";
-export {
-  MAX_PROJECTION_BYTES,
-  mergeProjections,
-  projectAksGpuPools,
-  projectGkeGpuPools,
-  PROJECTIONS,
-  projectOkeAddons,
-} from "./projections.ts";
+export { mergeProjections } from "./projections.ts";
+export { createProjectionFileReader, readProjections } from "./projection_files.ts";
+export type { ProjectionFiles } from "./projection_files.ts";
