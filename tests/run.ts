@@ -29,7 +29,7 @@ import type { AllowedSkip, Fixture, Gate } from "./runner/suite.ts";
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 
 /** Files that run on real kubelets, containerd and runc: the lane `realnode`. */
-const REALNODE_REGEXP = /^tests\/realnode\/realnode_test\.ts$/;
+const REALNODE_REGEXP = /^tests\/realnode\/(realnode|prometheus)_test\.ts$/;
 
 /** Files that need the local cluster or the built binary: the lane `e2e`. */
 const E2E_REGEXP = /^tests\/(cluster|kubelet|e2e|reliability)\/|(^|\/)cluster_test\.ts$/;

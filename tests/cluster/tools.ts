@@ -1,5 +1,6 @@
 /**
- * The client tools of the chart and manifest tests, helm and kubectl, built from Go modules by
+ * The client tools of the chart, manifest and monitoring tests, helm, kubectl and prometheus,
+ * built from Go modules by
  * `build-tools.sh` (cached by source hash outside the repository, like the control plane).
  *
  * ```sh
@@ -19,6 +20,8 @@ export interface Tools {
   helm: string;
   /** kubectl (k8s.io/kubectl, the control plane's release). */
   kubectl: string;
+  /** prometheus (Go modules, Kubernetes service discovery only). */
+  prometheus: string;
 }
 
 let built: Promise<Tools> | undefined;
@@ -42,7 +45,11 @@ export function buildTools(): Promise<Tools> {
     if (!status.success || !dir) {
       throw new Error(`Cannot build helm and kubectl: build-tools.sh exited with ${status.code}`);
     }
-    return { helm: join(dir, "helm"), kubectl: join(dir, "kubectl") };
+    return {
+      helm: join(dir, "helm"),
+      kubectl: join(dir, "kubectl"),
+      prometheus: join(dir, "prometheus"),
+    };
   })();
   return built;
 }
