@@ -59,6 +59,9 @@ async function main(): Promise<void> {
     const daemon = createDaemon({
       collect: () => Promise.resolve({ snapshot, reports: OK_REPORTS }),
       auth: createCachingAuthorizer(nodeAuth),
+      // /metrics as a real daemon authorizes it: a default-audience token of any node, here the
+      // fake's `token-prometheus` (get nodes/metrics), for prometheus_bench.ts.
+      metricsAuth: createCachingAuthorizer(auth),
       clock: Date.now,
       log: NOOP_LOGGER,
       build: { version: "bench", commit: "bench" },
