@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { ToolError } from "../errors.ts";
+import { type ErrorText, ToolError } from "../errors.ts";
 import { API_VERSION, LEGACY_API_VERSION } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import { isSourceBuild, releaseVersion } from "../version.ts";
@@ -35,7 +35,7 @@ export class AgentIdentityError extends ToolError {
    * @param message what ran instead
    * @param details the fix
    */
-  constructor(message: string, details: readonly string[] = AGENT_IDENTITY_FIX) {
+  constructor(message: string, details: readonly ErrorText[] = AGENT_IDENTITY_FIX) {
     super(message, "internal", 502, { details });
     this.name = "AgentIdentityError";
   }
@@ -150,10 +150,13 @@ export function checkAgentBuild(
   );
 }
 
-/** The fix for an image that is not this build's. */
-export const AGENT_IDENTITY_FIX: readonly string[] = [
-  "push this binary's own image ('aicr image push REGISTRY/REPO') and pass the --image REPO@sha256:... it prints",
-  "or pass --image with the image of this exact version and commit",
+/** The fix for an image that is not this build's (detail lines, indented). */
+export const AGENT_IDENTITY_FIX: readonly ErrorText[] = [
+  (option) =>
+    `  push this binary's own image ('aicr image push REGISTRY/REPO') and pass the ${
+      option("image")
+    } REPO@sha256:... it prints`,
+  (option) => `  or pass ${option("image")} with the image of this exact version and commit`,
 ];
 
 /**

@@ -834,7 +834,10 @@ async function autoTarget(
         }): ${describeLeftOut(split)}`,
         {
           details: [
-            "give an image that has their architecture with --image, and say so with --image-platforms (e.g. linux/amd64,linux/arm64)",
+            (option) =>
+              `give an image that has their architecture with ${option("image")}, and say so with ${
+                option("imagePlatforms")
+              } (e.g. linux/amd64,linux/arm64)`,
           ],
         },
       );

@@ -458,7 +458,7 @@ async function rollBackPullFailure(
   ledger: Ledger,
   options: InstallOptions,
   failed: DaemonPodState,
-  instead?: { why: string; message: string; fix: readonly string[] },
+  instead?: { why: string; message: string; fix: readonly ErrorText[] },
 ): Promise<DaemonImagePullError> {
   const { log } = deps;
   const { name = DEFAULT_DAEMON_NAME, namespace } = options;
@@ -475,7 +475,7 @@ async function rollBackPullFailure(
     instead?.message ??
       `Cannot install the daemon '${namespace}/${name}': its image could not be pulled on node '${failed.node}' (${failed.detail})`,
     [
-      ...(instead ? instead.fix.map((line) => `  ${line}`) : []),
+      ...(instead ? instead.fix : []),
       ...(!instead && failed.waitingMessage ? [`  ${failed.waitingMessage}`] : []),
       ...(instead
         ? []

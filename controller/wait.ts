@@ -572,7 +572,7 @@ async function explainFailure(
     })
       .catch(() => "");
     upstream = upstreamLogLine(tail);
-    if (upstream) details.push(...AGENT_IDENTITY_FIX.map((line) => `  ${line}`));
+    if (upstream) details.push(...AGENT_IDENTITY_FIX);
     if (tail.trim()) {
       details.push("--- agent logs ---", ...tail.trimEnd().split("\n"), "--- end logs ---");
     }

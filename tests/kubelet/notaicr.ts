@@ -61,3 +61,13 @@ export async function ensureNotAicr(): Promise<string> {
   await rename(partial, bin);
   return bin;
 }
+
+/**
+ * What `aicr snapshot --image` {@link NOT_AICR_IMAGE} must end with: the agent named as NVIDIA's
+ * Go aicr, this build named, the image named.
+ */
+export const REFUSED_AGENT: RegExp = new RegExp(
+  `Cannot use the snapshot as the agent that ran is NVIDIA's Go aicr ${NOT_AICR_VERSION}, not aicr \\S+ \\(commit \\w+\\): the image '${
+    NOT_AICR_IMAGE.replace(/[.]/g, "\\.")
+  }' is not this build's`,
+);

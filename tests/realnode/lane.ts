@@ -40,6 +40,7 @@ import { createCert } from "../cluster/pki.ts";
 import { loadProfiles, nodeObject, type NodeProfile, nvidiaSmiXml } from "../kubelet/profiles.ts";
 import { createApi } from "../kubelet/api.ts";
 import { releaseImage } from "../../version.ts";
+import { ensureNotAicr, NOT_AICR_IMAGE } from "../kubelet/notaicr.ts";
 import pkg from "../../package.json" with { type: "json" };
 import {
   cniConfig,
@@ -481,9 +482,21 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
     const pauseTar = join(images, "pause.tar");
     const aicrTar = join(images, "aicr.tar");
     const trueTar = join(images, "true.tar");
+    const notAicrTar = join(images, "not-aicr.tar");
     await buildOciImage(pauseImageSpec(join(cluster.binDir, "pause"), SANDBOX_IMAGE), pauseTar);
     await buildOciImage(await aicrImageSpec(aicrBin, image, version), aicrTar);
     await buildOciImage(await trueImageSpec(TRUE_IMAGE), trueTar);
+    // NVIDIA's Go aicr as the test world has it (a static binary): the image aicr must refuse.
+    await buildOciImage({
+      ref: NOT_AICR_IMAGE,
+      files: [{ src: await ensureNotAicr(), dest: "/usr/local/bin/aicr" }],
+      dirs: { "/tmp": 0o1777 },
+      config: {
+        User: "65534:65534",
+        Env: ["PATH=/usr/local/bin:/usr/bin:/bin"],
+        Entrypoint: ["/usr/local/bin/aicr"],
+      },
+    }, notAicrTar);
     log(`lane: images ${SANDBOX_IMAGE}, ${image} and ${TRUE_IMAGE} built offline`);
     // 5. The cgroup parent in every hierarchy.
     for (const node of info.nodes) await makeCgroup(node.cgroupRoot);
@@ -496,7 +509,7 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
         info,
         caFiles,
         profile: profiles.get(node.profile)!,
-        images: [pauseTar, aicrTar, trueTar],
+        images: [pauseTar, aicrTar, trueTar, notAicrTar],
         start,
         inNetns,
         log,

@@ -19,6 +19,7 @@ import { isOurs, REPO_ROOT } from "../cluster/cluster.ts";
 import { createNamespace, waitFor } from "../cluster/harness.ts";
 import { aicrObjects, runObjects } from "../e2e/_aicr.ts";
 import { FIXTURES_DIR } from "../kubelet/profiles.ts";
+import { NOT_AICR_IMAGE, REFUSED_AGENT } from "../kubelet/notaicr.ts";
 import { laneUnavailable, type RealNodeEnv, useRealNodeLane } from "./harness.ts";
 import { cgroupHierarchies, readLane } from "./lane.ts";
 
@@ -117,6 +118,47 @@ if (unavailable) {
               assert.equal(node?.["container-runtime-name"], "containerd");
               assert.equal(node?.["kubelet-version"], env.cluster.version);
               await assertNothingLeft(namespace, run.runId);
+            },
+          ),
+        );
+
+        steps.push(
+          await t.step(
+            "NVIDIA's image in a real container: its snapshot is refused by name (exit 8), its daemon's exit on the daemon verb too, nothing left",
+            async () => {
+              const namespace = await ns("rn-upstream");
+              const run = await runSnapshot(namespace, ["--image", NOT_AICR_IMAGE]);
+              assert.equal(run.code, 8, run.stderr);
+              assert.match(run.stderr, REFUSED_AGENT);
+              assert.equal(run.stdout, "");
+              await assertNothingLeft(namespace, run.runId);
+              const install = await env.aicr([
+                "daemonset",
+                "install",
+                "--kubeconfig",
+                kubeconfig,
+                "-n",
+                namespace,
+                "--image",
+                NOT_AICR_IMAGE,
+                "--timeout",
+                "120s",
+              ]);
+              assert.equal(install.code, 8, install.stderr);
+              // The real kubelet's FallbackToLogsOnError carries the program's last line.
+              assert.match(
+                install.stderr,
+                new RegExp(
+                  `the daemon that ran on node '${gpuNode}' is NVIDIA's Go aicr: it exited 1 on the 'daemon' verb \\('.*flag provided but not defined: -port.*'\\)`,
+                ),
+              );
+              await waitFor(
+                "the rolled-back daemon's pods gone",
+                async () =>
+                  (await aicrObjects(admin, namespace, { clusterScoped: false })).length === 0
+                    ? true
+                    : undefined,
+              );
             },
           ),
         );
