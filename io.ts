@@ -14,14 +14,16 @@ import {
   openSync,
   realpathSync,
   renameSync,
+  rmdirSync,
   rmSync,
   statSync,
   writeFile as writeFd,
   writeFileSync,
+  writeSync,
 } from "node:fs";
 import type { Stats } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { UsageError } from "./errors.ts";
+import { InterruptedError, UsageError } from "./errors.ts";
 
 /**
  * Maps over items with at most `limit` calls in flight, keeping the results in order.
@@ -81,20 +83,42 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** Options of the output checks and writes. */
+export interface OutputOptions {
+  /**
+   * What is written, for messages (`Cannot write <what> to '<path>': ...`; an empty string gives
+   * `Cannot write '<path>': ...`). @default "snapshot"
+   */
+  what?: string;
+  /** Whether missing folders are created (else a missing folder is refused). @default true */
+  createFolders?: boolean;
+  /**
+   * Ends a wait for a pipe's reader and a write into a full pipe (SIGINT/SIGTERM): the write
+   * then fails with an {@link InterruptedError}. Regular files and devices are written at once.
+   */
+  signal?: AbortSignal;
+}
+
 /**
- * Checks, before anything else happens, that a file can be written at a path: not a
- * directory, an existing file or device writable, or else a nearest existing ancestor that
- * is a writable directory (missing folders are created at write time). A path that can
- * never exist (under a regular file or a device) is refused here instead of failing, or
- * looping, after the work is done.
+ * Checks, before anything else happens, that a file can be written at a path, by doing what the
+ * write will do: the missing folders are created one level at a time and a temporary file is
+ * created exclusively in the last, then both are removed again. A directory, a path under a
+ * regular file, a place where `mkdir` or `open` fails (procfs answers ENOENT under a folder that
+ * exists, a read-only mount, a full disk) is refused here instead of after the work is done. An
+ * existing device or pipe is only checked for write permission (opening a pipe could wait for its
+ * reader).
  *
  * @param path the destination
- * @param what what is written, for the message @default "snapshot"
- * @throws {UsageError} naming the path and why it cannot be written
+ * @param options what is written, for the message
+ * @throws {UsageError} naming the path and why it cannot be written (exit 2)
  */
-export function checkOutputFile(path: string, what = "snapshot"): Promise<void> {
+export function checkOutputFile(path: string, options: OutputOptions = {}): Promise<void> {
   try {
-    checkOutputFileNow(path, what);
+    probeOutput(path, {
+      what: options.what ?? "snapshot",
+      folder: false,
+      createFolders: options.createFolders ?? true,
+    });
     return Promise.resolve();
   } catch (error) {
     return Promise.reject(error);
@@ -102,26 +126,82 @@ export function checkOutputFile(path: string, what = "snapshot"): Promise<void> 
 }
 
 /**
- * {@link checkOutputFile} with synchronous calls (a few metadata lookups): a short command
- * never loads `node:fs/promises` or starts the thread pool for them.
+ * Checks, before anything else happens, that files can be written into a folder (created if
+ * missing), as {@link checkOutputFile} does for a file: the missing folders are created one level
+ * at a time and a temporary file inside, then both are removed again.
+ *
+ * @param path the folder
+ * @param options what is written, for the message
+ * @throws {UsageError} naming the path and why it cannot be written (exit 2)
  */
-function checkOutputFileNow(path: string, what: string): void {
-  const fail = (why: string): never => {
-    throw new UsageError(`Cannot write ${what} to '${path}': ${why}`);
+export function checkOutputFolder(path: string, options: OutputOptions = {}): Promise<void> {
+  try {
+    probeOutput(path, {
+      what: options.what ?? "snapshots",
+      folder: true,
+      createFolders: options.createFolders ?? true,
+    });
+    return Promise.resolve();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/** A failure of an output path, as the user sees it: a usage error naming the path (exit 2). */
+function outputFailure(path: string, what: string): (why: string, cause?: unknown) => never {
+  return (why, cause) => {
+    throw new UsageError(
+      `Cannot write ${what ? `${what} to ` : ""}'${path}': ${why}`,
+      cause === undefined ? {} : { cause },
+    );
   };
-  const full = resolve(path);
-  const target = realpathOr(full);
+}
+
+/** A system call's error code and message, for a message naming the path. */
+function describeFsError(error: unknown): string {
+  const code = (error as { code?: string }).code;
+  const message = error instanceof Error ? error.message : String(error);
+  return code ? `${code}: ${message.replace(/^[A-Z]+: /, "")}` : message;
+}
+
+/** Where a write goes, found without writing: through symlinks, and what is there. */
+interface OutputPlace {
+  /** The path through its symlinks. */
+  target: string;
+  /** What is at the target now, if anything. */
+  existing: Stats | undefined;
+  /** The folders to create, outermost first (empty when the folder exists). */
+  missing: string[];
+}
+
+/**
+ * The checks every write makes first, with synchronous metadata calls (a short command never
+ * loads `node:fs/promises` or starts the thread pool for them): not a directory (unless `folder`),
+ * an existing file writable, else the nearest existing folder a writable directory.
+ */
+function findOutputPlace(
+  path: string,
+  fail: (why: string, cause?: unknown) => never,
+  options: { folder: boolean; createFolders: boolean },
+): OutputPlace {
+  const { folder } = options;
+  const target = realpathOr(resolve(path));
   const existing = statOrUndefined(target);
   if (existing) {
+    if (folder) {
+      if (!existing.isDirectory()) fail("it is not a directory; give a folder path");
+      return { target, existing, missing: [] };
+    }
     if (existing.isDirectory()) fail("it is a directory; give a file path");
     try {
       accessSync(target, constants.W_OK);
     } catch {
       fail("it is not writable");
     }
-    return;
+    return { target, existing, missing: [] };
   }
-  let dir = dirname(target);
+  const missing: string[] = [];
+  let dir = folder ? target : dirname(target);
   for (;;) {
     let info: Stats | undefined;
     try {
@@ -130,7 +210,7 @@ function checkOutputFileNow(path: string, what: string): void {
       const code = (error as { code?: string }).code;
       // ENOTDIR: a component above is not a folder; keep walking up to name it.
       if (code !== "ENOENT" && code !== "ENOTDIR") {
-        fail(`its folder '${dir}' cannot be read (${code})`);
+        fail(`its folder '${dir}' cannot be read (${code})`, error);
       }
     }
     if (info) {
@@ -140,12 +220,76 @@ function checkOutputFileNow(path: string, what: string): void {
       } catch {
         fail(`the folder '${dir}' is not writable`);
       }
-      return;
+      if (missing.length > 0 && !options.createFolders) {
+        fail(`its folder '${missing[0]}' does not exist`);
+      }
+      return { target, existing, missing };
     }
+    missing.unshift(dir);
     const parent = dirname(dir);
     if (parent === dir) fail("no folder of it exists");
     dir = parent;
   }
+}
+
+/**
+ * Creates folders one level at a time, outermost first, each with one `mkdir` (never a recursive
+ * one: Node's loops forever where `mkdir` answers ENOENT under a folder that exists, as procfs
+ * does). A folder that appeared meanwhile is fine.
+ *
+ * @returns the folders this call created, outermost first
+ */
+function makeFolders(missing: readonly string[], fail: (why: string, cause?: unknown) => never) {
+  const made: string[] = [];
+  for (const dir of missing) {
+    try {
+      mkdirSync(dir, { mode: 0o777 });
+      made.push(dir);
+    } catch (error) {
+      if ((error as { code?: string }).code === "EEXIST" && statOrUndefined(dir)?.isDirectory()) {
+        continue;
+      }
+      removeFolders(made);
+      fail(`the folder '${dir}' cannot be created (${describeFsError(error)})`, error);
+    }
+  }
+  return made;
+}
+
+/** Removes folders a probe created, innermost first; a folder something else filled stays. */
+function removeFolders(made: readonly string[]): void {
+  for (const dir of [...made].reverse()) {
+    try {
+      rmdirSync(dir);
+    } catch {
+      // not empty any more, or gone: left as it is
+    }
+  }
+}
+
+/** {@link checkOutputFile} and {@link checkOutputFolder}: the checks, then a trial write undone. */
+function probeOutput(
+  path: string,
+  options: { what: string; folder: boolean; createFolders: boolean },
+): void {
+  const fail = outputFailure(path, options.what);
+  const place = findOutputPlace(path, fail, options);
+  // A device or a pipe is written into as it is: opening a pipe could wait for its reader.
+  if (place.existing && !place.existing.isFile() && !place.existing.isDirectory()) return;
+  const made = makeFolders(place.missing, fail);
+  const dir = options.folder ? place.target : dirname(place.target);
+  const temp = join(
+    dir,
+    `.${options.folder ? "aicr" : basename(place.target)}.${tempSuffix()}.tmp`,
+  );
+  try {
+    closeSync(openSync(temp, "wx", 0o600));
+  } catch (error) {
+    removeFolders(made);
+    fail(`a file cannot be created in '${dir}' (${describeFsError(error)})`, error);
+  }
+  removeTemp(temp);
+  removeFolders(made);
 }
 
 /** A path through its symlinks, or the path itself when that fails. */
@@ -198,50 +342,140 @@ interface OpenedTarget {
   target: string;
   /** The temporary file renamed over `target` on commit; absent for a device or pipe. */
   temp?: string;
+  /** A pipe (opened non-blocking): written in {@link PIPE_CHUNK} pieces, waiting when full. */
+  pipe: boolean;
   /** A write's failure, as the user sees it (naming the path). */
-  failure: (error: unknown) => UsageError;
+  failure: (error: unknown) => UsageError | InterruptedError;
 }
 
 /**
- * Opens where an atomic write goes, with synchronous calls (a few system calls: a short
- * command never loads `node:fs/promises` or starts the thread pool for them). A device or pipe
- * (`-o /dev/null`, `-o /dev/stdout`, `-o >(gzip)`) is opened itself: renaming over it would
- * replace the device node, so it is written into instead. Anything else gets a temporary file
- * beside it, created exclusively.
+ * The most bytes one write into a pipe takes: POSIX's PIPE_BUF on Linux, so a non-blocking write
+ * is taken whole or refused whole (EAGAIN), never cut at an unknown length.
+ */
+const PIPE_CHUNK = 4096;
+/** The longest pause between two tries at a pipe (no reader yet, or full). */
+const PIPE_PAUSE_MAX_MS = 50;
+
+/**
+ * Opens where an atomic write goes. A regular file gets a temporary file beside it, created
+ * exclusively after its missing folders (one level at a time), with synchronous calls (a few
+ * system calls: a short command never loads `node:fs/promises` or starts the thread pool for
+ * them). A device (`-o /dev/null`, `-o /dev/stdout` on a terminal) is opened itself: renaming over
+ * it would replace the device node, so it is written into instead. A pipe (`mkfifo`,
+ * `-o >(gzip)`, `-o /dev/stdout` into a pipe) is opened non-blocking and, while no process reads
+ * it, tried again (with short pauses) until one does or `signal` aborts: a pipe no one reads never
+ * blocks the event loop or a thread the process would wait for at exit, so signals stay honoured.
  *
  * @throws {UsageError} naming the path when it cannot be written
+ * @throws {InterruptedError} when `signal` aborts while no process reads the pipe
  */
-function openTarget(path: string, mode: number): OpenedTarget {
-  // A path that can never exist fails here, before `mkdir -p` meets a file in its way.
-  checkOutputFileNow(path, "snapshot");
-  const failure = (error: unknown) =>
-    new UsageError(
-      `Cannot write snapshot to '${path}': ${error instanceof Error ? error.message : error}`,
-      { cause: error },
-    );
-  // Through symlinks (`-o /dev/stdout`, a linked config folder) to what they name.
-  const target = realpathOr(resolve(path));
-  const existing = statOrUndefined(target);
-  if (existing && !existing.isFile()) {
-    if (existing.isDirectory()) {
-      throw new UsageError(
-        `Cannot write snapshot to '${path}': it is a directory; give a file path`,
-      );
-    }
+async function openTarget(
+  path: string,
+  mode: number,
+  options: { what: string; createFolders: boolean; signal?: AbortSignal | undefined },
+): Promise<OpenedTarget> {
+  const { what } = options;
+  const fail = outputFailure(path, what);
+  // A path that can never exist fails here, before a folder is made.
+  const { target, existing, missing } = findOutputPlace(path, fail, {
+    folder: false,
+    createFolders: options.createFolders,
+  });
+  const failure = (error: unknown): UsageError | InterruptedError => {
+    if (error instanceof UsageError || error instanceof InterruptedError) return error;
     try {
-      return { fd: openSync(target, "w"), target, failure };
+      return fail(describeFsError(error), error);
+    } catch (named) {
+      return named as UsageError;
+    }
+  };
+  if (existing?.isFIFO()) {
+    return {
+      fd: await openPipe(target, { path, what, signal: options.signal }),
+      target,
+      pipe: true,
+      failure,
+    };
+  }
+  if (existing && !existing.isFile()) {
+    try {
+      return { fd: openSync(target, "w"), target, pipe: false, failure };
     } catch (error) {
       throw failure(error);
     }
   }
+  makeFolders(missing, fail);
   const dir = dirname(target);
   const temp = join(dir, `.${basename(target)}.${tempSuffix()}.tmp`);
   try {
-    mkdirSync(dir, { recursive: true });
-    return { fd: openSync(temp, "wx", mode), target, temp, failure };
+    return { fd: openSync(temp, "wx", mode), target, temp, pipe: false, failure };
   } catch (error) {
     removeTemp(temp);
     throw failure(error);
+  }
+}
+
+/** The interrupt of a pipe's write, naming the path. */
+function pipeInterrupted(path: string, what: string, signal: AbortSignal): InterruptedError {
+  return new InterruptedError(
+    `Cannot write ${what ? `${what} to ` : ""}'${path}': interrupted (${String(signal.reason)})`,
+  );
+}
+
+/**
+ * Opens a pipe for writing without blocking: ENXIO (no reader yet) is tried again after a short
+ * pause, until a process opens it for reading or `signal` aborts.
+ */
+async function openPipe(
+  target: string,
+  context: { path: string; what: string; signal: AbortSignal | undefined },
+): Promise<number> {
+  const { signal } = context;
+  let wait = 0;
+  for (;;) {
+    if (signal?.aborted) throw pipeInterrupted(context.path, context.what, signal);
+    try {
+      return openSync(target, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+    } catch (error) {
+      if ((error as { code?: string }).code !== "ENXIO") {
+        outputFailure(context.path, context.what)(describeFsError(error), error);
+      }
+    }
+    wait = Math.min(Math.max(1, wait * 2), PIPE_PAUSE_MAX_MS);
+    await sleep(wait, signal);
+  }
+}
+
+/**
+ * Writes bytes into a non-blocking pipe in {@link PIPE_CHUNK} pieces; while it is full (EAGAIN)
+ * it pauses briefly and tries again, until `signal` aborts. Every megabyte it yields to the event
+ * loop, so a fast reader cannot hold off a signal either.
+ */
+async function writePipe(
+  fd: number,
+  bytes: Uint8Array,
+  context: { path: string; what: string; signal: AbortSignal | undefined },
+): Promise<void> {
+  const { signal } = context;
+  let offset = 0;
+  let wait = 0;
+  let sinceYield = 0;
+  while (offset < bytes.length) {
+    if (signal?.aborted) throw pipeInterrupted(context.path, context.what, signal);
+    try {
+      const written = writeSync(fd, bytes, offset, Math.min(PIPE_CHUNK, bytes.length - offset));
+      offset += written;
+      sinceYield += written;
+      wait = 0;
+      if (sinceYield >= 1 << 20) {
+        sinceYield = 0;
+        await sleep(0, signal);
+      }
+    } catch (error) {
+      if ((error as { code?: string }).code !== "EAGAIN") throw error;
+      wait = Math.min(Math.max(1, wait * 2), PIPE_PAUSE_MAX_MS);
+      await sleep(wait, signal);
+    }
   }
 }
 
@@ -268,21 +502,27 @@ function publish(opened: OpenedTarget): void {
 /**
  * Opens a file to be written in pieces and published atomically: a temporary file beside it,
  * renamed over it by {@link AtomicFile.commit}. A device or pipe (`-o /dev/stdout`) is written
- * into directly instead. Opening takes a few synchronous calls; the pieces are written
- * asynchronously.
+ * into directly instead (a pipe without blocking, see {@link OutputOptions.signal}). Opening a
+ * file takes a few synchronous calls; the pieces are written asynchronously.
  *
  * @param path the destination
  * @param mode file mode @default 0o644
+ * @param options what is written (messages), and the signal that ends a wait on a pipe
  * @returns the open file
  * @throws {UsageError} naming the path when it cannot be written (exit 2)
+ * @throws {InterruptedError} when `signal` aborts while no process reads the pipe
  */
-export function openAtomicFile(path: string, mode = 0o644): Promise<AtomicFile> {
-  let opened: OpenedTarget;
-  try {
-    opened = openTarget(path, mode);
-  } catch (error) {
-    return Promise.reject(error);
-  }
+export async function openAtomicFile(
+  path: string,
+  mode = 0o644,
+  options: OutputOptions = {},
+): Promise<AtomicFile> {
+  const what = options.what ?? "snapshot";
+  const opened = await openTarget(path, mode, {
+    what,
+    createFolders: options.createFolders ?? true,
+    signal: options.signal,
+  });
   const { fd, temp, failure } = opened;
   let closed: Promise<void> | undefined;
   const close = () =>
@@ -293,12 +533,20 @@ export function openAtomicFile(path: string, mode = 0o644): Promise<AtomicFile> 
     await close().catch(() => {});
     if (temp !== undefined) removeTemp(temp);
   };
-  return Promise.resolve({
+  return {
     async write(text) {
       try {
-        await new Promise<void>((done, fail) =>
-          writeFd(fd, text, (error) => error ? fail(error) : done())
-        );
+        if (opened.pipe) {
+          await writePipe(fd, new TextEncoder().encode(text), {
+            path,
+            what,
+            signal: options.signal,
+          });
+        } else {
+          await new Promise<void>((done, fail) =>
+            writeFd(fd, text, (error) => error ? fail(error) : done())
+          );
+        }
       } catch (error) {
         // A device keeps its place; a temporary file goes with the failed write.
         if (temp !== undefined) await discard();
@@ -315,38 +563,63 @@ export function openAtomicFile(path: string, mode = 0o644): Promise<AtomicFile> 
       publish(opened);
     },
     discard,
-  });
+  };
 }
 
 /**
- * Writes a file atomically: a temporary file beside it, then a rename.
+ * Writes a file atomically: a temporary file beside it (after its missing folders, one level at
+ * a time), then a rename. A device or pipe is written into instead (a pipe without blocking, see
+ * {@link OutputOptions.signal}).
  *
  * @param path the destination
  * @param text the content
  * @param mode file mode @default 0o644
+ * @param options what is written (messages), and the signal that ends a wait on a pipe
  * @throws {UsageError} naming the path when it cannot be written (exit 2)
+ * @throws {InterruptedError} when `signal` aborts while the pipe is not read
  */
-export function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
-  try {
-    writeFileAtomicNow(path, text, mode);
-    return Promise.resolve();
-  } catch (error) {
-    return Promise.reject(error);
+export async function writeFileAtomic(
+  path: string,
+  text: string,
+  mode = 0o644,
+  options: OutputOptions = {},
+): Promise<void> {
+  const what = options.what ?? "snapshot";
+  const opened = await openTarget(path, mode, {
+    what,
+    createFolders: options.createFolders ?? true,
+    signal: options.signal,
+  });
+  if (opened.pipe) {
+    try {
+      await writePipe(opened.fd, new TextEncoder().encode(text), {
+        path,
+        what,
+        signal: options.signal,
+      });
+    } catch (error) {
+      throw opened.failure(error);
+    } finally {
+      closeQuietly(opened.fd);
+    }
+    return;
   }
-}
-
-/**
- * {@link writeFileAtomic} with synchronous calls, step for step what {@link openAtomicFile},
- * `write` and `commit` do: one whole text written by a short command (a snapshot, a report) in a
- * few system calls, without loading `node:fs/promises` or a thread-pool hop per step.
- */
-function writeFileAtomicNow(path: string, text: string, mode: number): void {
-  const opened = openTarget(path, mode);
+  // One whole text (a snapshot, a report) in a few system calls, without loading
+  // `node:fs/promises` or a thread-pool hop per step.
   const { temp } = opened;
   writeAndClose(opened.fd, text, opened.failure, () => {
     if (temp !== undefined) removeTemp(temp);
   });
   publish(opened);
+}
+
+/** Closes a file descriptor; a failure to close is no news after the write's outcome. */
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // already reported, or nothing to report
+  }
 }
 
 /**
@@ -362,11 +635,7 @@ function writeAndClose(
   try {
     writeFileSync(fd, text);
   } catch (error) {
-    try {
-      closeSync(fd);
-    } catch {
-      // the write has failed either way
-    }
+    closeQuietly(fd);
     undo();
     throw failure(error);
   }

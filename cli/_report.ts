@@ -164,5 +164,5 @@ export async function runReported(
 
 async function writeTo(deps: CliDeps, target: string, text: string): Promise<void> {
   if (target === "-") deps.stdout.write(text);
-  else await writeFileAtomic(target, text);
+  else await writeFileAtomic(target, text, 0o644, { what: "the report", signal: deps.signal });
 }

@@ -221,6 +221,7 @@ export async function runLocalAgent(
     format: options.format,
     snapshot: result.snapshot,
     version: buildInfo().version,
+    signal: deps.signal,
   });
   if (target.kind === "file") log.info("snapshot table saved to file", { path: destination });
   return { ...result, destination };

@@ -36,6 +36,7 @@ import type { DaemonSetOptions, FleetOutput, FleetTransport, RenderCa } from "..
 import { TimeoutError, ToolError, UsageError } from "../errors.ts";
 import { writeFileAtomic } from "../io.ts";
 import type { Logger } from "../log.ts";
+import { checkOutputFile, checkOutputFolder } from "../io.ts";
 import {
   DEFAULT_DAEMON_NAME,
   DEFAULT_DAEMON_PORT,
@@ -235,9 +236,15 @@ function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOp
 async function fleetOutput(value: string | undefined, cwd: string): Promise<FleetOutput> {
   if (value === undefined || value === "-") return { kind: "stream", path: undefined };
   const path = resolve(cwd, value);
-  if (value.endsWith("/")) return { kind: "directory", path };
   const info = await stat(path).catch(() => undefined);
-  return info?.isDirectory() ? { kind: "directory", path } : { kind: "stream", path };
+  // Checked before the cluster is contacted: a path that cannot be made or written fails now
+  // (exit 2), not after every node was asked.
+  if (value.endsWith("/") || info?.isDirectory()) {
+    await checkOutputFolder(path);
+    return { kind: "directory", path };
+  }
+  await checkOutputFile(path, { what: "snapshots" });
+  return { kind: "stream", path };
 }
 
 function installCommand(deps: CliDeps): Command {
@@ -348,7 +355,12 @@ function renderCommand(deps: CliDeps): Command {
       const ca = await renderCa(deps, flags, options.name ?? DEFAULT_DAEMON_NAME);
       const text = formatRendered(renderDaemonSet({ ...options, ca }).objects, format);
       if (output === undefined || output === "-") deps.stdout.write(text);
-      else await writeFileAtomic(resolve(deps.cwd, output), text, ca.caKey ? 0o600 : 0o644);
+      else {
+        await writeFileAtomic(resolve(deps.cwd, output), text, ca.caKey ? 0o600 : 0o644, {
+          what: "the manifests",
+          signal: deps.signal,
+        });
+      }
       if (options.service !== false && !options.serviceMonitor) {
         log.info(
           "render: the Service carries prometheus.io/scrape annotations (--service-monitor renders a ServiceMonitor instead)",
@@ -667,7 +679,7 @@ export async function runFleetFetch(
   }, async () => {
     // Each snapshot is written as it arrives and dropped: memory is bounded by the answers in
     // flight (--concurrency), not the fleet.
-    const writer = createFleetWriter(output, deps.stdout);
+    const writer = createFleetWriter(output, deps.stdout, { signal: deps.signal });
     let fleet: Awaited<ReturnType<typeof fetchFleet>>;
     let written: string[];
     try {

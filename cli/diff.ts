@@ -14,7 +14,9 @@
  * @module
  */
 import { Command, Option } from "commander";
+import { resolve } from "node:path";
 import { UsageError } from "../errors.ts";
+import { checkOutputFile } from "../io.ts";
 import {
   DEFAULT_IGNORE_PATTERNS,
   FLEET_FORMATS,
@@ -43,6 +45,8 @@ export interface DiffDeps
   extends Pick<CliDeps, "stdout" | "stderr" | "env" | "cwd" | "now" | "stdoutIsTerminal"> {
   /** Connects to a cluster, for `cm://` sources (only when one is given). */
   connectKube?: CliDeps["connectKube"];
+  /** SIGINT/SIGTERM: a long fleet comparison stops, and so does a write into a pipe. */
+  signal?: AbortSignal;
   /**
    * Makes the snapshot loader (files, stdin, ConfigMaps), replacing the default one
    * (node:fs, the process's stdin, ConfigMaps through {@link DiffDeps.connectKube}).
@@ -141,6 +145,14 @@ export function diffCommand(deps: DiffDeps): Command {
     .action(namingFlags(async (flags: DiffFlags, cmd: Command) => {
       // The root's --kubeconfig and --context name the cluster of cm:// sources.
       const { loader, options } = diffOptions(deps, flags, kubeConfigSource(globalOptions(cmd)));
+      // Checked before anything is read: a path that cannot be written fails now (exit 2), not
+      // after a long comparison.
+      if (options.output !== undefined && options.output !== "-") {
+        await checkOutputFile(resolve(deps.cwd, options.output), {
+          what: "",
+          createFolders: false,
+        });
+      }
       await runDiff({ loader, stdout: deps.stdout, cwd: deps.cwd, now: deps.now }, options);
     }));
 }
@@ -197,9 +209,10 @@ function diffOptions(deps: DiffDeps, flags: DiffFlags, kubeconfig: KubeConfigSou
   validateDiffFlags(flags);
   for (const pattern of flags.ignore) validateIgnore(pattern);
   const connect = deps.connectKube;
-  const loader = deps.snapshotSources ? deps.snapshotSources(kubeconfig) : createFsSourceLoader(
-    connect ? { readConfigMap: createKubeConfigMapReader(() => connect(kubeconfig)) } : {},
-  );
+  const loader = deps.snapshotSources ? deps.snapshotSources(kubeconfig) : createFsSourceLoader({
+    ...(connect ? { readConfigMap: createKubeConfigMapReader(() => connect(kubeconfig)) } : {}),
+    ...(deps.signal ? { signal: deps.signal } : {}),
+  });
   const fleet = flags.fleet ?? [];
   return {
     loader,

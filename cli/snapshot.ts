@@ -350,7 +350,10 @@ async function previewSnapshot(
     ) + "\n"
     : planned.objects.map((o) => `---\n${formatManifest(o.manifest)}`).join("");
   if (options.target.kind === "file") {
-    await writeFileAtomic(resolve(deps.cwd, options.target.path), text);
+    await writeFileAtomic(resolve(deps.cwd, options.target.path), text, 0o644, {
+      what: "the dry run",
+      signal: deps.signal,
+    });
   } else deps.stdout.write(text);
   log.info("dry run: nothing was created", {
     namespace: options.namespace,
@@ -596,9 +599,13 @@ async function runSnapshot(
       format,
       snapshot,
       version,
+      signal: deps.signal,
     }).catch(async (error) => {
-      // The snapshot is taken: it is not lost with the output that failed.
-      if (target.kind === "file") await keepSnapshot(deps, log, { result, encoded, format, error });
+      // The snapshot is taken: it is not lost with the output that failed (an interrupted run
+      // delivers nothing).
+      if (target.kind === "file" && !(error instanceof InterruptedError)) {
+        await keepSnapshot(deps, log, { result, encoded, format, error });
+      }
       throw error;
     });
     if (target.kind === "file") log.info("snapshot saved to file", { path: where });

@@ -81,6 +81,8 @@ export async function runDiff(deps: DiffDeps, options: DiffOptions): Promise<voi
     try {
       await deps.loader.writeFile(resolve(deps.cwd, output), text);
     } catch (error) {
+      // Already named (the path, or an interrupt while a pipe is unread).
+      if (error instanceof ToolError) throw error;
       throw new UsageError(
         `Cannot write '${output}': ${error instanceof Error ? error.message : error}`,
         { cause: error },

@@ -68,6 +68,8 @@ export interface FleetWriterOptions {
   reorderBytes?: number;
   /** The spool's parent folder. @default the system's temporary folder */
   spoolParent?: string;
+  /** SIGINT/SIGTERM: ends a write into a pipe no one reads. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -86,17 +88,22 @@ export function createFleetWriter(
   // The fleet's snapshots share most readings: one writer's caches serve them all.
   const yamlCaches = new YamlWriteCaches();
   const encode = (snapshot: Snapshot) => encodeSnapshot(snapshot, "yaml", { yamlCaches });
-  if (output.kind === "directory") return directoryWriter(output.path, encode);
+  if (output.kind === "directory") return directoryWriter(output.path, encode, options.signal);
   return streamWriter(output.path, stdout, { ...options, encode });
 }
 
-function directoryWriter(dir: string, encode: (snapshot: Snapshot) => string): FleetWriter {
+function directoryWriter(
+  dir: string,
+  encode: (snapshot: Snapshot) => string,
+  signal: AbortSignal | undefined,
+): FleetWriter {
+  const write = { what: "snapshots", ...(signal ? { signal } : {}) };
   const written: { node: string; path: string }[] = [];
   let topology: string | undefined;
   return {
     async putTopology(document) {
       const path = join(dir, FLEET_TOPOLOGY_FILE);
-      await writeFileAtomic(path, encodeSnapshot(document, "yaml"));
+      await writeFileAtomic(path, encodeSnapshot(document, "yaml"), 0o644, write);
       topology = path;
     },
     async put(result) {
@@ -106,7 +113,7 @@ function directoryWriter(dir: string, encode: (snapshot: Snapshot) => string): F
       // Once a file went in, the folder is known good: the next ones skip writeFileAtomic's
       // checks (a temporary file and a rename only), and take them again on any failure.
       if (written.length === 0 || !await writeBeside(path, text)) {
-        await writeFileAtomic(path, text);
+        await writeFileAtomic(path, text, 0o644, write);
       }
       written.push({ node: result.node, path });
     },
@@ -149,7 +156,11 @@ function streamWriter(
   // Writes happen one at a time, in position order.
   let queue: Promise<void> = Promise.resolve();
 
-  const sink = (): Promise<AtomicFile> => file ??= openAtomicFile(path as string);
+  const sink = (): Promise<AtomicFile> =>
+    file ??= openAtomicFile(path as string, 0o644, {
+      what: "snapshots",
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
   const emit = async (text: string) => {
     if (path === undefined) stdout.write(text);
     else await (await sink()).write(text);

@@ -8,13 +8,13 @@
  * @module
  */
 import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
-import { readdir, writeFile } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import process from "node:process";
 import { Buffer } from "node:buffer";
 import http from "node:http";
 import https from "node:https";
 import { NotFoundError, TimeoutError, ToolError, UnavailableError, UsageError } from "../errors.ts";
-import { concatBytes } from "../io.ts";
+import { concatBytes, writeFileAtomic } from "../io.ts";
 import { redactUrl } from "../redact.ts";
 import type { SnapshotSourceLoader } from "../snapshot/mod.ts";
 
@@ -64,6 +64,8 @@ export interface FsSourceLoaderOptions {
   httpsCa?: string;
   /** The whole deadline of one URL read (connect, redirects, body). @default 30000 */
   urlTimeoutMs?: number;
+  /** SIGINT/SIGTERM: ends a write into a pipe no one reads. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -115,7 +117,13 @@ export function createFsSourceLoader(options: FsSourceLoaderOptions = {}): Snaps
         `Cannot read snapshot 'cm://${namespace}/${name}': no Kubernetes client is wired into this build`,
       );
     }),
-    writeFile: (path, text) => writeFile(path, text),
+    // Named as `Cannot write '<path>': ...`; the folder must exist (no `mkdir -p` for a diff).
+    writeFile: (path, text) =>
+      writeFileAtomic(path, text, 0o644, {
+        what: "",
+        createFolders: false,
+        ...(options.signal ? { signal: options.signal } : {}),
+      }),
     readUrl: (url, maxBytes) =>
       readUrlBounded(url, maxBytes, {
         ...(options.httpsCa ? { ca: options.httpsCa } : {}),
