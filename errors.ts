@@ -163,6 +163,23 @@ function renderText(text: ErrorText, name: OptionNamer): string {
   return typeof text === "string" ? text : text(name);
 }
 
+/**
+ * Names options with `name` in an error and in the errors it wraps (`cause`, a few deep): the
+ * messages a library raised, rendered for whoever shows them.
+ *
+ * @param error anything thrown
+ * @param name the namer, e.g. option to flag
+ * @returns the same value
+ */
+export function nameOptionsIn<T>(error: T, name: OptionNamer): T {
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 5; depth++) {
+    if (current instanceof ToolError) current.nameOptions(name);
+    current = current.cause;
+  }
+  return error;
+}
+
 /** Invalid flags, files or documents (exit 2, HTTP 400). */
 export class UsageError extends ToolError {
   /** @param message what is wrong and how to fix it */

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { ToolError, UsageError } from "../errors.ts";
+import { nameOptionsIn, UsageError } from "../errors.ts";
 import {
   isDns1123Subdomain,
   isLabelKey,
@@ -262,12 +262,7 @@ export function flagOf(option: string): string {
  * @returns the same value, its messages naming flags
  */
 export function withFlagNames<T>(error: T): T {
-  let current: unknown = error;
-  for (let depth = 0; current instanceof Error && depth < 5; depth++) {
-    if (current instanceof ToolError) current.nameOptions(flagOf);
-    current = current.cause;
-  }
-  return error;
+  return nameOptionsIn(error, flagOf);
 }
 
 /**

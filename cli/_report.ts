@@ -1,29 +1,17 @@
 /**
  * `--report FILE` (JSON, `-` for stdout) and `--junit FILE` (JUnit XML): the machine-readable
- * results of `daemonset fetch|install|uninstall` and `cleanup`. The documents are built in
- * `controller/report.ts`; this module declares the flags, checks the targets before anything
- * acts, and writes them whatever the verb's outcome (a failed verb's report says why), before its
- * error line, which stays the last line on stderr.
+ * results of `daemonset fetch|install|uninstall` and `cleanup`. This module declares the flags
+ * and checks the targets before anything acts; `controller/reported.ts` writes the documents
+ * (`controller/report.ts`) whatever the verb's outcome.
  *
  * @module
  */
 import { stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import type { Command } from "commander";
-import { buildReport, formatReportJson, formatReportJunit } from "../controller/mod.ts";
-import type { ReportContent, ReportKind } from "../controller/mod.ts";
+import type { ReportTargets } from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
-import { writeFileAtomic } from "../io.ts";
 import type { CliDeps } from "./context.ts";
-import { withFlagNames } from "./_flags.ts";
-
-/** Where a verb's reports go (checked). */
-export interface ReportTargets {
-  /** The JSON report: a path, or `-` for stdout. */
-  json?: string;
-  /** The JUnit XML report: a path, or `-` for stdout. */
-  junit?: string;
-}
 
 /**
  * Declares `--report` (and `--junit` where the verb has nodes to test).
@@ -107,62 +95,4 @@ export async function reportTargets(
       ? { junit: await checkTarget(deps, "--junit", flags.junit) }
       : {}),
   };
-}
-
-/** What {@link runReported} needs to know about the verb. */
-export interface ReportedVerb {
-  /** The report's kind. */
-  kind: ReportKind;
-  /** The namespace. */
-  namespace: string;
-  /** The daemon's name. */
-  name?: string;
-}
-
-/**
- * Runs a verb and writes its reports whatever the outcome: the body returns the report content
- * and the error the verb ends with (if any); a thrown error gives a report with no entries.
- *
- * @param deps CLI dependencies (clock, stdout)
- * @param targets where the reports go (nothing is written when empty)
- * @param verb kind, namespace, name
- * @param body the verb
- * @returns when the verb succeeded
- * @throws whatever the verb ends with, after the reports are written
- */
-export async function runReported(
-  deps: CliDeps,
-  targets: ReportTargets,
-  verb: ReportedVerb,
-  body: () => Promise<{ content: ReportContent; failure?: unknown }>,
-): Promise<void> {
-  const startedAt = deps.now();
-  let content: ReportContent = { nodes: [], objects: [] };
-  let failure: unknown;
-  try {
-    const outcome = await body();
-    content = outcome.content;
-    failure = outcome.failure;
-  } catch (error) {
-    failure = error;
-  }
-  // The report names flags as the error line does.
-  withFlagNames(failure);
-  if (targets.json !== undefined || targets.junit !== undefined) {
-    const report = buildReport({
-      ...verb,
-      startedAt,
-      finishedAt: deps.now(),
-      content,
-      ...(failure !== undefined ? { failure } : {}),
-    });
-    if (targets.json !== undefined) await writeTo(deps, targets.json, formatReportJson(report));
-    if (targets.junit !== undefined) await writeTo(deps, targets.junit, formatReportJunit(report));
-  }
-  if (failure !== undefined) throw failure;
-}
-
-async function writeTo(deps: CliDeps, target: string, text: string): Promise<void> {
-  if (target === "-") deps.stdout.write(text);
-  else await writeFileAtomic(target, text, 0o644, { what: "the report", signal: deps.signal });
 }

@@ -6,14 +6,13 @@
  * @module
  */
 import { Command } from "commander";
-import { cleanupReportContent, sweepRun } from "../controller/mod.ts";
-import { ToolError, UsageError } from "../errors.ts";
+import { runCleanup } from "../controller/mod.ts";
+import { UsageError } from "../errors.ts";
 import { isRunId } from "../manifests/mod.ts";
 import type { CliDeps } from "./context.ts";
-import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
+import { checkedNamespace, clusterDeps, defineAction } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
-import { addReportOptions, reportTargets, runReported } from "./_report.ts";
-import { namingFlags } from "./_flags.ts";
+import { addReportOptions, reportTargets } from "./_report.ts";
 
 /** Flags of `aicr cleanup`. */
 interface CleanupFlags {
@@ -55,44 +54,13 @@ export function cleanupCommand(deps: CliDeps): Command {
       "the run ID the killed run logged (snapshot agent run: runID=...)",
     )
     .option("--dry-run", "only list what would be deleted", false);
-  return addReportOptions(command)
-    .action(namingFlags(async (flags: CleanupFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals);
-      const { runId, namespace, dryRun } = cleanupOptions(flags, globals);
-      const targets = await reportTargets(deps, flags);
-      await runReported(deps, targets, { kind: "CleanupReport", namespace }, async () => {
-        const swept = await sweepRun({ kube: connect(deps, globals), log }, {
-          runId,
-          namespace,
-          dryRun,
-        });
-        for (const o of swept) {
-          log.info(o.result === "found" ? "would delete" : o.result, {
-            kind: o.kind,
-            name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
-            uid: o.uid,
-            ...(o.detail ? { detail: o.detail } : {}),
-          });
-        }
-        const content = cleanupReportContent(swept, runId);
-        const left = swept.filter((o) => o.result === "kept" || o.result === "failed");
-        if (left.length > 0) {
-          return {
-            content,
-            failure: new ToolError(
-              `Cannot finish the cleanup of run ${runId}: ${left.length} object(s) left behind (see the WARN lines above)`,
-              "internal",
-            ),
-          };
-        }
-        log.info(swept.length === 0 ? "cleanup: nothing of the run was found" : "cleanup: done", {
-          runID: runId,
-          namespace,
-          deleted: swept.filter((o) => o.result === "deleted").length,
-          ...(dryRun ? { dryRun: "true" } : {}),
-        });
-        return { content };
-      });
-    }));
+  return defineAction(addReportOptions(command), deps, async (flags: CleanupFlags, context) => {
+    const { runId, namespace, dryRun } = cleanupOptions(flags, context.globals);
+    await runCleanup(clusterDeps(deps, context), {
+      runId,
+      namespace,
+      dryRun,
+      reports: await reportTargets(deps, flags),
+    });
+  });
 }

@@ -11,42 +11,29 @@
  *
  * @module
  */
-import { randomBytes } from "node:crypto";
-import { readFile, stat } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import {
   caCertificateFromFile,
   caFromSecretFile,
-  createFleetWriter,
   DEFAULT_MAX_ANSWER_BYTES,
-  fetchFleet,
-  FLEET_TRANSPORTS,
-  fleetError,
-  fleetReportContent,
-  formatFleetTable,
-  installDaemonSet,
-  installReportContent,
   makeDaemonCa,
-  renderDaemonSet,
-  uninstallDaemonSet,
-  uninstallReportContent,
+  runFleetFetch,
+  runInstall,
+  runUninstall,
+  writeRender,
 } from "../controller/mod.ts";
-import type { DaemonSetOptions, FleetOutput, FleetTransport, RenderCa } from "../controller/mod.ts";
-import { TimeoutError, ToolError, UsageError } from "../errors.ts";
-import { writeFileAtomic } from "../io.ts";
-import type { Logger } from "../log.ts";
-import { checkOutputFile, checkOutputFolder } from "../io.ts";
+import type { DaemonSetOptions, RenderCa } from "../controller/mod.ts";
+import { UsageError } from "../errors.ts";
 import {
   DEFAULT_DAEMON_NAME,
   DEFAULT_DAEMON_PORT,
-  formatManifest,
   isNodeOs,
   NODE_OS_FAMILIES,
   validateDaemonName,
 } from "../manifests/mod.ts";
 import {
-  namingFlags,
   parseCount,
   parseDuration,
   parseNodeSelectors,
@@ -60,13 +47,13 @@ import {
   platformArchitectures,
   warnAboutImage,
 } from "./_image.ts";
-import { addReportOptions, reportTargets, runReported } from "./_report.ts";
+import { addReportOptions, reportTargets } from "./_report.ts";
+import { fleetFetchOptions } from "./_fetch.ts";
 import { checkOutputNotFormat } from "./_output.ts";
-import type { ReportTargets } from "./_report.ts";
 import { baselineCommand } from "./baseline.ts";
 import { signerCommand } from "./daemonset_signer.ts";
 import type { CliDeps } from "./context.ts";
-import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
+import { checkedNamespace, clusterDeps, defineAction } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 
 /** Flags every subcommand shares (namespace and cluster come from the root's flags). */
@@ -233,20 +220,6 @@ function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOp
   };
 }
 
-async function fleetOutput(value: string | undefined, cwd: string): Promise<FleetOutput> {
-  if (value === undefined || value === "-") return { kind: "stream", path: undefined };
-  const path = resolve(cwd, value);
-  const info = await stat(path).catch(() => undefined);
-  // Checked before the cluster is contacted: a path that cannot be made or written fails now
-  // (exit 2), not after every node was asked.
-  if (value.endsWith("/") || info?.isDirectory()) {
-    await checkOutputFolder(path);
-    return { kind: "directory", path };
-  }
-  await checkOutputFile(path, { what: "snapshots" });
-  return { kind: "stream", path };
-}
-
 function installCommand(deps: CliDeps): Command {
   const command = installOnly(placement(common(new Command("install"))))
     .description(
@@ -257,69 +230,26 @@ function installCommand(deps: CliDeps): Command {
     "create --namespace when it does not exist (labelled managed-by=aicr, kept after uninstall)",
     false,
   );
-  return addReportOptions(command)
-    .action(namingFlags(async (flags: InstallOnlyFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals);
+  return defineAction(
+    addReportOptions(command),
+    deps,
+    async (flags: InstallOnlyFlags, { globals, log }) => {
       warnAboutImage(log, flags);
-      const options = {
+      await runInstall(clusterDeps(deps, { globals, log }), {
         ...daemonOptions(flags, globals),
         // Left undefined, the install asks discovery whether the CRD exists.
         ...(flags.serviceMonitor ? {} : { serviceMonitor: false }),
-      };
-      const timeoutMs = parseTimeout(flags.timeout, "--timeout");
-      const targets = await reportTargets(deps, flags);
-      const started = deps.now().getTime();
-      await runReported(deps, targets, {
-        kind: "DaemonSetInstallReport",
-        namespace: options.namespace,
-        ...(options.name ? { name: options.name } : {}),
-      }, async () => {
-        const result = await installDaemonSet({
-          kube: connect(deps, globals),
-          log,
-          now: deps.now,
-          randomHex: () => randomBytes(8).toString("hex"),
-        }, {
-          ...options,
-          timeoutMs,
-          noWait: !flags.wait,
-          createNamespace: flags.createNamespace === true,
-          signal: deps.signal,
-        });
-        const content = installReportContent(result);
-        if (!result.ready) {
-          return {
-            content,
-            failure: new TimeoutError(
-              `Cannot confirm the daemon is serving: ${
-                result.pods.filter((p) => !p.ready).length
-              } of ${result.desired} pods are not Ready after ${flags.timeout}`,
-              {
-                details: [
-                  ...result.pods.filter((p) => !p.ready).map((p) =>
-                    `  ${p.node}: ${p.pod} ${p.unschedulable ?? p.detail ?? ""}`
-                  ),
-                  `  it stays installed; remove it with: aicr daemonset uninstall -n ${options.namespace}`,
-                ],
-              },
-            ),
-          };
-        }
-        log.info("daemon ready", {
-          namespace: options.namespace,
-          nodes: result.pods.length,
-          objects: result.created.length,
-          seconds: ((deps.now().getTime() - started) / 1000).toFixed(1),
-          runID: result.runId,
-        });
-        return { content };
+        timeoutMs: parseTimeout(flags.timeout, "--timeout"),
+        noWait: !flags.wait,
+        createNamespace: flags.createNamespace === true,
+        reports: await reportTargets(deps, flags),
       });
-    }));
+    },
+  );
 }
 
 function renderCommand(deps: CliDeps): Command {
-  return placement(common(new Command("render")))
+  const command = placement(common(new Command("render")))
     .description(
       "write the objects install creates (kubectl apply -f, kustomize, GitOps); nothing is contacted",
     )
@@ -336,49 +266,30 @@ function renderCommand(deps: CliDeps): Command {
     .option(
       "--existing-ca <file>",
       "the CA's certificate only (PEM or ConfigMap <name>-ca): no Secret is rendered, <name>-signer must exist",
-    )
-    .action(namingFlags(async (flags: RenderFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals);
-      warnAboutImage(log, flags);
-      const options = {
-        ...daemonOptions(flags, globals),
-        serviceMonitor: flags.service !== false && flags.serviceMonitor === true,
-      };
-      const format = flags.format.trim().toLowerCase();
-      if (format !== "yaml" && format !== "json") {
-        throw new UsageError(
-          `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
-        );
-      }
-      const output = checkOutputNotFormat(flags.output, { formats: ["yaml", "json"] });
-      const ca = await renderCa(deps, flags, options.name ?? DEFAULT_DAEMON_NAME);
-      const text = formatRendered(renderDaemonSet({ ...options, ca }).objects, format);
-      if (output === undefined || output === "-") deps.stdout.write(text);
-      else {
-        await writeFileAtomic(resolve(deps.cwd, output), text, ca.caKey ? 0o600 : 0o644, {
-          what: "the manifests",
-          signal: deps.signal,
-        });
-      }
-      if (options.service !== false && !options.serviceMonitor) {
-        log.info(
-          "render: the Service carries prometheus.io/scrape annotations (--service-monitor renders a ServiceMonitor instead)",
-        );
-      }
-      if (flags.caSecret) {
-        log.info("render: the CA of --ca-secret is kept", { file: flags.caSecret });
-      } else if (flags.existingCa) {
-        log.info(
-          "render: no CA Secret rendered; the daemons' certificates are signed once Secret <name>-signer holds the CA (tls.crt, tls.key)",
-          { secret: `${options.namespace}/${options.name ?? DEFAULT_DAEMON_NAME}-signer` },
-        );
-      } else {
-        log.warn(
-          "the rendered Secret holds a freshly made CA key: keep the output private; re-render with --ca-secret <this output> to keep the CA",
-        );
-      }
-    }));
+    );
+  return defineAction(command, deps, async (flags: RenderFlags, { globals, log }) => {
+    warnAboutImage(log, flags);
+    const options = {
+      ...daemonOptions(flags, globals),
+      serviceMonitor: flags.service !== false && flags.serviceMonitor === true,
+    };
+    const format = flags.format.trim().toLowerCase();
+    if (format !== "yaml" && format !== "json") {
+      throw new UsageError(
+        `Cannot use '--format' as it must be 'yaml' or 'json': current value is '${flags.format}'`,
+      );
+    }
+    const output = checkOutputNotFormat(flags.output, { formats: ["yaml", "json"] });
+    const caFile = flags.caSecret ?? flags.existingCa;
+    await writeRender({ log, stdout: deps.stdout, cwd: deps.cwd, signal: deps.signal }, {
+      ...options,
+      ca: await renderCa(deps, flags, options.name ?? DEFAULT_DAEMON_NAME),
+      format,
+      ...(output !== undefined ? { output } : {}),
+      caFrom: flags.caSecret ? "secret" : flags.existingCa ? "certificate" : "new",
+      ...(caFile ? { caFile } : {}),
+    });
+  });
 }
 
 /** The CA of a render: kept from a file (--ca-secret, --existing-ca), or new. */
@@ -410,21 +321,6 @@ async function renderCa(deps: CliDeps, flags: RenderFlags, name: string): Promis
   return makeDaemonCa({ now: deps.now() });
 }
 
-/** The rendered objects as one YAML stream, or one JSON `List` (what kubectl prints for many). */
-function formatRendered(
-  objects: readonly { manifest: unknown }[],
-  format: "yaml" | "json",
-): string {
-  if (format === "json") {
-    return JSON.stringify(
-      { apiVersion: "v1", kind: "List", items: objects.map((o) => o.manifest) },
-      null,
-      2,
-    ) + "\n";
-  }
-  return objects.map((o) => `---\n${formatManifest(o.manifest)}`).join("");
-}
-
 function uninstallCommand(deps: CliDeps): Command {
   const command = common(new Command("uninstall"))
     .description(
@@ -432,62 +328,19 @@ function uninstallCommand(deps: CliDeps): Command {
     )
     .option("--timeout <duration>", "how long to wait for the pods to go", "1m")
     .option("--dry-run", "only list what would be deleted", false);
-  return addReportOptions(command)
-    .action(namingFlags(async (flags: UninstallFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals);
-      const namespace = checkedNamespace(globals);
-      const name = validateDaemonName(flags.name);
-      const timeoutMs = parseTimeout(flags.timeout, "--timeout");
-      const targets = await reportTargets(deps, flags);
-      const started = deps.now().getTime();
-      await runReported(
-        deps,
-        targets,
-        { kind: "DaemonSetUninstallReport", namespace, name },
-        async () => {
-          const kube = connect(deps, globals);
-          const result = await uninstallDaemonSet({ kube, log, now: deps.now }, {
-            namespace,
-            name,
-            timeoutMs,
-            dryRun: flags.dryRun,
-          });
-          for (const o of result.swept) {
-            log.info(o.result === "found" ? "would delete" : o.result, {
-              kind: o.kind,
-              name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
-              uid: o.uid,
-            });
-          }
-          for (const csr of result.csrs) {
-            log.info(flags.dryRun ? "would delete" : "deleted", {
-              kind: "CertificateSigningRequest",
-              name: csr,
-            });
-          }
-          const content = uninstallReportContent(result);
-          if (result.remaining.length > 0) {
-            return {
-              content,
-              failure: new ToolError(
-                `Cannot finish the uninstall of '${namespace}/${name}': ${result.remaining.length} object(s) remain (${
-                  result.remaining.join(", ")
-                })`,
-                "internal",
-              ),
-            };
-          }
-          log.info(result.swept.length === 0 ? "uninstall: nothing was installed" : "uninstalled", {
-            namespace,
-            name,
-            deleted: result.swept.filter((o) => o.result === "deleted").length,
-            seconds: ((deps.now().getTime() - started) / 1000).toFixed(1),
-          });
-          return { content };
-        },
-      );
-    }));
+  return defineAction(
+    addReportOptions(command),
+    deps,
+    async (flags: UninstallFlags, { globals, log }) => {
+      await runUninstall(clusterDeps(deps, { globals, log }), {
+        namespace: checkedNamespace(globals),
+        name: validateDaemonName(flags.name),
+        timeoutMs: parseTimeout(flags.timeout, "--timeout"),
+        dryRun: flags.dryRun,
+        reports: await reportTargets(deps, flags),
+      });
+    },
+  );
 }
 
 function fetchCommand(deps: CliDeps): Command {
@@ -516,13 +369,16 @@ function fetchCommand(deps: CliDeps): Command {
       "--no-topology",
       "do not list the nodes for the cluster's NodeTopology (written once: _cluster-topology.yaml, or the stream's last document)",
     );
-  return addReportOptions(command, { junit: true })
-    .action(namingFlags(async (flags: FetchFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals);
-      const options = await fleetFetchOptions(deps, globals, flags);
-      await runFleetFetch(deps, { globals, log }, options);
-    }));
+  return defineAction(
+    addReportOptions(command, { junit: true }),
+    deps,
+    async (flags: FetchFlags, { globals, log }) => {
+      await runFleetFetch(
+        clusterDeps(deps, { globals, log }),
+        await fleetFetchOptions(deps, globals, flags),
+      );
+    },
+  );
 }
 
 /**
@@ -542,176 +398,4 @@ export function daemonsetCommand(deps: CliDeps): Command {
     .addCommand(renderCommand(deps))
     .addCommand(baselineCommand(deps))
     .addCommand(signerCommand(deps));
-}
-
-/** The fetch flags (`aicr daemonset fetch`, `aicr snapshot --from-daemonset`). */
-export interface FleetFetchFlags {
-  /** `--name`. @default "aicr-daemon" */
-  name?: string;
-  /** `--output`: a directory, a file or `-`. */
-  output?: string;
-  /** `--transport`. @default "auto" */
-  transport?: string;
-  /** `--concurrency`. @default "16" */
-  concurrency?: string;
-  /** `--timeout` per node. @default "30s" */
-  timeout?: string;
-  /** `--max-answer-bytes` per node. @default 16 MiB */
-  maxAnswerBytes?: string;
-  /** `--node` filter. */
-  node?: string[];
-  /** `--no-topology` (false): no cluster NodeTopology. @default true */
-  topology?: boolean;
-  /** `--report`: the JSON report's file, or `-`. */
-  report?: string;
-  /** `--junit`: the JUnit XML report's file, or `-`. */
-  junit?: string;
-}
-
-/** A fleet fetch's options, parsed and checked. */
-export interface FleetFetchOptions {
-  /** The daemon's namespace. */
-  namespace: string;
-  /** The daemon's name. */
-  name: string;
-  /** How to reach the daemons. */
-  transport: FleetTransport;
-  /** Nodes asked at once (at least 1). */
-  concurrency: number;
-  /** Per-node deadline. */
-  timeoutMs: number;
-  /** The largest answer read from one daemon. */
-  maxAnswerBytes: number;
-  /** Only these nodes. */
-  nodes?: string[];
-  /** List the nodes once for the cluster's NodeTopology. */
-  topology: boolean;
-  /** Where the snapshots go. */
-  output: FleetOutput;
-  /** Where the reports go. */
-  reports: ReportTargets;
-}
-
-/**
- * Completes and validates the fetch flags, before any cluster contact.
- *
- * @param deps CLI dependencies (the working directory)
- * @param globals the root's flags (the namespace)
- * @param input the fetch flags
- * @returns the typed options
- * @throws {UsageError} for a bad flag value
- */
-export async function fleetFetchOptions(
-  deps: CliDeps,
-  globals: GlobalOptions,
-  input: FleetFetchFlags,
-): Promise<FleetFetchOptions> {
-  const flags = {
-    name: DEFAULT_DAEMON_NAME,
-    transport: "auto",
-    concurrency: "16",
-    timeout: "30s",
-    ...input,
-  };
-  const namespace = checkedNamespace(globals);
-  const name = validateDaemonName(flags.name);
-  if (!(FLEET_TRANSPORTS as readonly string[]).includes(flags.transport)) {
-    throw new UsageError(
-      `Cannot use '--transport' as it must be auto, direct or proxy: current value is '${flags.transport}'`,
-    );
-  }
-  const concurrency = parseCount("--concurrency", flags.concurrency);
-  if (concurrency < 1) {
-    throw new UsageError(
-      `Cannot use '--concurrency' as it must be at least 1: current value is '${flags.concurrency}'`,
-    );
-  }
-  const timeoutMs = parseTimeout(flags.timeout, "--timeout");
-  const maxAnswerBytes = parseCount(
-    "--max-answer-bytes",
-    flags.maxAnswerBytes ?? String(DEFAULT_MAX_ANSWER_BYTES),
-  );
-  if (maxAnswerBytes < 1024 || maxAnswerBytes > 1 << 30) {
-    throw new UsageError(
-      `Cannot use '--max-answer-bytes' as it must be from 1024 to 1073741824: current value is '${flags.maxAnswerBytes}'`,
-    );
-  }
-  const output = await fleetOutput(checkOutputNotFormat(flags.output), deps.cwd);
-  const reports = await reportTargets(deps, flags, {
-    ...(output.kind === "stream" && output.path === undefined ? { stdoutTaken: "-o -" } : {}),
-  });
-  return {
-    namespace,
-    name,
-    transport: flags.transport as FleetTransport,
-    concurrency,
-    timeoutMs,
-    maxAnswerBytes,
-    ...(flags.node?.length ? { nodes: flags.node } : {}),
-    topology: flags.topology !== false,
-    output,
-    reports,
-  };
-}
-
-/**
- * Fetches every node's snapshot from the installed daemons, writes them, prints the status table
- * on stderr, and throws the fleet's error when some node was not ok.
- *
- * @param deps CLI dependencies
- * @param context the root's flags and the logger
- * @param options the checked fetch options
- * @returns when everything was written and every node was ok
- * @throws {ToolError} from {@link fleetError} when some node failed
- */
-export async function runFleetFetch(
-  deps: CliDeps,
-  context: { globals: GlobalOptions; log: Logger },
-  options: FleetFetchOptions,
-): Promise<void> {
-  const { log } = context;
-  const { output, reports, ...fetch } = options;
-  const started = deps.now().getTime();
-  await runReported(deps, reports, {
-    kind: "DaemonSetFetchReport",
-    namespace: options.namespace,
-    name: options.name,
-  }, async () => {
-    // Each snapshot is written as it arrives and dropped: memory is bounded by the answers in
-    // flight (--concurrency), not the fleet.
-    const writer = createFleetWriter(output, deps.stdout, { signal: deps.signal });
-    let fleet: Awaited<ReturnType<typeof fetchFleet>>;
-    let written: string[];
-    try {
-      fleet = await fetchFleet({ kube: connect(deps, context.globals), log, now: deps.now }, {
-        ...fetch,
-        signal: deps.signal,
-        onResult: writer.put,
-      });
-      // Once per fetch, not in every node's snapshot (each daemon reports its own Node).
-      if (fleet.topology) await writer.putTopology(fleet.topology.document);
-      written = await writer.close();
-    } catch (error) {
-      await writer.abort();
-      throw error;
-    }
-    deps.stderr.write(formatFleetTable(fleet.results));
-    log.info("fleet fetched", {
-      nodes: fleet.results.length,
-      ok: fleet.results.filter((r) => r.status === "ok").length,
-      transport: fleet.transport,
-      seconds: ((deps.now().getTime() - started) / 1000).toFixed(1),
-      ...(written.length > 0 && output.kind === "directory" ? { directory: output.path } : {}),
-      ...(output.kind === "stream" && output.path ? { file: output.path } : {}),
-      ...(fleet.topology
-        ? {
-          topology: fleet.topology.status === "ok"
-            ? `${fleet.topology.nodes} nodes (listed as the ${fleet.topology.as})`
-            : fleet.topology.status,
-        }
-        : {}),
-    });
-    const failure = fleetError(fleet);
-    return { content: fleetReportContent(fleet), ...(failure ? { failure } : {}) };
-  });
 }

@@ -17,9 +17,11 @@ import { UsageError } from "../errors.ts";
 import { NoKubeconfigError } from "../kube/mod.ts";
 import type { KubeClient, KubeConfigSource } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
+import type { ClusterRunDeps } from "../controller/mod.ts";
 import { validateNamespace } from "../manifests/mod.ts";
 import type { CliDeps } from "./context.ts";
-import { flagOf, withFlagNames } from "./_flags.ts";
+import { randomBytes } from "node:crypto";
+import { flagOf, namingFlags, withFlagNames } from "./_flags.ts";
 
 /** The root's flags, as every command reads them. */
 export interface GlobalOptions {
@@ -264,4 +266,85 @@ export function commandLogger(
     ...(prefix ? { prefix } : {}),
     nameOption: flagOf,
   });
+}
+
+/** What a verb's action receives besides its flags: the root's flags and the one logger. */
+export interface VerbContext {
+  /** The root's flags, as this command line set them. */
+  globals: GlobalOptions;
+  /** The command's logger. */
+  log: Logger;
+}
+
+/** How a verb's logger is made (a fixed prefix, or `AICR_LOG_PREFIX` in agent pods). */
+export type VerbLogOptions = { prefix?: string; prefixFromEnv?: boolean };
+
+/** Each running command's context, made once by the root's pre-action. */
+const CONTEXTS = new WeakMap<Command, VerbContext>();
+/** Each verb's logger options, declared with its action. */
+const LOG_OPTIONS = new WeakMap<Command, VerbLogOptions>();
+
+function makeContext(deps: CliDeps, command: Command): VerbContext {
+  const globals = globalOptions(command);
+  return { globals, log: commandLogger(deps, globals, LOG_OPTIONS.get(command)) };
+}
+
+/**
+ * Registered once on the root, after the hooks that fill the root's flags from the environment
+ * and the kubeconfig: before the verb runs, its root flags are read and its logger made, once.
+ *
+ * @param program the root command
+ * @param deps CLI dependencies
+ */
+export function useVerbContext(program: Command, deps: CliDeps): void {
+  program.hook("preAction", (_root, action) => {
+    CONTEXTS.set(action, makeContext(deps, action));
+  });
+}
+
+/**
+ * Declares a verb's action: the flags commander parsed and the context the root made come in,
+ * every error it ends with names flags ({@link namingFlags}). A verb parsed on its own (a test
+ * of one command) makes its context at that moment.
+ *
+ * @param command the verb
+ * @param deps CLI dependencies
+ * @param action builds the verb's options and makes its one library call
+ * @param log how the verb's logger is made
+ * @returns the same command
+ */
+export function defineAction<F>(
+  command: Command,
+  deps: CliDeps,
+  action: (flags: F, context: VerbContext, command: Command) => unknown,
+  log: VerbLogOptions = {},
+): Command {
+  LOG_OPTIONS.set(command, log);
+  return command.action(namingFlags((flags: F, cmd: Command) => {
+    let context = CONTEXTS.get(cmd);
+    if (!context) CONTEXTS.set(cmd, context = makeContext(deps, cmd));
+    return action(flags, context, cmd);
+  }));
+}
+
+/**
+ * What the cluster verbs' library calls need, from the CLI's dependencies and the verb's
+ * context: the cluster the root's flags name (connected on first use), streams, clock, signal.
+ *
+ * @param deps CLI dependencies
+ * @param context the root's flags and the logger
+ * @returns the verbs' dependencies
+ */
+export function clusterDeps(deps: CliDeps, context: VerbContext): ClusterRunDeps {
+  let kube: ReturnType<typeof connect> | undefined;
+  return {
+    connect: () => (kube ??= connect(deps, context.globals)),
+    log: context.log,
+    stdout: deps.stdout,
+    stderr: deps.stderr,
+    now: deps.now,
+    randomHex: () => randomBytes(8).toString("hex"),
+    signal: deps.signal,
+    nameOption: flagOf,
+  };
 }

@@ -14,7 +14,12 @@ import { EXIT_CODE_HELP, EXIT_CODES, exitCodeOf, formatError, UsageError } from 
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { VERBS, verbsFor } from "./commands.ts";
-import { addGlobalOptions, useContextNamespace, useLogEnvironment } from "./globals.ts";
+import {
+  addGlobalOptions,
+  useContextNamespace,
+  useLogEnvironment,
+  useVerbContext,
+} from "./globals.ts";
 import { completionCommand } from "./completion.ts";
 import { examplesHelp } from "./_examples.ts";
 import { withFlagNames } from "./_flags.ts";
@@ -46,6 +51,7 @@ export async function createProgram(deps: CliDeps, argv?: readonly string[]): Pr
   addGlobalOptions(program);
   useLogEnvironment(program, deps);
   useContextNamespace(program, deps);
+  useVerbContext(program, deps);
   const commands = [
     ...factories.map((factory) => factory(deps)),
     // Small and always there: it builds the full program itself when it runs.

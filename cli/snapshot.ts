@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { tmpdir } from "node:os";
 import { Command, Option } from "commander";
 import { deliverSnapshot, hasGpu } from "../agent/mod.ts";
-import { deploySnapshot, previewSnapshotRun } from "../controller/mod.ts";
+import { deploySnapshot, previewSnapshotRun, runFleetFetch } from "../controller/mod.ts";
 import {
   createProjectionFileReader,
   mergeProjections,
@@ -60,9 +60,10 @@ import { renderRolesForServiceAccount } from "./_render_roles.ts";
 import { applySnapshotConfig } from "./_config.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
-import { fleetFetchOptions, runFleetFetch } from "./daemonset.ts";
+import { fleetFetchOptions } from "./_fetch.ts";
 import {
   checkedNamespace,
+  clusterDeps,
   commandLogger,
   connect,
   globalOptions,
@@ -291,7 +292,7 @@ export function snapshotCommand(deps: CliDeps): Command {
       const options = await fleetFetchOptions(deps, globals, {
         ...(flags.output !== undefined ? { output: flags.output } : {}),
       });
-      await runFleetFetch(deps, context, options);
+      await runFleetFetch(clusterDeps(deps, context), options);
       return;
     }
     if (deps.env("AICR_AGENT_MODE") === "true") {

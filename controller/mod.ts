@@ -17,33 +17,15 @@
  */
 export { deploySnapshot, previewSnapshotRun } from "./deploy.ts";
 export type { AgentJobKnobs, DeployOptions, DeployResult } from "./deploy.ts";
-export { sweepRun } from "./sweep.ts";
-export { installDaemonSet } from "./install.ts";
+export { runCleanup } from "./sweep.ts";
 export { makeDaemonCa, renderDaemonSet } from "./render.ts";
 export type { DaemonSetOptions } from "./render.ts";
-export { uninstallDaemonSet } from "./uninstall.ts";
 export { caCertificateFromFile, caFromSecretFile } from "./render_ca.ts";
 export type { RenderCa } from "./render_ca.ts";
-export {
-  DEFAULT_MAX_ANSWER_BYTES,
-  fetchFleet,
-  FLEET_TRANSPORTS,
-  fleetError,
-  formatFleetTable,
-} from "./fleet.ts";
+export { DEFAULT_MAX_ANSWER_BYTES, fetchFleet, FLEET_TRANSPORTS, fleetError } from "./fleet.ts";
 export type { FleetTransport } from "./fleet.ts";
-export { createFleetWriter, writeFleet } from "./fleet_writer.ts";
+export { writeFleet } from "./fleet_writer.ts";
 export type { FleetOutput } from "./fleet_writer.ts";
-export {
-  buildReport,
-  cleanupReportContent,
-  fleetReportContent,
-  formatReportJson,
-  formatReportJunit,
-  installReportContent,
-  uninstallReportContent,
-} from "./report.ts";
-export type { ReportContent, ReportKind } from "./report.ts";
 export {
   deleteBaselines,
   formatBaselineTable,
@@ -54,3 +36,6 @@ export {
 export { runDiff } from "./diff.ts";
 export type { DiffFormat, DiffOptions } from "./diff.ts";
 export { createFsSourceLoader, createKubeConfigMapReader } from "./sources.ts";
+export { runFleetFetch, runInstall, runUninstall, writeRender } from "./daemonset.ts";
+export type { ClusterRunDeps, FleetFetchOptions } from "./daemonset.ts";
+export type { ReportTargets } from "./reported.ts";

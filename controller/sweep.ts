@@ -13,6 +13,11 @@
 import { DELETE_ORDER, sweepObjects } from "../kube/mod.ts";
 import type { KindName, KubeClient, SweptObject } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
+import { ToolError } from "../errors.ts";
+import type { ClusterRunDeps } from "./daemonset.ts";
+import { cleanupReportContent } from "./report.ts";
+import { runReported } from "./reported.ts";
+import type { ReportTargets } from "./reported.ts";
 import {
   APP_NAME,
   formatLabelSelector,
@@ -119,4 +124,51 @@ async function sweepStaging(
     result: "kept",
     detail: "not labelled with this run's ID, app.kubernetes.io/name=aicr and managed-by=aicr",
   };
+}
+
+/**
+ * `aicr cleanup`'s run: sweeps what a killed run left behind, logs each object, writes the
+ * reports, and fails when something stays.
+ *
+ * @param deps the cluster (connected on first use), logger, stdout, clock and option namer
+ * @param options the run ID, its namespace, dry run and where the reports go
+ * @returns when nothing of the run is left (or, in a dry run, when it was listed)
+ * @throws {ToolError} when objects were kept or could not be deleted
+ */
+export async function runCleanup(
+  deps: Pick<ClusterRunDeps, "connect" | "log" | "stdout" | "now" | "signal" | "nameOption">,
+  options: { runId: string; namespace: string; dryRun: boolean; reports: ReportTargets },
+): Promise<void> {
+  const { log } = deps;
+  const { runId, namespace, dryRun, reports } = options;
+  const verb = { kind: "CleanupReport" as const, namespace };
+  await runReported(deps, { targets: reports, verb }, async () => {
+    const swept = await sweepRun({ kube: deps.connect(), log }, { runId, namespace, dryRun });
+    for (const o of swept) {
+      log.info(o.result === "found" ? "would delete" : o.result, {
+        kind: o.kind,
+        name: o.namespace ? `${o.namespace}/${o.name}` : o.name,
+        uid: o.uid,
+        ...(o.detail ? { detail: o.detail } : {}),
+      });
+    }
+    const content = cleanupReportContent(swept, runId);
+    const left = swept.filter((o) => o.result === "kept" || o.result === "failed");
+    if (left.length > 0) {
+      return {
+        content,
+        failure: new ToolError(
+          `Cannot finish the cleanup of run ${runId}: ${left.length} object(s) left behind (see the WARN lines above)`,
+          "internal",
+        ),
+      };
+    }
+    log.info(swept.length === 0 ? "cleanup: nothing of the run was found" : "cleanup: done", {
+      runID: runId,
+      namespace,
+      deleted: swept.filter((o) => o.result === "deleted").length,
+      ...(dryRun ? { dryRun: "true" } : {}),
+    });
+    return { content };
+  });
 }
