@@ -134,11 +134,14 @@ export interface DeployResult {
 const CLEANUP_TIMEOUT_MS = 30_000;
 
 /**
- * How long cleanup looks again for a pod of a Job it saw none of: a pod the Job controller
- * was creating while the Job was deleted lands within this (its owner gone, only the garbage
- * collector would remove it, later).
+ * How long cleanup keeps looking for a pod of a Job whose pod the run never saw (a signal right
+ * after the Job's create): a pod the Job controller was creating while the Job was deleted lands
+ * within this (its owner gone, only the garbage collector would remove it, later). A run that saw
+ * its pod never waits for it: the Job makes one pod only (backoffLimit 0).
  */
 const POD_SETTLE_MS = 1_500;
+/** Between two looks for such a pod: a short poll, so a pod that lands is deleted at once. */
+const POD_SETTLE_POLL_MS = 100;
 
 /** Access reviews of the gate in flight at once. */
 const GATE_CONCURRENCY = 6;
@@ -496,6 +499,7 @@ async function executeRun(
   });
   const name = plan.job.metadata.name;
   let jobUid: string | undefined;
+  let sawPod = false;
   let done: DeployResult | undefined;
   // Logged once the inputs are proved (pre-flight reads, manifests, gate) and the run is about
   // to write: the ID is what `aicr cleanup --run-id` needs, and a configuration error has none.
@@ -513,7 +517,10 @@ async function executeRun(
       timeoutMs: options.timeoutMs,
       ...selector,
       ...(options.signal ? { signal: options.signal } : {}),
+      onPod: () => (sawPod = true),
     });
+    // A finished Job had its one pod, and makes no other.
+    sawPod = true;
     log.debug("agent finished; reading its snapshot", { node: nodeName });
     const snapshot = await readSnapshot(kube, output, options.signal);
     throwIfInterrupted(options.signal);
@@ -545,6 +552,7 @@ async function executeRun(
         retryForMs: Math.min(options.timeoutMs, CLEANUP_TIMEOUT_MS),
         jobName: name,
         ...(jobUid ? { jobUid } : {}),
+        sawPod,
       });
       // The returned object is the one `done` holds: its count is filled in here, after cleanup.
       if (done) done.cleaned = cleanup.cleaned;
@@ -917,15 +925,15 @@ export async function readSnapshot(
  */
 async function awaitJobPodsGone(
   deps: { kube: KubeClient; log: Logger },
-  options: { namespace: string; runId: string; jobUid: string },
+  options: { namespace: string; runId: string; jobUid: string; sawPod: boolean },
 ): Promise<string[]> {
   const { kube, log } = deps;
   const { namespace } = options;
   const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
   const remaining: string[] = [];
   const deadline = Date.now() + CLEANUP_TIMEOUT_MS;
-  let seenPod = false;
-  let settled = false;
+  let seenPod = options.sawPod;
+  let settleUntil: number | undefined;
   while (Date.now() < deadline) {
     const pods = await kube.list<KubeObject>("Pod", namespace, {
       labelSelector: runSelector(options.runId),
@@ -937,15 +945,17 @@ async function awaitJobPodsGone(
       )
     ) ?? [];
     if (pods && ours.length === 0) {
-      if (seenPod || settled) break;
-      // No pod of the Job seen yet (a run ended early, e.g. a signal right after the Job's
+      // The pod the run saw is gone: done, without a wait.
+      if (seenPod) break;
+      // No pod of the Job ever seen (a run ended early, e.g. a signal right after the Job's
       // create): the Job controller may still be creating one it decided on before the Job's
-      // delete reached it. Look once more after it has had time to land.
-      settled = true;
-      await new Promise((r) => setTimeout(r, Math.min(POD_SETTLE_MS, deadline - Date.now())));
+      // delete reached it. Look again in short polls until it has had time to land.
+      settleUntil ??= Math.min(deadline, Date.now() + POD_SETTLE_MS);
+      if (Date.now() >= settleUntil) break;
+      await new Promise((r) => setTimeout(r, POD_SETTLE_POLL_MS));
       continue;
     }
-    seenPod = true;
+    if (pods) seenPod = true;
     // The pods are the Job's (proved by its UID): delete them now instead of waiting
     // for the garbage collector's next pass.
     const deleted = await Promise.all(
@@ -986,6 +996,11 @@ export interface CleanupRunOptions {
   jobName: string;
   /** The Job's UID, when its create answered. */
   jobUid?: string;
+  /**
+   * Whether the run saw its Job's pod (while waiting): its absence at cleanup then means it is
+   * gone, and cleanup does not look again for a pod still being created. @default false
+   */
+  sawPod?: boolean;
   /** How long a delete is tried again while the API server does not answer (default 0). */
   retryForMs?: number;
 }
@@ -1015,7 +1030,11 @@ export async function cleanupRun(
     ledger.cleanup({ log, ...budget, only: (entry) => !isJob(entry) }),
     // Pods go with their Job through the garbage collector; wait (bounded) for them.
     options.jobUid
-      ? awaitJobPodsGone(deps, { ...options, jobUid: options.jobUid })
+      ? awaitJobPodsGone(deps, {
+        ...options,
+        jobUid: options.jobUid,
+        sawPod: options.sawPod ?? false,
+      })
       : Promise.resolve([]),
   ]);
   const outcomes = [...first, ...rest];

@@ -426,6 +426,33 @@ Deno.test("deploySnapshot() interrupted before any pod: a pod the Job controller
   assert.deepEqual(s.left(), [], "everything the run made is gone");
 });
 
+Deno.test("deploySnapshot() whose pod the garbage collector took before cleanup's first look does not look again (no settle wait)", async () => {
+  const s = scene();
+  // As the garbage collector does, faster than cleanup: the Job's delete takes its pod with it.
+  const deleteIfUid = s.fake.client.deleteIfUid.bind(s.fake.client);
+  s.fake.client.deleteIfUid = async (kind, namespace, name, uid, callOptions) => {
+    const result = await deleteIfUid(kind, namespace, name, uid, callOptions);
+    if (kind === "Job") {
+      for (const key of [...s.fake.objects.keys()]) {
+        if (key.startsWith(`Pod/${NS}/`)) s.fake.objects.delete(key);
+      }
+    }
+    return result;
+  };
+  const list = s.fake.client.list.bind(s.fake.client);
+  let podListsAfterJobDelete = 0;
+  s.fake.client.list = ((kind, namespace, callOptions) => {
+    if (kind === "Pod" && s.deletes.some((d) => d.kind === "Job")) podListsAfterJobDelete++;
+    return list(kind, namespace, callOptions);
+  }) as typeof s.fake.client.list;
+  const result = await deploySnapshot(s.deps, options());
+  assert.equal(result.nodeName, "gpu-1");
+  // The run saw its pod while waiting: one look finds it gone, and cleanup is done. The settle
+  // guard (looking again after a pause) is for runs that never saw their pod.
+  assert.equal(podListsAfterJobDelete, 1, "cleanup looked for the pod once");
+  assert.deepEqual(s.left(), []);
+});
+
 Deno.test("deploySnapshot() delivers the snapshot before cleanup starts and returns once cleanup is done", async () => {
   const s = scene();
   let deletesAtDelivery: number | undefined;

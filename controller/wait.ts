@@ -80,6 +80,8 @@ export interface WaitOptions {
   pollMs?: number;
   /** A progress line at least this often, changed or not. @default 10000 */
   heartbeatMs?: number;
+  /** Called each time a read finds the Job's pod (cleanup then knows it existed). */
+  onPod?: (pod: PodObject) => void;
 }
 
 /** The agent Job failed: the one-screen explanation is the message and details. */
@@ -202,6 +204,7 @@ export async function waitForAgentJob(
       if (job !== "retry") {
         const pods = await podList;
         if (pods) pod = selectAgentPod(pods.items, jobUid);
+        if (pod) options.onPod?.(pod);
         reportProgress(pod);
         if (pod && isStarted(pod)) await agentLog.follow(pod);
         // With backoffLimit 0 the Job's fate is its one pod's: a Succeeded pod (found by
