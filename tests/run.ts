@@ -88,7 +88,7 @@ const GATES: Gate[] = [
     args: ["run", "-A", "tests/cluster/cluster.ts", "build"],
   },
   {
-    name: "build helm and kubectl (cached)",
+    name: "build helm, kubectl and prometheus (cached)",
     args: ["run", "-A", "tests/cluster/tools.ts", "build"],
   },
 ];
