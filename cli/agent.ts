@@ -22,10 +22,10 @@ import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snaps
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
-import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
+import { connectOptional, defineAction } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 import type { ProjectionFiles } from "../collectors/mod.ts";
-import { namingFlags, parseCount } from "./_flags.ts";
+import { parseCount } from "./_flags.ts";
 
 /** Flags of a local collection. */
 export interface LocalAgentFlags extends ProjectionFiles {
@@ -238,10 +238,8 @@ export function agentCommand(deps: CliDeps): Command {
     "collect a snapshot of this node (GPU, OS, SystemD, K8s, NodeTopology) and write it out",
   );
   addLocalAgentFlags(command);
-  return command.action(namingFlags(async (flags: LocalAgentFlags, cmd: Command) => {
-    const globals = globalOptions(cmd);
-    const log = commandLogger(deps, globals, { prefixFromEnv: true });
+  return defineAction(command, deps, async (flags: LocalAgentFlags, { globals, log }) => {
     const options = await localAgentOptions(deps, flags);
     await runLocalAgent(deps, { globals, log }, options);
-  }));
+  }, { prefixFromEnv: true });
 }

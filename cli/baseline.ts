@@ -8,21 +8,19 @@
 import { Command } from "commander";
 import {
   deleteBaselines,
-  fetchFleet,
-  fleetError,
+  fetchNodeSnapshot,
   formatBaselineTable,
   getBaseline,
   listBaselines,
   setBaseline,
 } from "../controller/mod.ts";
-import { NotFoundError, UsageError } from "../errors.ts";
+import { UsageError } from "../errors.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName } from "../manifests/mod.ts";
 import { loadSnapshot } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import { createFsSourceLoader, createKubeConfigMapReader } from "../controller/mod.ts";
 import type { CliDeps } from "./context.ts";
-import { namingFlags } from "./_flags.ts";
-import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
+import { checkedNamespace, connect, defineAction } from "./globals.ts";
 
 interface SetFlags {
   name: string;
@@ -49,7 +47,7 @@ function named(command: Command): Command {
 }
 
 function setCommand(deps: CliDeps): Command {
-  return named(new Command("set"))
+  const command = named(new Command("set"))
     .description(
       "store a snapshot as its cohort's baseline (from a file, or fetched from a node's daemon)",
     )
@@ -58,142 +56,107 @@ function setCommand(deps: CliDeps): Command {
     .option(
       "--cohort <name|key>",
       "the cohort it is meant for: refused unless the snapshot belongs to it",
-    )
-    .action(namingFlags(async (flags: SetFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals);
-      const namespace = checkedNamespace(globals);
-      const name = validateDaemonName(flags.name);
-      if ((flags.file === undefined) === (flags.fromNode === undefined)) {
-        throw new UsageError(
-          "Cannot set a baseline as exactly one of '-f/--file' and '--from-node' must be given",
-        );
-      }
-      // Connected on first use: a bad file is refused before any cluster contact.
-      let client: ReturnType<typeof connect> | undefined;
-      const kubeClient = () => (client ??= connect(deps, globals));
-      let load: () => Promise<Snapshot>;
-      let source: string;
-      if (flags.file !== undefined) {
-        // Bad input is refused before any cluster contact.
-        const snapshot = await loadSnapshot(
-          flags.file,
-          createFsSourceLoader({ readConfigMap: createKubeConfigMapReader(kubeClient) }),
-          { cwd: deps.cwd, option: "file" },
-        );
-        load = () => Promise.resolve(snapshot);
-        source = `file ${flags.file}`;
-      } else {
-        const node = flags.fromNode as string;
-        load = () => fetchNodeSnapshot(deps, { kube: kubeClient(), log, namespace, name, node });
-        source = `node ${node}`;
-      }
-      const record = await setBaseline({ kube: kubeClient(), log, now: deps.now }, {
-        namespace,
-        name,
-        load,
-        source,
-        fromNode: flags.fromNode !== undefined,
-        ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
-      });
-      deps.stdout.write(formatBaselineTable([record]));
-    }));
-}
-
-async function fetchNodeSnapshot(
-  deps: CliDeps,
-  options: {
-    kube: ReturnType<typeof connect>;
-    log: ReturnType<typeof commandLogger>;
-    namespace: string;
-    name: string;
-    node: string;
-  },
-): Promise<Snapshot> {
-  const { kube, log, namespace, name, node } = options;
-  const fleet = await fetchFleet({ kube, log }, {
-    namespace,
-    name,
-    nodes: [node],
-    concurrency: 1,
-    // One node's snapshot: the cluster's topology is not wanted (nor listed).
-    topology: false,
-    signal: deps.signal,
-  });
-  const result = fleet.results.find((r) => r.node === node);
-  if (!result) {
-    throw new NotFoundError(
-      `Cannot fetch the snapshot of node '${node}': no daemon pod of '${namespace}/${name}' runs there`,
     );
-  }
-  if (result.status !== "ok" || !result.snapshot) {
-    throw fleetError(fleet) ??
-      new NotFoundError(`Cannot fetch the snapshot of node '${node}': ${result.status}`);
-  }
-  return result.snapshot;
+  return defineAction(command, deps, async (flags: SetFlags, { globals, log }) => {
+    const namespace = checkedNamespace(globals);
+    const name = validateDaemonName(flags.name);
+    if ((flags.file === undefined) === (flags.fromNode === undefined)) {
+      throw new UsageError(
+        "Cannot set a baseline as exactly one of '-f/--file' and '--from-node' must be given",
+      );
+    }
+    // Connected on first use: a bad file is refused before any cluster contact.
+    let client: ReturnType<typeof connect> | undefined;
+    const kubeClient = () => (client ??= connect(deps, globals));
+    let load: () => Promise<Snapshot>;
+    let source: string;
+    if (flags.file !== undefined) {
+      // Bad input is refused before any cluster contact.
+      const snapshot = await loadSnapshot(
+        flags.file,
+        createFsSourceLoader({ readConfigMap: createKubeConfigMapReader(kubeClient) }),
+        { cwd: deps.cwd, option: "file" },
+      );
+      load = () => Promise.resolve(snapshot);
+      source = `file ${flags.file}`;
+    } else {
+      const node = flags.fromNode as string;
+      load = () =>
+        fetchNodeSnapshot({ kube: kubeClient(), log }, {
+          namespace,
+          name,
+          node,
+          signal: deps.signal,
+        });
+      source = `node ${node}`;
+    }
+    const record = await setBaseline({ kube: kubeClient(), log, now: deps.now }, {
+      namespace,
+      name,
+      load,
+      source,
+      fromNode: flags.fromNode !== undefined,
+      ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
+    });
+    deps.stdout.write(formatBaselineTable([record]));
+  });
 }
 
 function getCommand(deps: CliDeps): Command {
-  return named(new Command("get"))
+  const command = named(new Command("get"))
     .description("print a cohort's baseline snapshot (YAML)")
-    .option("--cohort <name|key>", "the cohort (may be left out when only one has a baseline)")
-    .action(namingFlags(async (flags: GetFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals);
-      const namespace = checkedNamespace(globals);
-      const name = validateDaemonName(flags.name);
-      const { record, text } = await getBaseline({ kube: connect(deps, globals), log }, {
-        namespace,
-        name,
-        ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
-      });
-      log.info("baseline", {
-        cohort: record.cohort.name,
-        key: record.cohort.key,
-        source: record.source,
-        updated: record.updated,
-      });
-      deps.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
-    }));
+    .option("--cohort <name|key>", "the cohort (may be left out when only one has a baseline)");
+  return defineAction(command, deps, async (flags: GetFlags, { globals, log }) => {
+    const namespace = checkedNamespace(globals);
+    const name = validateDaemonName(flags.name);
+    const { record, text } = await getBaseline({ kube: connect(deps, globals), log }, {
+      namespace,
+      name,
+      ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
+    });
+    log.info("baseline", {
+      cohort: record.cohort.name,
+      key: record.cohort.key,
+      source: record.source,
+      updated: record.updated,
+    });
+    deps.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
+  });
 }
 
 function listCommand(deps: CliDeps): Command {
-  return named(new Command("list"))
-    .description("list the cohorts that have a baseline")
-    .action(namingFlags(async (flags: GetFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals);
-      const records = await listBaselines({ kube: connect(deps, globals), log }, {
-        namespace: checkedNamespace(globals),
-        name: validateDaemonName(flags.name),
-      });
-      deps.stdout.write(formatBaselineTable(records));
-    }));
+  const command = named(new Command("list"))
+    .description("list the cohorts that have a baseline");
+  return defineAction(command, deps, async (flags: GetFlags, { globals, log }) => {
+    const records = await listBaselines({ kube: connect(deps, globals), log }, {
+      namespace: checkedNamespace(globals),
+      name: validateDaemonName(flags.name),
+    });
+    deps.stdout.write(formatBaselineTable(records));
+  });
 }
 
 function deleteCommand(deps: CliDeps): Command {
-  return named(new Command("delete"))
+  const command = named(new Command("delete"))
     .description("delete a cohort's baseline (--cohort) or every baseline (--all)")
     .option("--cohort <name|key>", "the cohort whose baseline goes")
-    .option("--all", "every baseline of this daemon", false)
-    .action(namingFlags(async (flags: DeleteFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals);
-      const namespace = checkedNamespace(globals);
-      const name = validateDaemonName(flags.name);
-      if (flags.all === (flags.cohort !== undefined)) {
-        throw new UsageError(
-          "Cannot delete baselines as exactly one of '--cohort' and '--all' must be given",
-        );
-      }
-      const deleted = await deleteBaselines({ kube: connect(deps, globals), log }, {
-        namespace,
-        name,
-        all: flags.all,
-        ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
-      });
-      deps.stdout.write(formatBaselineTable(deleted));
-    }));
+    .option("--all", "every baseline of this daemon", false);
+  return defineAction(command, deps, async (flags: DeleteFlags, { globals, log }) => {
+    const namespace = checkedNamespace(globals);
+    const name = validateDaemonName(flags.name);
+    if (flags.all === (flags.cohort !== undefined)) {
+      throw new UsageError(
+        "Cannot delete baselines as exactly one of '--cohort' and '--all' must be given",
+      );
+    }
+    const deleted = await deleteBaselines({ kube: connect(deps, globals), log }, {
+      namespace,
+      name,
+      all: flags.all,
+      ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
+    });
+    deps.stdout.write(formatBaselineTable(deleted));
+  });
 }
 
 /**

@@ -15,10 +15,10 @@ import { runDaemon, validateTls } from "../daemon/mod.ts";
 import type { DaemonOptions, DaemonRunDeps, MakeAuth } from "../daemon/mod.ts";
 import { UsageError } from "../errors.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName, validateNamespace } from "../manifests/mod.ts";
-import { namingFlags, parseCount, parseDuration } from "./_flags.ts";
+import { parseCount, parseDuration } from "./_flags.ts";
 import { resolveNodeName } from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
-import { commandLogger, connectOptional, globalOptions } from "./globals.ts";
+import { connectOptional, defineAction } from "./globals.ts";
 import type { CliDeps } from "./context.ts";
 
 /** Factories of the daemon's real dependencies; each has a default built from {@link CliDeps}. */
@@ -273,10 +273,10 @@ function podIdentity(flags: DaemonFlags): Pick<DaemonOptions, "pod" | "csr"> {
 export function daemonCommand(deps: DaemonCommandDeps): Command {
   const command = new Command("daemon")
     .description("serve this node's snapshot over HTTPS (DaemonSet mode; see daemon/README.md)");
-  return addDaemonFlags(command)
-    .action(namingFlags(async (flags: DaemonFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals, { prefix: "daemon" });
+  return defineAction(
+    addDaemonFlags(command),
+    deps,
+    async (flags: DaemonFlags, { globals, log }) => {
       const options = await daemonOptions(deps, flags);
       await runDaemon({
         connect: () => connectOptional(deps, globals, log),
@@ -287,7 +287,9 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
         signal: deps.signal,
         cwd: deps.cwd,
       }, options);
-    }));
+    },
+    { prefix: "daemon" },
+  );
 }
 
 /** The daemon's flags, declared. */

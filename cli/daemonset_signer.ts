@@ -13,9 +13,9 @@ import { UsageError } from "../errors.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName } from "../manifests/mod.ts";
 import { runSigner } from "../signer/mod.ts";
 import type { SignerOptions } from "../signer/mod.ts";
-import { namingFlags, parseDuration } from "./_flags.ts";
+import { parseDuration } from "./_flags.ts";
 import type { CliDeps } from "./context.ts";
-import { checkedNamespace, commandLogger, connect, globalOptions } from "./globals.ts";
+import { checkedNamespace, connect, defineAction } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 
 /** Flags of `aicr daemonset signer`. */
@@ -83,7 +83,7 @@ export function signerOptions(
  * @returns the command
  */
 export function signerCommand(deps: CliDeps): Command {
-  return new Command("signer")
+  const command = new Command("signer")
     .description(
       "sign the daemons' certificate requests in the cluster: one leader among the replicas through the <name>-signer Lease (run by the install's Deployment)",
     )
@@ -103,14 +103,12 @@ export function signerCommand(deps: CliDeps): Command {
       "--resync-interval <duration>",
       "how often the leader lists the requests without a watch event",
       "30s",
-    )
-    .action(namingFlags(async (flags: SignerFlags, cmd: Command) => {
-      const globals = globalOptions(cmd);
-      const log = commandLogger(deps, globals, { prefixFromEnv: true });
-      const options = signerOptions(deps, globals, flags);
-      await runSigner(
-        { kube: connect(deps, globals), log, now: deps.now },
-        { ...options, signal: deps.signal },
-      );
-    }));
+    );
+  return defineAction(command, deps, async (flags: SignerFlags, { globals, log }) => {
+    const options = signerOptions(deps, globals, flags);
+    await runSigner(
+      { kube: connect(deps, globals), log, now: deps.now },
+      { ...options, signal: deps.signal },
+    );
+  }, { prefixFromEnv: true });
 }

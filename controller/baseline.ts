@@ -18,6 +18,7 @@ import type { AccessAttributes } from "../rbac/mod.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { KubeClient, KubeObject, NewObject } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
+import { fetchFleet, fleetError } from "./fleet.ts";
 import {
   baselineLabels,
   daemonReaderName,
@@ -566,4 +567,41 @@ export function formatBaselineTable(records: readonly BaselineRecord[]): string 
     ...records.map((r) => [r.cohort.key, r.cohort.name, r.node, r.source, r.updated]),
   ];
   return alignColumns(rows);
+}
+
+/**
+ * Fetches one node's snapshot from its daemon (`baseline set --from-node`): the fleet fetch of
+ * that node alone, without the cluster's topology.
+ *
+ * @param deps the caller's client and logger
+ * @param options the daemon's namespace and name, the node, and the run's signal
+ * @returns the node's snapshot
+ * @throws {NotFoundError} when no daemon pod runs on the node
+ * @throws {ToolError} the fleet's error when the node did not answer with its snapshot
+ */
+export async function fetchNodeSnapshot(
+  deps: { kube: KubeClient; log: Logger },
+  options: { namespace: string; name: string; node: string; signal?: AbortSignal },
+): Promise<Snapshot> {
+  const { namespace, name, node } = options;
+  const fleet = await fetchFleet(deps, {
+    namespace,
+    name,
+    nodes: [node],
+    concurrency: 1,
+    // One node's snapshot: the cluster's topology is not wanted (nor listed).
+    topology: false,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  const result = fleet.results.find((r) => r.node === node);
+  if (!result) {
+    throw new NotFoundError(
+      `Cannot fetch the snapshot of node '${node}': no daemon pod of '${namespace}/${name}' runs there`,
+    );
+  }
+  if (result.status !== "ok" || !result.snapshot) {
+    throw fleetError(fleet) ??
+      new NotFoundError(`Cannot fetch the snapshot of node '${node}': ${result.status}`);
+  }
+  return result.snapshot;
 }

@@ -22,12 +22,13 @@ export { makeDaemonCa, renderDaemonSet } from "./render.ts";
 export type { DaemonSetOptions } from "./render.ts";
 export { caCertificateFromFile, caFromSecretFile } from "./render_ca.ts";
 export type { RenderCa } from "./render_ca.ts";
-export { DEFAULT_MAX_ANSWER_BYTES, fetchFleet, FLEET_TRANSPORTS, fleetError } from "./fleet.ts";
+export { DEFAULT_MAX_ANSWER_BYTES, fetchFleet, FLEET_TRANSPORTS } from "./fleet.ts";
 export type { FleetTransport } from "./fleet.ts";
 export { writeFleet } from "./fleet_writer.ts";
 export type { FleetOutput } from "./fleet_writer.ts";
 export {
   deleteBaselines,
+  fetchNodeSnapshot,
   formatBaselineTable,
   getBaseline,
   listBaselines,
