@@ -222,7 +222,9 @@ export async function clientNodeConnection(selected: SelectedEntries): Promise<K
         exec: raw.exec,
         keyData: raw["client-key-data"],
         keyFile: raw["client-key"],
-        token: textOf(raw.token) ?? (tokenFile ? readFileSync(tokenFile, "utf8") : undefined),
+        // Trimmed, as the native path and client-go read a token file.
+        token: textOf(raw.token) ??
+          (tokenFile ? readFileSync(tokenFile, "utf8").trim() : undefined),
         password: raw.password,
         username: raw.username,
         impersonateUser: raw.as,
