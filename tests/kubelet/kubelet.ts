@@ -20,7 +20,7 @@
  */
 
 import { existsSync, readFileSync } from "node:fs";
-import { appendFile, chmod, mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { appendFile, chmod, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import https from "node:https";
 import http from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -85,6 +85,8 @@ export interface Kubelet {
 
 const LOG_LINE = /^(\S+) (stdout|stderr) [FP] (.*)$/;
 const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+/** The kubelet's cap on a termination message (MaxContainerTerminationMessageLength). */
+const TERMINATION_MESSAGE_BYTES = 4096;
 /** The repository's built binary (`scripts/build.ts` writes it), used when `AICR_BIN` is unset. */
 const DEFAULT_AICR_BIN = fileURLToPath(new URL("../../dist/aicr", import.meta.url));
 /** Where each container's private tmpfs of staged mount sources goes (the folder exists on the host). */
@@ -528,6 +530,12 @@ export async function startKubelet(
     return run.posting;
   }
 
+  /** The last `bytes` bytes of a file, as text ("" when it cannot be read). */
+  async function readTail(file: string, bytes: number): Promise<string> {
+    const data = await readFile(file).catch(() => new Uint8Array());
+    return new TextDecoder().decode(data.subarray(Math.max(0, data.length - bytes)));
+  }
+
   function newLog(file: string): LogBuffer {
     return { lines: [], closed: false, listeners: new Set(), file };
   }
@@ -809,10 +817,24 @@ export async function startKubelet(
     // another source (the agent's emptyDir at /tmp over a state folder in /tmp) cannot hide it; the
     // executable and the fake nvidia-smi are reached through STAGE_DIR too. Missing mount points are
     // created on the host's file system (the container's root is the host's).
-    const staged: [string, string, string, string][] = mounts.map((
-      [src, dst, ro],
-      i,
-    ) => [src, dst, ro ? "ro" : "rw", `v${i}`]);
+    // terminationMessagePath (the API server defaults it to /dev/termination-log): as the kubelet
+    // does, a file of this run of the container, made writable by any user (0666: the container
+    // may run as another uid) and bound at that path; read back when the container exits.
+    const terminationLog = spec.terminationMessagePath
+      ? join(run.dir, `${spec.name}-${c.restartCount}.termination-log`)
+      : undefined;
+    if (terminationLog) {
+      await writeFile(terminationLog, "");
+      await chmod(terminationLog, 0o666);
+    }
+    const staged: [string, string, string, string][] = [
+      ...mounts,
+      ...(terminationLog
+        ? [
+          [terminationLog, String(spec.terminationMessagePath), false] as [string, string, boolean],
+        ]
+        : []),
+    ].map(([src, dst, ro], i) => [src, dst, ro ? "ro" : "rw", `v${i}`]);
     if (target.kind === "exe" && argv[0] === target.path) {
       staged.push([target.path, "-", "-", `exe/${basename(target.path)}`]);
       argv[0] = `${STAGE_DIR}/exe/${basename(target.path)}`;
@@ -887,11 +909,14 @@ export async function startKubelet(
     buf.closed = true;
     for (const l of buf.listeners) l();
     const code = status.code;
-    // terminationMessagePolicy FallbackToLogsOnError: on a failure, the log's tail (the kubelet
-    // takes its last 80 lines, at most 2048 bytes) is the termination message.
-    const fallback = code !== 0 && spec.terminationMessagePolicy === "FallbackToLogsOnError"
+    // The termination message, as the kubelet reads it: the last 4096 bytes of the file; with
+    // terminationMessagePolicy FallbackToLogsOnError, a failed container whose file is empty gets
+    // the log's tail instead (the kubelet takes its last 80 lines, at most 2048 bytes).
+    const written = terminationLog ? await readTail(terminationLog, TERMINATION_MESSAGE_BYTES) : "";
+    const fallback = written === "" && code !== 0 &&
+        spec.terminationMessagePolicy === "FallbackToLogsOnError"
       ? buf.lines.slice(-80).map((l) => LOG_LINE.exec(l)?.[3] ?? l).join("\n").slice(-2048)
-      : "";
+      : written;
     c.state = {
       terminated: {
         exitCode: code,
