@@ -46,6 +46,14 @@ export const EXIT_CODE_TABLE = {
     code: 9,
     help: "incomplete: some nodes gave no snapshot (daemon pod not Ready or unreachable)",
   },
+  /**
+   * The snapshot read is not what the run's agent says it wrote (replaced or forged between the
+   * agent's write and the CLI's read, or from another node), or the agent said nothing.
+   */
+  untrusted: {
+    code: 10,
+    help: "untrusted: the snapshot read is not the one this run's agent reported writing",
+  },
   /** Interrupted by SIGINT or SIGTERM (after cleanup ran). */
   interrupted: { code: 130, help: "interrupted (cleanup ran)" },
 } as const;
@@ -243,6 +251,18 @@ export class IncompleteError extends ToolError {
   constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "incomplete", 502, options);
     this.name = "IncompleteError";
+  }
+}
+
+/**
+ * What was read cannot be trusted as the run's own: the agent's report of what it wrote does not
+ * match it, names another node, or is missing (exit 10, HTTP 502).
+ */
+export class UntrustedSnapshotError extends ToolError {
+  /** @param message what does not match, naming both sides */
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
+    super(message, "untrusted", 502, options);
+    this.name = "UntrustedSnapshotError";
   }
 }
 

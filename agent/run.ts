@@ -6,7 +6,7 @@
  */
 import { collectMeasurements } from "../collectors/mod.ts";
 import type { CollectOptions, CollectorDeps, CollectorReport } from "../collectors/mod.ts";
-import { NotFoundError } from "../errors.ts";
+import { NotFoundError, ToolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import {
   createSnapshot,
@@ -16,6 +16,8 @@ import {
 } from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget } from "../snapshot/mod.ts";
 import { deliverSnapshot } from "./sinks.ts";
+import { writeFileSync } from "node:fs";
+import { digestText, formatAgentReport } from "../manifests/mod.ts";
 import type { SinkDeps } from "./sinks.ts";
 
 /** What an agent run needs. */
@@ -50,6 +52,11 @@ export interface AgentOptions {
   signal?: AbortSignal;
   /** The ConfigMap target's UID when the controller created it (see `DeliverOptions`). */
   configMapUid?: string;
+  /**
+   * Where to report what was written into a ConfigMap (`AICR_REPORT_PATH`, the container's
+   * termination message file, see `manifests/agent_report.ts`), and this build's commit.
+   */
+  report?: { path: string; commit: string };
 }
 
 /** What an agent run produced. */
@@ -144,9 +151,39 @@ export async function runAgent(deps: AgentDeps, options: AgentOptions): Promise<
     ...(options.configMapUid ? { configMapUid: options.configMapUid } : {}),
   });
   if (options.target.kind === "configmap") {
+    if (options.report) writeAgentReport(options.report, { encoded, version: deps.version });
     deps.log.info("snapshot saved to ConfigMap", { uri: destination });
   } else if (options.target.kind === "file") {
     deps.log.info("snapshot saved to file", { path: destination });
   }
   return { snapshot, reports, destination };
+}
+
+/**
+ * Reports what the agent wrote into its ConfigMap: digest, size, version and commit, as one line
+ * of JSON into the container's termination message file, which only the kubelet reads back (into
+ * the pod's status). Written in place: the file is the kubelet's, bound into the container.
+ *
+ * @param report where, and this build's commit
+ * @param written the text stored in the ConfigMap and this build's version
+ * @throws {ToolError} naming the file when it cannot be written (the run must not pass unproved)
+ */
+export function writeAgentReport(
+  report: { path: string; commit: string },
+  written: { encoded: string; version: string },
+): void {
+  const { digest, bytes } = digestText(written.encoded);
+  try {
+    writeFileSync(
+      report.path,
+      formatAgentReport({ digest, bytes, version: written.version, commit: report.commit }),
+    );
+  } catch (error) {
+    throw new ToolError(
+      `Cannot write the agent's report to '${report.path}': ${
+        error instanceof Error ? error.message : error
+      }`,
+      "internal",
+    );
+  }
 }

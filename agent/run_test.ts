@@ -8,6 +8,8 @@ import { NOOP_LOGGER } from "../log.ts";
 import { parseSnapshot } from "../snapshot/mod.ts";
 import { collectSnapshot, REQUIRE_GPU_MESSAGE, runAgent } from "./run.ts";
 import type { AgentDeps } from "./run.ts";
+import { digestText, parseAgentReport } from "../manifests/mod.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
 
 const FIXTURE = new URL("../tests/fixtures/nvidia-smi-q-x.h100.xml", import.meta.url);
 
@@ -137,6 +139,39 @@ Deno.test("runAgent() writes a file atomically in the requested format", async (
     const text = await readFile(file, "utf8");
     assert.equal(JSON.parse(text).kind, "Snapshot");
     assert.deepEqual(await readdir(join(dir, "nested")), ["snap.json"], "no temporary file left");
+  } finally {
+    await rm(root, { recursive: true, force: true });
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+Deno.test("runAgent() into a ConfigMap reports the digest of the text it stored, its version and commit, in the report file", async () => {
+  const root = await hostTree();
+  const dir = await mkdtemp(join(tmpdir(), "aicr-agent-report-"));
+  try {
+    const fake = createFakeKube();
+    const stored: Record<string, string>[] = [];
+    fake.client.applyConfigMap = (_ns, _name, body) => {
+      stored.push(body.data);
+      return Promise.resolve({});
+    };
+    const report = join(dir, "termination-log");
+    await writeFile(report, "");
+    const base = deps(root, dir, []);
+    await runAgent({ ...base, sink: { ...base.sink, kube: () => fake.client } }, {
+      target: { kind: "configmap", ref: { namespace: "ns", name: "out" } },
+      format: "json",
+      nodeName: "n",
+      collect: { only: ["os"] },
+      report: { path: report, commit: "3c5f0d2" },
+    });
+    const text = stored[0]?.["snapshot.json"];
+    assert.ok(text, "the snapshot went into the ConfigMap");
+    assert.deepEqual(parseAgentReport(await readFile(report, "utf8")), {
+      ...digestText(text),
+      version: "0.1.0",
+      commit: "3c5f0d2",
+    });
   } finally {
     await rm(root, { recursive: true, force: true });
     await rm(dir, { recursive: true, force: true });

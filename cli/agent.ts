@@ -17,6 +17,7 @@ import {
 import { UsageError } from "../errors.ts";
 import { checkOutputFile } from "../io.ts";
 import type { Logger } from "../log.ts";
+import { AGENT_REPORT_ENV } from "../manifests/mod.ts";
 import { formatSnapshotTable, parseSnapshotTarget, resolveNodeName } from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
@@ -122,6 +123,11 @@ export interface LocalAgentOptions {
    * the controller created; the snapshot goes into that object only.
    */
   configMapUid?: string;
+  /**
+   * `AICR_REPORT_PATH` (set on the agent Job): where the agent reports what it wrote into its
+   * ConfigMap (the container's termination message file).
+   */
+  reportPath?: string;
 }
 
 /**
@@ -145,6 +151,7 @@ export async function localAgentOptions(
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
   const configMapUid = deps.env("AICR_CONFIGMAP_UID");
+  const reportPath = deps.env(AGENT_REPORT_ENV);
   // Checked before collection starts, so an output that cannot be written fails at once.
   if (target.kind === "file") await checkOutputFile(resolve(deps.cwd, target.path));
   return {
@@ -158,6 +165,7 @@ export async function localAgentOptions(
     ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
     projections,
     ...(configMapUid ? { configMapUid } : {}),
+    ...(reportPath ? { reportPath } : {}),
   };
 }
 
@@ -210,6 +218,9 @@ export async function runLocalAgent(
     },
     signal: deps.signal,
     ...(options.configMapUid ? { configMapUid: options.configMapUid } : {}),
+    ...(options.reportPath
+      ? { report: { path: options.reportPath, commit: buildInfo().commit } }
+      : {}),
     ...(projections.length > 0
       ? { transform: (snapshot: Snapshot) => mergeProjections(snapshot, projections) }
       : {}),

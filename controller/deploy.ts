@@ -43,6 +43,7 @@ import type { ConfigMapRef, Snapshot } from "../snapshot/mod.ts";
 import { waitForAgentJob } from "./wait.ts";
 import { describeLeftOut, nodesByArchitecture } from "./architectures.ts";
 import { agentBuildOf, checkAgentBuild } from "./agent_identity.ts";
+import { readAgentTermination, verifyAgentSnapshot } from "./agent_proof.ts";
 import { buildInfo } from "../version.ts";
 import type { BuildInfo } from "../version.ts";
 import { allSettledOrThrow } from "../io.ts";
@@ -509,7 +510,7 @@ async function executeRun(
     if (plan.createNamespace) await createNamespaceIfAbsent({ kube, log }, namespace);
     if (rbac) await createRunRbac({ ledger, log }, rbac, options.signal);
     jobUid = await createAgentJob({ kube, ledger, log }, options, plan);
-    const { nodeName } = await waitForAgentJob({ kube, log, stderr: deps.stderr }, {
+    const waited = await waitForAgentJob({ kube, log, stderr: deps.stderr }, {
       namespace,
       jobName: name,
       jobUid,
@@ -521,12 +522,23 @@ async function executeRun(
     });
     // A finished Job had its one pod, and makes no other.
     sawPod = true;
+    const { nodeName } = waited;
     log.debug("agent finished; reading its snapshot", { node: nodeName });
-    const snapshot = await readSnapshot(kube, output, options.signal);
+    // The agent's report (its pod's termination message) and the snapshot, side by side.
+    const [{ pod, message }, { snapshot, text }] = await Promise.all([
+      readAgentTermination(kube, waited.pod, options.signal),
+      readSnapshot(kube, output, options.signal),
+    ]);
     throwIfInterrupted(options.signal);
     log.debug("snapshot read", { configMap: formatConfigMapUri(output) });
-    // Before anything is delivered: the agent that ran must be this build.
-    checkAgentBuild(agentBuildOf(snapshot), options.build ?? buildInfo(), options.job.image);
+    // Before anything is delivered: the agent that ran must be this build, and what was read
+    // must be what it reported writing, on its own node.
+    const build = options.build ?? buildInfo();
+    checkAgentBuild(agentBuildOf(snapshot, message), build, options.job.image);
+    verifyAgentSnapshot(
+      { text, snapshot, uri: formatConfigMapUri(output), pod, message },
+      { build, image: options.job.image },
+    );
     done = { runId, snapshot, configMap: output, nodeName, ...selector, cleaned: 0 };
     // The caller has its snapshot while the run's objects are deleted; cleanup is still awaited
     // (and its outcome checked) before this returns.
@@ -881,7 +893,7 @@ async function autoTarget(
  * @param kube the client
  * @param ref where
  * @param signal cancels the read (SIGINT/SIGTERM)
- * @returns the snapshot
+ * @returns the snapshot, and its text exactly as read (the agent's report digests it)
  * @throws {NotFoundError} when the ConfigMap or its snapshot key is missing
  * @throws {UsageError} when the document is invalid (e.g. an older agent's apiVersion)
  */
@@ -889,7 +901,7 @@ export async function readSnapshot(
   kube: KubeClient,
   ref: ConfigMapRef,
   signal?: AbortSignal,
-): Promise<Snapshot> {
+): Promise<{ snapshot: Snapshot; text: string }> {
   const uri = formatConfigMapUri(ref);
   const cm = await kube.get<KubeObject & { data?: Record<string, string> }>(
     "ConfigMap",
@@ -914,7 +926,7 @@ export async function readSnapshot(
       `Cannot read the snapshot from '${uri}': ConfigMap has no snapshot data`,
     );
   }
-  return parseSnapshot(text, { source: uri });
+  return { snapshot: parseSnapshot(text, { source: uri }), text };
 }
 
 /**

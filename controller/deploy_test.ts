@@ -1,9 +1,21 @@
 import assert from "node:assert/strict";
-import { exitCodeOf, InterruptedError, PermissionError, UsageError } from "../errors.ts";
+import {
+  exitCodeOf,
+  InterruptedError,
+  PermissionError,
+  UntrustedSnapshotError,
+  UsageError,
+} from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { AccessAttributes, KindName, KubeObject, NewObject } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
-import { snapshotConfigMapLabels, stagingConfigMapName } from "../manifests/mod.ts";
+import {
+  digestText,
+  formatAgentReport,
+  snapshotConfigMapLabels,
+  stagingConfigMapName,
+} from "../manifests/mod.ts";
+import { buildInfo } from "../version.ts";
 import { encodeSnapshot, formatConfigMapUri } from "../snapshot/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
@@ -45,6 +57,13 @@ interface SceneOptions {
   interruptPreflight?: AbortController;
   /** The document the agent writes instead of this build's snapshot (another program's). */
   agentDocument?: string;
+  /**
+   * The agent container's termination message: by default this build's report of the document it
+   * wrote (none with `agentDocument`: another program reports nothing); `false` for none.
+   */
+  report?: string | false;
+  /** The node the agent's pod runs on. @default "gpu-1" */
+  podNode?: string;
 }
 
 function agentOutput(job: KubeObject): { namespace: string; name: string } {
@@ -141,6 +160,17 @@ function scene(options: SceneOptions = {}) {
       };
       return;
     }
+    // What the agent writes, and (as this build's agent does) reports through its termination
+    // message, which the kubelet puts in the pod's status.
+    const document = options.agentDocument ??
+      encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml");
+    const report = options.report ?? (options.agentDocument === undefined
+      ? formatAgentReport({
+        ...digestText(document),
+        version: buildInfo().version,
+        commit: buildInfo().commit,
+      })
+      : false);
     fake.put(
       "Pod",
       {
@@ -157,11 +187,21 @@ function scene(options: SceneOptions = {}) {
             controller: true,
           }],
         },
-        spec: { nodeName: "gpu-1" },
-        status: agent === "succeeds" ? { phase: "Succeeded" } : {
-          phase: "Failed",
-          containerStatuses: [{ name: "aicr", state: { terminated: { exitCode: 3 } } }],
-        },
+        spec: { nodeName: options.podNode ?? "gpu-1" },
+        status: agent === "succeeds"
+          ? {
+            phase: "Succeeded",
+            containerStatuses: [{
+              name: "aicr",
+              state: {
+                terminated: { exitCode: 0, ...(report === false ? {} : { message: report }) },
+              },
+            }],
+          }
+          : {
+            phase: "Failed",
+            containerStatuses: [{ name: "aicr", state: { terminated: { exitCode: 3 } } }],
+          },
       } as unknown as NewObject & { metadata: { name: string } },
     );
     if (agent === "succeeds") {
@@ -175,11 +215,7 @@ function scene(options: SceneOptions = {}) {
         if (existing?.metadata?.uid !== pinned) return;
         fake.objects.set(key, {
           ...existing,
-          data: {
-            "snapshot.yaml": options.agentDocument ??
-              encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml"),
-            format: "yaml",
-          },
+          data: { "snapshot.yaml": document, format: "yaml" },
         } as KubeObject);
         return;
       }
@@ -191,11 +227,7 @@ function scene(options: SceneOptions = {}) {
             namespace: target.namespace,
             labels: snapshotConfigMapLabels("1.0.0"),
           },
-          data: {
-            "snapshot.yaml": options.agentDocument ??
-              encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml"),
-            format: "yaml",
-          },
+          data: { "snapshot.yaml": document, format: "yaml" },
         } as unknown as NewObject & { metadata: { name: string } },
       );
     }
@@ -570,4 +602,76 @@ Deno.test("deploySnapshot() refuses a snapshot NVIDIA's Go aicr wrote, naming it
   assert.match(error.details.join("\n"), /aicr image push REGISTRY\/REPO/);
   assert.deepEqual(delivered, [], "nothing another program wrote is delivered");
   assert.deepEqual(s.left(), [], "cleanup ran as for any failure");
+});
+
+/** This build's report of a document, as its agent writes it into its termination message. */
+function reportOf(document: string): string {
+  return formatAgentReport({
+    ...digestText(document),
+    version: buildInfo().version,
+    commit: buildInfo().commit,
+  });
+}
+
+Deno.test("deploySnapshot() refuses a snapshot that is not what its agent reported writing (replaced in the ConfigMap), naming both digests", async () => {
+  const genuine = encodeSnapshot(sampleSnapshot({ nodeName: "gpu-1" }), "yaml");
+  // Another writer won the race between the agent's write and the CLI's read.
+  const forged = encodeSnapshot(sampleSnapshot({ nodeName: "gpu-9" }), "yaml");
+  const s = scene({ agentDocument: forged, report: reportOf(genuine) });
+  const delivered: unknown[] = [];
+  const error = await deploySnapshot(s.deps, {
+    ...options(),
+    deliver: (r) => Promise.resolve(void delivered.push(r)),
+  }).catch((e) => e);
+  assert.ok(error instanceof UntrustedSnapshotError, String(error));
+  assert.equal(exitCodeOf(error), 10);
+  assert.equal(
+    error.message,
+    `Cannot trust the snapshot in 'cm://${NS}/${
+      stagingConfigMapName(RUN)
+    }': it is not what the agent wrote (read ${digestText(forged).digest}, ${
+      digestText(forged).bytes
+    } bytes; the agent reported ${digestText(genuine).digest}, ${digestText(genuine).bytes} bytes)`,
+  );
+  assert.deepEqual(delivered, [], "nothing forged is delivered");
+  assert.deepEqual(s.left(), [], "cleanup ran as for any failure");
+});
+
+Deno.test("deploySnapshot() refuses a snapshot whose source-node is not the node its agent's pod ran on", async () => {
+  // The report matches the text, but the text names another node than the pod's.
+  const s = scene({ podNode: "gpu-2" });
+  const error = await deploySnapshot(s.deps, options()).catch((e) => e);
+  assert.ok(error instanceof UntrustedSnapshotError, String(error));
+  assert.equal(exitCodeOf(error), 10);
+  assert.match(
+    error.message,
+    /: its source-node is 'gpu-1' but the agent's pod ran on node 'gpu-2'$/,
+  );
+  assert.deepEqual(s.left(), []);
+});
+
+Deno.test("deploySnapshot() with no agent report names the program as not this build (exit 8); a malformed report is untrusted (exit 10)", async () => {
+  const missing = scene({ report: false });
+  const error = await deploySnapshot(missing.deps, options()).catch((e) => e);
+  assert.ok(error instanceof AgentIdentityError, String(error));
+  assert.equal(exitCodeOf(error), 8);
+  assert.match(
+    error.message,
+    /^Cannot use the snapshot as the agent that ran is not aicr \S+.*: it reported nothing of what it wrote \(its container's termination message is empty\): the image 'ghcr\.io\/nvidia\/aicr:v1\.0\.0' is not this build's$/,
+  );
+  assert.deepEqual(missing.left(), []);
+  for (
+    const [report, why] of [
+      ["not json", /is not JSON$/],
+      [`{"digest":"md5:abc","bytes":1,"version":"0.1.0","commit":"x"}`, /'digest' is not sha256/],
+      ["x".repeat(5000), /is over 4096 bytes$/],
+    ] as const
+  ) {
+    const s = scene({ report });
+    const bad = await deploySnapshot(s.deps, options()).catch((e) => e);
+    assert.ok(bad instanceof UntrustedSnapshotError, `${report.slice(0, 20)}: ${bad}`);
+    assert.equal(exitCodeOf(bad), 10);
+    assert.match(bad.message, why);
+    assert.deepEqual(s.left(), []);
+  }
 });

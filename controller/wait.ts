@@ -169,14 +169,14 @@ export function unschedulableReason(pod: PodObject | undefined): string | undefi
  *
  * @param deps client, logger, stderr
  * @param options Job identity, timeout, cancellation
- * @returns the node the agent ran on
+ * @returns the node the agent ran on, and its pod as last read (its termination message)
  * @throws {AgentJobError} when the Job fails, with the reason, exit code and log tail
  * @throws {TimeoutError} when the timeout passes, with what the pod was doing
  */
 export async function waitForAgentJob(
   deps: WaitDeps,
   options: WaitOptions,
-): Promise<{ nodeName: string | undefined }> {
+): Promise<{ nodeName: string | undefined; pod: PodObject | undefined }> {
   const { kube } = deps;
   const clock = deps.clock ?? (() => Date.now());
   const { namespace, jobUid, runId, timeoutMs, pollMs = 1000 } = options;
@@ -212,7 +212,7 @@ export async function waitForAgentJob(
         // controller's batched Complete condition. A Failed pod fails the run the same way.
         if (condition(job, "Complete") || pod?.status?.phase === "Succeeded") {
           await agentLog.settle();
-          return { nodeName: pod?.spec?.nodeName };
+          return { nodeName: pod?.spec?.nodeName, pod };
         }
         const failed = failureOf(job, pod);
         if (failed) {

@@ -159,7 +159,10 @@ Deno.test("waitForAgentJob() returns the node once the pod succeeded", async () 
     timeoutMs: 30_000,
     pollMs: 5,
   });
-  assert.deepEqual(result, { nodeName: "gpu-2" });
+  assert.equal(result.nodeName, "gpu-2");
+  // The pod as last read: the caller reads its agent's termination message from it.
+  assert.equal(result.pod?.status?.phase, "Succeeded");
+  assert.equal(result.pod?.spec?.nodeName, "gpu-2");
 });
 
 Deno.test("createImagePullCheck() fails backoffs at once and ErrImagePull after its grace", () => {

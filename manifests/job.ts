@@ -18,6 +18,7 @@ import type { RunIdentity } from "./names.ts";
 import { formatConfigMapUri } from "../snapshot/mod.ts";
 import type { ConfigMapRef } from "../snapshot/mod.ts";
 import { agentPodParts } from "./_pod.ts";
+import { AGENT_REPORT_ENV, AGENT_REPORT_PATH } from "./agent_report.ts";
 import type { PodOptions } from "./_pod.ts";
 import type { JobManifest, ResourceRequirements } from "./types.ts";
 
@@ -223,11 +224,15 @@ export function buildAgentJob(config: AgentJobConfig): JobManifest {
               ...(config.outputUid
                 ? [{ name: "AICR_CONFIGMAP_UID", value: config.outputUid }]
                 : []),
+              // Where the agent reports what it wrote (agent_report.ts): read by the kubelet only.
+              { name: AGENT_REPORT_ENV, value: AGENT_REPORT_PATH },
               ...pod.env,
             ],
             resources: pod.container.resources,
             securityContext: pod.container.securityContext,
             volumeMounts: pod.container.volumeMounts,
+            terminationMessagePath: AGENT_REPORT_PATH,
+            terminationMessagePolicy: "File",
           }],
           volumes: pod.volumes,
         },

@@ -29,6 +29,14 @@ export { GPU_PRESENT_LABEL, isNodeOs, NODE_OS_FAMILIES } from "./_pod.ts";
 export type { PodOptions } from "./_pod.ts";
 export { buildDaemonSet, DEFAULT_DAEMON_PORT } from "./daemonset.ts";
 export type { DaemonSetConfig } from "./daemonset.ts";
+export {
+  AGENT_REPORT_ENV,
+  AgentReportError,
+  digestText,
+  formatAgentReport,
+  parseAgentReport,
+} from "./agent_report.ts";
+export type { AgentReport } from "./agent_report.ts";
 export { autoTargetingAllowed, buildAgentJob } from "./job.ts";
 export { buildSignerDeployment, buildSignerLease } from "./signer.ts";
 export type { AgentJobConfig } from "./job.ts";

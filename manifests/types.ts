@@ -173,6 +173,8 @@ export interface Container {
   livenessProbe?: Probe;
   /** Readiness probe. */
   readinessProbe?: Probe;
+  /** The file whose content the kubelet reports as the termination message. */
+  terminationMessagePath?: string;
   /** `File` (the default) or `FallbackToLogsOnError`: the log's tail as the message on a failure. */
   terminationMessagePolicy?: "File" | "FallbackToLogsOnError";
 }
