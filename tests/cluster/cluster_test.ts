@@ -449,18 +449,22 @@ Deno.test({
         },
       );
 
-      await t.step("an unknown image ends as ErrImagePull", async () => {
+      await t.step("an unknown image ends as ErrImagePull, then ImagePullBackOff", async () => {
         const n = await ns("image");
         const spec = pod("nopull", "true");
         spec.spec.containers[0].image = "registry.invalid/nothing:1";
         await create(admin, `/api/v1/namespaces/${n}/pods`, spec);
-        const p = await waitFor("ErrImagePull", async () => {
+        const p = await waitFor("ImagePullBackOff", async () => {
           const x = await getPod(admin, n, "nopull");
-          return x.status?.containerStatuses?.[0]?.state?.waiting?.reason === "ErrImagePull"
+          return x.status?.containerStatuses?.[0]?.state?.waiting?.reason === "ImagePullBackOff"
             ? x
             : undefined;
         });
         assert.equal(p.status.phase, "Pending");
+        assert.match(
+          p.status.containerStatuses[0].state.waiting.message,
+          /ErrImagePull: .*registry\.invalid\/nothing:1: not found/,
+        );
       });
 
       await t.step(

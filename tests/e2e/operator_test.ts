@@ -15,7 +15,7 @@ import type { Obj } from "../kubelet/api.ts";
 import { parseAllDocuments } from "yaml";
 import { aicr, aicrObjects, runObjects } from "./_aicr.ts";
 
-/** An image the kubelet stand-in cannot pull (not in its image map): ErrImagePull. */
+/** An image the kubelet stand-in cannot pull (not in its image map): ErrImagePull, then ImagePullBackOff. */
 const BAD_IMAGE = "registry.example/nope/not-aicr:0.0.0";
 
 /** A log line (`message key=value`, a level word, or the agent's prefixed lines). */
@@ -111,8 +111,11 @@ Deno.test({
           ]);
           assert.equal(run.code, 8, run.stderr);
           assert.match(run.stderr, /auto-targeting GPU nodes/, "the run did auto-target");
-          assert.match(run.stderr, /the agent image could not be pulled \(ErrImagePull\)/);
-          assert.match(run.stderr, /not in the aicr test kubelet's image map/);
+          assert.match(
+            run.stderr,
+            /the agent image could not be pulled \((ErrImagePull|ImagePullBackOff)\)/,
+          );
+          assert.match(run.stderr, /failed to resolve reference .*: not found/);
           assert.doesNotMatch(run.stderr, /pass --node-selector/);
           assertErrorIsLast(run.stderr);
           assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
@@ -209,7 +212,10 @@ Deno.test({
             report,
           ]);
           assert.equal(run.code, 8, run.stderr);
-          assert.match(run.stderr, /its image could not be pulled on node '\S+' \(ErrImagePull\)/);
+          assert.match(
+            run.stderr,
+            /its image could not be pulled on node '\S+' \((ErrImagePull|ImagePullBackOff)\)/,
+          );
           assert.match(run.stderr, /the install was rolled back: 12 object\(s\) removed/);
           assertErrorIsLast(run.stderr);
           const doc = JSON.parse(await readFile(report, "utf8"));
@@ -265,7 +271,9 @@ Deno.test({
           await waitFor("the daemon's pods, pulling", async () => {
             const pods = await admin.request("GET", `/api/v1/namespaces/${namespace}/pods`);
             const pulling = (pods.body.items ?? []).filter((p: Obj) =>
-              p.status?.containerStatuses?.[0]?.state?.waiting?.reason === "ErrImagePull"
+              /^(ErrImagePull|ImagePullBackOff)$/.test(
+                p.status?.containerStatuses?.[0]?.state?.waiting?.reason ?? "",
+              )
             );
             return pulling.length === gpuNodes.length ? true : undefined;
           });
@@ -426,7 +434,7 @@ Deno.test({
           );
           assert.match(
             yaml.stderr,
-            /read-only lookup request="list nodes -l nvidia\.com\/gpu\.present=true --limit 1"/,
+            /read-only lookup request="list nodes -l 'nvidia\.com\/gpu\.present=true,kubernetes\.io\/arch in \(amd64,arm64\)' --limit 1"/,
           );
           assert.match(yaml.stderr, /dry run: nothing was created namespace=\S+ objects=7/);
           assert.doesNotMatch(yaml.stderr, /snapshot agent run: runID=/);
