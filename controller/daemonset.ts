@@ -8,7 +8,7 @@
  * @module
  */
 import { resolve } from "node:path";
-import { TimeoutError, ToolError } from "../errors.ts";
+import { InterruptedError, TimeoutError, ToolError } from "../errors.ts";
 import type { OptionNamer } from "../errors.ts";
 import { writeFileAtomic } from "../io.ts";
 import type { KubeClient } from "../kube/mod.ts";
@@ -309,6 +309,13 @@ export async function runFleetFetch(
       written = await writer.close();
     } catch (error) {
       await writer.abort();
+      // A read the signal cut short is the interrupt it is (exit 130), not its own failure.
+      if (deps.signal.aborted && !(error instanceof ToolError)) {
+        throw new InterruptedError(
+          `Cannot fetch every node's snapshot: interrupted (${String(deps.signal.reason)})`,
+          { cause: error },
+        );
+      }
       throw error;
     }
     deps.stderr.write(formatFleetTable(fleet.results));

@@ -23,6 +23,7 @@ import type { PeerCertificate } from "node:tls";
 import { mapConcurrent, sleep as sleepFor } from "../io.ts";
 import {
   IncompleteError,
+  InterruptedError,
   NotFoundError,
   PermissionError,
   TimeoutError,
@@ -64,7 +65,8 @@ export type NodeStatus =
   | "denied"
   | "timed-out"
   | "too-large"
-  | "wrong-identity";
+  | "wrong-identity"
+  | "interrupted";
 
 /** The largest answer one daemon may send by default: one snapshot document's cap (16 MiB). */
 export const DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
@@ -460,8 +462,12 @@ const IDENTITY_ERROR_CODES = new Set([
   "CERT_HAS_EXPIRED",
 ]);
 
-function fromError(error: unknown, deadline: AbortSignal): Outcome {
+function fromError(error: unknown, deadline: AbortSignal, signal?: AbortSignal): Outcome {
   const message = error instanceof Error ? error.message : String(error);
+  // SIGINT/SIGTERM ended the node's fetch: neither the node's timeout nor its fault.
+  if (signal?.aborted) {
+    return { status: "interrupted", error: `interrupted (${String(signal.reason)})` };
+  }
   if (error instanceof AnswerTooLargeError || error instanceof ResponseTooLargeError) {
     return { status: "too-large", error: message };
   }
@@ -804,7 +810,7 @@ async function fetchNodeSnapshot(
     const message = error instanceof Error ? error.message : String(error);
     return error instanceof PermissionError || error instanceof NotFoundError
       ? done({ status: "denied", error: `no reader token: ${message}` })
-      : done(fromError(error, deadline));
+      : done(fromError(error, deadline, signal));
   }
   try {
     let answer = await ask(ctx, pod, deadline, token);
@@ -815,7 +821,7 @@ async function fetchNodeSnapshot(
     }
     return done(fromAnswer(answer, pod.node, ctx.build));
   } catch (error) {
-    return done(fromError(error, deadline));
+    return done(fromError(error, deadline, signal));
   }
 }
 
@@ -923,6 +929,13 @@ export function fleetError(fleet: FleetResult): ToolError | undefined {
     return new NotFoundError("Cannot fetch the fleet: no daemon pod runs on a targeted node");
   }
   if (failed.length === 0) return undefined;
+  const interrupted = failed.find((r) => r.status === "interrupted");
+  if (interrupted) {
+    // Exit 130 as every verb on SIGINT/SIGTERM; what was fetched before it is written.
+    return new InterruptedError(
+      `Cannot fetch every node's snapshot: ${interrupted.error ?? "interrupted"}`,
+    );
+  }
   const message =
     `Cannot fetch every node's snapshot: ${failed.length} of ${fleet.results.length} nodes failed (${
       [...new Set(failed.map((r) => r.status))].join(", ")

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { exitCodeOf } from "../errors.ts";
+import { exitCodeOf, InterruptedError } from "../errors.ts";
 import { KubeApiError } from "../kube/mod.ts";
 import type { RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
@@ -566,4 +566,41 @@ Deno.test("fleet: a daemon that is another program or version is that node's wro
   );
   assert.equal(fleet.results[0]?.snapshot, undefined, "nothing of it is kept");
   assert.equal(exitCodeOf(fleetError(fleet)), 9);
+});
+
+Deno.test("fleet: SIGTERM mid-fetch: the answered nodes stay ok, the cut ones are interrupted (not timed-out), exit 130", async () => {
+  const { fake } = cluster([
+    { node: "a-answered", ip: "10.0.0.1" },
+    { node: "b-slow", ip: "10.0.0.2" },
+  ]);
+  const interrupt = new AbortController();
+  const directGet: DirectGet = (request) => {
+    if (new URL(request.url).hostname === "10.0.0.1") {
+      return Promise.resolve(snapshotAnswer("a-answered"));
+    }
+    // A healthy daemon that answers slowly: the signal comes while it is being read.
+    return new Promise((_resolve, reject) => {
+      request.signal?.addEventListener(
+        "abort",
+        () => reject(new Error("The operation was aborted")),
+      );
+      setTimeout(() => interrupt.abort(new Error("received SIGTERM")), 20);
+    });
+  };
+  const fleet = await fetchFleet({ kube: fake.client, log: quiet(), directGet }, {
+    namespace: NS,
+    transport: "direct",
+    signal: interrupt.signal,
+  });
+  assert.deepEqual(fleet.results.map((r) => [r.node, r.status, r.error]), [
+    ["a-answered", "ok", undefined],
+    ["b-slow", "interrupted", "interrupted (Error: received SIGTERM)"],
+  ]);
+  const error = fleetError(fleet);
+  assert.ok(error instanceof InterruptedError, String(error));
+  assert.equal(exitCodeOf(error), 130);
+  assert.equal(
+    error.message,
+    "Cannot fetch every node's snapshot: interrupted (Error: received SIGTERM)",
+  );
 });

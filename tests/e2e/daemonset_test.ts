@@ -24,6 +24,7 @@ import type { Snapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
 import { NOT_AICR_IMAGE } from "../kubelet/notaicr.ts";
+import { startFaultProxy } from "../faults/proxy.ts";
 import { aicr, AICR_BIN, bindsTokensToNodes, httpsGet, mintToken, nodeFixture } from "./_aicr.ts";
 
 function externalIPv4(): string | undefined {
@@ -283,6 +284,56 @@ Deno.test({
               .map((d) => d.metadata["source-node"]).sort(),
             gpuNodes,
           );
+        },
+      );
+
+      await t.step(
+        "SIGTERM while nodes are fetched: exit 130, no healthy node reported as timed-out",
+        async () => {
+          // The reader tokens of the nodes are held 3 s by a proxy: the signal lands mid-fetch.
+          const proxy = await startFaultProxy(env.cluster);
+          try {
+            let reached: () => void = () => {};
+            const inFetch = new Promise<void>((resolve) => (reached = resolve));
+            proxy.add({
+              method: "POST",
+              path: /\/serviceaccounts\/[^/]+\/token/,
+              action: { kind: "delay", ms: 3000 },
+              onMatch: () => reached(),
+            });
+            let sent = false;
+            const run = aicr(
+              [
+                "--debug",
+                "daemonset",
+                "fetch",
+                "--kubeconfig",
+                proxy.kubeconfig,
+                "-n",
+                ns,
+                "-o",
+                "-",
+              ],
+              {
+                deadlineMs: 60_000,
+                // Once: a second signal is left to the default handler (main() in mod.ts).
+                onStderr: (_text, kill) => {
+                  if (sent) return;
+                  sent = true;
+                  void inFetch.then(() => setTimeout(() => kill("SIGTERM"), 300));
+                },
+              },
+            );
+            const done = await run;
+            assert.equal(done.code, 130, done.stderr);
+            assert.match(
+              done.stderr,
+              /^error: Cannot fetch every node's snapshot: interrupted \(Error: received SIGTERM\)$/m,
+            );
+            assert.doesNotMatch(done.stderr, /timed-out/, "no node is said to have timed out");
+          } finally {
+            await proxy.stop();
+          }
         },
       );
 
