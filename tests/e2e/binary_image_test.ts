@@ -1,17 +1,18 @@
 /**
- * The agent image's layout, checked without a container runtime: `Containerfile` is read for its
- * COPY target, PATH and USER; the Job and DaemonSet builders must run a command that PATH finds
- * there, as the user the image defaults to in restricted mode. Then the image is imitated: a
- * root filesystem holding only the binary at its COPY target and the glibc libraries `ldd` names
- * and the /etc/passwd entries of the distroless "cc" base, plus the /proc, /sys and /dev every
- * container gets, mounted read-only; `aicr version` and `aicr agent` are run there by bare name
- * through PATH, as uid/gid 65534 and with no network, and again as an arbitrary uid that has no
- * passwd entry (as OpenShift assigns). Those cases need root, `unshare`, `mount`, `chroot`, `ldd`.
+ * The agent image's layout, checked on the image itself without a container runtime: `aicr image
+ * save` writes the image of the built binary (its own embedded base), and GNU tar unpacks it
+ * (the archive, then the linux/amd64 manifest's layers, in order) into a root filesystem. Its
+ * config gives the binary's path (ENTRYPOINT), PATH and USER; the Job and DaemonSet builders must
+ * run a command that PATH finds there, as the user the image defaults to in restricted mode. Then,
+ * in that root, mounted read-only with the /proc, /sys and /dev every container gets, `aicr
+ * version` and `aicr agent` are run by bare name through PATH, as uid/gid 65534 and with no
+ * network, and again as an arbitrary uid that has no passwd entry (as OpenShift assigns). Those
+ * cases need root, `unshare`, `mount`, `chroot` and `tar`.
  */
 import assert from "node:assert/strict";
-import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { buildAgentJob, buildDaemonSet } from "../../manifests/mod.ts";
 import type { AgentJobConfig, DaemonSetConfig } from "../../manifests/mod.ts";
 import {
@@ -20,14 +21,13 @@ import {
   ensureBinary,
   NOBODY,
   PACKAGE_VERSION,
-  REPO_ROOT,
 } from "./binary_harness.ts";
 import type { Ran } from "./binary_harness.ts";
 import { imageTag } from "../../scripts/image_tag.ts";
 
-/** What the image's build file says about its layout. */
+/** What the image's config says about its layout. */
 interface ImageLayout {
-  /** Where `COPY … aicr <dest>` puts the binary. */
+  /** The ENTRYPOINT: where the binary is. */
   binary: string;
   /** `ENV PATH=…`. */
   path: string;
@@ -35,22 +35,70 @@ interface ImageLayout {
   user: { uid: number; gid: number };
 }
 
-function readLayout(text: string): ImageLayout {
-  const lines = text.replace(/\\\n\s*/g, " ").split("\n").filter((l) => !l.startsWith("#"));
-  const copy = lines.map((l) => /^COPY\s+(?:--\S+\s+)*aicr\s+(\S+)\s*$/.exec(l)).find(Boolean);
-  const path = lines.map((l) => /^ENV\s.*\bPATH=(\S+)/.exec(l)).find(Boolean);
-  const user = lines.map((l) => /^USER\s+(\d+):(\d+)\s*$/.exec(l)).find(Boolean);
-  assert.ok(copy, "Containerfile copies the binary: COPY aicr <dest>");
-  assert.ok(path, "Containerfile sets ENV PATH");
-  assert.ok(user, "Containerfile sets a numeric USER uid:gid");
-  return {
-    binary: copy[1]!,
-    path: path[1]!,
-    user: { uid: Number(user[1]), gid: Number(user[2]) },
-  };
+async function run(argv: string[], cwd = "/"): Promise<string> {
+  const out = await new Deno.Command(argv[0]!, {
+    args: argv.slice(1),
+    cwd,
+    env: { HOME: Deno.env.get("HOME") ?? "/root", PATH: "/usr/bin:/bin" },
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  assert.ok(out.success, `${argv.join(" ")}: ${new TextDecoder().decode(out.stderr)}${text}`);
+  return text;
 }
 
-const LAYOUT = readLayout(await readFile(join(REPO_ROOT, "Containerfile"), "utf8"));
+/** The image `aicr image save` writes for the built binary, unpacked by GNU tar into a root. */
+async function unpackImage(): Promise<{ root: string; layout: ImageLayout }> {
+  const binary = await ensureBinary();
+  const work = await mkdtemp(join(tmpdir(), "aicr-image-"));
+  try {
+    await run([binary, "image", "save", "-o", join(work, "aicr.tar")]);
+    await mkdir(join(work, "layout"));
+    await run(["tar", "-xf", join(work, "aicr.tar"), "-C", join(work, "layout")]);
+    const blob = async (digest: string) =>
+      JSON.parse(await readFile(join(work, "layout", "blobs", "sha256", digest.slice(7)), "utf8"));
+    const top = JSON.parse(await readFile(join(work, "layout", "index.json"), "utf8"));
+    const index = await blob(top.manifests[0].digest);
+    const entry = index.manifests.find((m: { platform: { architecture: string } }) =>
+      m.platform.architecture === "amd64"
+    );
+    const manifest = await blob(entry.digest);
+    const config = (await blob(manifest.config.digest)).config;
+    const root = await mkdtemp(join(tmpdir(), "aicr-image-root-"));
+    await chmod(root, 0o755);
+    for (const layer of manifest.layers) {
+      await run([
+        "tar",
+        "-xzf",
+        join(work, "layout", "blobs", "sha256", layer.digest.slice(7)),
+        "-C",
+        root,
+        "--numeric-owner",
+        "--same-permissions",
+      ]);
+    }
+    // What a runtime adds: the mount points of /proc, /sys and /dev.
+    for (const dir of ["proc", "sys", "dev"]) await mkdir(join(root, dir));
+    const [uid, gid] = String(config.User).split(":").map(Number);
+    const path = (config.Env as string[]).find((e) => e.startsWith("PATH="))!.slice(5);
+    return { root, layout: { binary: config.Entrypoint[0], path, user: { uid: uid!, gid: gid! } } };
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+const CHROOT = "/usr/sbin/chroot";
+const CAN_CHROOT = canIsolate() && (() => {
+  try {
+    return Deno.statSync(CHROOT).isFile;
+  } catch {
+    return false;
+  }
+})();
+const IMAGE = await unpackImage();
+const LAYOUT = IMAGE.layout;
 const RUN_ID = "20260103-103000-0123456789abcdef";
 
 /** Where PATH finds `command` in the image, or undefined. */
@@ -100,54 +148,6 @@ Deno.test("binary image: the image's default user is the restricted pod's user, 
   assert.equal(privileged.securityContext?.runAsUser, 0);
 });
 
-const CHROOT = "/usr/sbin/chroot";
-const LDD = "/usr/bin/ldd";
-const CAN_CHROOT = canIsolate() && [CHROOT, LDD].every((p) => {
-  try {
-    return Deno.statSync(p).isFile;
-  } catch {
-    return false;
-  }
-});
-
-/** The absolute library paths `ldd` lists for a binary (including the dynamic loader). */
-async function sharedLibraries(binary: string): Promise<string[]> {
-  const out = await new Deno.Command(LDD, { args: [binary], stdout: "piped", stderr: "piped" })
-    .output();
-  assert.ok(out.success, `ldd ${binary}: ${new TextDecoder().decode(out.stderr)}`);
-  const paths = new Set<string>();
-  for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
-    const match = /(?:=>\s*)?(\/\S+)\s+\(0x/.exec(line);
-    if (match) paths.add(match[1]!);
-  }
-  return [...paths];
-}
-
-/** Builds the imitation root filesystem: binary, libraries, empty mount points. */
-async function imageRoot(binary: string): Promise<{ root: string; libraries: string[] }> {
-  const root = await mkdtemp(join(tmpdir(), "aicr-image-root-"));
-  await chmod(root, 0o755);
-  const target = join(root, LAYOUT.binary);
-  await mkdir(dirname(target), { recursive: true });
-  await copyFile(binary, target);
-  await chmod(target, 0o755);
-  const libraries = await sharedLibraries(binary);
-  for (const lib of libraries) {
-    await mkdir(dirname(join(root, lib)), { recursive: true });
-    // Copy through symlinks: the file itself lands at the path the loader asks for.
-    await copyFile(await Deno.realPath(lib), join(root, lib));
-  }
-  for (const dir of ["proc", "sys", "dev"]) await mkdir(join(root, dir));
-  // The accounts distroless ships (it has no shell, so none is named).
-  await mkdir(join(root, "etc"));
-  await writeFile(
-    join(root, "etc", "passwd"),
-    "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n",
-  );
-  await writeFile(join(root, "etc", "group"), "root:x:0:\nnogroup:x:65534:\n");
-  return { root, libraries };
-}
-
 async function runInImage(
   root: string,
   args: readonly string[],
@@ -183,32 +183,22 @@ async function runInImage(
   };
 }
 
-const IGNORED = CAN_CHROOT ? "" : " (ignored: needs root with unshare, mount, chroot and ldd)";
+const IGNORED = CAN_CHROOT ? "" : " (ignored: needs root with unshare, mount, chroot and tar)";
 
 async function assertRunsInImage(user?: { uid: number; gid: number }): Promise<void> {
-  const { root, libraries } = await imageRoot(await ensureBinary());
-  try {
-    for (const lib of libraries) {
-      assert.match(lib, /\/(ld-linux[^/]*|lib(c|m|dl|pthread|stdc\+\+|gcc_s)\.so[.\d]*)$/, lib);
-    }
-    const version = await runInImage(root, ["version"], user);
-    assert.equal(version.code, 0, describeRun(version));
-    assert.match(
-      version.stdout,
-      new RegExp(`^aicr ${PACKAGE_VERSION}$`, "m"),
-      describeRun(version),
-    );
-    const agent = await runInImage(root, ["agent"], user);
-    assert.equal(agent.code, 0, describeRun(agent));
-    assert.match(agent.stdout, /^apiVersion: aicr\.run\/v1$/m, describeRun(agent));
-  } finally {
-    await rm(root, { recursive: true, force: true });
-  }
+  const version = await runInImage(IMAGE.root, ["version"], user);
+  assert.equal(version.code, 0, describeRun(version));
+  assert.match(version.stdout, new RegExp(`^aicr ${PACKAGE_VERSION}$`, "m"), describeRun(version));
+  const agent = await runInImage(IMAGE.root, ["agent"], user);
+  assert.equal(agent.code, 0, describeRun(agent));
+  assert.match(agent.stdout, /^apiVersion: aicr\.run\/v1$/m, describeRun(agent));
+  // Restricted mode reads the image's own os-release: Debian 12, from the pinned base-files.
+  assert.match(agent.stdout, /bookworm|Debian GNU\/Linux 12/, describeRun(agent));
 }
 
 Deno.test({
   name:
-    `binary image: a root filesystem of only glibc's libraries, /etc/passwd and ${LAYOUT.binary} runs \`aicr version\` and \`aicr agent\` by name as the image's user, read-only, with no network${IGNORED}`,
+    `binary image: the saved image's own root filesystem (pinned Debian base, ${LAYOUT.binary}) runs \`aicr version\` and \`aicr agent\` by name as the image's user, read-only, with no network${IGNORED}`,
   ignore: !CAN_CHROOT,
   fn: () => assertRunsInImage(),
 });
@@ -224,4 +214,14 @@ Deno.test("binary image: the image tag is this project's image of this version, 
   const tag = imageTag();
   assert.equal(tag, `ghcr.io/aicr-run/aicr:${PACKAGE_VERSION.replace(/^v/, "")}`);
   assert.equal(imageTag({ version: true }), PACKAGE_VERSION.replace(/^v/, ""));
+});
+
+Deno.test("binary image: the unpacked image holds no shell", async () => {
+  for (const shell of ["bin/sh", "bin/bash", "usr/bin/sh", "bin/busybox"]) {
+    await assert.rejects(Deno.lstat(join(IMAGE.root, shell)), Deno.errors.NotFound, shell);
+  }
+});
+
+globalThis.addEventListener("unload", () => {
+  Deno.removeSync(IMAGE.root, { recursive: true });
 });
