@@ -153,7 +153,13 @@ export function diffCommand(deps: DiffDeps): Command {
           createFolders: false,
         });
       }
-      await runDiff({ loader, stdout: deps.stdout, cwd: deps.cwd, now: deps.now }, options);
+      await runDiff({
+        loader,
+        stdout: deps.stdout,
+        cwd: deps.cwd,
+        now: deps.now,
+        ...(deps.signal ? { signal: deps.signal } : {}),
+      }, options);
     }));
 }
 

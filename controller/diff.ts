@@ -7,7 +7,7 @@
  * @module
  */
 import { resolve } from "node:path";
-import { IncompleteError, ToolError, UsageError } from "../errors.ts";
+import { IncompleteError, InterruptedError, ToolError, UsageError } from "../errors.ts";
 import type { TextWriter } from "../log.ts";
 import { redactUrl } from "../redact.ts";
 import {
@@ -34,6 +34,8 @@ export interface DiffDeps {
   cwd: string;
   /** Clock (the HTML report's subtitle). */
   now: () => Date;
+  /** SIGINT/SIGTERM: a fleet's read stops between two files, and before the report is made. */
+  signal?: AbortSignal;
 }
 
 /** The output formats of a diff. */
@@ -110,8 +112,14 @@ async function diffFleet(
   // A directory's files in our own layout go straight into the builder, without a snapshot.
   // A file or document that cannot be read is an unreadable node of the report (exit 9 after the
   // output), and the rest is compared.
-  await readFleet(fleet, deps.loader, { cwd: deps.cwd, option: "fleet" }, builder);
+  await readFleet(fleet, deps.loader, {
+    cwd: deps.cwd,
+    option: "fleet",
+    ...(deps.signal ? { signal: deps.signal } : {}),
+  }, builder);
+  throwIfInterrupted(deps.signal);
   const report = builder.finish();
+  throwIfInterrupted(deps.signal);
   const format = options.format;
   await write(
     format === "html"
@@ -174,5 +182,12 @@ async function diffPair(
   );
   if (options.failOnDrift && result.summary.total > 0) {
     throw new ToolError(`drift detected: ${result.summary.total} change(s) found`, "drift");
+  }
+}
+
+/** After a step the signal may have cut short: the interrupt (exit 130), nothing written. */
+function throwIfInterrupted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) {
+    throw new InterruptedError(`Cannot compare the fleet: interrupted (${String(signal.reason)})`);
   }
 }

@@ -7,7 +7,13 @@
  * @module
  */
 import { basename, extname, resolve } from "node:path";
-import { NotFoundError, ToolError, UnavailableError, UsageError } from "../errors.ts";
+import {
+  InterruptedError,
+  NotFoundError,
+  ToolError,
+  UnavailableError,
+  UsageError,
+} from "../errors.ts";
 import { redactUrl } from "../redact.ts";
 import { MAX_DOCUMENT_BYTES, parseSnapshot } from "./codec.ts";
 import { FLEET_TOPOLOGY_FILE, isClusterTopologyDocument } from "./model.ts";
@@ -57,6 +63,34 @@ export interface SourceOptions {
   cwd: string;
   /** The option the source came from, for messages (the CLI names its flag). @default "baseline" */
   option?: string;
+  /**
+   * SIGINT/SIGTERM: a fleet directory's read stops between two files (the read gives the event
+   * loop a turn at least every {@link YIELD_EVERY_MS}, so the signal is seen at all).
+   */
+  signal?: AbortSignal;
+}
+
+/** The longest a fleet read runs before the event loop gets a turn (signals, timers). */
+const YIELD_EVERY_MS = 50;
+
+/**
+ * A turn of the event loop every {@link YIELD_EVERY_MS} of reading (files are read synchronously
+ * one after the other: without it a signal's handler would wait for the whole fleet), then
+ * the interrupt, when the signal came.
+ */
+function createReadTurns(signal: AbortSignal | undefined): () => Promise<void> {
+  let last = Date.now();
+  return async () => {
+    if (Date.now() - last >= YIELD_EVERY_MS) {
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      last = Date.now();
+    }
+    if (signal?.aborted) {
+      throw new InterruptedError(
+        `Cannot read the fleet: interrupted (${String(signal.reason)})`,
+      );
+    }
+  };
 }
 
 /** Text read from one source, with the name errors use. */
@@ -370,7 +404,9 @@ async function readFleetDirectory(
   // Sizes first: a file over the per-file cap fails (or is reported) before anything is read.
   const infos: (PathInfo | undefined)[] = [];
   const oversize = new Set<number>();
+  const turn = createReadTurns(options.signal);
   for (const [i, name] of names.entries()) {
+    await turn();
     const info = await loader.stat(resolve(options.cwd, name));
     const size = info?.size ?? 0;
     if (size > MAX_DOCUMENT_BYTES) {
@@ -383,6 +419,7 @@ async function readFleetDirectory(
     infos.push(info);
   }
   for (const [i, name] of names.entries()) {
+    await turn();
     const file = files[i] as string;
     const nodeName = (sourceNode: string) => sourceNode || basename(file, extname(file));
     if (oversize.has(i)) {

@@ -1,0 +1,55 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { exitCodeOf, InterruptedError } from "../errors.ts";
+import { encodeSnapshot } from "../snapshot/mod.ts";
+import { makeNodeSnapshot } from "../snapshot/testdata/generate.ts";
+import { runDiff } from "./diff.ts";
+import { createFsSourceLoader } from "./sources.ts";
+
+Deno.test("runDiff() --fleet: a signal (delivered as a timer, as a process's signal is) stops a long read between files, exit 130, nothing written", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "aicr-fleet-sig-"));
+  try {
+    const nodes = Array.from({ length: 400 }, (_, i) => `gpu-node-${i + 1}`);
+    const text = encodeSnapshot(makeNodeSnapshot("gpu-node-1", { clusterNodes: nodes }));
+    for (const node of nodes) writeFileSync(join(dir, `${node}.yaml`), text);
+    const interrupt = new AbortController();
+    // Each file's read is slowed (as a large fleet's is) without giving the event loop a turn.
+    const real = createFsSourceLoader();
+    let reads = 0;
+    const loader = {
+      ...real,
+      readFile: async (path: string, maxBytes: number) => {
+        reads++;
+        const until = Date.now() + 2;
+        while (Date.now() < until) { /* busy, as parsing a large file is */ }
+        return await real.readFile(path, maxBytes);
+      },
+    };
+    setTimeout(() => interrupt.abort(new Error("received SIGTERM")), 100);
+    let out = "";
+    const error = await runDiff({
+      loader,
+      stdout: { write: (t) => void (out += t) },
+      cwd: dir,
+      now: () => new Date("2026-12-05T00:00:00Z"),
+      signal: interrupt.signal,
+    }, {
+      fleet: [dir],
+      failOnDrift: false,
+      format: "json",
+      ignore: [],
+      allReadings: false,
+      groupBy: [],
+      color: false,
+    }).catch((e) => e);
+    assert.ok(error instanceof InterruptedError, String(error));
+    assert.equal(exitCodeOf(error), 130);
+    assert.equal(error.message, "Cannot read the fleet: interrupted (Error: received SIGTERM)");
+    assert.ok(reads < nodes.length, `the read stopped early: ${reads} of ${nodes.length} files`);
+    assert.equal(out, "", "no report was written");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
