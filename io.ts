@@ -12,6 +12,7 @@ import {
   constants,
   mkdirSync,
   openSync,
+  readSync,
   realpathSync,
   renameSync,
   rmdirSync,
@@ -680,4 +681,89 @@ export function concatBytes(chunks: readonly Uint8Array[], total: number): Uint8
     offset += chunk.length;
   }
   return out;
+}
+
+/** Options of {@link readTextFileBounded}. */
+export interface BoundedReadOptions {
+  /** What is read, for messages (`Cannot read <what> '<path>': ...`). */
+  what: string;
+  /** The path as the user gave it, for messages. @default the path */
+  shown?: string;
+  /** SIGINT/SIGTERM: ends a wait on a pipe whose writer is slow. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Reads a whole text file, never more than `maxBytes`: a regular file's size is checked before a
+ * byte is read (a 300 MB config is refused at once, not parsed); a pipe or device is opened
+ * non-blocking and read as it comes (pausing while it is empty, until `signal` aborts), stopping
+ * one byte past the cap. Neither blocks the event loop nor a thread the process waits for at exit.
+ *
+ * @param path the file
+ * @param maxBytes the cap
+ * @param options what it is (messages) and the signal
+ * @returns the text (UTF-8)
+ * @throws {UsageError} naming the path: missing, a directory, over the cap, unreadable (exit 2)
+ * @throws {InterruptedError} when `signal` aborts while a pipe is read
+ */
+export async function readTextFileBounded(
+  path: string,
+  maxBytes: number,
+  options: BoundedReadOptions,
+): Promise<string> {
+  const shown = options.shown ?? path;
+  const fail = (why: string, cause?: unknown): never => {
+    throw new UsageError(
+      `Cannot read ${options.what} '${shown}': ${why}`,
+      cause === undefined ? {} : { cause },
+    );
+  };
+  let info: Stats | undefined;
+  try {
+    info = statSync(path);
+  } catch (error) {
+    fail(describeFsError(error), error);
+  }
+  if (info?.isDirectory()) fail("it is a directory; give a file");
+  if (info?.isFile() && info.size > maxBytes) {
+    fail(`it is ${info.size} bytes, over the ${maxBytes}-byte cap`);
+  }
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    return fail(describeFsError(error), error);
+  }
+  try {
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    let wait = 0;
+    for (;;) {
+      const chunk = new Uint8Array(Math.min(1 << 16, maxBytes + 1 - total));
+      let read: number;
+      try {
+        read = readSync(fd, chunk, 0, chunk.length, null);
+      } catch (error) {
+        if ((error as { code?: string }).code !== "EAGAIN") fail(describeFsError(error), error);
+        if (options.signal?.aborted) {
+          throw new InterruptedError(
+            `Cannot read ${options.what} '${shown}': interrupted (${
+              String(options.signal.reason)
+            })`,
+          );
+        }
+        wait = Math.min(Math.max(1, wait * 2), PIPE_PAUSE_MAX_MS);
+        await sleep(wait, options.signal);
+        continue;
+      }
+      if (read === 0) break;
+      wait = 0;
+      chunks.push(chunk.subarray(0, read));
+      total += read;
+      if (total > maxBytes) fail(`it exceeds the ${maxBytes}-byte cap`);
+    }
+    return new TextDecoder().decode(concatBytes(chunks, total));
+  } finally {
+    closeQuietly(fd);
+  }
 }

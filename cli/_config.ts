@@ -8,14 +8,17 @@
  *
  * @module
  */
-import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import type { Command } from "commander";
 import { parse as parseYaml } from "yaml";
 import { UsageError } from "../errors.ts";
+import { readTextFileBounded } from "../io.ts";
 
 /** The `apiVersion`s upstream has published for `AICRConfig`. */
 export const AICR_CONFIG_API_VERSIONS = ["aicr.run/v1alpha2", "aicr.run/v1beta1"] as const;
+
+/** The largest `--config` file read (an AICRConfig is a few KiB). */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
 
 /** Fields of each object, by path; anything else is an unknown field. */
 const SCHEMA: Readonly<Record<string, readonly string[]>> = {
@@ -264,12 +267,13 @@ function executionValues(execution: ConfigSection): ConfigValues {
 export async function applySnapshotConfig(
   command: Command,
   flags: Record<string, unknown>,
-  options: { file: string; cwd: string },
+  options: { file: string; cwd: string; signal?: AbortSignal },
 ): Promise<string[]> {
-  const text = await readFile(resolve(options.cwd, options.file), "utf8").catch((error) => {
-    throw new UsageError(
-      `Cannot read config '${options.file}': ${error instanceof Error ? error.message : error}`,
-    );
+  // Capped before a byte is parsed: a huge file is refused at once (exit 2), not read into memory.
+  const text = await readTextFileBounded(resolve(options.cwd, options.file), MAX_CONFIG_BYTES, {
+    what: "config",
+    shown: options.file,
+    ...(options.signal ? { signal: options.signal } : {}),
   });
   const values = parseSnapshotConfig(text, options.file);
   const set: string[] = [];

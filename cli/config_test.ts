@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { fakeCli } from "../tests/fakes/cli.ts";
 import { runCli } from "./mod.ts";
-import { parseSnapshotConfig } from "./_config.ts";
+import { MAX_CONFIG_BYTES, parseSnapshotConfig } from "./_config.ts";
 
 const CONFIG = `kind: AICRConfig
 apiVersion: aicr.run/v1beta1
@@ -92,4 +92,36 @@ Deno.test("--config: an unknown field is an error naming it; a wrong type names 
     () => parseSnapshotConfig(CONFIG.replace("v1beta1", "v9"), "c.yaml"),
     /'apiVersion' must be one of aicr\.run\/v1alpha2, aicr\.run\/v1beta1/,
   );
+});
+
+Deno.test("--config: a file over the 1 MiB cap is refused before it is read or parsed (exit 2, naming it)", async () => {
+  // A sparse 300 MB file: refused by its size, never read into memory.
+  const dir = await Deno.makeTempDir();
+  try {
+    const file = await Deno.open(`${dir}/huge.yaml`, { write: true, create: true });
+    await file.truncate(300 * 1024 * 1024);
+    file.close();
+    const fake = fakeCli({ cwd: dir });
+    const started = performance.now();
+    const code = await runCli(
+      ["snapshot", "--dry-run", "--offline", "--config", "huge.yaml"],
+      fake.deps,
+    );
+    assert.equal(code, 2);
+    assert.match(
+      fake.stderr(),
+      /^error: Cannot read config 'huge\.yaml': it is 314572800 bytes, over the 1048576-byte cap$/m,
+    );
+    assert.ok(performance.now() - started < 30_000);
+    // A config one byte over, written in full: the same refusal.
+    const over = await preview([], CONFIG + "#".repeat(MAX_CONFIG_BYTES));
+    assert.equal(over.code, 2);
+    assert.match(over.err, /over the 1048576-byte cap/);
+    // A missing file names it.
+    const missing = fakeCli({ cwd: dir });
+    assert.equal(await runCli(["snapshot", "--config", "absent.yaml"], missing.deps), 2);
+    assert.match(missing.stderr(), /^error: Cannot read config 'absent\.yaml': ENOENT/m);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

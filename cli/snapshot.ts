@@ -266,6 +266,7 @@ export function snapshotCommand(deps: CliDeps): Command {
       await applySnapshotConfig(cmd, flags as unknown as Record<string, unknown>, {
         file: flags.config,
         cwd: deps.cwd,
+        signal: deps.signal,
       });
     }
     const globals = globalOptions(cmd);
