@@ -30,7 +30,10 @@ export const EXIT_CODE_TABLE = {
   /** A deadline passed. */
   timeout: { code: 5, help: "timeout" },
   /** The Kubernetes API server (or a service aicr depends on) could not be reached. */
-  unavailable: { code: 6, help: "the Kubernetes API server cannot be reached" },
+  unavailable: {
+    code: 6,
+    help: "the Kubernetes API server or an image registry cannot be reached (or answers wrongly)",
+  },
   /** The API asked us to slow down and retries ran out. */
   rateLimited: { code: 7, help: "rate limited" },
   /** A bug or an unexpected failure. */

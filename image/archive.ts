@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { open, rename, rm } from "node:fs/promises";
+import { mkdir, open, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import process from "node:process";
 import { InterruptedError, UsageError } from "../errors.ts";
@@ -125,6 +125,8 @@ export async function writeArchive(
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
   let handle;
   try {
+    // Missing folders are made, as for a snapshot's output file.
+    await mkdir(dirname(path), { recursive: true });
     handle = await open(temp, "wx", 0o644);
   } catch (error) {
     throw writeFailure(path, error);

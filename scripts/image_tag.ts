@@ -1,12 +1,12 @@
 /**
- * Prints the agent image reference this version deploys by default, the tag to give the image
- * built from `Containerfile`: `<package.json aicr.image>:<package.json version>`
- * (`ghcr.io/aicr-run/aicr:0.1.0`). It comes from `version.ts` `releaseImage`, so the image and
- * the CLI cannot disagree.
+ * Prints the agent image reference this version deploys by default:
+ * `<package.json aicr.image>:<package.json version>` (`ghcr.io/aicr-run/aicr:0.1.0`), the
+ * reference `aicr image save` names its archive by and `aicr image push` tags by default. It comes
+ * from `version.ts` `releaseImage`, so the image and the CLI cannot disagree.
  *
  * ```sh
- * podman build -f Containerfile -t "$(deno run -A scripts/image_tag.ts)" \
- *   --build-arg VERSION="$(deno run -A scripts/image_tag.ts --version)" dist/
+ * deno run -A scripts/image_tag.ts             # ghcr.io/aicr-run/aicr:0.1.0
+ * deno run -A scripts/image_tag.ts --version   # 0.1.0
  * ```
  *
  * @module

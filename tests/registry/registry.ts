@@ -100,17 +100,25 @@ function authConfig(host: string, username: string, password: string): string {
   return JSON.stringify({ auths: { [host]: { auth: btoa(`${username}:${password}`) } } }, null, 2);
 }
 
+/** A registry's files, written and not yet started ({@link prepareRegistry}). */
+export interface PreparedRegistry extends Omit<TestRegistry, "stop" | typeof Symbol.asyncDispose> {
+  /** The registry's configuration file. */
+  config: string;
+  /** The command that serves it (without the prefix). */
+  argv: string[];
+}
+
 /**
- * Starts a registry and waits until it answers `/v2/` (401 without credentials).
+ * Writes a registry's certificate, htpasswd, configuration and Docker configs.
  *
- * @param options state folder, address, prefix, CA, credentials
- * @returns the running registry
- * @throws {Error} when a tool is missing or it does not come up in 20 s (with its log)
+ * @param options state folder, address, CA, credentials
+ * @returns the files and the command that serves it
+ * @throws {Error} when a tool is missing or openssl/htpasswd fail
  */
-export async function startRegistry(options: RegistryOptions): Promise<TestRegistry> {
+export async function prepareRegistry(options: RegistryOptions): Promise<PreparedRegistry> {
   const missing = registryUnavailable();
   if (missing) throw new Error(`Cannot start a registry: ${missing}`);
-  const { dir, address = "127.0.0.1", prefix = [], username = "aicr" } = options;
+  const { dir, address = "127.0.0.1", username = "aicr" } = options;
   const password = options.password ?? crypto.randomUUID();
   const port = options.port ?? freePort();
   const host = `${address}:${port}`;
@@ -155,9 +163,32 @@ export async function startRegistry(options: RegistryOptions): Promise<TestRegis
   await writeFile(authFile, authConfig(host, username, password));
   const wrongAuthFile = join(dir, "wrong-auth.json");
   await writeFile(wrongAuthFile, authConfig(host, username, `${password}-wrong`));
-  const log = join(dir, "registry.log");
-  const logFile = await Deno.open(log, { write: true, create: true, truncate: true });
-  const argv = [...prefix, "/usr/bin/docker-registry", "serve", config];
+  return {
+    host,
+    caFile: ca.cert,
+    certDir: join(dir, "certs"),
+    username,
+    password,
+    authFile,
+    wrongAuthFile,
+    log: join(dir, "registry.log"),
+    config,
+    argv: ["/usr/bin/docker-registry", "serve", config],
+  };
+}
+
+/**
+ * Starts a registry and waits until it answers `/v2/` (401 without credentials).
+ *
+ * @param options state folder, address, prefix, CA, credentials
+ * @returns the running registry
+ * @throws {Error} when a tool is missing or it does not come up in 20 s (with its log)
+ */
+export async function startRegistry(options: RegistryOptions): Promise<TestRegistry> {
+  const prepared = await prepareRegistry(options);
+  const prefix = options.prefix ?? [];
+  const logFile = await Deno.open(prepared.log, { write: true, create: true, truncate: true });
+  const argv = [...prefix, ...prepared.argv];
   const child = new Deno.Command(argv[0]!, {
     args: argv.slice(1),
     stdout: "piped",
@@ -165,7 +196,7 @@ export async function startRegistry(options: RegistryOptions): Promise<TestRegis
   }).spawn();
   const pump = Promise.all([
     child.stdout.pipeTo(logFile.writable, { preventClose: true }),
-    child.stderr.pipeTo((await Deno.open(log, { append: true })).writable),
+    child.stderr.pipeTo((await Deno.open(prepared.log, { append: true })).writable),
   ]).catch(() => {});
   let stopped = false;
   const stop = async () => {
@@ -184,30 +215,32 @@ export async function startRegistry(options: RegistryOptions): Promise<TestRegis
       // closed with the pipe
     }
   };
-  const registry: TestRegistry = {
-    host,
-    caFile: ca.cert,
-    certDir: join(dir, "certs"),
-    username,
-    password,
-    authFile,
-    wrongAuthFile,
-    log,
-    stop,
-    [Symbol.asyncDispose]: stop,
-  };
+  const { config: _config, argv: _argv, ...info } = prepared;
+  const registry: TestRegistry = { ...info, stop, [Symbol.asyncDispose]: stop };
   try {
     await waitReady(registry, prefix);
   } catch (error) {
     await stop();
     throw new Error(
-      `${(error as Error).message}; its log:\n${(await readFile(log, "utf8")).slice(-2000)}`,
+      `${(error as Error).message}; its log:\n${
+        (await readFile(prepared.log, "utf8")).slice(-2000)
+      }`,
     );
   }
   return registry;
 }
 
-async function waitReady(registry: TestRegistry, prefix: string[]): Promise<void> {
+/**
+ * Waits until the registry's TLS port answers with a certificate its CA verifies.
+ *
+ * @param registry its host and CA
+ * @param prefix the command prefix it runs under (a netns)
+ * @throws {Error} after 20 s
+ */
+export async function waitReady(
+  registry: Pick<TestRegistry, "host" | "caFile">,
+  prefix: string[],
+): Promise<void> {
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     const argv = [
@@ -241,7 +274,7 @@ async function waitReady(registry: TestRegistry, prefix: string[]): Promise<void
  * @returns exit status and output
  */
 export async function skopeo(
-  registry: TestRegistry,
+  registry: Pick<TestRegistry, "certDir" | "authFile">,
   args: string[],
   options: { prefix?: string[] } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
