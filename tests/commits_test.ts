@@ -17,6 +17,16 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 /** The last commit before the rule: everything after it is checked. */
 const BASE = "db86a3efaafe0313b7ab8e61681490ac6d4f682c";
 
+/**
+ * Commits that landed after {@link BASE} while their authors worked on clones without this test,
+ * each with what is wrong; history is never rewritten, so they are named here instead. Add none:
+ * a new commit that breaks the rule is mended before it lands.
+ */
+const LANDED_BEFORE_THE_CHECK = new Map([
+  ["93052fa", "subject is 73 characters"],
+  ["d78385b", "subject starts with 'a', not a verb"],
+]);
+
 /** The longest subject (kind, Hono and kubectl keep theirs around 50-58). */
 const MAX_SUBJECT = 72;
 
@@ -94,7 +104,7 @@ Deno.test({
     const found: string[] = [];
     for (const record of log.split("\x1e")) {
       const [hash = "", subject = "", body = ""] = record.replace(/^\n/, "").split("\x00");
-      if (hash === "") continue;
+      if (hash === "" || LANDED_BEFORE_THE_CHECK.has(hash.slice(0, 7))) continue;
       const problems = messageProblems(subject, body);
       if (problems.length > 0) found.push(`${hash.slice(0, 7)} ${subject}: ${problems.join("; ")}`);
     }
