@@ -724,3 +724,26 @@ function readRequestedNames(
     }
   }
 }
+
+/**
+ * The CA of a served chain (leaf first, then its issuer, as the daemons' signers write a
+ * certificate request's `status.certificate`): the second certificate, when it is a CA and did
+ * sign the first. The daemons verify their cohort's baseline with it: the one party that could
+ * write it is a signer of their certificates.
+ *
+ * @param chain PEM certificates, leaf first
+ * @returns the issuing CA's certificate, or undefined when the chain holds none that signed the leaf
+ */
+export function chainIssuer(chain: string): X509Certificate | undefined {
+  const blocks = chain.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ??
+    [];
+  if (blocks.length < 2) return undefined;
+  try {
+    const leaf = new X509Certificate(blocks[0] as string);
+    const issuer = new X509Certificate(blocks[1] as string);
+    if (!issuer.ca || !leaf.checkIssued(issuer) || !leaf.verify(issuer.publicKey)) return undefined;
+    return issuer;
+  } catch {
+    return undefined;
+  }
+}

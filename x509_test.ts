@@ -8,6 +8,7 @@ import { join } from "node:path";
 import {
   buildCsr,
   canonicalIp,
+  chainIssuer,
   derInteger,
   derOid,
   derTime,
@@ -251,4 +252,24 @@ Deno.test({
       rmSync(dir, { recursive: true, force: true });
     }
   },
+});
+
+Deno.test("chainIssuer() takes the CA after the leaf only when it signed the leaf", () => {
+  const ca = generateDaemonCa({ now: new Date("2026-01-01T00:00:00Z") });
+  const other = generateDaemonCa({ now: new Date("2026-01-01T00:00:00Z") });
+  const leaf = issueServingCertificate({
+    ca,
+    publicKey: generateServingKey().publicKey,
+    node: "gpu-1",
+    ipAddresses: ["10.0.0.1"],
+    now: new Date("2026-01-02T00:00:00Z"),
+    lifetimeSeconds: 3600,
+  });
+  assert.equal(
+    chainIssuer(leaf + ca.caCert)?.fingerprint256,
+    new X509Certificate(ca.caCert).fingerprint256,
+  );
+  assert.equal(chainIssuer(leaf), undefined, "no CA after the leaf");
+  assert.equal(chainIssuer(leaf + other.caCert), undefined, "a CA that did not sign it");
+  assert.equal(chainIssuer(leaf + leaf), undefined, "not a CA");
 });

@@ -155,7 +155,7 @@ if (import.meta.main) {
             } s wall, ${(median(runs.map((x) => x.cpuMs as number)) / 1000).toFixed(2)} s CPU, ${
               median(runs.map((x) => x.peakMiB as number)).toFixed(0)
             } MiB peak, report ${(first.outMiB as number).toFixed(1)} MiB${
-              Number.isNaN(first.outliers)
+              first.outliers === null || Number.isNaN(first.outliers)
                 ? ""
                 : `, ${first.outliers} outliers, ${first.differences} differences`
             }`,

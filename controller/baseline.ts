@@ -34,6 +34,7 @@ import {
   assertFitsConfigMap,
   BASELINE_COHORT_ANNOTATION,
   BASELINE_COHORT_KEY_LABEL,
+  BASELINE_SIGNATURE_KEY,
   BASELINE_VALUES_ANNOTATION,
   baselineCohortOf,
   baselineConfigMapName,
@@ -41,10 +42,20 @@ import {
   checkBaselineCohort,
   cohortMatches,
   encodeSnapshot,
+  signBaseline,
   snapshotConfigMapData,
   snapshotFromConfigMapData,
+  verifyBaseline,
 } from "../snapshot/mod.ts";
 import type { BaselineCohort, Snapshot } from "../snapshot/mod.ts";
+import {
+  caSecretCheck,
+  judgeTrust,
+  readCaForSigning,
+  readTrustAnchor,
+  warnUntrusted,
+} from "./baseline_trust.ts";
+import type { BaselineTrustView, TrustAnchor } from "./baseline_trust.ts";
 
 /** What the baseline verbs need. */
 export interface BaselineDeps {
@@ -78,6 +89,8 @@ export interface BaselineRecord {
   node: string;
   /** When it was written (RFC3339). */
   updated: string;
+  /** Whether the install's CA signed it as it is (only a signed baseline is used for drift). */
+  trust: BaselineTrustView;
 }
 
 /** Data key saying where a baseline came from. */
@@ -275,8 +288,9 @@ async function gate(deps: BaselineDeps, namespace: string, questions: AccessAttr
 }
 
 /**
- * The questions of `baseline set`: read, create and update ConfigMaps; with `--from-node`, also
- * what the fetch needs (the daemon pods, the CA ConfigMap, the reader's token).
+ * The questions of `baseline set`: read, create and update ConfigMaps, read the install's CA
+ * Secret (its key signs the baseline); with `--from-node`, also what the fetch needs (the daemon
+ * pods, the CA ConfigMap, the reader's token).
  *
  * @param scope namespace and daemon name
  * @param fromNode whether a node's snapshot is fetched
@@ -287,6 +301,7 @@ export function baselineSetChecks(scope: BaselineScope, fromNode: boolean): Acce
   return [
     ...configMapChecks(namespace, ["get", "create", "update"]),
     ...roleChecks(namespace),
+    caSecretCheck(namespace, name),
     ...(fromNode
       ? [
         { verb: "list", group: "", resource: "pods", namespace },
@@ -303,7 +318,7 @@ export function baselineSetChecks(scope: BaselineScope, fromNode: boolean): Acce
   ];
 }
 
-function recordOf(object: KubeObject): BaselineRecord | undefined {
+function recordOf(object: KubeObject, anchor: TrustAnchor): BaselineRecord | undefined {
   const metadata = object.metadata ?? {};
   const cohort = baselineCohortOf(
     metadata as { labels?: Record<string, string>; annotations?: Record<string, string> },
@@ -319,6 +334,7 @@ function recordOf(object: KubeObject): BaselineRecord | undefined {
     source: data[SOURCE_KEY] ?? "",
     node,
     updated: data.timestamp ?? "",
+    trust: judgeTrust(object as Parameters<typeof judgeTrust>[0], anchor),
   };
 }
 
@@ -336,12 +352,14 @@ export interface SetBaselineOptions extends BaselineScope {
 
 /**
  * Stores a snapshot as its cohort's baseline: gate, load, prove (a Snapshot, of the cohort
- * named, fitting a ConfigMap), then create the ConfigMap or update aicr's own one by UID.
+ * named, fitting a ConfigMap), sign with the install's CA, then create the ConfigMap or update
+ * aicr's own one by UID, and check the stored object verifies.
  *
  * @param deps client, logger, clock
  * @param options scope, the snapshot's loader and source, the cohort named
  * @returns the stored baseline
  * @throws {PermissionError} when the gate finds missing permissions (nothing written)
+ * @throws {NotFoundError} when the daemon is not installed: no CA to sign with (nothing written)
  * @throws {UsageError} for a snapshot of another cohort, or one too large (nothing written)
  * @throws {ConflictError} when an object aicr did not create holds the name (left untouched)
  */
@@ -358,11 +376,21 @@ export async function setBaseline(
   const stored = baselineSnapshot(snapshot);
   const encoded = encodeSnapshot(stored, "yaml");
   assertFitsConfigMap(stored, encoded, `the baseline ConfigMap '${namespace}/${configMap}'`);
+  const ca = await readCaForSigning(kube, { namespace, name });
   const labels = { ...baselineLabels(name), [BASELINE_COHORT_KEY_LABEL]: cohort.key };
-  const data = {
+  const annotations = {
+    [BASELINE_COHORT_ANNOTATION]: cohort.name,
+    [BASELINE_VALUES_ANNOTATION]: JSON.stringify(cohort.values),
+  };
+  const data: Record<string, string> = {
     ...snapshotConfigMapData(encoded, "yaml", deps.now()),
     [SOURCE_KEY]: options.source,
   };
+  // Signed as written: namespace, name, cohort (label and annotations) and every data entry.
+  data[BASELINE_SIGNATURE_KEY] = signBaseline(
+    { metadata: { name: configMap, namespace, labels, annotations }, data },
+    ca.caKey,
+  );
   const existing = await kube.get("ConfigMap", namespace, configMap, { timeoutMs: 10_000 });
   let written: KubeObject;
   if (existing) {
@@ -373,27 +401,34 @@ export async function setBaseline(
     ) {
       throw foreignBaseline(log, { namespace, configMap, cohort });
     }
-    written = await kube.updateConfigMapIfUid(namespace, configMap, uid, { labels, data }, {
-      timeoutMs: 10_000,
-    });
+    written = await kube.updateConfigMapIfUid(
+      namespace,
+      configMap,
+      uid,
+      { labels, annotations, data },
+      { timeoutMs: 10_000 },
+    );
   } else {
     const object: NewObject & { data: Record<string, string> } = {
       metadata: {
         name: configMap,
         namespace,
         labels,
-        annotations: {
-          [BASELINE_COHORT_ANNOTATION]: cohort.name,
-          [BASELINE_VALUES_ANNOTATION]: JSON.stringify(cohort.values),
-        },
+        annotations,
       },
       data,
     };
     written = await kube.create("ConfigMap", object, { timeoutMs: 10_000 });
   }
-  const record = recordOf(written);
+  const record = recordOf(written, { caCert: ca.caCert });
   if (!record) {
     throw new ToolError(`Cannot read back the baseline ConfigMap '${namespace}/${configMap}'`);
+  }
+  if (record.trust.state !== "signed") {
+    // Something between us and etcd changed what was signed (a mutating webhook, a stale label).
+    throw new ToolError(
+      `Cannot set the baseline in '${namespace}/${configMap}': the stored object does not verify (${record.trust.reason})`,
+    );
   }
   await syncDaemonGrant(deps, { namespace, name, configMap, grant: true });
   log.info(existing ? "baseline replaced" : "baseline set", {
@@ -437,17 +472,45 @@ export async function listBaselines(
   scope: BaselineScope,
 ): Promise<BaselineRecord[]> {
   await gate(deps as BaselineDeps, scope.namespace, configMapChecks(scope.namespace, ["list"]));
-  return await readBaselines(deps.kube, scope);
+  const records = await readBaselines(deps.kube, scope);
+  sayTrust(deps.log, records, scope.namespace);
+  return records;
+}
+
+/** Says what `list` and `get` could not verify, and each untrusted baseline. */
+function sayTrust(log: Logger, records: readonly BaselineRecord[], namespace: string): void {
+  const unverified = records.find((r) => r.trust.state === "unverified");
+  if (unverified && "reason" in unverified.trust) {
+    log.warn("baselines not verified: the install's CA cannot be read", {
+      reason: unverified.trust.reason,
+    });
+  }
+  warnUntrusted(
+    log,
+    records.map((r) => ({ cohortKey: r.cohort.key, configMap: r.configMap, trust: r.trust })),
+    namespace,
+  );
 }
 
 async function readBaselines(kube: KubeClient, scope: BaselineScope): Promise<BaselineRecord[]> {
+  return (await readBaselinesAndAnchor(kube, scope)).records;
+}
+
+async function readBaselinesAndAnchor(
+  kube: KubeClient,
+  scope: BaselineScope,
+): Promise<{ records: BaselineRecord[]; anchor: TrustAnchor }> {
   const { namespace, name = DEFAULT_DAEMON_NAME } = scope;
-  const items = await kube.listAll("ConfigMap", namespace, {
-    labelSelector: formatLabelSelector(baselineLabels(name)),
-    timeoutMs: 30_000,
-  });
-  return items.flatMap((o) => recordOf(o) ?? [])
+  const [items, anchor] = await Promise.all([
+    kube.listAll("ConfigMap", namespace, {
+      labelSelector: formatLabelSelector(baselineLabels(name)),
+      timeoutMs: 30_000,
+    }),
+    readTrustAnchor(kube, { namespace, name }),
+  ]);
+  const records = items.flatMap((o) => recordOf(o, anchor) ?? [])
     .sort((a, b) => a.cohort.name.localeCompare(b.cohort.name));
+  return { records, anchor };
 }
 
 function pick(records: readonly BaselineRecord[], cohort: string | undefined, verb: string) {
@@ -492,8 +555,9 @@ export async function getBaseline(
 ): Promise<{ record: BaselineRecord; text: string }> {
   const { namespace } = options;
   await gate(deps as BaselineDeps, namespace, configMapChecks(namespace, ["list", "get"]));
-  const record = pick(await readBaselines(deps.kube, options), options.cohort, "get");
-  const object = await deps.kube.get("ConfigMap", namespace, record.configMap, {
+  const { records, anchor } = await readBaselinesAndAnchor(deps.kube, options);
+  const listed = pick(records, options.cohort, "get");
+  const object = await deps.kube.get("ConfigMap", namespace, listed.configMap, {
     timeoutMs: 10_000,
   });
   const text = snapshotFromConfigMapData(
@@ -501,9 +565,15 @@ export async function getBaseline(
   );
   if (text === undefined) {
     throw new NotFoundError(
-      `Cannot get the baseline of cohort '${record.cohort.name}': its ConfigMap is gone or empty`,
+      `Cannot get the baseline of cohort '${listed.cohort.name}': its ConfigMap is gone or empty`,
     );
   }
+  // The text printed is judged, not the one listed a moment before.
+  const record = {
+    ...listed,
+    trust: judgeTrust(object as Parameters<typeof judgeTrust>[0], anchor),
+  };
+  sayTrust(deps.log, [record], namespace);
   return { record, text };
 }
 
@@ -556,15 +626,24 @@ export async function deleteBaselines(
 }
 
 /**
- * The `baseline list` table: key, cohort, node, source, updated.
+ * The `baseline list` table: key, cohort, node, source, updated, and trust: `signed` (by the
+ * install's CA: the daemons use it), `unsigned`, `edited`, `other-ca` (not used for drift), or
+ * `unverified` (the caller may not read the CA).
  *
  * @param records the baselines
  * @returns the table text
  */
 export function formatBaselineTable(records: readonly BaselineRecord[]): string {
   const rows = [
-    ["KEY", "COHORT", "NODE", "SOURCE", "UPDATED"],
-    ...records.map((r) => [r.cohort.key, r.cohort.name, r.node, r.source, r.updated]),
+    ["KEY", "COHORT", "NODE", "SOURCE", "UPDATED", "TRUST"],
+    ...records.map((r) => [
+      r.cohort.key,
+      r.cohort.name,
+      r.node,
+      r.source,
+      r.updated,
+      r.trust.state,
+    ]),
   ];
   return alignColumns(rows);
 }

@@ -6,8 +6,11 @@ import {
   PermissionError,
   UsageError,
 } from "../errors.ts";
-import type { KubeObject } from "../kube/mod.ts";
+import { KubeApiError } from "../kube/mod.ts";
+import type { KindName, KubeObject } from "../kube/mod.ts";
+import { Buffer } from "node:buffer";
 import { createLogger } from "../log.ts";
+import { generateDaemonCa } from "../x509.ts";
 import { parseSnapshot, snapshotCohort } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import { setReading } from "../snapshot/testdata/generate.ts";
@@ -24,8 +27,22 @@ import {
 
 const NS = "aicr-system";
 
-function cluster(options: { denied?: string[] } = {}) {
+/** The install's CA, as its signer Secret holds it. */
+const CA = generateDaemonCa({ now: new Date("2026-12-01T00:00:00Z") });
+
+function putCa(fake: ReturnType<typeof createFakeKube>, ca = CA): void {
+  fake.put("Secret", {
+    metadata: { name: "aicr-daemon-signer", namespace: NS },
+    data: {
+      "tls.crt": Buffer.from(ca.caCert).toString("base64"),
+      "tls.key": Buffer.from(ca.caKey).toString("base64"),
+    },
+  } as never);
+}
+
+function cluster(options: { denied?: string[]; noCa?: boolean } = {}) {
   const fake = createFakeKube();
+  if (!options.noCa) putCa(fake);
   const lines: string[] = [];
   fake.client.selfAccessReview = (a) =>
     Promise.resolve({ allowed: !options.denied?.includes(`${a.verb} ${a.resource}`) });
@@ -35,7 +52,11 @@ function cluster(options: { denied?: string[] } = {}) {
     if (!found || found.metadata?.uid !== uid) return Promise.reject(new Error("replaced"));
     const next = {
       ...found,
-      metadata: { ...found.metadata, labels: { ...content.labels, ...found.metadata?.labels } },
+      metadata: {
+        ...found.metadata,
+        labels: { ...content.labels, ...found.metadata?.labels },
+        annotations: { ...found.metadata?.annotations, ...content.annotations },
+      },
       data: content.data,
     } as KubeObject;
     fake.objects.set(key, next);
@@ -94,7 +115,8 @@ Deno.test("setBaseline() files a snapshot under its cohort's ConfigMap, replaces
     ["NVIDIA GB200 192GB HBM3e ×8", "f"],
     [cohort.name, "file new.yaml"],
   ]);
-  assert.match(formatBaselineTable(listed), /^KEY\s+COHORT\s+NODE\s+SOURCE\s+UPDATED\n/);
+  assert.match(formatBaselineTable(listed), /^KEY\s+COHORT\s+NODE\s+SOURCE\s+UPDATED\s+TRUST\n/);
+  assert.deepEqual(listed.map((r) => r.trust.state), ["signed", "signed"]);
   const got = await getBaseline(deps, { namespace: NS, cohort: cohort.name });
   assert.equal(parseSnapshot(got.text).measurements[0]?.subtypes[0]?.data.driver, "580.95.05");
   await assert.rejects(getBaseline(deps, { namespace: NS }), UsageError, "two cohorts: name one");
@@ -245,4 +267,95 @@ Deno.test("setBaseline() and deleteBaselines() keep the daemon's Role listing ex
   });
   assert.equal(puts.filter((p) => p.startsWith("PUT")).length, 2, "set and delete-all only");
   assert.ok(lines.some((l) => l.includes("is not aicr's, or has no baseline rule")));
+});
+
+Deno.test("setBaseline() signs with the install's CA; list and get say an edited, planted or foreign-signed baseline is untrusted", async () => {
+  const { fake, deps, lines } = cluster();
+  const record = await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(sampleSnapshot()),
+    source: "node node-1",
+  });
+  assert.equal(record.trust.state, "signed");
+  const key = `ConfigMap/${NS}/${record.configMap}`;
+  const stored = fake.objects.get(key) as KubeObject & { data: Record<string, string> };
+  assert.ok(stored.data.signature, "the envelope is stored beside the snapshot");
+
+  // Edited in place (what `kubectl edit` does): untrusted, said, still listed.
+  stored.data["snapshot.yaml"] += "# edited\n";
+  let listed = await listBaselines(deps, { namespace: NS });
+  assert.deepEqual(listed.map((r) => r.trust.state), ["edited"]);
+  assert.match(formatBaselineTable(listed), /\sedited\n$/);
+  assert.ok(lines.some((l) => l.startsWith("WARN baseline untrusted") && l.includes("edited")));
+
+  // Planted with the right labels and annotations, never signed.
+  const gb = snapshotCohort(gb200());
+  fake.put("ConfigMap", {
+    metadata: {
+      name: `aicr-daemon-baseline-${gb.key}`,
+      namespace: NS,
+      labels: { ...stored.metadata?.labels, "aicr.run/cohort-key": gb.key },
+      annotations: {
+        "aicr.run/cohort": gb.name,
+        "aicr.run/cohort-values": JSON.stringify(gb.values),
+      },
+    },
+    data: { "snapshot.yaml": "x", format: "yaml" },
+  } as never);
+  listed = await listBaselines(deps, { namespace: NS });
+  assert.deepEqual(listed.map((r) => r.trust.state), ["unsigned", "edited"]);
+
+  // Another install's CA signed it: untrusted too.
+  putCa(fake, generateDaemonCa({ now: new Date("2026-12-01T00:00:00Z") }));
+  const got = await getBaseline(deps, { namespace: NS, cohort: gb.key });
+  assert.equal(got.record.trust.state, "unsigned");
+  await setBaseline(deps, { namespace: NS, load: () => Promise.resolve(gb200()), source: "f" });
+  putCa(fake);
+  listed = await listBaselines(deps, { namespace: NS });
+  assert.deepEqual(listed.map((r) => r.trust.state), ["other-ca", "edited"]);
+
+  // A caller who may not read the CA sees every baseline unverified, and why.
+  const get = fake.client.get.bind(fake.client);
+  fake.client.get =
+    ((kind: KindName, namespace: string, name: string) =>
+      kind === "Secret"
+        ? Promise.reject(new KubeApiError("secrets is forbidden", 403, "Forbidden"))
+        : get(kind, namespace, name)) as typeof fake.client.get;
+  lines.length = 0;
+  listed = await listBaselines(deps, { namespace: NS });
+  assert.deepEqual(listed.map((r) => r.trust.state), ["unverified", "unverified"]);
+  assert.ok(
+    lines.some((l) =>
+      l.startsWith("WARN baselines not verified") && l.includes("may not read Secret")
+    ),
+    lines.join(""),
+  );
+});
+
+Deno.test("setBaseline() without the install's CA writes nothing: the daemon must be installed first (exit 3)", async () => {
+  const { fake, deps } = cluster({ noCa: true });
+  const error = await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.resolve(sampleSnapshot()),
+    source: "x",
+  }).catch((e) => e);
+  assert.ok(error instanceof NotFoundError, String(error));
+  assert.equal(exitCodeOf(error), 3);
+  assert.match(
+    error.message,
+    /^Cannot sign the baseline: Secret 'aicr-system\/aicr-daemon-signer' does not exist/,
+  );
+  assert.equal(writes(fake), 0);
+});
+
+Deno.test("setBaseline() asks the gate for the CA Secret: without it, nothing is loaded or written", async () => {
+  const { fake, deps } = cluster({ denied: ["get secrets"] });
+  const error = await setBaseline(deps, {
+    namespace: NS,
+    load: () => Promise.reject(new Error("not loaded")),
+    source: "x",
+  }).catch((e) => e);
+  assert.ok(error instanceof PermissionError, String(error));
+  assert.match(error.message, /cannot "get" secrets/);
+  assert.equal(writes(fake), 0);
 });

@@ -38,6 +38,7 @@ import {
 import type { Toleration } from "../manifests/mod.ts";
 import { createAccessReviewer, creatorChecks, runGate } from "../rbac/mod.ts";
 import type { AccessAttributes } from "../rbac/mod.ts";
+import { grantableBaselines } from "./baseline_trust.ts";
 import { createImagePullCheck, HEARTBEAT_MS, unschedulableReason } from "./wait.ts";
 import type { PodObject } from "./wait.ts";
 import type { DaemonCa } from "../x509.ts";
@@ -319,11 +320,8 @@ export async function installDaemonSet(
       return false;
     }));
   const ca = makeDaemonCa({ now: deps.now() });
-  // Baselines outlive an uninstall: a re-install lets the daemons read those that exist.
-  const baselineConfigMaps = (await kube.listAll("ConfigMap", namespace, {
-    labelSelector: formatLabelSelector(baselineLabels(name)),
-    timeoutMs: 10_000,
-  }).catch(() => [])).flatMap((o) => o.metadata?.name ?? []);
+  const baselineConfigMaps = await keptBaselines(deps, { namespace, name, caCert: ca.caCert });
+
   const rendered = renderDaemonSet({
     ...daemonOptions,
     baselineConfigMaps,
@@ -369,6 +367,23 @@ export async function installDaemonSet(
     });
   }
   return { runId, created: ledger.entries, ...wait };
+}
+
+/**
+ * Baselines outlive an uninstall: a re-install lets the daemons read those that exist and that
+ * its CA verifies (one planted with the right labels, edited, or signed by another install's CA
+ * is not granted: said with the remedy).
+ */
+async function keptBaselines(
+  deps: InstallDeps,
+  options: { namespace: string; name: string; caCert: string },
+): Promise<string[]> {
+  const { namespace, name, caCert } = options;
+  const found = await deps.kube.listAll("ConfigMap", namespace, {
+    labelSelector: formatLabelSelector(baselineLabels(name)),
+    timeoutMs: 10_000,
+  }).catch(() => []);
+  return grantableBaselines(deps.log, found, { caCert, namespace });
 }
 
 /**

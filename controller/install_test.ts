@@ -9,6 +9,9 @@ import { createFakeKube } from "../tests/fakes/kube.ts";
 import { installCallerChecks, installDaemonSet } from "./install.ts";
 import { makeDaemonCa, renderDaemonSet } from "./render.ts";
 import { uninstallDaemonSet } from "./uninstall.ts";
+import { grantableBaselines } from "./baseline_trust.ts";
+import { signBaseline } from "../snapshot/mod.ts";
+import { generateDaemonCa } from "../x509.ts";
 
 const NOW = new Date("2026-12-02T18:00:00Z");
 const quiet = () => createLogger({ write: () => {} });
@@ -545,15 +548,56 @@ Deno.test("install: uninstall keeps the cohort baselines (the operator's data) a
     ),
     lines.join(""),
   );
-  // A re-install lets the daemons read the baseline that was kept.
-  await installDaemonSet(deps(fake), OPTIONS);
+  // A re-install grants only the baselines its CA verifies: this one, planted with the right
+  // labels and never signed, is not granted, and said with the remedy.
+  lines.length = 0;
+  await installDaemonSet(
+    { ...deps(fake), log: createLogger({ write: (t) => void lines.push(t) }) },
+    OPTIONS,
+  );
   const role = fake.objects.get("Role/aicr-system/aicr-daemon") as unknown as {
     rules: { resourceNames: string[] }[];
   };
-  assert.deepEqual(role.rules[0]?.resourceNames, [
-    "aicr-daemon-baseline-0123456789abcdef",
-    "aicr-daemon-baseline-none",
-  ]);
+  assert.deepEqual(role.rules[0]?.resourceNames, ["aicr-daemon-baseline-none"]);
+  assert.ok(
+    lines.some((l) =>
+      l.startsWith("WARN baseline untrusted") && l.includes("trust=unsigned") &&
+      l.includes("baseline set -f")
+    ),
+    lines.join(""),
+  );
+});
+
+Deno.test("install: grantableBaselines() keeps only what the install's CA signed as it is", () => {
+  const ca = generateDaemonCa({ now: new Date("2026-01-01T00:00:00Z") });
+  const other = generateDaemonCa({ now: new Date("2026-01-01T00:00:00Z") });
+  const object = (key: string, signer?: string) => {
+    const o = {
+      metadata: {
+        name: `aicr-daemon-baseline-${key}`,
+        namespace: "aicr-system",
+        labels: { "aicr.run/cohort-key": key },
+        annotations: { "aicr.run/cohort": "c", "aicr.run/cohort-values": "{}" },
+      },
+      data: { "snapshot.yaml": "x" } as Record<string, string>,
+    };
+    if (signer) o.data.signature = signBaseline(o, signer);
+    return o;
+  };
+  const edited = object("3333333333333333", ca.caKey);
+  edited.data["snapshot.yaml"] = "y";
+  const lines: string[] = [];
+  const granted = grantableBaselines(createLogger({ write: (t) => void lines.push(t) }), [
+    object("1111111111111111", ca.caKey),
+    object("2222222222222222", other.caKey),
+    edited,
+    object("4444444444444444"),
+  ], { caCert: ca.caCert, namespace: "aicr-system" });
+  assert.deepEqual(granted, ["aicr-daemon-baseline-1111111111111111"]);
+  assert.deepEqual(
+    lines.map((l) => /trust=(\S+)/.exec(l)?.[1]),
+    ["other-ca", "edited", "unsigned"],
+  );
 });
 
 Deno.test("install: before 1.31 (no Node-bound tokens) the daemons take reader tokens by audience alone", async () => {

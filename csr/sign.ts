@@ -267,8 +267,11 @@ async function sign(
       extraValue(work.csr.spec?.extra, EXTRA_POD_NAME)
     } of this DaemonSet runs on node ${decision.node}`,
   }, signal);
+  // The chain: the leaf, then the CA that signed it. The daemon serves both, and verifies its
+  // cohort's baseline with that CA (only a signer of its certificates can write this field).
+  const chain = `${certificate.trimEnd()}\n${work.ca.caCert.trim()}\n`;
   await writeStatus(kube, approved, {
-    certificate: Buffer.from(certificate, "utf8").toString("base64"),
+    certificate: Buffer.from(chain, "utf8").toString("base64"),
   }, signal);
   log.info("daemon certificate signed", {
     node: decision.node,

@@ -6,7 +6,7 @@ import type { RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { DAEMON_CSR_SIGNER } from "../manifests/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
-import { buildCsr, generateDaemonCa, generateServingKey } from "../x509.ts";
+import { buildCsr, chainIssuer, generateDaemonCa, generateServingKey } from "../x509.ts";
 import { EXTRA_NODE_NAME, EXTRA_NODE_UID, EXTRA_POD_NAME, EXTRA_POD_UID } from "./decide.ts";
 import type { CsrObject } from "./decide.ts";
 import { signerCallerChecks, signPendingCsrs } from "./sign.ts";
@@ -111,6 +111,9 @@ Deno.test("signPendingCsrs() approves then writes a certificate for each live po
   const cert = new X509Certificate(Buffer.from(issued, "base64").toString());
   assert.ok(cert.checkHost("gpu-1"));
   assert.ok(cert.checkIssued(new X509Certificate(CA.caCert)));
+  // The CA follows the leaf: the daemon verifies its cohort's baseline with it.
+  const issuer = chainIssuer(Buffer.from(issued, "base64").toString());
+  assert.equal(issuer?.fingerprint256, new X509Certificate(CA.caCert).fingerprint256);
 });
 
 Deno.test("signPendingCsrs() signs an approved request whose certificate never came, without approving again", async () => {

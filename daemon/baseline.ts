@@ -7,8 +7,14 @@
  * The cohort is computed from each new snapshot exactly as `aicr diff --fleet` assigns it, and
  * the baseline is read with one `get` by name (`<daemon>-baseline-<cohort key>`) every poll
  * interval and whenever the cohort changes; an unchanged `resourceVersion` is not parsed again.
+ * Only a baseline signed by the install's CA is used (`snapshot/baseline_signature.ts`): the CA
+ * is the one that issued this daemon's own serving certificate (its signer writes it after the
+ * leaf), so whoever may merely write ConfigMaps in the namespace cannot edit or plant one; an
+ * unsigned, edited or foreign-signed baseline is `untrusted`, and so is every baseline before the
+ * daemon holds its certificate.
+ *
  * A daemon that cannot read its baseline keeps serving: `aicr_baseline_info{state}` says why
- * (`missing`, `malformed`, `wrong-cohort`, `forbidden`, `unreachable`), failed reads count in
+ * (`missing`, `malformed`, `wrong-cohort`, `untrusted`, `forbidden`, `unreachable`), failed reads count in
  * `aicr_baseline_read_errors_total{reason}`, the drift series are removed (no stale drift), and
  * the log gets one line per change of state, never one per poll.
  *
@@ -27,8 +33,10 @@ import {
   readPath,
   snapshotCohort,
   snapshotFromConfigMapData,
+  verifyBaseline,
 } from "../snapshot/mod.ts";
-import type { BaselineCohort, Snapshot } from "../snapshot/mod.ts";
+import type { BaselineCohort, BaselineObject, Snapshot } from "../snapshot/mod.ts";
+import type { KeyObject } from "node:crypto";
 import type { DaemonMetrics } from "./metrics.ts";
 
 /** What the daemon knows of its cohort's baseline. */
@@ -37,6 +45,7 @@ export type BaselineState =
   | "missing"
   | "malformed"
   | "wrong-cohort"
+  | "untrusted"
   | "forbidden"
   | "unreachable";
 
@@ -58,6 +67,11 @@ export interface BaselineTrackerDeps {
   daemonName: string;
   /** This node (the cohort reads its instance type and pool from the node's labels). */
   nodeName: string;
+  /**
+   * The install's CA, which signs baselines: the issuer of this daemon's serving certificate;
+   * undefined until the daemon holds one (every baseline is untrusted until then).
+   */
+  trust?: () => KeyObject | undefined;
 }
 
 /** Options of {@link createBaselineTracker}. */
@@ -115,6 +129,8 @@ class CohortBaselineTracker implements BaselineTracker {
   #cohort: BaselineCohort | undefined;
   #baseline: Snapshot | undefined;
   #seenVersion: string | undefined;
+  /** The CA the last verdict was made under. */
+  #seenTrust: KeyObject | undefined;
   #last: Published | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
   #inFlight: Promise<void> | undefined;
@@ -192,7 +208,11 @@ class CohortBaselineTracker implements BaselineTracker {
     }
     const version = object.metadata?.resourceVersion;
     const last = this.#last;
-    if (version !== undefined && version === this.#seenVersion && last?.configMap === configMap) {
+    const trust = this.#deps.trust?.();
+    if (
+      version !== undefined && version === this.#seenVersion && last?.configMap === configMap &&
+      trust === this.#seenTrust
+    ) {
       // Unchanged since the last read: same verdict, no parse (counters still count a failure).
       const baseline = this.#baseline;
       this.#publish(
@@ -203,7 +223,8 @@ class CohortBaselineTracker implements BaselineTracker {
       return;
     }
     this.#seenVersion = version;
-    this.#publish(judgeBaseline(object, own), configMap, version ?? "");
+    this.#seenTrust = trust;
+    this.#publish(judgeBaseline(object, own, trust), configMap, version ?? "");
   }
 
   /**
@@ -294,15 +315,30 @@ export function createBaselineTracker(
 }
 
 /**
- * Judges a baseline ConfigMap against the daemon's cohort: it must say it holds this cohort
- * (annotation and key label), hold a valid Snapshot, and that snapshot's own cohort readings
- * (GPU model and count) must be this cohort's.
+ * Judges a baseline ConfigMap against the daemon's cohort: it must be signed by the install's
+ * CA as it is, say it holds this cohort (annotation and key label), hold a valid Snapshot, and
+ * that snapshot's own cohort readings (GPU model and count) must be this cohort's.
  *
  * @param object the ConfigMap
  * @param own the daemon's cohort
+ * @param trust the install's CA (undefined: none known yet, nothing is trusted)
  * @returns the state, the reason and the baseline when it is usable
  */
-export function judgeBaseline(object: KubeObject, own: BaselineCohort): ReadOutcome {
+export function judgeBaseline(
+  object: KubeObject,
+  own: BaselineCohort,
+  trust: KeyObject | undefined,
+): ReadOutcome {
+  // guard: baseline-trust: only a baseline the install's CA signed as it is decides drift
+  if (!trust) {
+    return {
+      state: "untrusted",
+      reason:
+        "the install's CA is not known yet (it comes with this daemon's serving certificate): no baseline is trusted",
+    };
+  }
+  const verdict = verifyBaseline(object as BaselineObject, trust);
+  if (verdict.state !== "signed") return { state: "untrusted", reason: verdict.reason };
   const metadata = (object.metadata ?? {}) as {
     labels?: Record<string, string>;
     annotations?: Record<string, string>;

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { KeyObject } from "node:crypto";
 import type { Logger } from "../log.ts";
 import { createApp } from "./app.ts";
 import type { DaemonApp } from "./app.ts";
@@ -40,9 +41,15 @@ export interface DaemonDeps {
   processStats?: () => ProcessStats;
   /**
    * Where the cohort's baseline is read (`aicr_drift_readings`): a reader of the daemon's
-   * namespace's ConfigMaps, the daemon's name and the poll interval. @default no baseline
+   * namespace's ConfigMaps, the daemon's name, the poll interval, and the install's CA that
+   * signs baselines (none: every baseline is untrusted). @default no baseline
    */
-  baseline?: { read: ConfigMapReader; daemonName: string; intervalMs?: number };
+  baseline?: {
+    read: ConfigMapReader;
+    daemonName: string;
+    intervalMs?: number;
+    trust?: () => KeyObject | undefined;
+  };
   /** Why the daemon does not serve its own certificate yet (see `AppDeps`). @default never */
   awaitingCertificate?: () => string | undefined;
 }
@@ -85,6 +92,7 @@ export function createDaemon(deps: DaemonDeps, options: SnapshotCacheOptions = {
       log: deps.log,
       daemonName: deps.baseline.daemonName,
       nodeName: deps.nodeName,
+      ...(deps.baseline.trust ? { trust: deps.baseline.trust } : {}),
     }, deps.baseline.intervalMs !== undefined ? { intervalMs: deps.baseline.intervalMs } : {})
     : undefined;
   const cache = new SnapshotCache({

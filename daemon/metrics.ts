@@ -539,13 +539,13 @@ function createBaselineMetrics() {
   const baselineInfo = new Gauge({
     name: "aicr_baseline_info",
     help:
-      "The cohort's baseline as this daemon last read it (always 1): state ok, missing, malformed, wrong-cohort, forbidden or unreachable.",
+      "The cohort's baseline as this daemon last read it (always 1): state ok, missing, malformed, wrong-cohort, untrusted, forbidden or unreachable.",
     labelNames: ["cohort", "configmap", "state"],
   });
   const baselineReadErrors = new Counter({
     name: "aicr_baseline_read_errors_total",
     help:
-      "Reads of the cohort's baseline that failed, by reason (malformed, wrong-cohort, forbidden, unreachable).",
+      "Reads of the cohort's baseline that failed, by reason (malformed, wrong-cohort, untrusted, forbidden, unreachable).",
     labelNames: ["reason"],
   });
   return { driftReadings, baselineInfo, baselineReadErrors };

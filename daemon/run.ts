@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { KeyObject } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { UsageError } from "../errors.ts";
@@ -14,6 +15,7 @@ import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import { processStats, useDaemonV8Flags } from "../runtime.ts";
 import { buildInfo } from "../version.ts";
+import { chainIssuer } from "../x509.ts";
 import { createCachingAuthorizer } from "./auth.ts";
 import type { AccessAuthorizer, RequestAuthorizer, TokenAuthenticator } from "./auth.ts";
 import type { CollectFunction, SnapshotCacheOptions } from "./cache.ts";
@@ -241,6 +243,7 @@ function assembleDaemon(
   deps: DaemonRunDeps,
   kube: KubeClient | undefined,
   options: DaemonOptions,
+  trust: BaselineTrustAnchor,
 ): {
   daemon: ReturnType<typeof createDaemon>;
   identity: ReturnType<typeof servingIdentity>;
@@ -275,6 +278,7 @@ function assembleDaemon(
             kube.get("ConfigMap", baseline.namespace, name, { timeoutMs: 10_000, signal }),
           daemonName: baseline.daemonName,
           intervalMs: baseline.intervalMs,
+          trust: trust.get,
         },
       }
       : {}),
@@ -304,7 +308,8 @@ export async function runDaemon(deps: DaemonRunDeps, options: DaemonOptions): Pr
   if (useDaemonV8Flags()) useLightWebClasses();
   const { log } = deps;
   const kube = deps.connect();
-  const { daemon, identity } = assembleDaemon(deps, kube, options);
+  const trust = createTrustAnchor();
+  const { daemon, identity } = assembleDaemon(deps, kube, options, trust);
   const tls = options.tls
     ? { cert: options.tls.cert, key: options.tls.key }
     : identity?.placeholder;
@@ -317,7 +322,11 @@ export async function runDaemon(deps: DaemonRunDeps, options: DaemonOptions): Pr
     drainTimeoutMs: options.drainTimeoutMs,
   });
   daemon.start();
-  const asking = identity?.run((pair) => server.setTls(pair), deps.signal);
+  const asking = identity?.run((pair) => {
+    server.setTls(pair);
+    // Its signer put the install's CA after the leaf: baselines are verified with it from now.
+    if (trust.takeFrom(pair.cert)) void daemon.baseline?.refresh();
+  }, deps.signal);
   const reload = tls && options.tls && options.tlsReloadMs > 0
     ? watchTls(server, {
       certFile: options.tls.certFile,
@@ -330,4 +339,31 @@ export async function runDaemon(deps: DaemonRunDeps, options: DaemonOptions): Pr
   await asking;
   await daemon.close();
   log.info("daemon stopped");
+}
+
+/** The install's CA as the daemon knows it, for verifying baselines. */
+interface BaselineTrustAnchor {
+  /** The CA's public key; undefined until the daemon holds its serving certificate. */
+  get: () => KeyObject | undefined;
+  /** Takes the CA from a served chain; true when it is new. */
+  takeFrom(chain: string): boolean;
+}
+
+/**
+ * The issuer of this daemon's own serving certificate: the one CA its signers sign with, and
+ * the one that signs baselines. A chain without it (an older signer) leaves the last one known.
+ */
+function createTrustAnchor(): BaselineTrustAnchor {
+  let key: KeyObject | undefined;
+  let fingerprint = "";
+  return {
+    get: () => key,
+    takeFrom(chain) {
+      const issuer = chainIssuer(chain);
+      if (!issuer || issuer.fingerprint256 === fingerprint) return false;
+      key = issuer.publicKey;
+      fingerprint = issuer.fingerprint256;
+      return true;
+    },
+  };
 }

@@ -204,7 +204,12 @@ export interface KubeClient {
   applyConfigMap(
     namespace: string,
     name: string,
-    content: { labels: Record<string, string>; data: Record<string, string> },
+    content: {
+      labels: Record<string, string>;
+      /** Annotations set over the current ones (absent: the current ones kept). */
+      annotations?: Record<string, string>;
+      data: Record<string, string>;
+    },
     options?: CallOptions,
   ): Promise<KubeObject>;
   /**
@@ -216,7 +221,12 @@ export interface KubeClient {
     namespace: string,
     name: string,
     uid: string,
-    content: { labels: Record<string, string>; data: Record<string, string> },
+    content: {
+      labels: Record<string, string>;
+      /** Annotations set over the current ones (absent: the current ones kept). */
+      annotations?: Record<string, string>;
+      data: Record<string, string>;
+    },
     options?: CallOptions,
   ): Promise<KubeObject>;
   /** Reads a container's log. */
@@ -584,8 +594,8 @@ function createConfigMapUpdater(rest: RestClient): KubeClient["updateConfigMapIf
               uid,
               resourceVersion: current.metadata?.resourceVersion,
               labels: { ...content.labels, ...current.metadata?.labels },
-              ...(current.metadata?.annotations
-                ? { annotations: current.metadata.annotations }
+              ...(current.metadata?.annotations || content.annotations
+                ? { annotations: { ...current.metadata?.annotations, ...content.annotations } }
                 : {}),
             },
             data: content.data,

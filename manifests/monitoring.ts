@@ -93,7 +93,7 @@ export function daemonAlertRules(options: AlertRuleOptions = {}): RuleFile {
             summary:
               "Node {{ $labels.node }} cannot read its baseline {{ $labels.configmap }}: {{ $labels.state }}",
             description:
-              "Drift is not measured on this node while its cohort's baseline cannot be read (malformed, wrong-cohort, forbidden: the daemon's Role or RoleBinding changed, unreachable). The daemon's log says why (baseline <state>).",
+              "Drift is not measured on this node while its cohort's baseline cannot be read or trusted (malformed, wrong-cohort, untrusted: not signed by the install's CA as it is, forbidden: the daemon's Role or RoleBinding changed, unreachable). The daemon's log says why (baseline <state>).",
           },
         }),
         rule({

@@ -27,6 +27,13 @@ export {
 } from "./baseline.ts";
 export type { BaselineCohort } from "./baseline.ts";
 export {
+  BASELINE_SIGNATURE_KEY,
+  keyId,
+  signBaseline,
+  verifyBaseline,
+} from "./baseline_signature.ts";
+export type { BaselineObject, BaselineTrust } from "./baseline_signature.ts";
+export {
   assertFitsConfigMap,
   encodeSnapshot,
   encodeYamlWithLibrary,
