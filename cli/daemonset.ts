@@ -29,6 +29,7 @@ import { UsageError } from "../errors.ts";
 import {
   DEFAULT_DAEMON_NAME,
   DEFAULT_DAEMON_PORT,
+  DEFAULT_SIGNER_REPLICAS,
   isNodeOs,
   NODE_OS_FAMILIES,
   validateDaemonName,
@@ -77,6 +78,8 @@ interface InstallFlags extends CommonFlags {
   limits?: string;
   service: boolean;
   baselineInterval: string;
+  signer: boolean;
+  signerReplicas: string;
 }
 
 /** Flags of install only. */
@@ -156,6 +159,15 @@ function placement(command: Command): Command {
       "--baseline-interval <duration>",
       "how often each daemon re-reads its cohort's baseline (aicr daemonset baseline set)",
       "60s",
+    )
+    .option(
+      "--no-signer",
+      "no in-cluster signer: only 'aicr daemonset install' and 'fetch' sign the daemons' certificates",
+    )
+    .option(
+      "--signer-replicas <n>",
+      "replicas of the in-cluster signer (one leads through its Lease)",
+      String(DEFAULT_SIGNER_REPLICAS),
     );
 }
 
@@ -213,11 +225,23 @@ function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOp
     ...(flags.requests ? { requests: parseResourceList(flags.requests, "--requests") } : {}),
     ...(flags.limits ? { limits: parseResourceList(flags.limits, "--limits") } : {}),
     service: flags.service,
+    signer: flags.signer,
+    signerReplicas: signerReplicas(flags.signerReplicas),
     extraArgs: [
       "--baseline-interval",
       `${parseDuration(flags.baselineInterval, "--baseline-interval") / 1000}s`,
     ],
   };
+}
+
+function signerReplicas(value: string): number {
+  const replicas = parseCount("--signer-replicas", value);
+  if (replicas < 1 || replicas > 10) {
+    throw new UsageError(
+      `Cannot use '--signer-replicas' as it must be a whole number from 1 to 10: current value is '${value}'`,
+    );
+  }
+  return replicas;
 }
 
 function installCommand(deps: CliDeps): Command {

@@ -37,7 +37,7 @@ async function run(deps: CliDeps, args: string[]): Promise<void> {
   await (await createProgram(deps)).parseAsync(["daemonset", ...args], { from: "user" });
 }
 
-Deno.test("daemonset render: one YAML stream of the twelve objects, without contacting a cluster", async () => {
+Deno.test("daemonset render: one YAML stream of the nineteen objects, without contacting a cluster", async () => {
   const h = harness();
   await run(h.deps, [
     "render",
@@ -58,11 +58,29 @@ Deno.test("daemonset render: one YAML stream of the twelve objects, without cont
     "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
     "Secret",
     "ConfigMap",
     "DaemonSet",
+    "Lease",
+    "Deployment",
     "Service",
   ]);
+  const signer = docs.find((d) => d.kind === "Deployment");
+  assert.equal(signer.spec.template.spec.containers[0].image, "example.com/aicr:v1");
+  assert.deepEqual(signer.spec.template.spec.containers[0].args.slice(0, 6), [
+    "daemonset",
+    "signer",
+    "--namespace",
+    "gpu-ops",
+    "--name",
+    "aicr-daemon",
+  ]);
+  assert.equal(signer.spec.replicas, 2);
   const ds = docs.find((d) => d.kind === "DaemonSet");
   assert.equal(ds.metadata.namespace, "gpu-ops");
   assert.equal(ds.spec.template.spec.containers[0].image, "example.com/aicr:v1");
@@ -255,4 +273,22 @@ Deno.test("daemonset render offers none of install's flags (it waits for nothing
   ) {
     await assert.rejects(renderIn("/", [flag]), /unknown option/, flag);
   }
+});
+
+Deno.test("daemonset render: --no-signer leaves the signer out, --signer-replicas sets its replicas", async () => {
+  const without = harness();
+  await run(without.deps, ["render", "-n", "gpu-ops", "--no-signer"]);
+  const kinds = parseAllDocuments(without.stdout()).map((d) => d.toJS().kind);
+  assert.equal(kinds.length, 12);
+  assert.ok(!kinds.includes("Deployment") && !kinds.includes("Lease"));
+  const three = harness();
+  await run(three.deps, ["render", "-n", "gpu-ops", "--signer-replicas", "3"]);
+  const signer = parseAllDocuments(three.stdout()).map((d) => d.toJS()).find((d) =>
+    d.kind === "Deployment"
+  );
+  assert.equal(signer.spec.replicas, 3);
+  await assert.rejects(
+    run(harness().deps, ["render", "-n", "gpu-ops", "--signer-replicas", "0"]),
+    /--signer-replicas' as it must be a whole number from 1 to 10/,
+  );
 });

@@ -95,15 +95,23 @@ export async function runInstall(
     const content = installReportContent(result);
     if (!result.ready) {
       const waiting = result.pods.filter((p) => !p.ready);
+      const signer = result.signer && result.signer.available === 0 ? result.signer : undefined;
       return {
         content,
         failure: new TimeoutError(
-          `Cannot confirm the daemon is serving: ${waiting.length} of ${result.desired} pods are not Ready after ${
-            formatDuration(install.timeoutMs ?? 120_000)
-          }`,
+          `Cannot confirm the daemon is serving: ${waiting.length} of ${result.desired} pods are not Ready${
+            signer ? ", and no signer replica is available," : ""
+          } after ${formatDuration(install.timeoutMs ?? 120_000)}`,
           {
             details: [
               ...waiting.map((p) => `  ${p.node}: ${p.pod} ${p.unschedulable ?? p.detail ?? ""}`),
+              ...(signer
+                ? [
+                  `  signer: ${signer.ready}/${signer.desired} replicas ready${
+                    signer.unknown ? ` (${signer.unknown})` : ""
+                  }`,
+                ]
+                : []),
               `  it stays installed; remove it with: aicr daemonset uninstall -n ${install.namespace}`,
             ],
           },
@@ -113,6 +121,7 @@ export async function runInstall(
     log.info("daemon ready", {
       namespace: install.namespace,
       nodes: result.pods.length,
+      ...(result.signer ? { signer: result.signer.leader?.pod ?? "(electing)" } : {}),
       objects: result.created.length,
       seconds: secondsSince(deps, started),
       runID: result.runId,

@@ -3,8 +3,9 @@
  * with a bound, each node with its own status (ok, not ready, unreachable, denied, timed out).
  *
  * The design is daemon/README.md's "How the CLI reaches the daemons" and "Per-node identity":
- * pending daemon certificate requests are signed first (`csr/`, when the caller may);
- * then, per node and within the same concurrency bound, one TokenRequest token for the reader
+ * pending daemon certificate requests are signed first (by the in-cluster signer, or here through
+ * `csr/` when none runs and the caller may), and daemons about to turn Ready are waited for
+ * (`fleet_signing.ts`); then, per node and within the same concurrency bound, one TokenRequest token for the reader
  * ServiceAccount with that node's audience (`aicr-daemon:<node>`) bound to that Node object
  * (10 minutes), so the user's own credential never reaches a node and no daemon can replay
  * what it received to another; then either **direct** (`https://<podIP>:<port>`, the
@@ -53,7 +54,7 @@ import {
 import { readClusterTopology, requestServiceAccountToken } from "./fleet_topology.ts";
 import type { FleetTopology } from "./fleet_topology.ts";
 import { daemonPods } from "./install.ts";
-import { signPendingCsrs } from "../csr/mod.ts";
+import { signAndAwaitReady } from "./fleet_signing.ts";
 import type { DaemonPlacement, DaemonPodState } from "./install.ts";
 
 /** One node's outcome. */
@@ -543,13 +544,14 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
   const clock = deps.clock ?? (() => performance.now());
   const directGet = deps.directGet ?? nodeDirectGet;
   const sleep = deps.sleep ?? sleepFor;
-  // Daemons that joined (or restarted) since the install wait for their certificate.
-  await signLateJoiners(deps, { namespace, name, ...(signal ? { signal } : {}) });
+  // Late joiners' certificates: signed by the signer, or here; those about to be Ready awaited.
+  const wanted = options.nodes ? new Set(options.nodes) : undefined;
+  const call = { namespace, name, ...(signal ? { signal } : {}) };
+  await signAndAwaitReady(deps, { ...call, timeoutMs, ...(wanted ? { nodes: wanted } : {}) });
   const [ca, listed] = await Promise.all([
     transport === "proxy" ? Promise.resolve("") : readDaemonCa(kube, { namespace, name }),
-    daemonPods(kube, { namespace, name, ...(signal ? { signal } : {}) }),
+    daemonPods(kube, call),
   ]);
-  const wanted = options.nodes ? new Set(options.nodes) : undefined;
   const pods = listed.pods.filter((p) => p.node !== "" && (!wanted || wanted.has(p.node)));
   const missing = await missingNodes(deps, listed, wanted);
   const node: NodeFetch = {
@@ -643,31 +645,6 @@ function absentResults(missing: readonly string[], asked: boolean): NodeResult[]
       : "no daemon pod on this node yet",
     durationMs: 0,
   }));
-}
-
-/**
- * Signs the daemons' pending certificate requests before fetching, when the caller may read the
- * install's CA; otherwise says so once and goes on (those nodes then fail on their own).
- */
-async function signLateJoiners(
-  deps: FleetDeps,
-  options: { namespace: string; name: string; signal?: AbortSignal },
-): Promise<void> {
-  try {
-    const outcome = await signPendingCsrs(
-      { kube: deps.kube, log: deps.log, now: deps.now ?? (() => new Date()) },
-      options,
-    );
-    if (outcome.signed.length > 0) {
-      deps.log.info("signed the certificates of daemons that joined since the install", {
-        nodes: outcome.signed.join(","),
-      });
-    }
-  } catch (error) {
-    deps.log.warn("cannot sign pending daemon certificate requests; those daemons stay unproven", {
-      error: error instanceof Error ? error.message.split("\n")[0] ?? "" : String(error),
-    });
-  }
 }
 
 /** Targeted nodes that have no daemon pod: the asked-for ones, or those the placement targets. */

@@ -34,6 +34,8 @@ import {
   LABEL_RUN_ID,
   newInvocationId,
   newRunId,
+  signerLabels,
+  signerName,
 } from "../manifests/mod.ts";
 import type { Toleration } from "../manifests/mod.ts";
 import { createAccessReviewer, creatorChecks, runGate } from "../rbac/mod.ts";
@@ -46,6 +48,8 @@ import { readDaemonSetAndPods, signerCallerChecks, signPendingCsrs } from "../cs
 import type { SignOutcome } from "../csr/mod.ts";
 import { makeDaemonCa, renderDaemonSet } from "./render.ts";
 import { AGENT_IDENTITY_FIX, foreignDaemonMessage, isForeignDaemonExit } from "./agent_identity.ts";
+import { readSignerState } from "./signer_state.ts";
+import type { SignerState } from "./signer_state.ts";
 import type { DaemonSetOptions, RenderedDaemonSet } from "./render.ts";
 
 /**
@@ -171,6 +175,8 @@ export interface DaemonPodState {
   exited?: { code: number; line?: string };
   /** The daemon's container port. */
   port?: number;
+  /** When the kubelet started the pod (`status.startTime`). */
+  startedAt?: string;
 }
 
 /** What an install returns. */
@@ -185,6 +191,8 @@ export interface InstallResult {
   pods: DaemonPodState[];
   /** Whether every targeted node's pod became Ready in time (true with `noWait`: not checked). */
   ready: boolean;
+  /** The in-cluster signer once the wait ended (absent with `noWait` or without the signer). */
+  signer?: SignerState;
 }
 
 function interrupted(signal: AbortSignal | undefined): void {
@@ -198,6 +206,7 @@ function podState(pod: KubeObject): DaemonPodState {
   const status = pod.status as {
     podIP?: string;
     phase?: string;
+    startTime?: string;
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
     containerStatuses?: {
       state?: { waiting?: { reason?: string; message?: string }; terminated?: Terminated };
@@ -230,6 +239,7 @@ function podState(pod: KubeObject): DaemonPodState {
     ...(terminated?.exitCode !== undefined
       ? { exited: { code: terminated.exitCode, ...(line ? { line } : {}) } }
       : {}),
+    ...(status?.startTime ? { startedAt: status.startTime } : {}),
   };
 }
 
@@ -300,7 +310,7 @@ export async function installDaemonSet(
   options: InstallOptions,
 ): Promise<InstallResult> {
   const { kube, log } = deps;
-  const { name = DEFAULT_DAEMON_NAME, timeoutMs = 120_000, pollMs = 1000, signal } = options;
+  const { name = DEFAULT_DAEMON_NAME } = options;
   const { namespace } = options;
   const runId = newRunId(deps.now(), deps.randomHex);
   const invocationId = newInvocationId(deps.randomHex);
@@ -336,7 +346,8 @@ export async function installDaemonSet(
   log.info(`daemon install: runID=${runId}`, { namespace, name });
   if (namespaceState === "absent") await createNamespaceIfAbsent({ kube, log }, namespace);
   const ledger = new Ledger(kube, {
-    labels: rendered.labels,
+    // What the daemon's and the signer's objects share (all but the component) proves them ours.
+    labels: installProofLabels(rendered, { name, runId, invocationId }),
     runIdLabel: LABEL_RUN_ID,
     invocationIdLabel: LABEL_INVOCATION_ID,
   });
@@ -353,6 +364,22 @@ export async function installDaemonSet(
   if (options.noWait) {
     return { runId, created: ledger.entries, desired: 0, pods: [], ready: true };
   }
+  return { runId, created: ledger.entries, ...await waitForInstall(deps, ledger, options, ca) };
+}
+
+/**
+ * Waits for the daemons (rolling the install back when their image cannot run) and then, within
+ * the same deadline, for a signer replica.
+ */
+async function waitForInstall(
+  deps: InstallDeps,
+  ledger: Ledger,
+  options: InstallOptions,
+  ca: DaemonCa,
+): Promise<Omit<InstallResult, "runId" | "created">> {
+  const { name = DEFAULT_DAEMON_NAME, timeoutMs = 120_000, pollMs = 1000, signal } = options;
+  const { namespace } = options;
+  const started = deps.now().getTime();
   const wait = await waitForPods(deps, { namespace, name, timeoutMs, pollMs, signal, ca });
   if (wait.pullFailed) {
     throw await rollBackPullFailure(deps, ledger, options, wait.pullFailed);
@@ -360,13 +387,82 @@ export async function installDaemonSet(
   if (wait.foreign) {
     throw await rollBackPullFailure(deps, ledger, options, wait.foreign, {
       why: "the daemon's image runs another program; removing what the install created",
-      message: `Cannot install the daemon '${namespace}/${options.name ?? DEFAULT_DAEMON_NAME}': ${
+      message: `Cannot install the daemon '${namespace}/${name}': ${
         foreignDaemonMessage(wait.foreign, options.image)
       }`,
       fix: AGENT_IDENTITY_FIX,
     });
   }
-  return { runId, created: ledger.entries, ...wait };
+  const { pullFailed: _pull, foreign: _foreign, ...result } = wait;
+  if (options.signer === false) return result;
+  const signer = await waitForSigner(deps, {
+    namespace,
+    name,
+    until: started + timeoutMs,
+    pollMs,
+    signal,
+  });
+  return { ...result, ready: wait.ready && signer.available > 0, signer };
+}
+
+/** The labels every object of this install carries, the daemon's and the signer's alike. */
+function installProofLabels(
+  rendered: RenderedDaemonSet,
+  identity: { name: string; runId: string; invocationId: string },
+): Record<string, string> {
+  const signerSide = signerLabels(identity);
+  return Object.fromEntries(
+    Object.entries(rendered.labels).filter(([key, value]) => signerSide[key] === value),
+  );
+}
+
+/**
+ * Waits, within the install's deadline, for one signer replica to be available (a candidate for
+ * its Lease): a node that joins later is then signed in with no CLI. Says once when it is not.
+ */
+async function waitForSigner(
+  deps: InstallDeps,
+  options: {
+    namespace: string;
+    name: string;
+    until: number;
+    pollMs: number;
+    signal: AbortSignal | undefined;
+  },
+): Promise<SignerState> {
+  const sleep = deps.sleep ?? sleepFor;
+  for (;;) {
+    const state: SignerState = await readSignerState(deps.kube, {
+      namespace: options.namespace,
+      name: options.name,
+      ...(options.signal ? { signal: options.signal } : {}),
+    }).catch((error) => ({
+      installed: true,
+      desired: 0,
+      ready: 0,
+      available: 0,
+      unknown: error instanceof Error ? error.message.split("\n")[0] ?? "" : String(error),
+    }));
+    if (state.available > 0) {
+      deps.log.info("signer available", {
+        replicas: `${state.available}/${state.desired}`,
+        leader: state.leader?.pod ?? "(electing)",
+      });
+      return state;
+    }
+    if (deps.now().getTime() >= options.until || options.signal?.aborted) {
+      deps.log.warn(
+        "the in-cluster signer has no available replica; nodes that join later wait for 'aicr daemonset fetch'",
+        {
+          replicas: `${state.ready}/${state.desired}`,
+          ...(state.unknown ? { error: state.unknown } : {}),
+          remedy: `kubectl -n ${options.namespace} describe deployment ${signerName(options.name)}`,
+        },
+      );
+      return state;
+    }
+    await sleep(options.pollMs, options.signal);
+  }
 }
 
 /**

@@ -27,8 +27,8 @@ function render(extra: Partial<Parameters<typeof renderDaemonSet>[0]> = {}) {
   });
 }
 
-Deno.test("install: render gives the twelve objects in creation order, all with the daemon's labels", () => {
-  const { objects, labels } = render();
+Deno.test("install: without the signer, render gives the twelve objects in creation order, all with the daemon's labels", () => {
+  const { objects, labels } = render({ signer: false });
   assert.deepEqual(objects.map((o) => `${o.kind}/${o.manifest.metadata.name}`), [
     "ServiceAccount/aicr-daemon",
     "ClusterRole/aicr-daemon-aicr-system.aicr-daemon",
@@ -48,8 +48,9 @@ Deno.test("install: render gives the twelve objects in creation order, all with 
   assert.equal(labels["app.kubernetes.io/component"], "daemon");
 });
 
-Deno.test("install: with the signer, render adds its grants, its empty Lease and its Deployment, labelled signer", () => {
-  const { objects, grants } = render({ signer: true });
+Deno.test("install: by default render adds the signer's grants, its empty Lease and its Deployment, labelled signer", () => {
+  const { objects, grants } = render();
+  assert.equal(objects.length, 19);
   const signerObjects = objects.filter((o) =>
     o.manifest.metadata.labels?.["app.kubernetes.io/component"] === "signer"
   );
@@ -71,11 +72,11 @@ Deno.test("install: with the signer, render adds its grants, its empty Lease and
     grants[2]?.cluster.some((r) => r.resources.includes("signers") && r.verbs.includes("sign")),
   );
   // The caller must hold what it grants the signer, and be able to create a Lease and a Deployment.
-  const checks = installCallerChecks(render({ signer: true }), "aicr-system");
+  const checks = installCallerChecks(render(), "aicr-system");
   for (const want of ["leases", "deployments", "signers"]) {
     assert.ok(checks.some((c) => c.resource === want), want);
   }
-  assert.equal(render().objects.some((o) => o.kind === "Deployment"), false);
+  assert.equal(render({ signer: false }).objects.some((o) => o.kind === "Deployment"), false);
 });
 
 Deno.test("install: the daemon may review tokens and access and get (not list) nodes, the reader may get snapshots and list nodes", () => {
@@ -295,7 +296,9 @@ Deno.test("install: a failure midway deletes what was created, by UID, and rethr
     [],
     "every created object is gone",
   );
-  assert.equal(fake.calls.filter((c) => c.method === "delete").length, 10);
+  // Everything created before the DaemonSet: the daemon's, the reader's and the signer's grants,
+  // the CA Secret and ConfigMap.
+  assert.equal(fake.calls.filter((c) => c.method === "delete").length, 15);
 });
 
 Deno.test("install: an existing DaemonSet is a conflict before anything is created", async () => {
@@ -403,7 +406,7 @@ Deno.test("install: a Ready pod counts once its certificate request was signed",
         },
       },
     ]),
-  }, { namespace: "aicr-system", image: "aicr:dev", timeoutMs: 5000, pollMs: 1000 });
+  }, { namespace: "aicr-system", image: "aicr:dev", timeoutMs: 5000, pollMs: 1000, signer: false });
   assert.equal(result.ready, true);
   assert.deepEqual(result.pods.map((p) => [p.node, p.ready]), [["gpu-1", true]]);
 });
@@ -457,7 +460,7 @@ Deno.test("install: a pull that fails ends the wait early and rolls the install 
   const text = formatError(error);
   assert.match(text, /its image could not be pulled on node 'gpu-1' \(ImagePullBackOff\)/);
   assert.match(text, /Back-off pulling image "aicr:nope"/);
-  assert.match(text, /the install was rolled back: 12 object\(s\) removed/);
+  assert.match(text, /the install was rolled back: 19 object\(s\) removed/);
   assert.ok(clock.ms - NOW.getTime() < 120_000, "ended before its timeout");
   assert.deepEqual(
     [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/") && !k.startsWith("Pod/")),
@@ -479,11 +482,13 @@ Deno.test("install: uninstall deletes this namespace's objects only, then finds 
   fake.put("Namespace", { metadata: { name: "other" } });
   await installDaemonSet(deps(fake), { ...OPTIONS, namespace: "other" });
   const result = await uninstallDaemonSet(deps(fake), { namespace: "aicr-system" });
-  assert.equal(result.swept.length, 12);
+  assert.equal(result.swept.length, 19);
   assert.ok(result.swept.every((o) => o.result === "deleted"));
+  assert.ok(result.swept.some((o) => o.kind === "Deployment" && o.name === "aicr-daemon-signer"));
+  assert.ok(result.swept.some((o) => o.kind === "Lease" && o.name === "aicr-daemon-signer"));
   assert.deepEqual(result.remaining, []);
   const left = [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/"));
-  assert.equal(left.length, 12, "the other namespace's install is untouched");
+  assert.equal(left.length, 19, "the other namespace's install is untouched");
   assert.ok(left.every((k) => k.includes("other")), left.join(", "));
 });
 
@@ -622,4 +627,39 @@ Deno.test("install: before 1.31 (no Node-bound tokens) the daemons take reader t
   const old = await args("30+");
   assert.equal(old.includes("--require-node-bound-token"), false);
   assert.ok(old.includes("aicr-daemon:$(NODE_NAME)"), "the per-node audience stays");
+});
+
+Deno.test("install: waits for a signer replica to be available, and says when none is by the deadline", async () => {
+  for (const available of [1, 0]) {
+    const fake = fakeCluster();
+    const clock = { ms: NOW.getTime() };
+    const lines: string[] = [];
+    const world = waitWorld(clock, fake, 0, () => []);
+    const result = await installDaemonSet({
+      ...deps(fake),
+      log: createLogger({ write: (t) => void lines.push(t) }),
+      now: world.now,
+      sleep: (ms: number) => {
+        const deployment = fake.objects.get("Deployment/aicr-system/aicr-daemon-signer");
+        if (deployment) {
+          deployment.status = { readyReplicas: available, availableReplicas: available };
+        }
+        const lease = fake.objects.get("Lease/aicr-system/aicr-daemon-signer");
+        if (lease && available) {
+          lease.spec = { holderIdentity: "aicr-daemon-signer-5d8-x7k2p_0a1b2c3d" };
+        }
+        return world.sleep(ms);
+      },
+    }, { namespace: "aicr-system", image: "aicr:dev", timeoutMs: 5000, pollMs: 1000 });
+    assert.equal(result.ready, available > 0);
+    assert.equal(result.signer?.available, available);
+    if (available) {
+      assert.equal(result.signer?.leader?.pod, "aicr-daemon-signer-5d8-x7k2p");
+    } else {
+      assert.ok(
+        lines.some((l) => l.includes("the in-cluster signer has no available replica")),
+        lines.join(""),
+      );
+    }
+  }
 });

@@ -4,7 +4,8 @@
  * read-only baseline, TokenReview/SubjectAccessReview create, CertificateSigningRequest create
  * and get), the reader ServiceAccount with a ClusterRole granting `get snapshots.aicr.run`, the
  * signer Secret (the install's CA key, never mounted), the CA ConfigMap the fleet fetch trusts,
- * the DaemonSet, the in-cluster signer when asked for, and the scrape objects, all with the
+ * the DaemonSet, the in-cluster signer (unless told not to: its ServiceAccount and grants, its
+ * Lease and Deployment, labelled component `signer`), and the scrape objects, all with the
  * daemon's labels. `aicr daemonset render` prints it; `install.ts` creates it.
  *
  * The CA is made here, in TypeScript (`x509.ts`): the release binary cannot run `openssl`.
@@ -69,6 +70,14 @@ export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
    * Service carries `prometheus.io/*` scrape annotations instead. @default false
    */
   serviceMonitor?: boolean;
+  /**
+   * The in-cluster signer (`aicr daemonset signer`): its ServiceAccount and grants, its Lease and
+   * its Deployment, which approve and sign the daemons' requests with no CLI (else only the
+   * CLI's install and fetch sign them). @default true
+   */
+  signer?: boolean;
+  /** The signer's replicas. @default 2 */
+  signerReplicas?: number;
 }
 
 /** Options for {@link renderDaemonSet}. */
@@ -89,13 +98,6 @@ export interface RenderOptions extends DaemonSetOptions {
   invocationId?: string;
   /** Baseline ConfigMaps that already exist (kept from an earlier install): the daemon may read them. */
   baselineConfigMaps?: readonly string[];
-  /**
-   * The in-cluster signer (`aicr daemonset signer`): its ServiceAccount and grants, its Lease and
-   * its Deployment, which approve and sign the daemons' requests with no CLI. @default false
-   */
-  signer?: boolean;
-  /** The signer's replicas. @default 2 */
-  signerReplicas?: number;
 }
 
 /** One rendered object, in creation order. */
@@ -166,7 +168,7 @@ export function renderDaemonSet(options: RenderOptions): RenderedDaemonSet {
     labels,
     rules: readerRules,
   });
-  const signer = options.signer
+  const signer = options.signer ?? true
     ? signerRbacObjects({ namespace, name, labels: signerLabels({ name, ...identity }) })
     : undefined;
   const objects: RenderedObject[] = [
@@ -205,6 +207,7 @@ function signerWorkload(
     image: options.image,
     ...(options.imagePullSecrets ? { imagePullSecrets: options.imagePullSecrets } : {}),
     ...(options.signerReplicas !== undefined ? { replicas: options.signerReplicas } : {}),
+    ...(options.architectures ? { architectures: options.architectures } : {}),
     ...identity,
   };
   return [

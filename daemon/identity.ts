@@ -40,6 +40,14 @@ export interface IdentityOptions {
   initialPollMs?: number;
   /** Longest poll delay. @default 30000 */
   maxPollMs?: number;
+  /**
+   * For this long after a request is sent, polls stay at most {@link fastPollMs} apart: an
+   * in-cluster signer signs within a second or two, and the daemon should serve at once.
+   * @default 120000
+   */
+  fastWindowMs?: number;
+  /** The longest poll delay within {@link fastWindowMs}. @default 4000 */
+  fastPollMs?: number;
   /** Pause after a denied or vanished request before asking again. @default 300000 */
   retryAfterDenialMs?: number;
 }
@@ -143,6 +151,8 @@ class ServingIdentityKeeper implements ServingIdentity {
   readonly #options: IdentityOptions;
   readonly #initialPollMs: number;
   readonly #maxPollMs: number;
+  readonly #fastWindowMs: number;
+  readonly #fastPollMs: number;
   readonly #retryAfterDenialMs: number;
   #waiting: string | undefined = "awaiting its serving certificate";
   #nextKey: ServingKey | undefined;
@@ -156,6 +166,8 @@ class ServingIdentityKeeper implements ServingIdentity {
     const { initialPollMs = 500, maxPollMs = 30_000, retryAfterDenialMs = 300_000 } = options;
     this.#initialPollMs = initialPollMs;
     this.#maxPollMs = maxPollMs;
+    this.#fastWindowMs = options.fastWindowMs ?? 120_000;
+    this.#fastPollMs = options.fastPollMs ?? 4_000;
     this.#retryAfterDenialMs = retryAfterDenialMs;
     const first = generateServingKey();
     this.placeholder = {
@@ -245,10 +257,17 @@ class ServingIdentityKeeper implements ServingIdentity {
   /** Polls one request; returns the certificate, or undefined when denied or gone. */
   async #poll(name: string, signal: AbortSignal): Promise<string | undefined> {
     let delay = this.#initialPollMs;
+    const asked = this.#now().getTime();
     for (;;) {
       await this.#sleep(delay, signal);
       if (signal.aborted) return undefined;
-      delay = Math.min(delay * 2, this.#maxPollMs);
+      // Doubling, but at most a few seconds while a signer would answer (a fetch or the
+      // in-cluster signer), then at most maxPollMs (no signer: the API is spared).
+      const fast = this.#now().getTime() - asked < this.#fastWindowMs;
+      delay = Math.min(
+        delay * 2,
+        fast ? Math.min(this.#fastPollMs, this.#maxPollMs) : this.#maxPollMs,
+      );
       let csr: CsrStatus;
       try {
         csr = await this.#kube.rest.json({

@@ -134,3 +134,30 @@ Deno.test("identity: a denied request or a certificate for another node is never
   assert.equal(installed.length, 1);
   assert.equal(new X509Certificate(installed[0] ?? "").checkHost("gpu-1"), "gpu-1");
 });
+
+Deno.test("identity: polls at most 4 s apart for two minutes after asking, then back off to 30 s", async () => {
+  const pending = Array.from({ length: 60 }, () => "pending" as const);
+  const api = fakeApi([[...pending, { node: "gpu-1", ip: "10.0.0.7" }]]);
+  let now = 0;
+  const sleeps: number[] = [];
+  const identity = createServingIdentity({
+    kube: api.kube,
+    log: NOOP_LOGGER,
+    now: () => new Date(Date.UTC(2026, 11, 5) + now),
+    sleep: (ms) => {
+      sleeps.push(ms);
+      now += ms;
+      return Promise.resolve();
+    },
+  }, OPTIONS);
+  await firstInstalled(identity);
+  const polls = sleeps.slice(0, 61);
+  let elapsed = 0;
+  for (const ms of polls) {
+    // Within the fast window (the delay was chosen before it ended) no wait is over 4 s.
+    if (elapsed < 120_000) assert.ok(ms <= 4_000, `${ms} ms at ${elapsed}`);
+    elapsed += ms;
+  }
+  assert.deepEqual(polls.slice(0, 5), [500, 1000, 2000, 4000, 4000]);
+  assert.ok(polls.includes(30_000), "backs off to 30 s once the window has passed");
+});

@@ -181,7 +181,9 @@ function daemonContainer(
     securityContext: pod.container.securityContext,
     volumeMounts: mounts,
     livenessProbe: { ...probe("/healthz", port, scheme, 20), failureThreshold: 3 },
-    readinessProbe: probe("/readyz", port, scheme, 10),
+    // Every 5 s: a daemon serves its certificate on its next poll once signed, and the node's
+    // daemon should turn Ready a few seconds later, not up to 10.
+    readinessProbe: probe("/readyz", port, scheme, 5),
   };
 }
 

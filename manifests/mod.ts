@@ -38,7 +38,7 @@ export {
 } from "./agent_report.ts";
 export type { AgentReport } from "./agent_report.ts";
 export { autoTargetingAllowed, buildAgentJob } from "./job.ts";
-export { buildSignerDeployment, buildSignerLease } from "./signer.ts";
+export { buildSignerDeployment, buildSignerLease, DEFAULT_SIGNER_REPLICAS } from "./signer.ts";
 export type { AgentJobConfig } from "./job.ts";
 export {
   APP_NAME,
@@ -52,7 +52,6 @@ export {
   daemonReaderName,
   daemonSelectorLabels,
   daemonSignerSecretName,
-  daemonSweepLabels,
   DEFAULT_DAEMON_NAME,
   DEFAULT_JOB_NAME_PREFIX,
   DEFAULT_SERVICE_ACCOUNT_PREFIX,

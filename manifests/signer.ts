@@ -18,7 +18,7 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
-import { podResources, podSecurity, validateImage } from "./_pod.ts";
+import { podPlacement, podResources, podSecurity, validateImage } from "./_pod.ts";
 import {
   DEFAULT_DAEMON_NAME,
   isDns1123Subdomain,
@@ -70,6 +70,8 @@ export interface SignerConfig {
   limits?: ResourceList;
   /** `priorityClassName` of the signer's pods. */
   priorityClassName?: string;
+  /** The image's CPU architectures: its pods land only on nodes of one of them. */
+  architectures?: readonly string[];
   /** More `aicr daemonset signer` flags. */
   extraArgs?: readonly string[];
   /** The installing run's ID (labels only). */
@@ -150,9 +152,14 @@ function checkPullSecrets(secrets: readonly string[]): { name: string }[] {
   });
 }
 
-/** Spread the replicas over nodes where the scheduler can; never required (one-node clusters). */
-function spreadReplicas(name: string): Affinity {
+/**
+ * Nodes of the image's architectures (required, as the DaemonSet's), and the replicas spread over
+ * nodes where the scheduler can (preferred, never required: one-node clusters).
+ */
+function signerAffinity(name: string, architectures: readonly string[] | undefined): Affinity {
+  const arch = architectures ? podPlacement({ architectures }).affinity : undefined;
   return {
+    ...(arch?.nodeAffinity ? { nodeAffinity: arch.nodeAffinity } : {}),
     podAntiAffinity: {
       preferredDuringSchedulingIgnoredDuringExecution: [{
         weight: 100,
@@ -218,7 +225,7 @@ export function buildSignerDeployment(config: SignerConfig): DeploymentManifest 
           restartPolicy: "Always",
           nodeSelector: { "kubernetes.io/os": "linux" },
           tolerations: [],
-          affinity: spreadReplicas(name),
+          affinity: signerAffinity(name, config.architectures),
           ...(config.priorityClassName !== undefined
             ? { priorityClassName: validatePriorityClassName(config.priorityClassName) }
             : {}),

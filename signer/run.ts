@@ -105,7 +105,7 @@ export async function runSigner(deps: SignerDeps, options: SignerOptions): Promi
     ...(options.renewDeadlineMs !== undefined ? { renewDeadlineMs: options.renewDeadlineMs } : {}),
     ...(options.retryPeriodMs !== undefined ? { retryPeriodMs: options.retryPeriodMs } : {}),
     onLeader: (holder) => {
-      if (holder !== identity) log.info("signer: leader seen", { leader: holder || "(none)" });
+      if (holder !== identity && holder !== "") log.info("signer: leader seen", { leader: holder });
     },
     lead: (leading) => signWhileLeading(deps, { ...options, signal: leading }),
   });

@@ -453,9 +453,8 @@ function defaults(version: string): Record<string, unknown> {
     resources: pod.containers[0]!.resources,
     baselineInterval: "60s",
     requireNodeBoundToken: true,
-    // As render's default (false until the CLI renders the signer by default; the chart test
-    // holds the two defaults equal).
-    signer: { enabled: false, replicas: DEFAULT_SIGNER_REPLICAS },
+    // As render's default (the chart test holds the two defaults equal).
+    signer: { enabled: true, replicas: DEFAULT_SIGNER_REPLICAS },
     service: { enabled: true },
     serviceMonitor: { enabled: false },
     ca: { create: true, certificate: "", key: "" },

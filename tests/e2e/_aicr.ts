@@ -109,6 +109,8 @@ const NAMESPACED = [
 /** Kinds only DaemonSet mode creates, with their list paths. */
 const DAEMONSET_KINDS = [
   ["DaemonSet", "/apis/apps/v1/namespaces/NS/daemonsets"],
+  ["Deployment", "/apis/apps/v1/namespaces/NS/deployments"],
+  ["Lease", "/apis/coordination.k8s.io/v1/namespaces/NS/leases"],
   ["Secret", "/api/v1/namespaces/NS/secrets"],
   ["Service", "/api/v1/namespaces/NS/services"],
 ] as const;

@@ -37,6 +37,10 @@ function externalIPv4(): string | undefined {
 }
 
 const SELECTOR = encodeURIComponent("app.kubernetes.io/name=aicr");
+/** The daemon's pods only (the in-cluster signer's pods carry component `signer`). */
+const DAEMON_PODS = encodeURIComponent(
+  "app.kubernetes.io/name=aicr,app.kubernetes.io/component=daemon",
+);
 
 /** A snapshot's NodeTopology: summary, labels, its source, and every node its lists name. */
 function topologyOf(snapshot: Snapshot) {
@@ -85,6 +89,8 @@ function mint(
 async function leftovers(admin: Api, ns: string): Promise<string[]> {
   const namespaced = [
     ["DaemonSet", `/apis/apps/v1/namespaces/${ns}/daemonsets`],
+    ["Deployment", `/apis/apps/v1/namespaces/${ns}/deployments`],
+    ["Lease", `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`],
     ["Pod", `/api/v1/namespaces/${ns}/pods`],
     ["ServiceAccount", `/api/v1/namespaces/${ns}/serviceaccounts`],
     ["Secret", `/api/v1/namespaces/${ns}/secrets`],
@@ -193,7 +199,7 @@ Deno.test({
         installedAt = Date.now();
         const list = await admin.request(
           "GET",
-          `/api/v1/namespaces/${ns}/pods?labelSelector=${SELECTOR}`,
+          `/api/v1/namespaces/${ns}/pods?labelSelector=${DAEMON_PODS}`,
         );
         pods = list.body.items as Obj[];
         assert.deepEqual(pods.map((p) => p.spec.nodeName).sort(), gpuNodes);

@@ -69,6 +69,12 @@ export interface KubeletOptions {
   dir?: string;
   /** Delete the Node objects on stop (default true). */
   deleteNodesOnStop?: boolean;
+  /**
+   * Numbers taken by another stand-in on the same cluster: this one's nodes are named
+   * `<profile>-<offset + i>` and take the addresses after `offset + 1` (a node that joins later).
+   * Default 0.
+   */
+  offset?: number;
   /** Progress lines. Default: none. */
   log?: (line: string) => void;
 }
@@ -286,7 +292,8 @@ export async function startKubelet(
 
   // Node identities and addresses.
   const nodes: SimNode[] = [];
-  let n = 0;
+  const offset = options.offset ?? 0;
+  let n = offset;
   for (const [profileName, count] of Object.entries(wanted)) {
     const profile = profiles.get(profileName);
     if (!profile) {
@@ -300,7 +307,11 @@ export async function startKubelet(
       n++;
       if (n > 250) throw new RangeError("at most 250 simulated nodes");
       nodes.push(
-        { name: `${profileName}-${i}`, ip: `${cluster.nodeSubnet}.${n + 1}`, profile } as SimNode,
+        {
+          name: `${profileName}-${offset + i}`,
+          ip: `${cluster.nodeSubnet}.${n + 1}`,
+          profile,
+        } as SimNode,
       );
     }
   }

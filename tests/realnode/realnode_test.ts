@@ -222,7 +222,9 @@ if (unavailable) {
                 const pods = await admin.request(
                   "GET",
                   `/api/v1/namespaces/${namespace}/pods?labelSelector=${
-                    encodeURIComponent("app.kubernetes.io/name=aicr")
+                    encodeURIComponent(
+                      "app.kubernetes.io/name=aicr,app.kubernetes.io/component=daemon",
+                    )
                   }`,
                 );
                 // GPU nodes by default: the daemon runs on the GPU node and nowhere else.

@@ -14,73 +14,16 @@ import { readFileSync } from "node:fs";
 import { fetchFleet, nodeDirectGet } from "../../controller/fleet.ts";
 import { connectKube } from "../../kube/mod.ts";
 import { createLogger } from "../../log.ts";
-import {
-  buildCsr,
-  generateServingKey,
-  issueServingCertificate,
-  placeholderCertificate,
-} from "../../x509.ts";
+import { generateServingKey, issueServingCertificate, placeholderCertificate } from "../../x509.ts";
 import { serve } from "../../daemon/serve.ts";
 import { encodeSnapshot } from "../../snapshot/mod.ts";
 import { sampleSnapshot } from "../fakes/snapshot.ts";
 import { createNamespace, useTestCluster, waitFor } from "../cluster/harness.ts";
-import type { Api, Obj } from "../kubelet/api.ts";
+import type { Obj } from "../kubelet/api.ts";
 import { aicr, bindsTokensToNodes, httpsGet, mintToken as mint } from "../e2e/_aicr.ts";
+import { condition, CSR_PATH, csrBody, getCsr as csr, postCsrAs, SIGNER } from "../e2e/_csr.ts";
 import { record } from "./_report.ts";
 import { ENABLED } from "./_env.ts";
-
-const CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
-const SIGNER = "aicr.run/daemon-serving";
-
-/** Sends a CSR to the API server as the holder of `token`. */
-async function postCsrAs(
-  server: string,
-  ca: string,
-  token: string,
-  body: Obj,
-): Promise<{ status: number; body: Obj }> {
-  const client = Deno.createHttpClient({ caCerts: [ca] });
-  try {
-    const res = await fetch(server + CSR_PATH, {
-      client,
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    return { status: res.status, body: await res.json() };
-  } finally {
-    client.close();
-  }
-}
-
-function csrBody(name: string, names: { node: string; ip: string }): Obj {
-  const key = generateServingKey();
-  const pem = buildCsr({
-    commonName: names.node,
-    dnsNames: [names.node],
-    ipAddresses: [names.ip],
-    ...key,
-  });
-  return {
-    apiVersion: "certificates.k8s.io/v1",
-    kind: "CertificateSigningRequest",
-    metadata: { name },
-    spec: {
-      request: Buffer.from(pem).toString("base64"),
-      signerName: SIGNER,
-      usages: ["digital signature", "key encipherment", "server auth"],
-    },
-  };
-}
-
-async function csr(admin: Api, name: string): Promise<Obj | undefined> {
-  const res = await admin.request("GET", `${CSR_PATH}/${name}`);
-  return res.status === 200 ? res.body : undefined;
-}
-
-function condition(object: Obj | undefined, type: string): Obj | undefined {
-  return ((object?.status?.conditions ?? []) as Obj[]).find((c) => c.type === type);
-}
 
 Deno.test({
   name: "reliability: per-node daemon identity, and one node never speaks for another",
@@ -133,7 +76,7 @@ Deno.test({
           const list = await admin.request(
             "GET",
             `/api/v1/namespaces/${ns}/pods?labelSelector=${
-              encodeURIComponent("app.kubernetes.io/name=aicr")
+              encodeURIComponent("app.kubernetes.io/name=aicr,app.kubernetes.io/component=daemon")
             }`,
           );
           pods = list.body.items as Obj[];

@@ -97,6 +97,8 @@ async function daemonLeftovers(admin: Api, ns: string): Promise<string[]> {
   for (
     const [kind, path] of [
       ["DaemonSet", `/apis/apps/v1/namespaces/${ns}/daemonsets`],
+      ["Deployment", `/apis/apps/v1/namespaces/${ns}/deployments`],
+      ["Lease", `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`],
       ["Pod", `/api/v1/namespaces/${ns}/pods`],
       ["ServiceAccount", `/api/v1/namespaces/${ns}/serviceaccounts`],
       ["Secret", `/api/v1/namespaces/${ns}/secrets`],
@@ -139,7 +141,9 @@ Deno.test({
     const podOn = async (node: string) => {
       const list = await admin.request(
         "GET",
-        `/api/v1/namespaces/${ns}/pods?labelSelector=${SELECTOR}`,
+        `/api/v1/namespaces/${ns}/pods?labelSelector=${
+          encodeURIComponent("app.kubernetes.io/name=aicr,app.kubernetes.io/component=daemon")
+        }`,
       );
       return ((list.body.items ?? []) as Obj[]).find((p) =>
         p.spec.nodeName === node && !p.metadata.deletionTimestamp
