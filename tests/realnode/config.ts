@@ -65,9 +65,16 @@ export const KUBELET_TUNABLES: Readonly<Record<string, string>> = {
  * @param node the node's layout
  * @param sandboxImage the pause image reference imported into the node
  * @param wrapper the GPU node's runtime wrapper path
+ * @param registryHosts the folder of per-registry `hosts.toml` files (containerd's
+ *   `config_path`): the lane's registry and the CA that signed its certificate
  * @returns TOML text
  */
-export function containerdConfig(node: NodeLayout, sandboxImage: string, wrapper?: string): string {
+export function containerdConfig(
+  node: NodeLayout,
+  sandboxImage: string,
+  wrapper?: string,
+  registryHosts?: string,
+): string {
   const cri = `plugins."io.containerd.grpc.v1.cri"`;
   const runtime = (name: string, binary: string) => [
     `[${cri}.containerd.runtimes.${name}]`,
@@ -103,10 +110,33 @@ export function containerdConfig(node: NodeLayout, sandboxImage: string, wrapper
     `  default_runtime_name = ${JSON.stringify(wrapper ? "nvidia" : "runc")}`,
     ...runtime("runc", RUNC),
     ...(wrapper ? runtime("nvidia", wrapper) : []),
+    ...(registryHosts
+      ? [`[${cri}.registry]`, `  config_path = ${JSON.stringify(registryHosts)}`]
+      : []),
     `[${cri}.cni]`,
     `  bin_dir = ${JSON.stringify(CNI_BIN_DIR)}`,
     `  conf_dir = ${JSON.stringify(join(node.dir, "cni", "net.d"))}`,
     "  max_conf_num = 1",
+    "",
+  ].join("\n");
+}
+
+/**
+ * containerd's host configuration of one registry (`certs.d/<host>/hosts.toml`): HTTPS, pull and
+ * resolve, its certificate checked against `caFile`. Credentials come from the pod's image pull
+ * secret, through the kubelet.
+ *
+ * @param host `address:port`
+ * @param caFile the CA that signed the registry's certificate
+ * @returns TOML text
+ */
+export function registryHostsToml(host: string, caFile: string): string {
+  return [
+    `server = "https://${host}"`,
+    "",
+    `[host."https://${host}"]`,
+    `  capabilities = ["pull", "resolve"]`,
+    `  ca = ${JSON.stringify(caFile)}`,
     "",
   ].join("\n");
 }

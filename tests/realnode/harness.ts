@@ -23,6 +23,7 @@ import { type Api, createApi } from "../kubelet/api.ts";
 import { aicr, type AicrResult } from "../e2e/_aicr.ts";
 import {
   type LaneInfo,
+  type LaneRegistry,
   laneRequirementsMissing,
   laneUnavailableLine,
   runningLane,
@@ -42,11 +43,23 @@ export interface RealNodeEnv {
   nodes: { name: string; ip: string; profile: string; gpu: boolean }[];
   /** The command prefix that runs a program inside the lane's network namespace. */
   inNetns: string[];
+  /** The aicr image in the lane's registry, pinned by digest (what every run gives `--image`). */
+  image: string;
+  /** The lane's registry (inside the netns). */
+  registry: LaneRegistry;
+  /**
+   * Creates the image pull secret {@link PULL_SECRET} (a `kubernetes.io/dockerconfigjson` Secret
+   * with the registry's credentials, or a wrong password) in a namespace.
+   */
+  createPullSecret(namespace: string, options?: { wrongPassword?: boolean }): Promise<void>;
   /** Runs the built aicr binary inside the lane's network namespace. */
   aicr(args: string[], options?: Parameters<typeof aicr>[1]): Promise<AicrResult>;
   /** Stops the lane if this call started it. */
   stop(): Promise<void>;
 }
+
+/** The name of the image pull secret {@link RealNodeEnv.createPullSecret} makes. */
+export const PULL_SECRET = "aicr-registry";
 
 /**
  * Whether this machine can run the lane.
@@ -106,6 +119,8 @@ export async function useRealNodeLane(
   });
   const inNetns = [which("nsenter"), `--net=/run/netns/${lane.netns}`, "--"];
   const l = lane;
+  const registry = l.registry;
+  if (!registry || !l.image) throw new Error(`The lane at ${l.stateDir} has no registry or image`);
   return {
     lane: l,
     cluster,
@@ -113,6 +128,28 @@ export async function useRealNodeLane(
     kubeconfig: cluster.adminKubeconfig,
     nodes: l.nodes.map((n) => ({ name: n.name, ip: n.ip, profile: n.profile, gpu: n.gpu })),
     inNetns,
+    image: l.image,
+    registry,
+    async createPullSecret(namespace, opts = {}) {
+      const password = opts.wrongPassword ? `${registry.password}-wrong` : registry.password;
+      const config = {
+        auths: {
+          [registry.host]: { auth: btoa(`${registry.username}:${password}`) },
+        },
+      };
+      const res = await admin.request("POST", `/api/v1/namespaces/${namespace}/secrets`, {
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: { name: PULL_SECRET },
+        type: "kubernetes.io/dockerconfigjson",
+        data: { ".dockerconfigjson": btoa(JSON.stringify(config)) },
+      });
+      if (res.status !== 201) {
+        throw new Error(
+          `Cannot create the pull secret in ${namespace}: ${JSON.stringify(res.body)}`,
+        );
+      }
+    },
     aicr: (args, opts = {}) => aicr(args, { ...opts, prefix: inNetns }),
     async stop(): Promise<void> {
       admin.close();

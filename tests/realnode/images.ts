@@ -1,8 +1,8 @@
 /**
- * Builds the real-kubelet lane's images offline as OCI image layouts (one uncompressed layer each)
- * for `ctr -n k8s.io images import`: the sandbox (pause) image and the aicr image with the layout
- * the `Containerfile` describes (`/usr/local/bin/aicr`, the shared libraries it links, uid/gid
- * 65534, its `ENV`, `ENTRYPOINT` and `CMD`). Nothing is pulled.
+ * Builds the real-kubelet lane's helper images offline as OCI image layouts (one uncompressed layer
+ * each) for `ctr -n k8s.io images import`: the sandbox (pause) image, `/bin/true` and the
+ * stand-in of NVIDIA's Go aicr. The aicr image itself is not among them: the lane pushes it with
+ * `aicr image push` into its registry, and the nodes pull it from there.
  *
  * @module
  */
@@ -203,50 +203,6 @@ export async function buildOciImage(spec: ImageSpec, out: string): Promise<strin
   } finally {
     await rm(work, { recursive: true, force: true });
   }
-}
-
-/**
- * The aicr image of the `Containerfile`: the binary at `/usr/local/bin/aicr`, the shared
- * libraries `ldd` lists at their paths (distroless `cc` has glibc, libstdc++ and libgcc_s), the
- * machine's `/etc/os-release` (distroless is Debian 12, like this machine), `nobody`/`nogroup` as
- * 65534, the same `ENV`, `USER 65534:65534`, `ENTRYPOINT` and `CMD`.
- *
- * @param aicrBin the built binary (`dist/aicr`)
- * @param ref the reference to give it (the CLI's default image of its version)
- * @param version the version label
- * @returns the image spec
- */
-export async function aicrImageSpec(
-  aicrBin: string,
-  ref: string,
-  version: string,
-): Promise<ImageSpec> {
-  return {
-    ref,
-    files: await withLibraries(aicrBin, "/usr/local/bin/aicr"),
-    text: {
-      "/etc/passwd": "root:x:0:0:root:/root:/sbin/nologin\n" +
-        "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n",
-      "/etc/group": "root:x:0:\nnogroup:x:65534:\n",
-      "/etc/os-release": await readFile("/etc/os-release", "utf8").catch(() => ""),
-    },
-    dirs: { "/tmp": 0o1777 },
-    config: {
-      User: "65534:65534",
-      Env: [
-        "PATH=/usr/local/bin:/usr/bin:/bin",
-        "NVIDIA_VISIBLE_DEVICES=all",
-        "NVIDIA_DRIVER_CAPABILITIES=utility",
-      ],
-      Entrypoint: ["/usr/local/bin/aicr"],
-      Cmd: ["--help"],
-      WorkingDir: "/",
-      Labels: {
-        "org.opencontainers.image.title": "aicr",
-        "org.opencontainers.image.version": version,
-      },
-    },
-  };
 }
 
 /**

@@ -39,9 +39,7 @@ import {
 import { createCert } from "../cluster/pki.ts";
 import { loadProfiles, nodeObject, type NodeProfile, nvidiaSmiXml } from "../kubelet/profiles.ts";
 import { createApi } from "../kubelet/api.ts";
-import { releaseImage } from "../../version.ts";
 import { ensureNotAicr, NOT_AICR_IMAGE } from "../kubelet/notaicr.ts";
-import pkg from "../../package.json" with { type: "json" };
 import {
   cniConfig,
   containerdConfig,
@@ -49,8 +47,10 @@ import {
   mountSetupScript,
   type NodeLayout,
   nvidiaRuntimeScript,
+  registryHostsToml,
 } from "./config.ts";
-import { aicrImageSpec, buildOciImage, pauseImageSpec, trueImageSpec } from "./images.ts";
+import { buildOciImage, pauseImageSpec, trueImageSpec } from "./images.ts";
+import { prepareRegistry, waitReady } from "../registry/registry.ts";
 
 /** Debian packages the lane needs (`.ci/run` installs them). */
 export const LANE_PACKAGES = [
@@ -88,8 +88,13 @@ export interface LaneInfo {
   controlPlaneDir: string;
   adminKubeconfig: string;
   server: string;
-  /** The aicr image the nodes hold: the CLI's default image for this version. */
+  /**
+   * The aicr image the nodes pull, pinned by digest: `aicr image push` of the lane's binary into
+   * the lane's registry (set once the lane is up; empty before).
+   */
   image: string;
+  /** The lane's registry (TLS from the cluster CA, htpasswd), inside the netns. */
+  registry?: LaneRegistry;
   nodes: LaneNode[];
   /** Processes of the lane itself (forwarders, containerd, kubelets), in start order. */
   processes: ClusterProcess[];
@@ -100,6 +105,23 @@ export interface LaneInfo {
   /** Set once the lane is up. */
   ready?: boolean;
 }
+
+/** The lane's registry: where it listens, its CA, and its credentials. */
+export interface LaneRegistry {
+  /** `10.231.0.10:5443`: reachable from the netns (nodes, pods, the tests' aicr runs). */
+  host: string;
+  caFile: string;
+  /** skopeo's `--cert-dir`. */
+  certDir: string;
+  username: string;
+  password: string;
+  /** Docker configs with the right and a wrong password. */
+  authFile: string;
+  wrongAuthFile: string;
+}
+
+/** The lane registry's port on {@link APISERVER_IP}. */
+export const REGISTRY_PORT = 5443;
 
 /** A running lane. */
 export interface Lane extends LaneInfo {
@@ -363,13 +385,6 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
       `Cannot build the lane's aicr image: "${aicrBin}" does not exist (run: deno task build)`,
     );
   }
-  const version = pkg.version.replace(/^v/, "");
-  const image = releaseImage(version);
-  if (image.endsWith(":latest")) {
-    throw new Error(
-      `Cannot tag the lane's aicr image "${image}": a ":latest" image is always pulled; set a release version in package.json`,
-    );
-  }
   const stateDir = options.stateDir;
   await stopLaneAt(stateDir);
   const marker = join(stateDir, ".aicr-real-kubelet-lane");
@@ -395,7 +410,7 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
     controlPlaneDir: join(stateDir, "control-plane"),
     adminKubeconfig: join(stateDir, "control-plane", "admin.kubeconfig"),
     server: "",
-    image,
+    image: "",
     nodes: laneNodes(stateDir, id, options.nodes ?? 2),
     processes: [],
     detached: detach,
@@ -480,11 +495,9 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
     const images = join(stateDir, "images");
     await mkdir(images, { recursive: true });
     const pauseTar = join(images, "pause.tar");
-    const aicrTar = join(images, "aicr.tar");
     const trueTar = join(images, "true.tar");
     const notAicrTar = join(images, "not-aicr.tar");
     await buildOciImage(pauseImageSpec(join(cluster.binDir, "pause"), SANDBOX_IMAGE), pauseTar);
-    await buildOciImage(await aicrImageSpec(aicrBin, image, version), aicrTar);
     await buildOciImage(await trueImageSpec(TRUE_IMAGE), trueTar);
     // NVIDIA's Go aicr as the test world has it (a static binary): the image aicr must refuse.
     await buildOciImage({
@@ -497,7 +510,11 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
         Entrypoint: ["/usr/local/bin/aicr"],
       },
     }, notAicrTar);
-    log(`lane: images ${SANDBOX_IMAGE}, ${image} and ${TRUE_IMAGE} built offline`);
+    log(`lane: images ${SANDBOX_IMAGE}, ${TRUE_IMAGE} and ${NOT_AICR_IMAGE} built offline`);
+    // The registry the nodes pull the aicr image from, inside the netns, and the image pushed.
+    info.registry = await startLaneRegistry(cluster, info, { start, inNetns, aicrBin, log });
+    info.image = await pushLaneImage(info.registry, { inNetns, aicrBin, log });
+    saveLane(info);
     // 5. The cgroup parent in every hierarchy.
     for (const node of info.nodes) await makeCgroup(node.cgroupRoot);
     // 6. The nodes.
@@ -509,7 +526,7 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
         info,
         caFiles,
         profile: profiles.get(node.profile)!,
-        images: [pauseTar, aicrTar, trueTar, notAicrTar],
+        images: [pauseTar, trueTar, notAicrTar],
         start,
         inNetns,
         log,
@@ -529,6 +546,71 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
     await stopLaneAt(stateDir);
     throw e;
   }
+}
+
+/**
+ * Starts the lane's registry inside the netns on {@link APISERVER_IP}: TLS with a certificate
+ * from the cluster CA (what every node's containerd is told to trust), htpasswd credentials.
+ */
+async function startLaneRegistry(
+  cluster: Cluster,
+  info: LaneInfo,
+  ctx: {
+    start: (name: string, bin: string, args: string[], prefix: string[], match: string) => unknown;
+    inNetns: string[];
+    aicrBin: string;
+    log: (line: string) => void;
+  },
+): Promise<LaneRegistry> {
+  const prepared = await prepareRegistry({
+    dir: join(info.stateDir, "registry"),
+    address: APISERVER_IP,
+    port: REGISTRY_PORT,
+    ca: { cert: cluster.caFile, key: cluster.caKeyFile },
+  });
+  ctx.start("registry", prepared.argv[0]!, prepared.argv.slice(1), ctx.inNetns, prepared.config);
+  await waitReady(prepared, ctx.inNetns);
+  const { host, caFile, certDir, username, password, authFile, wrongAuthFile } = prepared;
+  ctx.log(`lane: registry ${host} (docker-registry, TLS from the cluster CA, htpasswd)`);
+  return { host, caFile, certDir, username, password, authFile, wrongAuthFile };
+}
+
+/**
+ * Pushes the lane binary's image into the lane's registry with `aicr image push` (run inside the
+ * netns), the way an operator would.
+ *
+ * @returns the pinned reference it printed (`host/aicr@sha256:...`)
+ */
+async function pushLaneImage(
+  registry: LaneRegistry,
+  ctx: { inNetns: string[]; aicrBin: string; log: (line: string) => void },
+): Promise<string> {
+  const argv = [
+    ...ctx.inNetns,
+    ctx.aicrBin,
+    "image",
+    "push",
+    `${registry.host}/aicr`,
+    "--ca-file",
+    registry.caFile,
+    "--registry-config",
+    registry.authFile,
+  ];
+  const out = await new Deno.Command(argv[0]!, {
+    args: argv.slice(1),
+    env: { HOME: Deno.env.get("HOME") ?? "/root", PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const pinned = new TextDecoder().decode(out.stdout).trim();
+  if (!out.success || !/@sha256:[0-9a-f]{64}$/.test(pinned)) {
+    throw new Error(
+      `Cannot push the lane's aicr image: ${new TextDecoder().decode(out.stderr).trim()}`,
+    );
+  }
+  ctx.log(`lane: aicr image pushed: ${pinned}`);
+  return pinned;
 }
 
 /** Helpers {@link startNode} gets from {@link startLane}. */
@@ -583,7 +665,14 @@ async function startNode(node: LaneNode, ctx: NodeContext): Promise<void> {
     await writeFile(wrapper, nvidiaRuntimeScript(smiDir), { mode: 0o755 });
   }
   const toml = join(node.dir, "containerd", "config.toml");
-  await writeFile(toml, containerdConfig(node, SANDBOX_IMAGE, wrapper));
+  const hosts = join(node.dir, "containerd", "certs.d");
+  const registry = info.registry!;
+  await mkdir(join(hosts, registry.host), { recursive: true });
+  await writeFile(
+    join(hosts, registry.host, "hosts.toml"),
+    registryHostsToml(registry.host, registry.caFile),
+  );
+  await writeFile(toml, containerdConfig(node, SANDBOX_IMAGE, wrapper, hosts));
   await writeFile(
     join(node.dir, "cni", "net.d", "10-aicr.conflist"),
     JSON.stringify(cniConfig(node), null, 2),

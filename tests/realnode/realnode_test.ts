@@ -1,6 +1,8 @@
 /**
  * The built aicr binary on real nodes: real kubelets (v1.37.2, built with the control plane),
- * containerd and runc, the aicr image built offline from `dist/aicr`, and a GPU node that injects
+ * containerd and runc, the aicr image that `aicr image push` put into the lane's registry (Debian's
+ * docker-registry, TLS from the cluster CA, htpasswd) and the nodes pull through an image pull
+ * secret, and a GPU node that injects
  * a fake `nvidia-smi` printing the real H100 capture the way the NVIDIA container runtime injects
  * the real one. Every aicr run happens inside the lane's network namespace, and every step counts
  * what is left by label afterwards.
@@ -20,7 +22,9 @@ import { createNamespace, waitFor } from "../cluster/harness.ts";
 import { aicrObjects, runObjects } from "../e2e/_aicr.ts";
 import { FIXTURES_DIR } from "../kubelet/profiles.ts";
 import { NOT_AICR_IMAGE, REFUSED_AGENT } from "../kubelet/notaicr.ts";
-import { laneUnavailable, type RealNodeEnv, useRealNodeLane } from "./harness.ts";
+import { releaseImage, releaseVersion } from "../../version.ts";
+import pkg from "../../package.json" with { type: "json" };
+import { laneUnavailable, PULL_SECRET, type RealNodeEnv, useRealNodeLane } from "./harness.ts";
 import { cgroupHierarchies, readLane } from "./lane.ts";
 
 const LANE = "real-kubelet lane: aicr in real containers under real kubelets";
@@ -70,6 +74,8 @@ if (unavailable) {
       const gpuNode = env.nodes.find((n) => n.gpu)!.name;
       const namespaces: string[] = [];
       const steps: boolean[] = [];
+      /** The image flags of every run: the lane registry's aicr, pulled with the pull secret. */
+      const image = ["--image", env.image, "--image-pull-secret", PULL_SECRET];
       /** `aicr snapshot` as the admin in a namespace, inside the lane's netns. */
       const runSnapshot = (
         namespace: string,
@@ -77,7 +83,17 @@ if (unavailable) {
         options?: Parameters<RealNodeEnv["aicr"]>[1],
       ) =>
         env.aicr(
-          ["snapshot", "--kubeconfig", kubeconfig, "-n", namespace, "--timeout", "120s", ...extra],
+          [
+            "snapshot",
+            "--kubeconfig",
+            kubeconfig,
+            "-n",
+            namespace,
+            "--timeout",
+            "120s",
+            ...(extra.includes("--image") ? [] : image),
+            ...extra,
+          ],
           options,
         );
       /** Nothing of the run is left: no object with its run ID, none labelled aicr in the namespace. */
@@ -86,9 +102,14 @@ if (unavailable) {
         assert.deepEqual(await runObjects(admin, namespace, runId), []);
         assert.deepEqual(await aicrObjects(admin, namespace, { clusterScoped: false }), []);
       };
-      const ns = async (prefix: string, labels: Record<string, string> = {}) => {
+      const ns = async (
+        prefix: string,
+        labels: Record<string, string> = {},
+        options: { wrongPassword?: boolean } = {},
+      ) => {
         const name = await createNamespace(admin, prefix);
         namespaces.push(name);
+        await env.createPullSecret(name, options);
         if (Object.keys(labels).length) {
           const res = await admin.request(
             "PATCH",
@@ -118,6 +139,81 @@ if (unavailable) {
               assert.equal(node?.["container-runtime-name"], "containerd");
               assert.equal(node?.["kubelet-version"], env.cluster.version);
               await assertNothingLeft(namespace, run.runId);
+            },
+          ),
+        );
+
+        steps.push(
+          await t.step(
+            "the nodes pulled the aicr image from the lane's registry through the pull secret (nothing was imported)",
+            async () => {
+              const node = env.lane.nodes.find((n) => n.gpu)!;
+              const listed = await new Deno.Command("ctr", {
+                args: ["--address", node.socket, "-n", "k8s.io", "images", "ls", "-q"],
+                stdout: "piped",
+                stderr: "piped",
+              }).output();
+              const refs = new TextDecoder().decode(listed.stdout).split("\n");
+              assert.ok(
+                refs.includes(env.image),
+                `the GPU node holds ${env.image}: ${refs.join(" ")}`,
+              );
+              // The default image of this version was never imported: the pull is the only way in.
+              const defaultImage = releaseImage(releaseVersion(pkg.version));
+              assert.ok(
+                !refs.includes(defaultImage),
+                `${defaultImage} is not on the node: ${refs.join(" ")}`,
+              );
+            },
+          ),
+        );
+
+        steps.push(
+          await t.step(
+            "a wrong pull secret fails fast: exit 8 naming the image and the kubelet's pull error, nothing left",
+            async () => {
+              const namespace = await ns("rn-badcreds", {}, { wrongPassword: true });
+              const started = performance.now();
+              const run = await runSnapshot(namespace);
+              const seconds = (performance.now() - started) / 1000;
+              assert.equal(run.code, 8, run.stderr);
+              assert.ok(
+                seconds < 90,
+                `ended after ${seconds.toFixed(0)} s, not at the 120 s timeout`,
+              );
+              assert.ok(run.stderr.includes(env.image), run.stderr);
+              assert.match(run.stderr, /401 Unauthorized|unauthorized|authorization failed/i);
+              await assertNothingLeft(namespace, run.runId);
+            },
+          ),
+        );
+
+        steps.push(
+          await t.step(
+            "ctr images import takes the archive aicr image save writes, under the image's name",
+            async () => {
+              const node = env.lane.nodes[0]!;
+              const dir = await mkdtemp(join(env.lane.stateDir, "save-"));
+              try {
+                const archive = join(dir, "aicr.tar");
+                const saved = await env.aicr(["image", "save", "-o", archive]);
+                assert.equal(saved.code, 0, saved.stderr);
+                const name = /: (\S+)@sha256:/.exec(saved.stderr)?.[1];
+                assert.ok(name, saved.stderr);
+                const ctr = (...args: string[]) =>
+                  new Deno.Command("ctr", {
+                    args: ["--address", node.socket, "-n", "aicr-import-test", ...args],
+                    stdout: "piped",
+                    stderr: "piped",
+                  }).output();
+                const imported = await ctr("images", "import", archive);
+                assert.ok(imported.success, new TextDecoder().decode(imported.stderr));
+                const listed = new TextDecoder().decode((await ctr("images", "ls", "-q")).stdout);
+                assert.ok(listed.split("\n").includes(name), `${name} in: ${listed}`);
+                await ctr("images", "rm", name);
+              } finally {
+                await rm(dir, { recursive: true, force: true });
+              }
             },
           ),
         );
@@ -217,7 +313,7 @@ if (unavailable) {
                 env.aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", namespace]);
               const out = await mkdtemp(join(env.lane.stateDir, "ds-out-"));
               try {
-                const install = await ds("install", "--timeout", "120s");
+                const install = await ds("install", "--timeout", "120s", ...image);
                 assert.equal(install.code, 0, install.stderr);
                 const pods = await admin.request(
                   "GET",
