@@ -41,7 +41,12 @@ import type { Toleration } from "../manifests/mod.ts";
 import { createAccessReviewer, creatorChecks, runGate } from "../rbac/mod.ts";
 import type { AccessAttributes } from "../rbac/mod.ts";
 import { grantableBaselines } from "./baseline_trust.ts";
-import { createImagePullCheck, HEARTBEAT_MS, unschedulableReason } from "./wait.ts";
+import {
+  createImagePullCheck,
+  explainPullFailure,
+  HEARTBEAT_MS,
+  unschedulableReason,
+} from "./wait.ts";
 import type { PodObject } from "./wait.ts";
 import type { DaemonCa } from "../x509.ts";
 import { readDaemonSetAndPods, signerCallerChecks, signPendingCsrs } from "../csr/mod.ts";
@@ -588,6 +593,7 @@ async function rollBackPullFailure(
     [
       ...(instead ? instead.fix : []),
       ...(!instead && failed.waitingMessage ? [`  ${failed.waitingMessage}`] : []),
+      ...(instead ? [] : pullMeaning(failed.waitingMessage, options.imagePullSecrets ?? [])),
       ...(instead
         ? []
         : [(option: (o: string) => string) =>
@@ -599,6 +605,11 @@ async function rollBackPullFailure(
         : `  the rollback left ${left.length} object(s); remove them with: aicr daemonset uninstall -n ${namespace}`,
     ],
   );
+}
+
+function pullMeaning(message: string | undefined, secrets: readonly string[]): ErrorText[] {
+  const meaning = explainPullFailure(message, secrets);
+  return meaning ? [meaning] : [];
 }
 
 /** The daemon's image cannot be pulled: the install ended early and was rolled back (exit 8). */

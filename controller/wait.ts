@@ -31,7 +31,7 @@ interface JobObject extends KubeObject {
 
 /** A Pod, as far as waiting reads it. */
 export interface PodObject extends KubeObject {
-  spec?: { nodeName?: string };
+  spec?: { nodeName?: string; imagePullSecrets?: { name: string }[] };
   status?: {
     phase?: string;
     reason?: string;
@@ -342,12 +342,67 @@ function failureOf(
       : undefined);
 }
 
+/**
+ * What the kubelet's pull error means, in one line, when it says: credentials refused, access
+ * denied, no such image, an untrusted certificate, or a registry the node cannot reach.
+ *
+ * @param message the container's waiting message (the kubelet's words)
+ * @param pullSecrets the pod's image pull secrets
+ * @returns the line, or undefined for a message it does not recognise
+ */
+export function explainPullFailure(
+  message: string | undefined,
+  pullSecrets: readonly string[],
+): ErrorText | undefined {
+  const text = message ?? "";
+  const host = /pulling from host (\S+) failed|failed to do request: \w+ "https?:\/\/([^/"]+)/.exec(
+    text,
+  );
+  const registry = host?.[1] ?? host?.[2] ?? "the registry";
+  const secrets = pullSecrets.map((s) => `'${s}'`).join(", ");
+  if (/\b401\b|unauthorized|authentication required/i.test(text)) {
+    if (pullSecrets.length === 0) {
+      return (option) =>
+        `  the registry ${registry} asks for credentials and the pod has no image pull secret: give one with ${
+          option("imagePullSecret")
+        }`;
+    }
+    return `  the registry ${registry} rejected the credentials of the image pull secret ${secrets}: fix that Secret (kubectl get secret ${
+      pullSecrets[0]
+    } -o yaml)`;
+  }
+  if (/\b403\b|forbidden|denied/i.test(text)) {
+    return `  the registry ${registry} refused access to the image with the credentials of ${
+      secrets || "the node"
+    }`;
+  }
+  if (/not found|manifest unknown|\b404\b/i.test(text)) {
+    return `  the registry ${registry} has no such image: push it there (aicr image push) or correct the reference`;
+  }
+  if (/x509|certificate/i.test(text)) {
+    return `  the node does not trust the certificate of ${registry}: add its CA to the node's container runtime (containerd: certs.d/<host>/hosts.toml)`;
+  }
+  if (
+    /no such host|i\/o timeout|connection refused|no route to host|network is unreachable/i.test(
+      text,
+    )
+  ) {
+    return `  the node cannot reach ${registry}: mirror the image into a registry the nodes reach`;
+  }
+  return undefined;
+}
+
 function imagePullError(pod: PodObject, injected: string | undefined): AgentJobError {
   const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
+  const meaning = explainPullFailure(
+    waiting?.message,
+    pod.spec?.imagePullSecrets?.map((s) => s.name) ?? [],
+  );
   return new AgentJobError(
     `Cannot get a snapshot: the agent image could not be pulled (${waiting?.reason})`,
     [
       ...(waiting?.message ? [`  ${waiting.message}`] : []),
+      ...(meaning ? [meaning] : []),
       (option) =>
         `  check ${option("image")} and ${
           option("imagePullSecret")

@@ -3,7 +3,12 @@ import { exitCodeOf, formatError } from "../errors.ts";
 import type { KubeObject, NewObject } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
-import { createImagePullCheck, unschedulableReason, waitForAgentJob } from "./wait.ts";
+import {
+  createImagePullCheck,
+  explainPullFailure,
+  unschedulableReason,
+  waitForAgentJob,
+} from "./wait.ts";
 import type { PodObject } from "./wait.ts";
 
 const NS = "snap";
@@ -187,4 +192,34 @@ Deno.test("unschedulableReason() reads the scheduler's message, and nothing for 
   );
   assert.equal(unschedulableReason(undefined), undefined);
   const _typed: KubeObject = pod;
+});
+
+Deno.test("explainPullFailure() says what the kubelet's pull error means, naming the registry and the secret", () => {
+  // The real kubelet's message from the real-kubelet lane with a wrong pull secret.
+  const unauthorized =
+    'Back-off pulling image "10.231.0.10:5443/aicr@sha256:8261": ErrImagePull: failed to pull and unpack image "10.231.0.10:5443/aicr@sha256:8261": failed to resolve reference "10.231.0.10:5443/aicr@sha256:8261": pulling from host 10.231.0.10:5443 failed with status code [manifests sha256:8261]: 401 Unauthorized';
+  const render = (text: ReturnType<typeof explainPullFailure>) =>
+    typeof text === "function" ? text((o) => `--${o}`) : text;
+  assert.equal(
+    render(explainPullFailure(unauthorized, ["aicr-registry"])),
+    "  the registry 10.231.0.10:5443 rejected the credentials of the image pull secret 'aicr-registry': fix that Secret (kubectl get secret aicr-registry -o yaml)",
+  );
+  assert.match(
+    render(explainPullFailure(unauthorized, [])) ?? "",
+    /asks for credentials and the pod has no image pull secret: give one with --imagePullSecret/,
+  );
+  assert.match(
+    render(
+      explainPullFailure(
+        "failed to resolve reference: x509: certificate signed by unknown authority",
+        [],
+      ),
+    ) ?? "",
+    /does not trust the certificate/,
+  );
+  assert.match(
+    render(explainPullFailure('rpc error: ... "ghcr.io/x/aicr:1": not found', [])) ?? "",
+    /has no such image: push it there/,
+  );
+  assert.equal(explainPullFailure("something else entirely", []), undefined);
 });

@@ -182,7 +182,14 @@ if (unavailable) {
                 `ended after ${seconds.toFixed(0)} s, not at the 120 s timeout`,
               );
               assert.ok(run.stderr.includes(env.image), run.stderr);
-              assert.match(run.stderr, /401 Unauthorized|unauthorized|authorization failed/i);
+              assert.match(run.stderr, /401 Unauthorized/);
+              // And what it means, in aicr's words: which registry, which Secret.
+              assert.ok(
+                run.stderr.includes(
+                  `the registry ${env.registry.host} rejected the credentials of the image pull secret '${PULL_SECRET}'`,
+                ),
+                run.stderr,
+              );
               await assertNothingLeft(namespace, run.runId);
             },
           ),
