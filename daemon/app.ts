@@ -27,10 +27,13 @@ import type { AccessAttributes, RequestAuthorizer, UserInfo } from "./auth.ts";
 import type { EncodedSnapshot, SnapshotCache } from "./cache.ts";
 import { METRICS_CONTENT_TYPE } from "./metrics.ts";
 import type { DaemonMetrics } from "./metrics.ts";
+import type { ConnectionInfo } from "./serve.ts";
 import type { SnapshotHistory } from "./history.ts";
 
 /** What the daemon's handlers share per request: the caller, once authenticated. */
 export interface DaemonEnv {
+  /** What the server knows of the connection (`serve()` hands it as the app's env). */
+  Bindings: ConnectionInfo;
   /** Per-request values. */
   Variables: {
     /** The authenticated caller (unset on open routes and without auth). */
@@ -263,7 +266,11 @@ export function requireAccess(
   return async function checkAccess(c, next) {
     if (auth) {
       const signal = c.req.raw.signal;
-      const user = await auth.authenticate(bearerToken(c.req.raw.headers), signal);
+      const user = await auth.authenticate(bearerToken(c.req.raw.headers), {
+        signal,
+        // The peer's address, as serve() hands it to the app (absent in tests' direct calls).
+        source: (c.env as ConnectionInfo | undefined)?.remoteAddress ?? "",
+      });
       if (!user) {
         throw new UnauthenticatedError("Cannot authenticate: the bearer token is not valid");
       }

@@ -10,6 +10,8 @@
 import type { AccessAttributes } from "../kube/mod.ts";
 import { createHash } from "node:crypto";
 import { ToolError } from "../errors.ts";
+import { createReviewLimiter } from "./review_limit.ts";
+import type { ReviewLimiter } from "./review_limit.ts";
 
 /** A user as a `TokenReview` returns it (`status.user`). */
 export interface UserInfo {
@@ -67,10 +69,15 @@ export interface RequestAuthorizer {
    * Authenticates a bearer token.
    *
    * @param token the token
-   * @param signal aborts the review
+   * @param request the caller's request: its signal, and its peer address (for the limit on
+   *   reviews of new tokens, `review_limit.ts`)
    * @returns the user, or undefined when the token is not valid
+   * @throws {RateLimitedError} when a new token would need a review over the limit (HTTP 429)
    */
-  authenticate(token: string, signal?: AbortSignal): Promise<UserInfo | undefined>;
+  authenticate(
+    token: string,
+    request?: { signal?: AbortSignal; source?: string },
+  ): Promise<UserInfo | undefined>;
   /**
    * Authorizes a user.
    *
@@ -134,6 +141,8 @@ export interface CachingAuthorizerOptions {
   deniedTtlMs?: number;
   /** Entries kept per cache (oldest dropped first). @default 1024 */
   maxEntries?: number;
+  /** Bounds the reviews of tokens not cached. @default createReviewLimiter() on `clock` */
+  limiter?: ReviewLimiter;
 }
 
 /** A bounded map with per-entry expiry; the oldest entry goes first when full. */
@@ -178,6 +187,10 @@ class TtlCache<V> {
  */
 class SingleFlight<V> {
   readonly #inflight = new Map<string, Promise<V>>();
+
+  has(key: string): boolean {
+    return this.#inflight.has(key);
+  }
 
   run(key: string, work: () => Promise<V>): Promise<V> {
     const existing = this.#inflight.get(key);
@@ -244,6 +257,7 @@ export function createCachingAuthorizer(
     deniedTtlMs = 30_000,
     maxEntries = 1024,
   } = options;
+  const limiter = options.limiter ?? createReviewLimiter({ clock });
   const users = new TtlCache<UserInfo | null>(maxEntries, clock);
   const decisions = new TtlCache<boolean>(maxEntries, clock);
   const userFlights = new SingleFlight<UserInfo | undefined>();
@@ -255,10 +269,18 @@ export function createCachingAuthorizer(
   return {
     // A shared review must not die with the first caller's request, so no caller's signal
     // reaches it; the adapter bounds each review with its own timeout.
-    authenticate(token) {
+    authenticate(token, request = {}) {
       const key = hashKey(token);
       const cached = users.get(key);
       if (cached !== undefined) return Promise.resolve(cached ?? undefined);
+      // Only a review that will be sent is charged: a shared one in flight costs nothing.
+      if (!userFlights.has(key)) {
+        try {
+          limiter.charge(request.source ?? "");
+        } catch (error) {
+          return Promise.reject(error);
+        }
+      }
       return userFlights.run(key, async () => {
         const result = await deps.authenticator.review(token);
         const user = result.authenticated && result.user ? result.user : undefined;

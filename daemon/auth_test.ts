@@ -10,6 +10,8 @@ import {
 } from "./auth.ts";
 import type { AccessAuthorizer, TokenAuthenticator, UserInfo } from "./auth.ts";
 import { fakeKubeAuth } from "./_testing.ts";
+import { RateLimitedError } from "./cache.ts";
+import { createReviewLimiter } from "./review_limit.ts";
 
 const READER: UserInfo = { username: "reader", groups: ["system:authenticated"] };
 
@@ -140,4 +142,31 @@ Deno.test("describeDenial() reads like the apiserver's message", () => {
     describeDenial(READER, metricsAttributes("gpu-1")),
     'User "reader" cannot get resource "nodes/metrics" in API group "" named "gpu-1"',
   );
+});
+
+Deno.test("createCachingAuthorizer() limits reviews of new tokens per source: known and shared ones cost nothing", async () => {
+  const kube = fakeKubeAuth();
+  const auth = createCachingAuthorizer(kube, {
+    clock: () => 0,
+    limiter: createReviewLimiter({
+      perSource: { burst: 3, perSecond: 0.1 },
+      overall: { burst: 100, perSecond: 100 },
+      clock: () => 0,
+    }),
+  });
+  const from = (source: string) => ({ source });
+  assert.equal((await auth.authenticate("token-reader", from("10.0.0.9")))?.username, "reader");
+  // Three concurrent requests with one new token: one review, one charge.
+  await Promise.all([1, 2, 3].map(() => auth.authenticate("bogus-0", from("10.0.0.9"))));
+  assert.equal(kube.reviews, 2);
+  await auth.authenticate("bogus-1", from("10.0.0.9"));
+  const limited = await auth.authenticate("bogus-2", from("10.0.0.9")).catch((e) => e);
+  assert.ok(limited instanceof RateLimitedError, String(limited));
+  assert.equal(limited.httpStatus, 429);
+  assert.equal(kube.reviews, 3, "the limited token was not reviewed");
+  // Cached answers still come, for this source too; another source still gets reviews.
+  assert.equal((await auth.authenticate("token-reader", from("10.0.0.9")))?.username, "reader");
+  assert.equal(await auth.authenticate("bogus-1", from("10.0.0.9")), undefined);
+  assert.equal(await auth.authenticate("bogus-3", from("10.0.0.10")), undefined);
+  assert.equal(kube.reviews, 4);
 });

@@ -18,8 +18,38 @@ import type { Duplex } from "node:stream";
 import type { Logger } from "../log.ts";
 import { NOOP_LOGGER } from "../log.ts";
 
+/** What the server knows of a request's connection, handed to the app as its `env`. */
+export interface ConnectionInfo {
+  /** The peer's address (the API server's, for requests through its pod proxy). */
+  remoteAddress?: string;
+}
+
 /** A web fetch handler. */
-export type FetchHandler = (request: Request) => Response | Promise<Response>;
+export type FetchHandler = (
+  request: Request,
+  connection?: ConnectionInfo,
+) => Response | Promise<Response>;
+
+/**
+ * TLS 1.2 and 1.3 only, and in TLS 1.2 only AEAD suites with forward secrecy (ECDHE with
+ * AES-GCM or ChaCha20-Poly1305): no CBC-SHA1, no static RSA. TLS 1.3's suites are all AEAD and
+ * stay as they are: Mozilla's "intermediate" profile without its DHE suites.
+ */
+export const TLS_PROTOCOLS = {
+  minVersion: "TLSv1.2",
+  ciphers: [
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+    "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "ECDHE-RSA-AES128-GCM-SHA256",
+    "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "ECDHE-RSA-CHACHA20-POLY1305",
+  ].join(":"),
+  honorCipherOrder: true,
+} as const;
 
 /** What {@link serve} serves: a fetch handler, or an app holding one (a Hono app). */
 export type Servable = FetchHandler | { fetch: FetchHandler };
@@ -371,7 +401,12 @@ function runningServer(
         throw new TypeError("Cannot set TLS material on a plain HTTP server");
       }
       const info = validateTls(material);
-      (server as https.Server).setSecureContext({ cert: material.cert, key: material.key });
+      // The protocol floor and suites are part of each context: a new one keeps them.
+      (server as https.Server).setSecureContext({
+        cert: material.cert,
+        key: material.key,
+        ...TLS_PROTOCOLS,
+      });
       return info;
     },
   };
@@ -545,7 +580,7 @@ async function answerWeb(
     plainResponse(res, 400, "Cannot parse the request target");
     return;
   }
-  const response = await handler(request);
+  const response = await handler(request, { remoteAddress: req.socket.remoteAddress ?? "" });
   if (res.headersSent || res.destroyed) return;
   await writeWebResponse(response, res, {
     head: req.method === "HEAD",
@@ -658,7 +693,7 @@ function createNodeServer(
         ...serverOptions,
         cert: tls.cert,
         key: tls.key,
-        minVersion: "TLSv1.2",
+        ...TLS_PROTOCOLS,
         handshakeTimeout: headersTimeoutMs,
       },
       listener,

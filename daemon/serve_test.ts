@@ -454,3 +454,17 @@ Deno.test("serve() refuses a certificate and key that do not match", async () =>
     /does not match the certificate/,
   );
 });
+
+Deno.test("serve() hands the app the peer's address", async () => {
+  const app = new Hono<{ Bindings: { remoteAddress?: string } }>();
+  app.get("/peer", (c) => c.text(c.env?.remoteAddress ?? "none"));
+  const server = await serve(app, { hostname: "127.0.0.1", port: 0, tls: TLS });
+  const client = Deno.createHttpClient({ caCerts: [TLS.ca] });
+  try {
+    const peer = await (await fetch(`${server.url}/peer`, { client })).text();
+    assert.match(peer, /^(::ffff:)?127\.0\.0\.1$/);
+  } finally {
+    client.close();
+    await server.shutdown();
+  }
+});
