@@ -22,8 +22,8 @@ import {
 } from "./collectors/mod.ts";
 import { connectKube, readContextNamespace } from "./kube/mod.ts";
 import { createLogger } from "./log.ts";
-import type { TextWriter } from "./log.ts";
 import { commandArgs } from "./runtime.ts";
+import { fdWriter } from "./stdio.ts";
 
 export * from "./snapshot/mod.ts";
 export * from "./errors.ts";
@@ -46,35 +46,14 @@ function processEnv(name: string): string | undefined {
 }
 
 /**
- * A writer to `process.stdout` or `process.stderr` that makes the stream on its first write, with
- * a listener that drops write errors. Node makes each stream when it is first read (for a pipe a
- * `net.Socket`, with the stream modules): an agent writing its snapshot to a file never makes
- * stdout. A reader that goes away (`aicr snapshot 2>&1 | head -1`) makes writes fail with EPIPE;
- * unhandled, that error would kill the process before its cleanup runs and leave the run's objects
- * behind. Output is best effort then; cleanup is not.
- *
- * @param stream reads the stream
- * @returns the writer
- */
-function processWriter(stream: () => NodeJS.WriteStream): TextWriter {
-  let made: NodeJS.WriteStream | undefined;
-  return {
-    write: (text) => {
-      made ??= stream().on("error", () => {});
-      made.write(text);
-    },
-  };
-}
-
-/**
  * Builds the real dependencies from this process.
  *
  * @param signal aborted on SIGINT/SIGTERM
  * @returns the CLI dependencies
  */
 export function processDeps(signal: AbortSignal): CliDeps {
-  const stdout = processWriter(() => process.stdout);
-  const stderr = processWriter(() => process.stderr);
+  const stdout = fdWriter(1, () => process.stdout);
+  const stderr = fdWriter(2, () => process.stderr);
   return {
     stdout,
     stderr,
