@@ -5,11 +5,10 @@
  */
 import { Command, Option } from "commander";
 import { UsageError } from "../errors.ts";
-import { platformName, runtimeName } from "../runtime.ts";
-import { buildInfo, defaultImage, isSourceBuild } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import { namingFlags } from "./_flags.ts";
+import { VERSION_FORMATS, versionReport, versionText } from "./fast.ts";
 
 /**
  * The `version` command.
@@ -31,26 +30,11 @@ export function versionCommand(deps: CliDeps): Command {
           `Cannot use '-o ${options.output}': 'aicr version' writes to stdout only; redirect it instead`,
         );
       }
-      const build = buildInfo();
-      const info = {
-        ...build,
-        runtime: runtimeName(),
-        platform: platformName(),
-        image: defaultImage(build),
-      };
-      if (options.format === "json") {
-        deps.stdout.write(JSON.stringify(info, null, 2) + "\n");
-        return;
-      }
-      if (options.format !== "text") {
+      if (!VERSION_FORMATS.includes(options.format)) {
         throw new UsageError(
           `Cannot print version as '--format' must be 'text' or 'json': current value is '${options.format}'`,
         );
       }
-      deps.stdout.write(
-        `aicr ${info.version}\nbackend: ${info.backend}\ncommit: ${info.commit}\nruntime: ${info.runtime}\nplatform: ${info.platform}\nimage: ${info.image}${
-          isSourceBuild(build) ? " (the release this source build is a development of)" : ""
-        }\n`,
-      );
+      deps.stdout.write(versionText(versionReport(), options.format as "text" | "json"));
     }));
 }

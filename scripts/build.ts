@@ -57,6 +57,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import * as esbuild from "esbuild";
 import { DAEMON_V8_FLAGS } from "../runtime.ts";
+import { FAST_FIRST_ARGUMENTS } from "../cli/fast.ts";
 import {
   type Arch,
   ARCHES,
@@ -227,32 +228,53 @@ export const AGENT_WARM_COMMAND_LINE: readonly string[] = [
 const H100_FIXTURE = join(REPO_ROOT, "tests", "fixtures", "nvidia-smi-q-x.h100.xml");
 
 /**
- * The Node single executable's main script: it compiles the bundle (the `main.js` asset, ASCII, so
- * read as Latin-1 without a UTF-8 decode) with a warm code cache and runs it as the main module.
- * The cache is the agent's own (`agent.cache`, {@link AGENT_WARM_COMMAND_LINE}) when the first
- * argument is `agent`, the general one (`main.cache`, {@link WARM_COMMAND_LINES}) otherwise. For `aicr daemon` it first sets the daemon's V8 flags (`runtime.ts`
- * `DAEMON_V8_FLAGS`), after the compile (V8 rejects a code cache made under other flags) and
- * before the bundle runs (its start already tiers functions up: 2 MiB of the daemon's RSS when
- * the command sets them later).
+ * The module the Node single executable's loader runs first for the command lines it answers
+ * without the CLI (`cli/fast.ts`: `aicr version`, `aicr --version`), bundled on its own as the
+ * `fast.js` asset.
+ */
+export const FAST_ENTRY: string = join(REPO_ROOT, "cli", "fast.ts");
+
+/**
+ * The Node single executable's main script. When the first argument is one of
+ * `FAST_FIRST_ARGUMENTS` it first runs the `fast.js` asset ({@link FAST_ENTRY}), a few KiB that
+ * answer `aicr version` and `aicr --version` without the CLI, and stops there when that answered.
+ * Otherwise it compiles the bundle (the `main.js` asset, ASCII, so read as Latin-1 without a UTF-8
+ * decode) with a warm code cache and runs it as the main module. The cache is the agent's own
+ * (`agent.cache`, {@link AGENT_WARM_COMMAND_LINE}) when the first argument is `agent`, the general
+ * one (`main.cache`, {@link WARM_COMMAND_LINES}) otherwise. For `aicr daemon` it first sets the
+ * daemon's V8 flags (`runtime.ts` `DAEMON_V8_FLAGS`), after the compile (V8 rejects a code cache
+ * made under other flags) and before the bundle runs (its start already tiers functions up: 2 MiB
+ * of the daemon's RSS when the command sets them later).
  */
 function mainLoader(withCache: boolean): string {
   const cache = withCache
-    ? `, cachedData: asset(process.argv[2] === "agent" ? "agent.cache" : "main.cache")`
+    ? `, cachedData: asset(first === "agent" ? "agent.cache" : "main.cache")`
     : "";
   return `"use strict";
 const sea = require("node:sea");
 const vm = require("node:vm");
 const asset = (name) => Buffer.from(sea.getRawAsset(name));
-const text = asset("main.js").toString("latin1");
-const script = new vm.Script(${JSON.stringify(CHUNK_HEAD)} + text + ${JSON.stringify(CHUNK_TAIL)}, {
-  filename: __filename${cache},
-  // The bundle's import("node:https") goes to Node's own loader, as from the main script itself.
-  importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
-});
-if (process.argv[2] === "daemon") require("node:v8").setFlagsFromString(${
+const wrapped = (name) => ${JSON.stringify(CHUNK_HEAD)} + asset(name).toString("latin1") + ${
+    JSON.stringify(CHUNK_TAIL)
+  };
+const first = process.argv[2];
+const fast = () => {
+  const chunk = { exports: {} };
+  new vm.Script(wrapped("fast.js"), { filename: "aicr:fast" })
+    .runInThisContext()(chunk.exports, require, chunk, __filename, __dirname);
+  return chunk.exports.answerFast(process.argv.slice(2));
+};
+if (!(${JSON.stringify(FAST_FIRST_ARGUMENTS)}.includes(first) && fast())) {
+  const script = new vm.Script(wrapped("main.js"), {
+    filename: __filename${cache},
+    // The bundle's import("node:https") goes to Node's own loader, as from the main script itself.
+    importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  });
+  if (first === "daemon") require("node:v8").setFlagsFromString(${
     JSON.stringify(DAEMON_V8_FLAGS.join(" "))
   });
-script.runInThisContext()(exports, require, module, __filename, __dirname);
+  script.runInThisContext()(exports, require, module, __filename, __dirname);
+}
 `;
 }
 
@@ -1154,6 +1176,14 @@ async function sealBundle(
     throw new Error(`Cannot seal '${bundlePath}' as the main asset: it is not ASCII`);
   }
   Object.assign(assets, await imageBaseAssets(work, write, options.env));
+  const fast = join(work, "fast.cjs");
+  await writeFile(fast, await bundle(FAST_ENTRY, { info, minify }));
+  assets["fast.js"] = fast;
+  write(
+    `  fast      ${relative(REPO_ROOT, FAST_ENTRY)} -> fast.js (${
+      formatBytes((await stat(fast)).size)
+    }): 'aicr version' and 'aicr --version' without the CLI`,
+  );
   const loader = join(work, "main-loader.cjs");
   await writeFile(loader, mainLoader(codeCache));
   assets["main.js"] = bundlePath;

@@ -92,6 +92,23 @@ Deno.test("binary: `aicr --version` prints only the version", async () => {
   assert.equal(ran.stdout, `${PACKAGE_VERSION}\n`, describeRun(ran));
 });
 
+Deno.test("binary: the version lines the loader answers without the CLI are the CLI's own bytes", async () => {
+  await using box = await isolatedCopy(bin);
+  // `--debug` before the verb is not a form the loader answers: the CLI prints these.
+  for (const argv of [["version"], ["version", "-t", "json"], ["version", "--format=text"]]) {
+    const fast = await runAicr(box.bin, argv, { cwd: box.dir });
+    const full = await runAicr(box.bin, ["--debug", ...argv], { cwd: box.dir });
+    assertOk(fast);
+    assertOk(full);
+    assert.equal(fast.stdout, full.stdout, argv.join(" "));
+    assert.equal(fast.stderr, "", describeRun(fast));
+  }
+  // A form it leaves alone still reaches the CLI.
+  const refused = await runAicr(box.bin, ["version", "-t", "yaml"], { cwd: box.dir });
+  assert.equal(refused.code, 2, describeRun(refused));
+  assert.match(refused.stderr, /'--format' must be 'text' or 'json'/);
+});
+
 Deno.test("binary: `aicr agent` prints a Snapshot of this host (apiVersion aicr.run/v1) on stdout with an empty environment", async () => {
   await using box = await isolatedCopy(bin);
   assertSnapshot(await runAicr(box.bin, ["agent"], { cwd: box.dir }));
