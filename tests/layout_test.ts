@@ -25,6 +25,7 @@ const FLOORS: Record<string, number> = {
   "io.ts": 0,
   "x509.ts": 0,
   "redact.ts": 0,
+  "stdio.ts": 0,
   "package.json": 0,
   "deno.json": 0,
   kube: 1,
