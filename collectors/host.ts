@@ -4,7 +4,6 @@
  *
  * @module
  */
-import { spawn } from "node:child_process";
 import {
   accessSync,
   closeSync,
@@ -27,6 +26,8 @@ import {
 import { concatBytes } from "../io.ts";
 import { Buffer } from "node:buffer";
 import { decodeUtf8 } from "./status.ts";
+import { pipedSpawner } from "./spawn.ts";
+import type { PipedSpawner } from "./spawn.ts";
 import type { CommandRunner, DirEntry, HostReader, RunOptions, RunResult } from "./types.ts";
 
 /** Default read bound: upstream's file parser rejects files above 1 MiB. */
@@ -231,11 +232,15 @@ export function findExecutable(command: string, searchPath: string): string | un
 /**
  * Creates a runner of local processes.
  *
- * @param options `path`: the PATH to search (default: this process's PATH)
+ * @param options `path`: the PATH to search (default: this process's PATH); `spawner`: how a
+ * process is started (default: {@link pipedSpawner}, this runtime's)
  * @returns the runner
  */
-export function createCommandRunner(options: { path?: string } = {}): CommandRunner {
+export function createCommandRunner(
+  options: { path?: string; spawner?: PipedSpawner } = {},
+): CommandRunner {
   const searchPath = options.path ?? process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin";
+  const spawner = options.spawner ?? pipedSpawner();
   return {
     async run(command: string, args: string[], runOptions: RunOptions): Promise<RunResult> {
       const { timeoutMs, signal, maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES } = runOptions;
@@ -248,7 +253,7 @@ export function createCommandRunner(options: { path?: string } = {}): CommandRun
       if (signal?.aborted) {
         throw new TimeoutError(`Cannot run '${display}': the collection was cancelled`);
       }
-      return await runProcess(executable, args, {
+      return await runProcess(spawner, executable, args, {
         display,
         timeoutMs,
         maxOutputBytes,
@@ -265,21 +270,17 @@ export function createCommandRunner(options: { path?: string } = {}): CommandRun
  * @returns exit code (128 + signal number when killed by a signal), stdout, stderr (bounded)
  */
 function runProcess(
+  spawner: PipedSpawner,
   executable: string,
   args: string[],
   options: { display: string; timeoutMs: number; maxOutputBytes: number; signal?: AbortSignal },
 ): Promise<RunResult> {
   const { display, timeoutMs, maxOutputBytes, signal } = options;
   return new Promise<RunResult>((resolve, reject) => {
-    // Its own process group, so a timeout kills the whole tree (a wrapper script's
-    // children would otherwise keep stdout open).
-    const child = spawn(executable, args, {
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
-    });
     const chunks: Uint8Array[] = [];
     let size = 0;
     let stderr = "";
+    const stderrText = new TextDecoder();
     let failure: ToolError | undefined;
     function stop(error: ToolError): void {
       if (failure === undefined) failure = error;
@@ -289,6 +290,49 @@ function runProcess(
         child.kill("SIGKILL");
       }
     }
+    function onAbort(): void {
+      stop(new TimeoutError(`Cannot run '${display}': the collection was cancelled`));
+    }
+    // Its own process group, so a timeout kills the whole tree (a wrapper script's
+    // children would otherwise keep stdout open).
+    const child = spawner(executable, args, {
+      stdout: (chunk) => {
+        size += chunk.length;
+        if (size > maxOutputBytes) {
+          stop(
+            new ToolError(
+              `Cannot run '${display}': its output is too large: current limit is ${maxOutputBytes} bytes`,
+            ),
+          );
+          return;
+        }
+        chunks.push(chunk);
+      },
+      stderr: (chunk) => {
+        if (stderr.length < MAX_STDERR_CHARS) {
+          const text = stderrText.decode(chunk, { stream: true });
+          stderr += text.slice(0, MAX_STDERR_CHARS - stderr.length);
+        }
+      },
+      error: (error) => {
+        if (failure === undefined) failure = toToolError(error, `run '${display}'`);
+      },
+      // Once killed, do not wait for grandchildren to close the pipes.
+      exit: () => {
+        if (failure !== undefined) child.closePipes();
+      },
+      close: (code, killSignal) => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        if (failure !== undefined) {
+          reject(failure);
+          return;
+        }
+        const out = concatBytes(chunks, size);
+        const exitCode = code ?? (killSignal ? 128 + signalNumber(killSignal) : 1);
+        resolve({ exitCode, stdout: out, stderr });
+      },
+    });
     const timer = setTimeout(
       () =>
         stop(
@@ -296,49 +340,7 @@ function runProcess(
         ),
       timeoutMs,
     );
-    function onAbort(): void {
-      stop(new TimeoutError(`Cannot run '${display}': the collection was cancelled`));
-    }
     signal?.addEventListener("abort", onAbort, { once: true });
-    child.stdout.on("data", (chunk: Uint8Array) => {
-      size += chunk.length;
-      if (size > maxOutputBytes) {
-        stop(
-          new ToolError(
-            `Cannot run '${display}': its output is too large: current limit is ${maxOutputBytes} bytes`,
-          ),
-        );
-        return;
-      }
-      chunks.push(chunk);
-    });
-    child.stderr.setEncoding("utf8");
-    child.stderr.on("data", (text: string) => {
-      if (stderr.length < MAX_STDERR_CHARS) {
-        stderr += text.slice(0, MAX_STDERR_CHARS - stderr.length);
-      }
-    });
-    child.on("error", (error) => {
-      if (failure === undefined) failure = toToolError(error, `run '${display}'`);
-    });
-    child.on("exit", () => {
-      // Once killed, do not wait for grandchildren to close the pipes.
-      if (failure !== undefined) {
-        child.stdout.destroy();
-        child.stderr.destroy();
-      }
-    });
-    child.on("close", (code, killSignal) => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
-      if (failure !== undefined) {
-        reject(failure);
-        return;
-      }
-      const out = concatBytes(chunks, size);
-      const exitCode = code ?? (killSignal ? 128 + signalNumber(killSignal) : 1);
-      resolve({ exitCode, stdout: out, stderr });
-    });
   });
 }
 
