@@ -9,6 +9,7 @@
  */
 import type http from "node:http";
 import type https from "node:https";
+import type tls from "node:tls";
 import { Buffer } from "node:buffer";
 import { sleep as sleepFor } from "../io.ts";
 import type { KubeConnection } from "./connection.ts";
@@ -184,9 +185,10 @@ export function createRestClient(
   const defaultNamespace = connection.namespace;
   const identity: CallerIdentity = { context: connection.context, user: connection.user, server };
   const pool = connectionPool(base.protocol);
+  const secure = secureContexts();
 
   const send = (request: RestRequest, stream: boolean) =>
-    sendRequest({ connection, base, server, pool }, request, stream);
+    sendRequest({ connection, base, server, pool, secure }, request, stream);
 
   async function attempt(request: RestRequest): Promise<string> {
     const res = await send(request, false);
@@ -281,6 +283,55 @@ function connectionPool(protocol: string): () => Promise<http.Agent> {
     );
 }
 
+/** A request's options with the secure context Node's TLS connect takes. */
+export type TlsRequestOptions = https.RequestOptions & { secureContext?: tls.SecureContext };
+
+/** The request options a TLS secure context is made of, as a connection applies them. */
+const CONTEXT_OPTIONS = ["ca", "cert", "key", "pfx", "passphrase"] as const;
+/** Request options that do not go into a secure context. */
+const CONNECTION_OPTIONS = new Set([
+  "rejectUnauthorized",
+  "servername",
+  "headers",
+  "auth",
+  "agent",
+]);
+
+/**
+ * One client's TLS secure contexts: Node makes one for every new connection from the request's
+ * `ca`, `cert` and `key` (parsing each PEM and building a certificate store again: about 1 ms of
+ * CPU per connection, and a run opens several at once). A request whose TLS options are only
+ * these gets the context made for the same values; one with any other TLS option is left to
+ * Node.
+ *
+ * @returns sets `secureContext` on a request's options when it can
+ */
+export function secureContexts(): (options: TlsRequestOptions) => Promise<void> {
+  let made: { key: string; context: Promise<tls.SecureContext> } | undefined;
+  return async (options) => {
+    if (options.secureContext) return;
+    const given: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(options)) {
+      if (value === undefined || CONNECTION_OPTIONS.has(name)) continue;
+      if (!(CONTEXT_OPTIONS as readonly string[]).includes(name)) return;
+      given[name] = value;
+    }
+    if (Object.keys(given).length === 0) return;
+    const key = CONTEXT_OPTIONS.map((name) => {
+      const value = given[name];
+      return value === undefined
+        ? ""
+        : Buffer.isBuffer(value)
+        ? value.toString("base64")
+        : String(value);
+    }).join("\0");
+    if (made?.key !== key) {
+      made = { key, context: import("node:tls").then((lib) => lib.createSecureContext(given)) };
+    }
+    options.secureContext = await made.context;
+  };
+}
+
 /**
  * Sends one request with the kubeconfig's credentials; resolves with the response once its
  * headers arrive (a connection failure rejects as a {@link KubeApiError} of status 0).
@@ -291,13 +342,15 @@ async function sendRequest(
     base: URL;
     server: string;
     pool: () => Promise<http.Agent>;
+    secure: (options: TlsRequestOptions) => Promise<void>;
   },
   request: RestRequest,
   stream: boolean,
 ): Promise<http.IncomingMessage> {
   const { connection, base, server } = target;
-  const opts: https.RequestOptions = {};
+  const opts: TlsRequestOptions = {};
   await connection.apply(opts);
+  if (base.protocol === "https:") await target.secure(opts);
   if (opts.agent === undefined) {
     // A stream gets a connection of its own, closed with it.
     opts.agent = stream || !connection.pooled ? false : await target.pool();

@@ -3,7 +3,8 @@ import { createServer } from "node:http";
 import { exitCodeOf, formatError } from "../errors.ts";
 import { KubeApiError } from "./errors.ts";
 import { readContextNamespace } from "./kubeconfig.ts";
-import { createRestClient, parseWarningHeaders } from "./rest.ts";
+import { createRestClient, parseWarningHeaders, secureContexts } from "./rest.ts";
+import type { TlsRequestOptions } from "./rest.ts";
 import {
   apiStatus as status,
   loopbackKubeConfig as loopbackConfig,
@@ -320,4 +321,23 @@ Deno.test("rest: a GET on a kept-alive connection the server closed goes again a
   assert.deepEqual(sleeps, [], "resent without a backoff");
   // (Whether a create is resent there depends on the runtime: Node's client does not, and neither
   // does this transport; Deno's own client resends it beneath us.)
+});
+
+Deno.test("secureContexts: one TLS context per client for the same trust and key; other TLS options left to Node", async () => {
+  const secure = secureContexts();
+  const first: TlsRequestOptions = { ca: "CA PEM", cert: "CERT", key: "KEY", headers: { a: "1" } };
+  const second: TlsRequestOptions = { ca: "CA PEM", cert: "CERT", key: "KEY", servername: "x" };
+  await secure(first);
+  await secure(second);
+  assert.ok(first.secureContext, "a context was made");
+  assert.equal(second.secureContext, first.secureContext, "and shared by the same values");
+  const other: TlsRequestOptions = { ca: "OTHER CA", cert: "CERT", key: "KEY" };
+  await secure(other);
+  assert.notEqual(other.secureContext, first.secureContext, "other values, another context");
+  const ciphers: TlsRequestOptions = { ca: "CA PEM", ciphers: "TLS_AES_128_GCM_SHA256" };
+  await secure(ciphers);
+  assert.equal(ciphers.secureContext, undefined, "an option beyond trust and key: Node's own");
+  const none: TlsRequestOptions = { headers: { Authorization: "Bearer t" } };
+  await secure(none);
+  assert.equal(none.secureContext, undefined, "nothing to put in a context");
 });
