@@ -78,7 +78,9 @@ async function scenarios(spawner: PipedSpawner): Promise<Record<string, unknown>
 }
 
 async function main(): Promise<void> {
-  const loaded = () => process.moduleLoadList.includes("NativeModule child_process");
+  // Node's list of the built-ins it has loaded (not in its type definitions).
+  const list = () => (process as unknown as { moduleLoadList: string[] }).moduleLoadList;
+  const loaded = () => list().includes("NativeModule child_process");
   const binding = bindingSpawner();
   const report: Record<string, unknown> = {
     defaultIsBinding: binding !== undefined && pipedSpawner() !== childProcessSpawner,
