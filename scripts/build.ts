@@ -400,9 +400,16 @@ export async function bundle(
     chunks?: readonly LazyChunk[];
     lazyBuiltins?: readonly string[];
     lazyPackages?: readonly LazyChunk[];
+    /**
+     * The entry's exports the bundle keeps (by default all of them): the executable's bundle
+     * needs `runCli` and `processDeps` alone, not the library API `mod.ts` re-exports, which
+     * every start copied into `module.exports` one getter at a time.
+     */
+    exports?: readonly string[];
   },
 ): Promise<string> {
   const source = await readFile(entry, "utf8");
+  const exported = options.exports;
   const chunks = options.chunks ?? [];
   const lazyBuiltins = options.lazyBuiltins ?? [];
   const lazyPackages = options.lazyPackages ?? [];
@@ -410,15 +417,18 @@ export async function bundle(
   try {
     const result = await esbuild.build({
       plugins: [
+        ...(exported ? [entryPlugin(entry, adaptEntry(source))] : []),
         ...(chunks.length > 0 ? [lazyChunkPlugin(chunks)] : []),
         ...(lazyBuiltins.length + lazyPackages.length > 0
           ? [lazyModulePlugin(lazyBuiltins, lazyPackages.map((p) => p.module))]
           : []),
       ],
       stdin: {
-        contents: adaptEntry(source),
+        contents: exported
+          ? `export { ${exported.join(", ")} } from ${JSON.stringify(entry)};\n`
+          : adaptEntry(source),
         resolveDir: dirname(entry),
-        sourcefile: relative(REPO_ROOT, entry),
+        sourcefile: exported ? "aicr-entry.ts" : relative(REPO_ROOT, entry),
         loader: "ts",
       },
       bundle: true,
@@ -432,7 +442,7 @@ export async function bundle(
       format: "cjs",
       target: "node24",
       minify: options.minify,
-      keepNames: true,
+      keepNames: false,
       legalComments: "eof",
       // ASCII output (esbuild's default; what it leaves in regular expressions is escaped below):
       // one non-Latin-1 character would make V8 hold the whole script as a two-byte string,
@@ -481,6 +491,19 @@ export async function bundle(
   } finally {
     await esbuild.stop();
   }
+}
+
+/** An esbuild plugin that loads the entry module as {@link adaptEntry} made it fit CommonJS. */
+function entryPlugin(entry: string, contents: string): esbuild.Plugin {
+  return {
+    name: "aicr-entry",
+    setup(build) {
+      build.onLoad(
+        { filter: new RegExp(`^${entry.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`) },
+        () => ({ contents, loader: "ts" }),
+      );
+    },
+  };
 }
 
 /**
@@ -1078,6 +1101,7 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
   const text = await bundle(join(REPO_ROOT, "mod.ts"), {
     info,
     minify,
+    ...(sea ? { exports: ["runCli", "processDeps"] } : {}),
     chunks,
     lazyBuiltins: sea ? LAZY_BUILTINS : [],
     lazyPackages,
