@@ -7,11 +7,17 @@
  *    beside `aicr agent -o f`, wall time, CPU and peak RSS (GNU time's `ru_maxrss`);
  * 2. `version` cold start and peak RSS (upstream `aicr --version`, ours `aicr version`), with the
  *    floor: an empty script sealed as a Node single executable on the same base;
+ *    With `--cold`, both again with each binary dropped from the page cache before its run (as a
+ *    node whose cache no longer holds the image), beside the floor dropped alike;
  * 3. `aicr snapshot` end to end on the local cluster (the kubelet stand-in maps the image
- *    `aicr-upstream` to the upstream binary), both to stdout on the same H100 node: the total, the
- *    moment the snapshot reached stdout, and our phases (start, gate, RBAC, Job, agent, read,
- *    deliver, cleanup) from the arrival times of our `--debug` lines in extra runs;
- * 4. the image layer: each binary gzip-compressed, beside the floor.
+ *    `localhost/aicr-upstream` to the upstream binary), both to stdout on the same H100 node: the
+ *    total, the moment the snapshot reached stdout, and our phases (start, gate, RBAC, Job, agent,
+ *    read, deliver, cleanup) from the arrival times of our `--debug` lines in extra runs;
+ * 4. the image layer: each binary gzip-compressed, beside the floor;
+ * 5. with `--realnode`, `aicr snapshot` end to end on the real-kubelet lane (`tests/realnode/`)
+ *    beside upstream's, whose image is built here offline from the upstream binary.
+ *
+ * Every binary is staged as a container runtime unpacks a layer (`_stage.ts`: 64 KiB writes).
  *
  * The upstream binary is never part of this repository: pass it (`AICR_UPSTREAM_BIN`) or a
  * checkout of its source to build offline (`AICR_UPSTREAM_SRC`, everything but `demos/`; built with
@@ -20,16 +26,26 @@
  * ```sh
  * deno task build
  * AICR_UPSTREAM_BIN=/work/upstream-bin/aicr deno task bench:upstream
- * AICR_UPSTREAM_SRC=/work/upstream-aicr deno task bench:upstream --runs=7 --agent-runs=21
+ * AICR_UPSTREAM_SRC=/work/upstream-aicr deno task bench:upstream --runs=15 --agent-runs=21
  * deno task bench:upstream --no-cluster          # local rows only
  * deno task bench:upstream --no-local            # cluster rows only
+ * deno task bench:upstream --no-local --realnode # also on the real-kubelet lane (root, containerd)
+ * deno task bench:upstream --no-cluster --cold   # also with each binary dropped from the page cache
  * ```
  *
  * @module
  */
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  fdatasyncSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+} from "node:fs";
 import { mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -254,11 +270,28 @@ function fmtMs(ms: number): string {
   return ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`;
 }
 
+/**
+ * Drops a file's pages from the page cache (written back first: dirty pages stay): GNU dd's
+ * `iflag=nocache count=0` advises the kernel to drop the whole file.
+ */
+async function evict(file: string): Promise<void> {
+  const fd = openSync(file, "r");
+  try {
+    fdatasyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  const ran = await runTimed("dd", [`if=${file}`, "iflag=nocache", "count=0", "status=none"], {
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+  });
+  if (ran.code !== 0) throw new Error(`Cannot drop '${file}' from the page cache: ${ran.stderr}`);
+}
+
 /** Local rows: the agent on a fake H100 node, `version`, and the floor. */
 async function localRows(
   ours: string,
   upstream: string,
-  options: { runs: number; floor: boolean; work: string },
+  options: { runs: number; floor: boolean; work: string; cold: boolean },
 ): Promise<string[][]> {
   const { runs, work } = options;
   const path = await fakeH100Path(work);
@@ -298,6 +331,31 @@ async function localRows(
     version.ours.push(await measure(ours, ["version"], {}, work));
     if (floorBin) version.floor.push(await measure(floorBin, [], {}, work));
   }
+  // Cold: each binary's pages dropped from the page cache before its run, as on a node whose
+  // cache no longer holds the image (the shared libraries stay cached for both).
+  const cold = { agentUp: [] as Measured[], agentOurs: [] as Measured[], floor: [] as Measured[] };
+  const coldVersion = { up: [] as Measured[], ours: [] as Measured[] };
+  for (let i = 0; options.cold && i < runs; i++) {
+    await evict(upstream);
+    cold.agentUp.push(
+      await measure(
+        upstream,
+        ["snapshot", "-o", upOut],
+        { ...agentEnv, AICR_AGENT_MODE: "true" },
+        work,
+      ),
+    );
+    await evict(ours);
+    cold.agentOurs.push(await measure(ours, ["agent", "-o", ourOut], agentEnv, work));
+    await evict(upstream);
+    coldVersion.up.push(await measure(upstream, ["--version"], {}, work));
+    await evict(ours);
+    coldVersion.ours.push(await measure(ours, ["version"], {}, work));
+    if (floorBin) {
+      await evict(floorBin);
+      cold.floor.push(await measure(floorBin, [], {}, work));
+    }
+  }
   const m = (xs: Measured[], k: keyof Measured) => median(xs.map((x) => x[k]));
   const rows: string[][] = [];
   const add = (what: string, up: number, our: number, unit: (n: number) => string, goal?: number) =>
@@ -329,17 +387,45 @@ async function localRows(
   add("same, CPU (user+sys)", m(version.up, "cpuMs"), m(version.ours, "cpuMs"), fmtMs);
   add("same, peak RSS", m(version.up, "rssMiB"), m(version.ours, "rssMiB"), mib, GOALS.version);
   if (floorBin) {
+    const floor = (against: Measured[]) =>
+      `${ratio(m(version.floor, "wallMs"), m(against, "wallMs"))}, ${
+        ratio(m(version.floor, "cpuMs"), m(against, "cpuMs"))
+      }, ${ratio(m(version.floor, "rssMiB"), m(against, "rssMiB"))}`;
     rows.push([
-      "floor: empty Node SEA, same base (wall, CPU, RSS)",
+      "floor: empty Node SEA, same base (wall, CPU, RSS), beside upstream's `--version`",
       "",
       `${fmtMs(m(version.floor, "wallMs"))}, ${fmtMs(m(version.floor, "cpuMs"))}, ${
         mib(m(version.floor, "rssMiB"))
       }`,
-      `${ratio(m(version.floor, "wallMs"), m(version.up, "wallMs"))}, ${
-        ratio(m(version.floor, "cpuMs"), m(version.up, "cpuMs"))
-      }, ${ratio(m(version.floor, "rssMiB"), m(version.up, "rssMiB"))}`,
+      floor(version.up),
       "",
     ]);
+    rows.push(["  same floor beside upstream's agent", "", "", floor(agent.up), ""]);
+  }
+  if (options.cold) {
+    add(
+      "agent, cold page cache (binary evicted before each run), wall",
+      m(cold.agentUp, "wallMs"),
+      m(cold.agentOurs, "wallMs"),
+      fmtMs,
+    );
+    add(
+      "`version`, cold page cache, wall",
+      m(coldVersion.up, "wallMs"),
+      m(coldVersion.ours, "wallMs"),
+      fmtMs,
+    );
+    if (floorBin) {
+      rows.push([
+        "  floor, cold page cache, wall (beside upstream's agent, its `--version`)",
+        "",
+        fmtMs(m(cold.floor, "wallMs")),
+        `${ratio(m(cold.floor, "wallMs"), m(cold.agentUp, "wallMs"))}, ${
+          ratio(m(cold.floor, "wallMs"), m(coldVersion.up, "wallMs"))
+        }`,
+        "",
+      ]);
+    }
   }
   rows.push(
     ...await daemonRows(ours, {
@@ -534,6 +620,142 @@ async function clusterRows(
   }
 }
 
+/** The upstream image the real-kubelet lane runs, built offline for this bench only. */
+export const UPSTREAM_LANE_IMAGE = "aicr.local/upstream-aicr:v0.11.1";
+
+/**
+ * Real-kubelet lane rows (`tests/realnode/`): `aicr snapshot` end to end beside upstream's, both
+ * run inside the lane's network namespace against real kubelets, containerd and runc. Ours pulls
+ * the binary under test from the lane's registry (pushed here with its own `aicr image push`, with
+ * the pull secret); upstream's image is built here, offline, as an OCI layout of the upstream
+ * binary and the libraries it links (never kept: it lives in the lane's state folder) and
+ * imported into every node's containerd.
+ */
+async function realnodeRows(
+  ours: string,
+  upstream: string,
+  options: { runs: number },
+): Promise<string[][]> {
+  const { laneUnavailable, PULL_SECRET, useRealNodeLane } = await import(
+    "../tests/realnode/harness.ts"
+  );
+  const unavailable = laneUnavailable();
+  if (unavailable) return [["real-kubelet lane", "", "", "", `not run: ${unavailable}`]];
+  const { buildOciImage, withLibraries } = await import("../tests/realnode/images.ts");
+  const { createNamespace } = await import("../tests/cluster/harness.ts");
+  const env = await useRealNodeLane({ nodes: 1 });
+  try {
+    const tar = join(env.lane.stateDir, "images", "upstream-aicr.tar");
+    await buildOciImage({
+      ref: UPSTREAM_LANE_IMAGE,
+      files: await withLibraries(upstream, "/usr/local/bin/aicr"),
+      dirs: { "/tmp": 0o1777 },
+      config: { Env: ["PATH=/usr/local/bin:/usr/bin:/bin"], Entrypoint: ["/usr/local/bin/aicr"] },
+    }, tar);
+    for (const node of env.lane.nodes) {
+      const ran = await runTimed("ctr", [
+        "--address",
+        node.socket,
+        "-n",
+        "k8s.io",
+        "images",
+        "import",
+        tar,
+      ], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+      if (ran.code !== 0) throw new Error(`Cannot import upstream's image: ${ran.stderr}`);
+    }
+    const [netns, ...netnsArgs] = env.inNetns as [string, ...string[]];
+    const base = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", HOME: process.env.HOME ?? "/root" };
+    const pushed = await runTimed(netns, [
+      ...netnsArgs,
+      ours,
+      "image",
+      "push",
+      `${env.registry.host}/aicr`,
+      "--ca-file",
+      env.registry.caFile,
+      "--registry-config",
+      env.registry.authFile,
+    ], { env: base });
+    const image = pushed.stdout.trim();
+    if (pushed.code !== 0 || !/@sha256:/.test(image)) {
+      throw new Error(`Cannot push the binary's image into the lane: ${pushed.stderr}`);
+    }
+    const ns = await createNamespace(env.admin, "bench-upstream");
+    await env.createPullSecret(ns);
+    const upArgs = [
+      ...netnsArgs,
+      upstream,
+      "snapshot",
+      "--kubeconfig",
+      env.kubeconfig,
+      "--namespace",
+      ns,
+      "--image",
+      UPSTREAM_LANE_IMAGE,
+      "--node-selector",
+      GPU_SELECTOR,
+    ];
+    const ourArgs = [
+      ...netnsArgs,
+      ours,
+      "snapshot",
+      "--kubeconfig",
+      env.kubeconfig,
+      "-n",
+      ns,
+      "-o",
+      "-",
+      "--image",
+      image,
+      "--image-pull-secret",
+      PULL_SECRET,
+    ];
+    const check = (who: string, ran: Ran) => {
+      if (ran.code !== 0 || !ran.stdout.includes("kind: Snapshot")) {
+        throw new Error(
+          `${who} snapshot on the real-kubelet lane failed (exit ${ran.code}):\n${
+            ran.stderr.slice(-3000)
+          }`,
+        );
+      }
+    };
+    // One warm-up each: the images' first start, the API server's caches.
+    check("upstream", await runTimed(netns, upArgs, { env: base }));
+    check("aicr", await runTimed(netns, ourArgs, { env: base }));
+    const up: Ran[] = [];
+    const mine: Ran[] = [];
+    for (let i = 0; i < options.runs; i++) {
+      const u = await runTimed(netns, upArgs, { env: base });
+      check("upstream", u);
+      up.push(u);
+      const o = await runTimed(netns, ourArgs, { env: base });
+      check("aicr", o);
+      mine.push(o);
+    }
+    const upTotal = median(up.map((r) => r.millis));
+    const ourTotal = median(mine.map((r) => r.millis));
+    return [
+      [
+        `\`aicr snapshot\` end to end on the real-kubelet lane (containerd, runc), median of ${options.runs}`,
+        fmtMs(upTotal),
+        fmtMs(ourTotal),
+        ratio(ourTotal, upTotal),
+        verdict(ourTotal, upTotal, GOALS.snapshotTotal),
+      ],
+      [
+        "  same, snapshot reached stdout",
+        fmtMs(median(up.map((r) => r.lastStdoutMs))),
+        fmtMs(median(mine.map((r) => r.lastStdoutMs))),
+        "",
+        "",
+      ],
+    ];
+  } finally {
+    await env.stop();
+  }
+}
+
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
@@ -543,6 +765,8 @@ async function main(args: string[]): Promise<number> {
       binary: { type: "string" },
       "no-cluster": { type: "boolean", default: false },
       "no-local": { type: "boolean", default: false },
+      realnode: { type: "boolean", default: false },
+      cold: { type: "boolean", default: false },
       "no-floor": { type: "boolean", default: false },
     },
   });
@@ -594,8 +818,10 @@ async function main(args: string[]): Promise<number> {
       runs: agentRuns,
       floor: !values["no-floor"],
       work,
+      cold: values.cold,
     });
     if (!values["no-cluster"]) rows.push(...(await clusterRows(ours, upstream, { runs })));
+    if (values.realnode) rows.push(...(await realnodeRows(ours, upstream, { runs })));
     say(
       `load average ${before.toFixed(2)} -> ${
         loadavg()[0]!.toFixed(2)
