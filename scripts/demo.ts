@@ -7,6 +7,12 @@
  *
  * Arguments after `--` go to `aicr snapshot` (e.g. `deno task demo -- --format json`).
  *
+ * The demo builds the linux/amd64 binary only (the arm64 one needs qemu-user and a second Node,
+ * `deno task build -- --arch all`), so the local cluster publishes the agent image for the
+ * platforms found in `dist/` and the run says so with `--image-platforms`: the Job lands on a GPU
+ * node of a published architecture instead of failing to pull on the GB200 node, as it would on a
+ * real cluster given a single-platform image.
+ *
  * @module
  */
 import { existsSync } from "node:fs";
@@ -30,6 +36,15 @@ async function step(what: string, args: string[]): Promise<void> {
   if (!status.success) throw new Error(`demo: ${what} failed (exit ${status.code})`);
 }
 
+/** `--image-platforms` for the platforms built in `dist/`, unless the caller gave its own. */
+export function imagePlatforms(args: readonly string[], root = ROOT): string[] {
+  if (args.some((a) => a === "--image-platforms" || a.startsWith("--image-platforms="))) return [];
+  if (Deno.env.get("AICR_IMAGE_PLATFORMS")) return [];
+  const built = ["linux/amd64"];
+  if (existsSync(join(root, "dist", "aicr-linux-arm64"))) built.push("linux/arm64");
+  return ["--image-platforms", built.join(",")];
+}
+
 async function main(args: string[]): Promise<number> {
   await step("building dist/aicr", ["run", "-A", "scripts/build.ts"]);
   const stateDir = Deno.env.get("AICR_CLUSTER_DIR") ?? join(ROOT, ".cluster");
@@ -49,11 +64,11 @@ async function main(args: string[]): Promise<number> {
     `demo: aicr snapshot against ${cluster.server} (stop the cluster with: deno task cluster:down)`,
   );
   const aicr = new Deno.Command(join(ROOT, "dist", "aicr"), {
-    args: ["snapshot", "--kubeconfig", cluster.adminKubeconfig, ...args],
+    args: ["snapshot", "--kubeconfig", cluster.adminKubeconfig, ...imagePlatforms(args), ...args],
     stdout: "inherit",
     stderr: "inherit",
   }).spawn();
   return (await aicr.status).code;
 }
 
-Deno.exitCode = await main(Deno.args);
+if (import.meta.main) Deno.exitCode = await main(Deno.args);
