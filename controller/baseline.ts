@@ -45,7 +45,6 @@ import {
   signBaseline,
   snapshotConfigMapData,
   snapshotFromConfigMapData,
-  verifyBaseline,
 } from "../snapshot/mod.ts";
 import type { BaselineCohort, Snapshot } from "../snapshot/mod.ts";
 import {
