@@ -81,8 +81,9 @@ Deno.test("fleet: the real direct transport stops reading an answer at the bound
 
 Deno.test("fleet: the real direct transport verifies the published CA and name, and bounds only connecting", async () => {
   const tls = generateDaemonTls({ dnsNames: ["aicr-daemon.ns.svc"], now: new Date() });
+  const timers = new Set<ReturnType<typeof setTimeout>>();
   const server = await serve(async (request) => {
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    await new Promise((resolve) => timers.add(setTimeout(resolve, 600)));
     return new Response(request.headers.get("authorization") ?? "none");
   }, { hostname: "127.0.0.1", port: 0, tls: { cert: tls.cert, key: tls.key } });
   try {
@@ -129,6 +130,7 @@ Deno.test("fleet: the real direct transport verifies the published CA and name, 
       "the deadline aborts a slow answer",
     );
   } finally {
+    for (const t of timers) clearTimeout(t);
     await server.shutdown();
   }
 });
