@@ -6,13 +6,21 @@
  * `tests: N passed, N failed, N skipped`; how tests and steps are counted is in
  * `tests/runner/suite.ts`. The exit status is 0 only when every gate passed and no test failed.
  *
+ * Arguments: `--lane <name>[,<name>]` runs only those lanes (`deno task test:unit` is
+ * `--lane unit`), the others named as skipped; a gate runs only when a lane it is for runs.
+ *
  * Environment:
  * - `AICR_CLUSTER_DIR` reuses a cluster already started by `deno task cluster:up` (left running).
- * - `AICR_TEST_FILTER` passes `--filter` to every file; matching no test at all is an error.
+ * - `AICR_TEST_FILTER` passes `--filter` to every file; matching no test at all is an error, and
+ *   the result says how many tests it left out.
  * - `AICR_SKIP_LANES=e2e` skips lanes by name, each of their files named as skipped.
  * - `AICR_TEST_JOBS` sets how many unit files run at once (default 2).
+ * - `AICR_TEST_DEADLINE_MIN` sets the whole run's deadline in minutes (default
+ *   {@link DEADLINE_MIN}): files still running then are stopped, the rest not started, each
+ *   named, and the tests line is still printed.
  * - `CI=true` turns every skip (of a test, a step or a lane) into a failure, except the
- *   {@link ALLOWED_SKIPS}: CI must install what the tests need (see `.ci/run`).
+ *   {@link ALLOWED_SKIPS}: CI must install what the tests need (see `.ci/run`). A filter, a lane
+ *   skip or `--lane` is refused under CI.
  * - `UPDATE_GOLDEN` must not be set: the test command never rewrites golden files.
  *
  * @module
@@ -28,11 +36,20 @@ import type { AllowedSkip, Fixture, Gate } from "./runner/suite.ts";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 
-/** Files that run on real kubelets, containerd and runc: the lane `realnode`. */
-const REALNODE_REGEXP = /^tests\/realnode\/(realnode|prometheus)_test\.ts$/;
+/**
+ * The folder of the lane `realnode`: real kubelets, containerd and runc (its harness's own
+ * tests run there too).
+ */
+const REALNODE_REGEXP = /^tests\/realnode\//;
 
-/** Files that need the local cluster or the built binary: the lane `e2e`. */
+/**
+ * The folders of the lane `e2e`, which need the local cluster or the built binary, and the files
+ * named `cluster_test.ts` beside the modules they test against the local cluster.
+ */
 const E2E_REGEXP = /^tests\/(cluster|kubelet|e2e|reliability)\/|(^|\/)cluster_test\.ts$/;
+
+/** The whole run's deadline, in minutes (`AICR_TEST_DEADLINE_MIN`). */
+export const DEADLINE_MIN = 60;
 
 /**
  * The lanes, run in this order. A new lane (e.g. one against a real kubelet) goes here with a
@@ -74,18 +91,21 @@ export const NOT_RUN: Record<string, string> = {};
 /** Skips that do not fail a CI run: none, every test runs on a machine of CI's kind. */
 export const ALLOWED_SKIPS: AllowedSkip[] = [];
 
-const GATES: Gate[] = [
+/** The gates; a gate with `lanes` runs only when one of those lanes runs. */
+export const GATES: Gate[] = [
   { name: "fmt", args: ["fmt", "--check"] },
   { name: "lint", args: ["lint"] },
   { name: "type check", args: ["check", "."] },
-  { name: "build dist/aicr", args: ["run", "-A", "scripts/build.ts"] },
+  { name: "build dist/aicr", args: ["run", "-A", "scripts/build.ts"], lanes: ["e2e", "realnode"] },
   {
     name: "build the linux/arm64 binary (under qemu-user)",
     args: ["run", "-A", "scripts/build.ts", "--arch", "arm64"],
+    lanes: ["e2e", "realnode"],
   },
   {
     name: "build the control plane (cached)",
     args: ["run", "-A", "tests/cluster/cluster.ts", "build"],
+    lanes: ["e2e", "realnode"],
   },
   {
     name: "build helm, kubectl and prometheus (cached)",
@@ -103,7 +123,41 @@ function result(line: string): void {
   console.log(line);
 }
 
+/**
+ * Reads the command line: `--lane a,b` (or `--lane a --lane b`, `--lane=a`).
+ *
+ * @param args the arguments
+ * @returns the lanes chosen, or undefined for all; or the error
+ */
+export function parseArgs(args: readonly string[]): { onlyLanes?: string[] } | { error: string } {
+  const lanes: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const value = arg === "--lane" ? args[++i] : arg.startsWith("--lane=") ? arg.slice(7) : null;
+    if (value === null) {
+      return { error: `unknown argument '${arg}' (the only one is --lane <name>)` };
+    }
+    if (value === undefined || value === "") return { error: "--lane needs a lane name" };
+    lanes.push(...value.split(",").map((l) => l.trim()).filter((l) => l !== ""));
+  }
+  return lanes.length ? { onlyLanes: lanes } : {};
+}
+
 async function main(): Promise<number> {
+  const parsed = parseArgs(Deno.args);
+  if ("error" in parsed) {
+    say(`error: ${parsed.error}`);
+    return 2;
+  }
+  const deadlineMin = Number(Deno.env.get("AICR_TEST_DEADLINE_MIN") ?? DEADLINE_MIN);
+  if (!(deadlineMin > 0)) {
+    say(
+      `error: AICR_TEST_DEADLINE_MIN=${
+        Deno.env.get("AICR_TEST_DEADLINE_MIN")
+      } is not a positive number of minutes`,
+    );
+    return 2;
+  }
   if (Deno.env.get("UPDATE_GOLDEN") !== undefined) {
     say(
       "error: UPDATE_GOLDEN is set; the test command never rewrites golden files. Unset it " +
@@ -148,7 +202,9 @@ async function main(): Promise<number> {
       skipLanes: (Deno.env.get("AICR_SKIP_LANES") ?? "").split(",").map((s) => s.trim())
         .filter((s) => s !== ""),
       ...(filter ? { filter } : {}),
+      ...parsed,
       ci,
+      deadlineMs: deadlineMin * 60_000,
       env: {
         AICR_CLUSTER_DIR: clusterDir,
         AICR_BIN: join(ROOT, "dist", "aicr"),

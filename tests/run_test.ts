@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { discoverTests, listRepositoryFiles } from "./runner/discover.ts";
-import { LANES, NOT_RUN } from "./run.ts";
+import { GATES, LANES, NOT_RUN, parseArgs } from "./run.ts";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 
@@ -15,6 +15,58 @@ Deno.test("tests/run.ts: every test file of the repository is in one lane or lis
   assert.deepEqual(placed.sort(), tests.sort());
   assert.ok(found.lanes.get("unit")!.includes("tests/run_test.ts"));
   assert.ok(found.lanes.get("e2e")!.includes("tests/reliability/zz_summary_test.ts"));
+});
+
+Deno.test("tests/run.ts assigns lanes by folder: everything under tests/realnode/ runs on real kubelets, never in the unit lane", async () => {
+  const laneOf = (path: string) => LANES.find((l) => l.match(path))?.name;
+  const files = await listRepositoryFiles(ROOT);
+  const realnode = files.filter((f) => f.startsWith("tests/realnode/") && f.endsWith("_test.ts"));
+  assert.ok(realnode.includes("tests/realnode/realnode_test.ts"));
+  for (const f of realnode) assert.equal(laneOf(f), "realnode", f);
+  // A second real-kubelet file goes there too, by its folder alone.
+  assert.equal(laneOf("tests/realnode/daemonset_test.ts"), "realnode");
+  assert.equal(laneOf("tests/e2e/new_test.ts"), "e2e");
+  assert.equal(laneOf("controller/cluster_test.ts"), "e2e");
+  assert.equal(laneOf("controller/new_test.ts"), "unit");
+  // `deno task test:unit` is the runner's unit lane, not a second list of folders.
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`)) as {
+    tasks: Record<string, string>;
+  };
+  assert.match(config.tasks["test:unit"]!, /deno run -A tests\/run\.ts --lane unit$/);
+});
+
+Deno.test("tests/run.ts builds the binary and the control plane only for the lanes that need them", () => {
+  const lanesOf = (name: string) => GATES.find((g) => g.name.startsWith(name))?.lanes;
+  assert.deepEqual(lanesOf("build the control plane"), ["e2e", "realnode"]);
+  assert.deepEqual(lanesOf("build dist/aicr"), ["e2e", "realnode"]);
+  assert.deepEqual(lanesOf("build the linux/arm64"), ["e2e", "realnode"]);
+  assert.equal(lanesOf("type check"), undefined, "every run");
+  assert.deepEqual(parseArgs(["--lane", "unit,e2e", "--lane=realnode"]), {
+    onlyLanes: ["unit", "e2e", "realnode"],
+  });
+  assert.deepEqual(parseArgs([]), {});
+  assert.deepEqual(parseArgs(["--lanes"]), {
+    error: "unknown argument '--lanes' (the only one is --lane <name>)",
+  });
+  assert.deepEqual(parseArgs(["--lane"]), { error: "--lane needs a lane name" });
+});
+
+Deno.test("tests/run.ts refuses a filter under CI=true, before any gate runs", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "tests/run.ts"],
+    cwd: ROOT,
+    // Only these: a runner running this test passes its own AICR_* on.
+    env: { CI: "true", AICR_TEST_FILTER: "x", PATH: Deno.env.get("PATH") ?? "" },
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 2);
+  assert.match(
+    new TextDecoder().decode(out.stderr),
+    /^error: AICR_TEST_FILTER="x" would leave tests out, and CI=true runs every test/m,
+  );
+  assert.equal(new TextDecoder().decode(out.stdout), "");
 });
 
 Deno.test("tests/run.ts refuses to start with UPDATE_GOLDEN set, before any gate runs", async () => {
