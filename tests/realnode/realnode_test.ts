@@ -8,8 +8,9 @@
  * what is left by label afterwards.
  *
  * A machine without what the lane needs (root, overlayfs, cgroups, network namespaces, the Debian
- * packages) gets one line naming what is missing and the lane is reported as ignored by name;
- * with `CI=true` that is a failure instead.
+ * packages) gets one line naming what is missing, and every test is still registered, as skipped
+ * with that reason after its name (`tests/_gated.ts`); under `CI=true` the test command fails on
+ * the skip.
  */
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -24,6 +25,7 @@ import { FIXTURES_DIR } from "../kubelet/profiles.ts";
 import { NOT_AICR_IMAGE, REFUSED_AGENT } from "../kubelet/notaicr.ts";
 import { releaseImage, releaseVersion } from "../../version.ts";
 import pkg from "../../package.json" with { type: "json" };
+import { gated } from "../_gated.ts";
 import { laneUnavailable, PULL_SECRET, type RealNodeEnv, useRealNodeLane } from "./harness.ts";
 import { cgroupHierarchies, readLane } from "./lane.ts";
 
@@ -54,399 +56,390 @@ function printLogTails(dir: string): void {
 }
 
 const unavailable = laneUnavailable();
-if (unavailable) {
-  Deno.stderr.writeSync(new TextEncoder().encode(`${unavailable}\n`));
-  if (["true", "1"].includes(Deno.env.get("CI") ?? "")) {
-    Deno.test(`${LANE}: must run on CI`, () => {
-      throw new Error(`${unavailable} (CI=true: a skipped real-kubelet lane fails the run)`);
-    });
-  } else {
-    Deno.test({ name: `${LANE} (skipped: ${unavailable})`, ignore: true, fn() {} });
-  }
-} else {
-  Deno.test({
-    name: LANE,
-    sanitizeOps: false,
-    sanitizeResources: false,
-    async fn(t) {
-      const env: RealNodeEnv = await useRealNodeLane();
-      const { admin, kubeconfig } = env;
-      const gpuNode = env.nodes.find((n) => n.gpu)!.name;
-      const namespaces: string[] = [];
-      const steps: boolean[] = [];
-      /** The image flags of every run: the lane registry's aicr, pulled with the pull secret. */
-      const image = ["--image", env.image, "--image-pull-secret", PULL_SECRET];
-      /** `aicr snapshot` as the admin in a namespace, inside the lane's netns. */
-      const runSnapshot = (
-        namespace: string,
-        extra: string[] = [],
-        options?: Parameters<RealNodeEnv["aicr"]>[1],
-      ) =>
-        env.aicr(
-          [
-            "snapshot",
-            "--kubeconfig",
-            kubeconfig,
-            "-n",
-            namespace,
-            "--timeout",
-            "120s",
-            ...(extra.includes("--image") ? [] : image),
-            ...extra,
-          ],
-          options,
+if (unavailable) Deno.stderr.writeSync(new TextEncoder().encode(`${unavailable}\n`));
+
+Deno.test(gated(unavailable, {
+  name: LANE,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const env: RealNodeEnv = await useRealNodeLane();
+    const { admin, kubeconfig } = env;
+    const gpuNode = env.nodes.find((n) => n.gpu)!.name;
+    const namespaces: string[] = [];
+    const steps: boolean[] = [];
+    /** The image flags of every run: the lane registry's aicr, pulled with the pull secret. */
+    const image = ["--image", env.image, "--image-pull-secret", PULL_SECRET];
+    /** `aicr snapshot` as the admin in a namespace, inside the lane's netns. */
+    const runSnapshot = (
+      namespace: string,
+      extra: string[] = [],
+      options?: Parameters<RealNodeEnv["aicr"]>[1],
+    ) =>
+      env.aicr(
+        [
+          "snapshot",
+          "--kubeconfig",
+          kubeconfig,
+          "-n",
+          namespace,
+          "--timeout",
+          "120s",
+          ...(extra.includes("--image") ? [] : image),
+          ...extra,
+        ],
+        options,
+      );
+    /** Nothing of the run is left: no object with its run ID, none labelled aicr in the namespace. */
+    const assertNothingLeft = async (namespace: string, runId: string | undefined) => {
+      assert.ok(runId, "the run logged its run ID");
+      assert.deepEqual(await runObjects(admin, namespace, runId), []);
+      assert.deepEqual(await aicrObjects(admin, namespace, { clusterScoped: false }), []);
+    };
+    const ns = async (
+      prefix: string,
+      labels: Record<string, string> = {},
+      options: { wrongPassword?: boolean } = {},
+    ) => {
+      const name = await createNamespace(admin, prefix);
+      namespaces.push(name);
+      await env.createPullSecret(name, options);
+      if (Object.keys(labels).length) {
+        const res = await admin.request(
+          "PATCH",
+          `/api/v1/namespaces/${name}`,
+          { metadata: { labels } },
+          "application/merge-patch+json",
         );
-      /** Nothing of the run is left: no object with its run ID, none labelled aicr in the namespace. */
-      const assertNothingLeft = async (namespace: string, runId: string | undefined) => {
-        assert.ok(runId, "the run logged its run ID");
-        assert.deepEqual(await runObjects(admin, namespace, runId), []);
-        assert.deepEqual(await aicrObjects(admin, namespace, { clusterScoped: false }), []);
-      };
-      const ns = async (
-        prefix: string,
-        labels: Record<string, string> = {},
-        options: { wrongPassword?: boolean } = {},
-      ) => {
-        const name = await createNamespace(admin, prefix);
-        namespaces.push(name);
-        await env.createPullSecret(name, options);
-        if (Object.keys(labels).length) {
-          const res = await admin.request(
-            "PATCH",
-            `/api/v1/namespaces/${name}`,
-            { metadata: { labels } },
-            "application/merge-patch+json",
-          );
-          assert.equal(res.status, 200, JSON.stringify(res.body));
-        }
-        return name;
-      };
-      try {
-        steps.push(
-          await t.step(
-            "a default aicr snapshot lands on the GPU node, in a containerd container, with the capture's GPU data",
-            async () => {
-              const namespace = await ns("rn-default");
-              const run = await runSnapshot(namespace);
-              assert.equal(run.code, 0, run.stderr);
-              assert.match(run.stderr, /auto-targeting GPU nodes/);
-              const snapshot = parseSnapshot(run.stdout);
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+      }
+      return name;
+    };
+    try {
+      steps.push(
+        await t.step(
+          "a default aicr snapshot lands on the GPU node, in a containerd container, with the capture's GPU data",
+          async () => {
+            const namespace = await ns("rn-default");
+            const run = await runSnapshot(namespace);
+            assert.equal(run.code, 0, run.stderr);
+            assert.match(run.stderr, /auto-targeting GPU nodes/);
+            const snapshot = parseSnapshot(run.stdout);
+            assert.equal(snapshot.metadata["source-node"], gpuNode);
+            assert.deepEqual(gpuData(snapshot), await captureGpuData());
+            const node = snapshot.measurements.find((m) => m.type === "K8s")?.subtypes.find((s) =>
+              s.subtype === "node"
+            )?.data;
+            assert.equal(node?.["container-runtime-name"], "containerd");
+            assert.equal(node?.["kubelet-version"], env.cluster.version);
+            await assertNothingLeft(namespace, run.runId);
+          },
+        ),
+      );
+
+      steps.push(
+        await t.step(
+          "the nodes pulled the aicr image from the lane's registry through the pull secret (nothing was imported)",
+          async () => {
+            const node = env.lane.nodes.find((n) => n.gpu)!;
+            const listed = await new Deno.Command("ctr", {
+              args: ["--address", node.socket, "-n", "k8s.io", "images", "ls", "-q"],
+              stdout: "piped",
+              stderr: "piped",
+            }).output();
+            const refs = new TextDecoder().decode(listed.stdout).split("\n");
+            assert.ok(
+              refs.includes(env.image),
+              `the GPU node holds ${env.image}: ${refs.join(" ")}`,
+            );
+            // The default image of this version was never imported: the pull is the only way in.
+            const defaultImage = releaseImage(releaseVersion(pkg.version));
+            assert.ok(
+              !refs.includes(defaultImage),
+              `${defaultImage} is not on the node: ${refs.join(" ")}`,
+            );
+          },
+        ),
+      );
+
+      steps.push(
+        await t.step(
+          "a wrong pull secret fails fast: exit 8 naming the image and the kubelet's pull error, nothing left",
+          async () => {
+            const namespace = await ns("rn-badcreds", {}, { wrongPassword: true });
+            const started = performance.now();
+            const run = await runSnapshot(namespace);
+            const seconds = (performance.now() - started) / 1000;
+            assert.equal(run.code, 8, run.stderr);
+            assert.ok(
+              seconds < 90,
+              `ended after ${seconds.toFixed(0)} s, not at the 120 s timeout`,
+            );
+            assert.ok(run.stderr.includes(env.image), run.stderr);
+            assert.match(run.stderr, /401 Unauthorized/);
+            // And what it means, in aicr's words: which registry, which Secret.
+            assert.ok(
+              run.stderr.includes(
+                `the registry ${env.registry.host} rejected the credentials of the image pull secret '${PULL_SECRET}'`,
+              ),
+              run.stderr,
+            );
+            await assertNothingLeft(namespace, run.runId);
+          },
+        ),
+      );
+
+      steps.push(
+        await t.step(
+          "ctr images import takes the archive aicr image save writes, under the image's name",
+          async () => {
+            const node = env.lane.nodes[0]!;
+            const dir = await mkdtemp(join(env.lane.stateDir, "save-"));
+            try {
+              const archive = join(dir, "aicr.tar");
+              const saved = await env.aicr(["image", "save", "-o", archive]);
+              assert.equal(saved.code, 0, saved.stderr);
+              const name = /: (\S+)@sha256:/.exec(saved.stderr)?.[1];
+              assert.ok(name, saved.stderr);
+              const ctr = (...args: string[]) =>
+                new Deno.Command("ctr", {
+                  args: ["--address", node.socket, "-n", "aicr-import-test", ...args],
+                  stdout: "piped",
+                  stderr: "piped",
+                }).output();
+              const imported = await ctr("images", "import", archive);
+              assert.ok(imported.success, new TextDecoder().decode(imported.stderr));
+              const listed = new TextDecoder().decode((await ctr("images", "ls", "-q")).stdout);
+              assert.ok(listed.split("\n").includes(name), `${name} in: ${listed}`);
+              await ctr("images", "rm", name);
+            } finally {
+              await rm(dir, { recursive: true, force: true });
+            }
+          },
+        ),
+      );
+
+      steps.push(
+        await t.step(
+          "NVIDIA's image in a real container: its snapshot is refused by name (exit 8), its daemon's exit on the daemon verb too, nothing left",
+          async () => {
+            const namespace = await ns("rn-upstream");
+            const run = await runSnapshot(namespace, ["--image", NOT_AICR_IMAGE]);
+            assert.equal(run.code, 8, run.stderr);
+            assert.match(run.stderr, REFUSED_AGENT);
+            assert.equal(run.stdout, "");
+            await assertNothingLeft(namespace, run.runId);
+            const install = await env.aicr([
+              "daemonset",
+              "install",
+              "--kubeconfig",
+              kubeconfig,
+              "-n",
+              namespace,
+              "--image",
+              NOT_AICR_IMAGE,
+              "--timeout",
+              "120s",
+            ]);
+            assert.equal(install.code, 8, install.stderr);
+            // The real kubelet's FallbackToLogsOnError carries the program's last line.
+            assert.match(
+              install.stderr,
+              new RegExp(
+                `the daemon that ran on node '${gpuNode}' is NVIDIA's Go aicr: it exited 1 on the 'daemon' verb \\('.*flag provided but not defined: -port.*'\\)`,
+              ),
+            );
+            await waitFor(
+              "the rolled-back daemon's pods gone",
+              async () =>
+                (await aicrObjects(admin, namespace, { clusterScoped: false })).length === 0
+                  ? true
+                  : undefined,
+            );
+          },
+        ),
+      );
+
+      steps.push(
+        await t.step(
+          "--privileged=false is admitted under PSS restricted enforcement and returns the GPU data",
+          async () => {
+            const namespace = await ns("rn-restricted", {
+              "pod-security.kubernetes.io/enforce": "restricted",
+            });
+            const run = await runSnapshot(namespace, ["--privileged=false"]);
+            assert.equal(run.code, 0, run.stderr);
+            const snapshot = parseSnapshot(run.stdout);
+            assert.equal(snapshot.metadata["source-node"], gpuNode);
+            // The NVIDIA runtime injects nvidia-smi from the image's NVIDIA_VISIBLE_DEVICES, not
+            // from privilege: restricted mode still reads the GPUs.
+            assert.deepEqual(gpuData(snapshot), await captureGpuData());
+            await assertNothingLeft(namespace, run.runId);
+          },
+        ),
+      );
+
+      steps.push(
+        await t.step(
+          "SIGINT while the agent pod runs exits 130 and leaves nothing",
+          async () => {
+            const namespace = await ns("rn-sigint");
+            let sent = false;
+            const run = await runSnapshot(
+              namespace,
+              [],
+              {
+                onStderr: (text, kill) => {
+                  // Midway: the Job exists and its pod was placed on the GPU node.
+                  if (!sent && /waiting for the agent .*node=\S+/.test(text)) {
+                    sent = true;
+                    kill("SIGINT");
+                  }
+                },
+              },
+            );
+            assert.ok(sent, `the run reached the wait: ${run.stderr}`);
+            assert.equal(run.code, 130, run.stderr);
+            await assertNothingLeft(namespace, run.runId);
+          },
+        ),
+      );
+
+      steps.push(
+        await t.step(
+          "aicr daemonset install, fetch (each GPU node's snapshot) and uninstall (nothing left)",
+          async () => {
+            const namespace = await ns("rn-ds");
+            const ds = (...args: string[]) =>
+              env.aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", namespace]);
+            const out = await mkdtemp(join(env.lane.stateDir, "ds-out-"));
+            try {
+              const install = await ds("install", "--timeout", "120s", ...image);
+              assert.equal(install.code, 0, install.stderr);
+              const pods = await admin.request(
+                "GET",
+                `/api/v1/namespaces/${namespace}/pods?labelSelector=${
+                  encodeURIComponent(
+                    "app.kubernetes.io/name=aicr,app.kubernetes.io/component=daemon",
+                  )
+                }`,
+              );
+              // GPU nodes by default: the daemon runs on the GPU node and nowhere else.
+              assert.deepEqual(
+                (pods.body.items as { spec: { nodeName: string } }[]).map((p) => p.spec.nodeName),
+                [gpuNode],
+              );
+              const dir = join(out, "fleet") + "/";
+              const fetch = await ds("fetch", "-o", dir);
+              assert.equal(fetch.code, 0, fetch.stderr);
+              assert.match(fetch.stderr, new RegExp(`${gpuNode}\\s+ok\\s+`));
+              // The node's snapshot, and the cluster's topology listed once beside it.
+              assert.deepEqual(
+                (await readdir(dir)).sort(),
+                [`${gpuNode}.yaml`, FLEET_TOPOLOGY_FILE].sort(),
+              );
+              const snapshot = parseSnapshot(
+                await readFile(join(dir, `${gpuNode}.yaml`), "utf8"),
+              );
               assert.equal(snapshot.metadata["source-node"], gpuNode);
+              // The daemon read its own Node only, under a real kubelet's pod too.
+              assert.equal(snapshot.metadata["topology-scope"], "node");
               assert.deepEqual(gpuData(snapshot), await captureGpuData());
-              const node = snapshot.measurements.find((m) => m.type === "K8s")?.subtypes.find((s) =>
-                s.subtype === "node"
-              )?.data;
-              assert.equal(node?.["container-runtime-name"], "containerd");
-              assert.equal(node?.["kubelet-version"], env.cluster.version);
-              await assertNothingLeft(namespace, run.runId);
-            },
-          ),
-        );
-
-        steps.push(
-          await t.step(
-            "the nodes pulled the aicr image from the lane's registry through the pull secret (nothing was imported)",
-            async () => {
-              const node = env.lane.nodes.find((n) => n.gpu)!;
-              const listed = await new Deno.Command("ctr", {
-                args: ["--address", node.socket, "-n", "k8s.io", "images", "ls", "-q"],
-                stdout: "piped",
-                stderr: "piped",
-              }).output();
-              const refs = new TextDecoder().decode(listed.stdout).split("\n");
-              assert.ok(
-                refs.includes(env.image),
-                `the GPU node holds ${env.image}: ${refs.join(" ")}`,
-              );
-              // The default image of this version was never imported: the pull is the only way in.
-              const defaultImage = releaseImage(releaseVersion(pkg.version));
-              assert.ok(
-                !refs.includes(defaultImage),
-                `${defaultImage} is not on the node: ${refs.join(" ")}`,
-              );
-            },
-          ),
-        );
-
-        steps.push(
-          await t.step(
-            "a wrong pull secret fails fast: exit 8 naming the image and the kubelet's pull error, nothing left",
-            async () => {
-              const namespace = await ns("rn-badcreds", {}, { wrongPassword: true });
-              const started = performance.now();
-              const run = await runSnapshot(namespace);
-              const seconds = (performance.now() - started) / 1000;
-              assert.equal(run.code, 8, run.stderr);
-              assert.ok(
-                seconds < 90,
-                `ended after ${seconds.toFixed(0)} s, not at the 120 s timeout`,
-              );
-              assert.ok(run.stderr.includes(env.image), run.stderr);
-              assert.match(run.stderr, /401 Unauthorized/);
-              // And what it means, in aicr's words: which registry, which Secret.
-              assert.ok(
-                run.stderr.includes(
-                  `the registry ${env.registry.host} rejected the credentials of the image pull secret '${PULL_SECRET}'`,
-                ),
-                run.stderr,
-              );
-              await assertNothingLeft(namespace, run.runId);
-            },
-          ),
-        );
-
-        steps.push(
-          await t.step(
-            "ctr images import takes the archive aicr image save writes, under the image's name",
-            async () => {
-              const node = env.lane.nodes[0]!;
-              const dir = await mkdtemp(join(env.lane.stateDir, "save-"));
-              try {
-                const archive = join(dir, "aicr.tar");
-                const saved = await env.aicr(["image", "save", "-o", archive]);
-                assert.equal(saved.code, 0, saved.stderr);
-                const name = /: (\S+)@sha256:/.exec(saved.stderr)?.[1];
-                assert.ok(name, saved.stderr);
-                const ctr = (...args: string[]) =>
-                  new Deno.Command("ctr", {
-                    args: ["--address", node.socket, "-n", "aicr-import-test", ...args],
-                    stdout: "piped",
-                    stderr: "piped",
-                  }).output();
-                const imported = await ctr("images", "import", archive);
-                assert.ok(imported.success, new TextDecoder().decode(imported.stderr));
-                const listed = new TextDecoder().decode((await ctr("images", "ls", "-q")).stdout);
-                assert.ok(listed.split("\n").includes(name), `${name} in: ${listed}`);
-                await ctr("images", "rm", name);
-              } finally {
-                await rm(dir, { recursive: true, force: true });
-              }
-            },
-          ),
-        );
-
-        steps.push(
-          await t.step(
-            "NVIDIA's image in a real container: its snapshot is refused by name (exit 8), its daemon's exit on the daemon verb too, nothing left",
-            async () => {
-              const namespace = await ns("rn-upstream");
-              const run = await runSnapshot(namespace, ["--image", NOT_AICR_IMAGE]);
-              assert.equal(run.code, 8, run.stderr);
-              assert.match(run.stderr, REFUSED_AGENT);
-              assert.equal(run.stdout, "");
-              await assertNothingLeft(namespace, run.runId);
-              const install = await env.aicr([
+              const uninstall = await ds("uninstall");
+              assert.equal(uninstall.code, 0, uninstall.stderr);
+              // The DaemonSet's pods go with it (foreground deletion or the garbage collector).
+              await waitFor("the daemon pods to be gone", async () => {
+                const left = await aicrObjects(admin, namespace, { daemonset: true });
+                return left.length === 0 ? true : undefined;
+              }, 60_000).catch(() => {});
+              assert.deepEqual(await aicrObjects(admin, namespace, { daemonset: true }), []);
+            } finally {
+              await env.aicr([
                 "daemonset",
-                "install",
+                "uninstall",
                 "--kubeconfig",
                 kubeconfig,
                 "-n",
                 namespace,
-                "--image",
-                NOT_AICR_IMAGE,
-                "--timeout",
-                "120s",
               ]);
-              assert.equal(install.code, 8, install.stderr);
-              // The real kubelet's FallbackToLogsOnError carries the program's last line.
-              assert.match(
-                install.stderr,
-                new RegExp(
-                  `the daemon that ran on node '${gpuNode}' is NVIDIA's Go aicr: it exited 1 on the 'daemon' verb \\('.*flag provided but not defined: -port.*'\\)`,
-                ),
-              );
-              await waitFor(
-                "the rolled-back daemon's pods gone",
-                async () =>
-                  (await aicrObjects(admin, namespace, { clusterScoped: false })).length === 0
-                    ? true
-                    : undefined,
-              );
-            },
-          ),
-        );
-
-        steps.push(
-          await t.step(
-            "--privileged=false is admitted under PSS restricted enforcement and returns the GPU data",
-            async () => {
-              const namespace = await ns("rn-restricted", {
-                "pod-security.kubernetes.io/enforce": "restricted",
-              });
-              const run = await runSnapshot(namespace, ["--privileged=false"]);
-              assert.equal(run.code, 0, run.stderr);
-              const snapshot = parseSnapshot(run.stdout);
-              assert.equal(snapshot.metadata["source-node"], gpuNode);
-              // The NVIDIA runtime injects nvidia-smi from the image's NVIDIA_VISIBLE_DEVICES, not
-              // from privilege: restricted mode still reads the GPUs.
-              assert.deepEqual(gpuData(snapshot), await captureGpuData());
-              await assertNothingLeft(namespace, run.runId);
-            },
-          ),
-        );
-
-        steps.push(
-          await t.step(
-            "SIGINT while the agent pod runs exits 130 and leaves nothing",
-            async () => {
-              const namespace = await ns("rn-sigint");
-              let sent = false;
-              const run = await runSnapshot(
-                namespace,
-                [],
-                {
-                  onStderr: (text, kill) => {
-                    // Midway: the Job exists and its pod was placed on the GPU node.
-                    if (!sent && /waiting for the agent .*node=\S+/.test(text)) {
-                      sent = true;
-                      kill("SIGINT");
-                    }
-                  },
-                },
-              );
-              assert.ok(sent, `the run reached the wait: ${run.stderr}`);
-              assert.equal(run.code, 130, run.stderr);
-              await assertNothingLeft(namespace, run.runId);
-            },
-          ),
-        );
-
-        steps.push(
-          await t.step(
-            "aicr daemonset install, fetch (each GPU node's snapshot) and uninstall (nothing left)",
-            async () => {
-              const namespace = await ns("rn-ds");
-              const ds = (...args: string[]) =>
-                env.aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", namespace]);
-              const out = await mkdtemp(join(env.lane.stateDir, "ds-out-"));
-              try {
-                const install = await ds("install", "--timeout", "120s", ...image);
-                assert.equal(install.code, 0, install.stderr);
-                const pods = await admin.request(
-                  "GET",
-                  `/api/v1/namespaces/${namespace}/pods?labelSelector=${
-                    encodeURIComponent(
-                      "app.kubernetes.io/name=aicr,app.kubernetes.io/component=daemon",
-                    )
-                  }`,
-                );
-                // GPU nodes by default: the daemon runs on the GPU node and nowhere else.
-                assert.deepEqual(
-                  (pods.body.items as { spec: { nodeName: string } }[]).map((p) => p.spec.nodeName),
-                  [gpuNode],
-                );
-                const dir = join(out, "fleet") + "/";
-                const fetch = await ds("fetch", "-o", dir);
-                assert.equal(fetch.code, 0, fetch.stderr);
-                assert.match(fetch.stderr, new RegExp(`${gpuNode}\\s+ok\\s+`));
-                // The node's snapshot, and the cluster's topology listed once beside it.
-                assert.deepEqual(
-                  (await readdir(dir)).sort(),
-                  [`${gpuNode}.yaml`, FLEET_TOPOLOGY_FILE].sort(),
-                );
-                const snapshot = parseSnapshot(
-                  await readFile(join(dir, `${gpuNode}.yaml`), "utf8"),
-                );
-                assert.equal(snapshot.metadata["source-node"], gpuNode);
-                // The daemon read its own Node only, under a real kubelet's pod too.
-                assert.equal(snapshot.metadata["topology-scope"], "node");
-                assert.deepEqual(gpuData(snapshot), await captureGpuData());
-                const uninstall = await ds("uninstall");
-                assert.equal(uninstall.code, 0, uninstall.stderr);
-                // The DaemonSet's pods go with it (foreground deletion or the garbage collector).
-                await waitFor("the daemon pods to be gone", async () => {
-                  const left = await aicrObjects(admin, namespace, { daemonset: true });
-                  return left.length === 0 ? true : undefined;
-                }, 60_000).catch(() => {});
-                assert.deepEqual(await aicrObjects(admin, namespace, { daemonset: true }), []);
-              } finally {
-                await env.aicr([
-                  "daemonset",
-                  "uninstall",
-                  "--kubeconfig",
-                  kubeconfig,
-                  "-n",
-                  namespace,
-                ]);
-                await rm(out, { recursive: true, force: true });
-              }
-            },
-          ),
-        );
-      } finally {
-        // A failed step: the lane's logs go with it, so their ends are printed first.
-        if (steps.includes(false)) {
-          printLogTails(join(env.lane.stateDir, "logs"));
-          printLogTails(join(env.lane.controlPlaneDir, "logs"));
-        }
-        for (const name of namespaces) await admin.request("DELETE", `/api/v1/namespaces/${name}`);
-        await env.stop();
+              await rm(out, { recursive: true, force: true });
+            }
+          },
+        ),
+      );
+    } finally {
+      // A failed step: the lane's logs go with it, so their ends are printed first.
+      if (steps.includes(false)) {
+        printLogTails(join(env.lane.stateDir, "logs"));
+        printLogTails(join(env.lane.controlPlaneDir, "logs"));
       }
-    },
-  });
+      for (const name of namespaces) await admin.request("DELETE", `/api/v1/namespaces/${name}`);
+      await env.stop();
+    }
+  },
+}));
 
-  Deno.test({
-    name: "real-kubelet lane: cluster:down removes a lane whose starter was killed midway",
-    sanitizeOps: false,
-    sanitizeResources: false,
-    async fn() {
-      await mkdir(join(REPO_ROOT, ".cluster-runs"), { recursive: true });
-      const stateDir = await mkdtemp(join(REPO_ROOT, ".cluster-runs", "lane-crash-"));
-      const task = (verb: string[]) =>
-        new Deno.Command(Deno.execPath(), {
-          args: ["run", "-A", join(REPO_ROOT, "tests", "cluster", "cluster.ts"), ...verb],
-          env: { AICR_CLUSTER_DIR: stateDir },
-          stdin: "null",
-          stdout: "piped",
-          stderr: "piped",
-        });
-      try {
-        // `cluster:up --real-kubelet`, SIGKILLed once its node's containerd and kubelet started.
-        const up = task(["up", "--real-kubelet", "--nodes", "1"]).spawn();
-        let log = "";
-        let killed = false;
-        const stdout = new Response(up.stdout).text();
-        for await (const chunk of up.stderr.pipeThrough(new TextDecoderStream())) {
-          log += chunk;
-          if (!killed && /lane: node \S+ \(.*\) starting/.test(log)) {
-            killed = true;
-            up.kill("SIGKILL");
-          }
+Deno.test(gated(unavailable, {
+  name: "real-kubelet lane: cluster:down removes a lane whose starter was killed midway",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await mkdir(join(REPO_ROOT, ".cluster-runs"), { recursive: true });
+    const stateDir = await mkdtemp(join(REPO_ROOT, ".cluster-runs", "lane-crash-"));
+    const task = (verb: string[]) =>
+      new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", join(REPO_ROOT, "tests", "cluster", "cluster.ts"), ...verb],
+        env: { AICR_CLUSTER_DIR: stateDir },
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      });
+    try {
+      // `cluster:up --real-kubelet`, SIGKILLed once its node's containerd and kubelet started.
+      const up = task(["up", "--real-kubelet", "--nodes", "1"]).spawn();
+      let log = "";
+      let killed = false;
+      const stdout = new Response(up.stdout).text();
+      for await (const chunk of up.stderr.pipeThrough(new TextDecoderStream())) {
+        log += chunk;
+        if (!killed && /lane: node \S+ \(.*\) starting/.test(log)) {
+          killed = true;
+          up.kill("SIGKILL");
         }
-        await stdout;
-        await up.status;
-        assert.ok(killed, `the start reached its node: ${log}`);
-        const lane = readLane(stateDir)!;
-        assert.ok(existsSync(`/run/netns/${lane.netns}`), "the crash left the netns behind");
-        assert.ok(lane.processes.some((p) => isOurs(p.pid, p.match)), "and running processes");
-
-        const down = await task(["down"]).output();
-        assert.equal(down.code, 0, new TextDecoder().decode(down.stderr));
-        // By pid: no recorded process runs.
-        for (const p of lane.processes) assert.ok(!isOurs(p.pid, p.match), `${p.name} stopped`);
-        // By path: no netns, no cgroup, no mount, no process that names the state folder.
-        assert.ok(!existsSync(`/run/netns/${lane.netns}`), "the netns is gone");
-        const roots = [...cgroupHierarchies(), "/sys/fs/cgroup/unified"];
-        for (const root of roots) {
-          assert.ok(!existsSync(join(root, lane.cgroupParent)), `no cgroup left in ${root}`);
-        }
-        assert.ok(
-          !readFileSync("/proc/self/mountinfo", "utf8").includes(stateDir),
-          "nothing mounted under the state folder",
-        );
-        const naming = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).filter((pid) => {
-          try {
-            return readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(stateDir);
-          } catch {
-            return false;
-          }
-        });
-        assert.deepEqual(naming, [], "no process runs from the state folder");
-        assert.ok(!existsSync(join(stateDir, "nodes")), "the nodes' folders are removed");
-      } finally {
-        await task(["down"]).output();
-        await rm(stateDir, { recursive: true, force: true });
       }
-    },
-  });
-}
+      await stdout;
+      await up.status;
+      assert.ok(killed, `the start reached its node: ${log}`);
+      const lane = readLane(stateDir)!;
+      assert.ok(existsSync(`/run/netns/${lane.netns}`), "the crash left the netns behind");
+      assert.ok(lane.processes.some((p) => isOurs(p.pid, p.match)), "and running processes");
+
+      const down = await task(["down"]).output();
+      assert.equal(down.code, 0, new TextDecoder().decode(down.stderr));
+      // By pid: no recorded process runs.
+      for (const p of lane.processes) assert.ok(!isOurs(p.pid, p.match), `${p.name} stopped`);
+      // By path: no netns, no cgroup, no mount, no process that names the state folder.
+      assert.ok(!existsSync(`/run/netns/${lane.netns}`), "the netns is gone");
+      const roots = [...cgroupHierarchies(), "/sys/fs/cgroup/unified"];
+      for (const root of roots) {
+        assert.ok(!existsSync(join(root, lane.cgroupParent)), `no cgroup left in ${root}`);
+      }
+      assert.ok(
+        !readFileSync("/proc/self/mountinfo", "utf8").includes(stateDir),
+        "nothing mounted under the state folder",
+      );
+      const naming = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, "latin1").includes(stateDir);
+        } catch {
+          return false;
+        }
+      });
+      assert.deepEqual(naming, [], "no process runs from the state folder");
+      assert.ok(!existsSync(join(stateDir, "nodes")), "the nodes' folders are removed");
+    } finally {
+      await task(["down"]).output();
+      await rm(stateDir, { recursive: true, force: true });
+    }
+  },
+}));
