@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import { X509Certificate } from "node:crypto";
+import { generateKeyPairSync, X509Certificate } from "node:crypto";
 import type { RestRequest } from "../kube/mod.ts";
 import { NOOP_LOGGER } from "../log.ts";
 import { generateDaemonCa, issueServingCertificate, parseCsr } from "../x509.ts";
@@ -15,11 +15,16 @@ const OPTIONS = {
   podIp: "10.0.0.7",
 };
 
+/** A key the daemon does not hold. */
+const OTHER_KEY = generateKeyPairSync("ec", { namedCurve: "P-256" }).publicKey;
+
 /**
  * A fake CSR API: records creates, answers reads from a script of outcomes per request
  * (`pending`, `denied`, `issue` for the requested key and the given names).
  */
-function fakeApi(script: ("pending" | "denied" | { node: string; ip: string })[][]) {
+function fakeApi(
+  script: ("pending" | "denied" | { node: string; ip: string; otherKey?: true })[][],
+) {
   const created: { name: string; body: Record<string, unknown> }[] = [];
   const reads = new Map<string, number>();
   const rest = {
@@ -45,7 +50,7 @@ function fakeApi(script: ("pending" | "denied" | { node: string; ip: string })[]
       const parsed = parseCsr(Buffer.from(spec.request, "base64").toString());
       const cert = issueServingCertificate({
         ca: CA,
-        publicKey: parsed.publicKey,
+        publicKey: step.otherKey ? OTHER_KEY : parsed.publicKey,
         node: step.node,
         ipAddresses: [step.ip],
         now: new Date(),
@@ -160,4 +165,29 @@ Deno.test("identity: polls at most 4 s apart for two minutes after asking, then 
   }
   assert.deepEqual(polls.slice(0, 5), [500, 1000, 2000, 4000, 4000]);
   assert.ok(polls.includes(30_000), "backs off to 30 s once the window has passed");
+});
+
+Deno.test("identity: a certificate for another key, or for another pod IP, is never served; it asks again", async () => {
+  for (
+    const wrong of [
+      { node: "gpu-1", ip: "10.0.0.7", otherKey: true as const },
+      { node: "gpu-1", ip: "10.0.0.8" },
+    ]
+  ) {
+    const api = fakeApi([[wrong], [{ node: "gpu-1", ip: "10.0.0.7" }]]);
+    const identity = createServingIdentity({
+      kube: api.kube,
+      log: NOOP_LOGGER,
+      now: () => new Date(),
+      sleep: () => Promise.resolve(),
+    }, OPTIONS);
+    const installed = await firstInstalled(identity);
+    assert.equal(api.created.length, 2, `asked again after ${JSON.stringify(wrong)}`);
+    assert.equal(installed.length, 1, "only the right certificate was served");
+    const served = new X509Certificate(installed[0] ?? "");
+    assert.equal(served.checkIP("10.0.0.7"), "10.0.0.7");
+    const asked = (api.created[1]?.body as { spec: { request: string } }).spec.request;
+    const key = parseCsr(Buffer.from(asked, "base64").toString()).publicKey;
+    assert.ok(served.publicKey.equals(key), "for the key of the request it answers");
+  }
 });
