@@ -170,3 +170,14 @@ Deno.test("createCachingAuthorizer() limits reviews of new tokens per source: kn
   assert.equal(await auth.authenticate("bogus-3", from("10.0.0.10")), undefined);
   assert.equal(kube.reviews, 4);
 });
+
+Deno.test("createCachingAuthorizer() admits no user from a review that did not authenticate, even one naming a user", async () => {
+  const auth = createCachingAuthorizer({
+    authenticator: {
+      review: () => Promise.resolve({ authenticated: false, user: READER }),
+    },
+    authorizer: { allowed: () => Promise.resolve(true) },
+  });
+  assert.equal(await auth.authenticate("a-token"), undefined);
+  assert.equal(await auth.authenticate("a-token"), undefined, "and remembers it so");
+});

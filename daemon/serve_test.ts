@@ -69,7 +69,13 @@ async function withServer(
 /** A raw HTTPS request through node:https, for what fetch cannot send. */
 function rawRequest(
   url: string,
-  options: { method?: string; headers?: Record<string, string | string[]>; body?: string } = {},
+  options: {
+    method?: string;
+    headers?: Record<string, string | string[]>;
+    body?: string;
+    /** Sent one write each, with no length declared (chunked). */
+    chunks?: string[];
+  } = {},
 ): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(url, {
@@ -85,6 +91,7 @@ function rawRequest(
       res.on("error", reject);
     });
     req.on("error", reject);
+    for (const chunk of options.chunks ?? []) req.write(chunk);
     req.end(options.body);
   });
 }
@@ -250,6 +257,19 @@ Deno.test("serve() accepts a body within maxBodyBytes", async () => {
     assert.equal(ok.body, "0123456789");
     const big = await rawRequest(`${server.url}/echo`, { method: "POST", body: "0123456789a" });
     assert.equal(big.status, 413);
+    // No length declared: the body is counted as it streams in.
+    const streamed = await rawRequest(`${server.url}/echo`, {
+      method: "POST",
+      chunks: ["01234", "56789"],
+    });
+    assert.equal(streamed.status, 200);
+    assert.equal(streamed.body, "0123456789");
+    const over = await rawRequest(`${server.url}/echo`, {
+      method: "POST",
+      chunks: ["012345", "6789a"],
+    });
+    assert.equal(over.status, 413);
+    assert.match(over.body, /larger than 10 bytes/);
   } finally {
     await server.shutdown();
   }
