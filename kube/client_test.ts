@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { apiStatus, loopbackKubeConfig, scriptedApiServer } from "../tests/fakes/api_server.ts";
 import { createKubeClient } from "./client.ts";
+import { ConflictError } from "../errors.ts";
 import { KubeApiError } from "./errors.ts";
 import { createRestClient } from "./rest.ts";
 
@@ -161,4 +162,26 @@ Deno.test("createKubeClient() discovers from the aggregated answers, each group'
       /^application\/json;g=apidiscovery\.k8s\.io;v=v2;as=APIGroupDiscoveryList,application\/json$/,
     );
   }
+});
+
+Deno.test("createKubeClient() rewrites a ConfigMap only when it is the object of the UID given, pinned by UID and version", async () => {
+  const configMap = (uid: string) => ({
+    status: 200,
+    body: {
+      metadata: { name: "out", namespace: "ns", uid, resourceVersion: "7", labels: { a: "1" } },
+    },
+  });
+  await using server = await scriptedApiServer([configMap("u-2")]);
+  const kube = clientOn(server.port);
+  const content = { labels: { b: "2" }, data: { "snapshot.yaml": "x" } };
+  const error = await kube.updateConfigMapIfUid("ns", "out", "u-1", content).catch((e) => e);
+  assert.ok(error instanceof ConflictError, String(error));
+  assert.match(error.message, /not the object this run created \(UID u-2, expected u-1\)/);
+  assert.deepEqual(server.seen.map((r) => r.method), ["GET"], "nothing written");
+
+  await using ours = await scriptedApiServer([configMap("u-1"), configMap("u-1")]);
+  await clientOn(ours.port).updateConfigMapIfUid("ns", "out", "u-1", content);
+  assert.deepEqual(ours.seen.map((r) => r.method), ["GET", "PUT"]);
+  const put = JSON.parse(ours.seen[1]!.body);
+  assert.deepEqual([put.metadata.uid, put.metadata.resourceVersion], ["u-1", "7"]);
 });

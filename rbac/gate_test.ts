@@ -451,3 +451,19 @@ Deno.test("callerChecks() asks 'patch configmaps' only when the CLI rewrites the
   assert.equal(patches(false), 0);
   assert.equal(patches(true), 1);
 });
+
+Deno.test("gate: a caller who may not even ask about its own permissions is stopped, never waved through as unchecked", async () => {
+  const forbidden = new PermissionError(
+    "Cannot create selfsubjectaccessreviews.authorization.k8s.io: forbidden",
+  );
+  const captured = captureLog();
+  const error = await runGate(fakeReviewer({ selfError: forbidden }).reviewer, {
+    namespace: "ns",
+    mode: "exact",
+    serviceAccount: "sa",
+    ownsOutput: true,
+    log: captured.log,
+  }).then(() => undefined, (e: unknown) => e);
+  assert.equal(error, forbidden);
+  assert.ok(!captured.lines.some((l) => l.includes("could not verify")), captured.lines.join(""));
+});
