@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { Buffer } from "node:buffer";
+import { closeSync, constants, openSync, readSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -59,10 +61,18 @@ Deno.test("writeFileAtomic() writes into a device or pipe instead of renaming ov
     const fifo = join(dir, "pipe");
     const made = await new Deno.Command("mkfifo", { args: [fifo] }).output();
     assert.ok(made.success);
-    const reader = readFile(fifo, "utf8");
-    await writeFileAtomic(fifo, "kind: Snapshot\n");
-    assert.equal(await reader, "kind: Snapshot\n");
-    assert.ok((await Deno.lstat(fifo)).isFifo, "the pipe is still a pipe");
+    // Its reader opens without waiting for a writer, so a write that missed the pipe fails here
+    // instead of leaving the reader blocked.
+    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      await writeFileAtomic(fifo, "kind: Snapshot\n");
+      assert.ok((await Deno.lstat(fifo)).isFifo, "the pipe is still a pipe");
+      const buffer = Buffer.alloc(64);
+      const read = readSync(reader, buffer);
+      assert.equal(buffer.subarray(0, read).toString("utf8"), "kind: Snapshot\n");
+    } finally {
+      closeSync(reader);
+    }
     await assert.rejects(writeFileAtomic(dir, "x"), /it is a directory/);
   } finally {
     await rm(dir, { recursive: true, force: true });
