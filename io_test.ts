@@ -74,10 +74,22 @@ Deno.test("writeFileAtomic() writes into a device or pipe instead of renaming ov
       closeSync(reader);
     }
     await assert.rejects(writeFileAtomic(dir, "x"), /it is a directory/);
+    // A device of its own (never the machine's /dev/null: a broken write would replace it).
+    const device = await mknod(dir, "null", 3);
+    await writeFileAtomic(device, "kind: Snapshot\n");
+    assert.ok((await Deno.lstat(device)).isCharDevice, "the device is still a device");
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+/** A character device node of the memory devices (1,3 null, 1,7 full) in `dir`; needs root. */
+async function mknod(dir: string, name: string, minor: number): Promise<string> {
+  const path = join(dir, name);
+  const made = await new Deno.Command("mknod", { args: [path, "c", "1", String(minor)] }).output();
+  assert.ok(made.success, `mknod ${path}: ${new TextDecoder().decode(made.stderr)}`);
+  return path;
+}
 
 Deno.test("allSettledOrThrow() rejects with the first failure only after every promise settled", async () => {
   const order: string[] = [];
@@ -121,10 +133,12 @@ Deno.test("checkOutputFile() refuses a folder, a path that can never exist and a
     await assert.rejects(writeFileAtomic(`${dir}/file/x.yaml`, "y"), UsageError);
     await writeFileAtomic(`${dir}/a/b/c.yaml`, "y");
     assert.equal(await Deno.readTextFile(`${dir}/a/b/c.yaml`), "y");
-    // A device that refuses the write: exit 2 naming it, not an internal error.
+    // A device that refuses the write (a /dev/full of its own): exit 2 naming it.
+    const full = await mknod(dir, "full", 7);
     await assert.rejects(
-      writeFileAtomic("/dev/full", "y"),
-      (e) => e instanceof UsageError && /^Cannot write snapshot to '\/dev\/full': /.test(e.message),
+      writeFileAtomic(full, "y"),
+      (e) =>
+        e instanceof UsageError && e.message.startsWith(`Cannot write snapshot to '${full}': `),
     );
   } finally {
     await Deno.remove(dir, { recursive: true });
