@@ -193,6 +193,7 @@ function findOutputPlace(
       if (!existing.isDirectory()) fail("it is not a directory; give a folder path");
       return { target, existing, missing: [] };
     }
+    // guard: output-directory: a directory is never the output file
     if (existing.isDirectory()) fail("it is a directory; give a file path");
     try {
       accessSync(target, constants.W_OK);
@@ -215,6 +216,7 @@ function findOutputPlace(
       }
     }
     if (info) {
+      // guard: output-never-exists: a path under a regular file is refused up front
       if (!info.isDirectory()) fail(`'${dir}' is not a directory, so the path can never exist`);
       try {
         accessSync(dir, constants.W_OK | constants.X_OK);
@@ -390,6 +392,7 @@ async function openTarget(
       return named as UsageError;
     }
   };
+  // guard: output-pipe: a pipe is written into, never renamed over
   if (existing?.isFIFO()) {
     return {
       fd: await openPipe(target, { path, what, signal: options.signal }),
@@ -398,6 +401,7 @@ async function openTarget(
       failure,
     };
   }
+  // guard: output-device: a device is written into, never renamed over
   if (existing && !existing.isFile()) {
     try {
       return { fd: openSync(target, "w"), target, pipe: false, failure };

@@ -338,6 +338,7 @@ function toNumberIfSafe(value: bigint): number | bigint {
 }
 
 function readValue(r: Reader, sig: string, depth: number): unknown {
+  // guard: dbus-depth: a value nesting too deeply is refused
   if (depth > MAX_NESTING) {
     throw new DbusProtocolError("Cannot decode D-Bus value: it nests too deep");
   }

@@ -313,6 +313,7 @@ function openElement(tree: TreeBuilder, element: XmlElement, selfClosing: boolea
   if (selfClosing) {
     if (!parent) tree.root = element;
   } else {
+    // guard: xml-depth: elements nesting too deeply are refused
     if (tree.stack.length >= tree.maxDepth) {
       tree.fail(`elements nest too deep: limit is ${tree.maxDepth}`);
     }

@@ -332,6 +332,7 @@ export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
       const chunks: Buffer[] = [];
       let size = 0;
       const declared = Number(res.headers["content-length"] ?? 0);
+      // guard: fleet-declared-size: an answer declaring more than the bound is refused unread
       if (declared > maxBytes) {
         r.destroy();
         reject(new AnswerTooLargeError(maxBytes));
@@ -339,6 +340,7 @@ export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
       }
       res.on("data", (chunk: Buffer) => {
         size += chunk.length;
+        // guard: fleet-streamed-size: an answer streaming past the bound is cut
         if (size > maxBytes) {
           // Streamed and cut: one huge answer costs at most the bound, never the whole fetch.
           r.destroy();

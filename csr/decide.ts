@@ -212,6 +212,7 @@ function checkRequester(
   const podName = extraValue(extra, EXTRA_POD_NAME);
   const podUid = extraValue(extra, EXTRA_POD_UID);
   const tokenNode = extraValue(extra, EXTRA_NODE_NAME);
+  // guard: signer-pod-bound: a request without a pod-bound token is denied
   if (!podName || !podUid) {
     return {
       reason: "NotPodBound",
@@ -219,18 +220,21 @@ function checkRequester(
     };
   }
   const pod = context.pods.get(podUid);
+  // guard: signer-live-pod: only a live pod of this DaemonSet gets a certificate
   if (!pod || pod.deleting || pod.ownerUid !== context.daemonSetUid) {
     return {
       reason: "UnknownPod",
       message: `pod ${podName} (UID ${podUid}) is not a live pod of this DaemonSet`,
     };
   }
+  // guard: signer-pod-name: the token's pod name must be its UID's
   if (pod.name !== podName) {
     return {
       reason: "PodMismatch",
       message: `the token names pod ${podName}, UID ${podUid} is ${pod.name}`,
     };
   }
+  // guard: signer-node: the token's node must be the pod's
   if (!tokenNode || tokenNode !== pod.node) {
     return {
       reason: "WrongNode",
@@ -242,6 +246,7 @@ function checkRequester(
   if (!context.nodes.has(tokenNode)) return { skip: "node-unknown" };
   const nodeUid = context.nodes.get(tokenNode);
   const tokenNodeUid = extraValue(extra, EXTRA_NODE_UID);
+  // guard: signer-node-uid: the node must still be the one the token was issued on
   if (nodeUid === undefined || (tokenNodeUid !== undefined && tokenNodeUid !== nodeUid)) {
     return {
       reason: "UnknownNode",
@@ -267,9 +272,11 @@ function checkRequest(
       message: `the request cannot be read: ${(error as Error).message}`,
     };
   }
+  // guard: signer-key-type: only P-256 keys are signed
   if (!parsed.isP256) {
     return { reason: "UnsupportedKey", message: "only P-256 ECDSA keys are signed" };
   }
+  // guard: signer-proof: the request's signature must verify with its key
   if (!parsed.signatureValid) {
     return {
       reason: "NoProofOfPossession",
@@ -277,6 +284,7 @@ function checkRequest(
     };
   }
   const ip = canonicalIp(pod.ip);
+  // guard: signer-names: only the pod's node name and IP are signed
   if (
     !sameSet(parsed.dnsNames, [pod.node]) || !sameSet(parsed.ipAddresses, [ip]) ||
     parsed.otherNames.length > 0 || (parsed.commonName !== "" && parsed.commonName !== pod.node)
@@ -294,6 +302,7 @@ function checkRequest(
     };
   }
   const usages = csr.spec?.usages ?? [];
+  // guard: signer-usages: only server-auth usages are signed
   if (!usages.includes("server auth") || usages.some((u) => !ALLOWED_USAGES.has(u))) {
     return {
       reason: "WrongUsages",
@@ -317,6 +326,7 @@ export function decideCsr(csr: CsrObject, context: SignContext): CsrDecision {
   const spec = csr.spec ?? {};
   if (spec.signerName !== DAEMON_CSR_SIGNER) return { action: "skip", reason: "other-signer" };
   if (isDecided(csr)) return { action: "skip", reason: "decided" };
+  // guard: signer-requester: only this install's ServiceAccount's requests are decided
   if (spec.username !== context.username) return { action: "skip", reason: "other-requester" };
   const approved = hasCondition(csr, "Approved");
   const refuse = (refusal: Refusal): CsrDecision =>

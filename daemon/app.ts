@@ -271,9 +271,11 @@ export function requireAccess(
         // The peer's address, as serve() hands it to the app (absent in tests' direct calls).
         source: (c.env as ConnectionInfo | undefined)?.remoteAddress ?? "",
       });
+      // guard: app-unauthenticated: no valid token, no answer
       if (!user) {
         throw new UnauthenticatedError("Cannot authenticate: the bearer token is not valid");
       }
+      // guard: app-denied: a denied review, no answer
       if (!(await auth.authorize(user, attributes, signal))) {
         throw new PermissionError(describeDenial(user, attributes));
       }

@@ -283,6 +283,8 @@ export function createCachingAuthorizer(
       }
       return userFlights.run(key, async () => {
         const result = await deps.authenticator.review(token);
+        // guard: review-authenticated: a review that did not authenticate admits no user;
+        // mutant: `result.authenticated && result.user` -> `result.user`
         const user = result.authenticated && result.user ? result.user : undefined;
         users.set(key, user ?? null, user ? authenticatedTtlMs : unauthenticatedTtlMs);
         return user;
@@ -323,6 +325,7 @@ export function bearerToken(headers: { get(name: string): string | null }): stri
   if (!token) {
     throw new UnauthenticatedError("Cannot authenticate: the credentials are not a bearer token");
   }
+  // guard: token-size: an over-long token is refused before any review
   if (token.length > MAX_TOKEN_BYTES) {
     throw new UnauthenticatedError("Cannot authenticate: the bearer token is too long");
   }

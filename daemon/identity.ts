@@ -345,10 +345,13 @@ class ServingIdentityKeeper implements ServingIdentity {
   #usable(cert: string, key: KeyObject): X509Certificate | undefined {
     try {
       const x509 = new X509Certificate(cert);
+      // guard: identity-key: a certificate for another key is never served
       if (!x509.checkPrivateKey(key)) return undefined;
+      // guard: identity-node: nor one for another node
       if (x509.checkHost(this.#options.nodeName, { subject: "never" }) === undefined) {
         return undefined;
       }
+      // guard: identity-pod-ip: nor one for another pod IP
       if (x509.checkIP(canonicalIp(this.#options.podIp)) === undefined) return undefined;
       return x509;
     } catch {

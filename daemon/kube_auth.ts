@@ -68,6 +68,7 @@ export function createKubeAuth(
         });
         if (!result.user) return { authenticated: result.authenticated };
         // Valid, but bound to another node (or to none): as invalid as a bad token.
+        // guard: review-bound-node: a token bound to another node is refused
         if (boundNode !== undefined && !boundToNode(result.user, boundNode)) {
           return { authenticated: false };
         }
@@ -82,6 +83,8 @@ export function createKubeAuth(
         }).catch((error) => {
           throw ownCredentialError(error, "subjectaccessreviews.authorization.k8s.io");
         });
+        // guard: review-allowed: the SubjectAccessReview's answer decides;
+        // mutant: `decision.allowed` -> `true`
         return decision.allowed;
       },
     },

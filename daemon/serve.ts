@@ -164,6 +164,7 @@ async function readBody(
   for await (const chunk of req) {
     const bytes = chunk as Uint8Array;
     total += bytes.byteLength;
+    // guard: body-size: a body over the bound is refused
     if (total > maxBytes) return null;
     chunks.push(bytes);
   }

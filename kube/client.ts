@@ -412,6 +412,7 @@ function objectCalls(
           body: {
             apiVersion: "v1",
             kind: "DeleteOptions",
+            // guard: uid-delete: the delete removes only the object of this UID
             preconditions: { uid },
             ...(options?.propagationPolicy ? { propagationPolicy: options.propagationPolicy } : {}),
           },
@@ -573,6 +574,7 @@ function createConfigMapUpdater(rest: RestClient): KubeClient["updateConfigMapIf
         }
         throw error;
       }
+      // guard: uid-configmap-check: only the ConfigMap this run created is rewritten
       if (current.metadata?.uid !== uid) {
         throw new ConflictError(
           `Cannot write ConfigMap '${namespace}/${name}': it is not the object this run created (UID ${

@@ -186,6 +186,8 @@ export class Ledger {
           this.#entries.push(entry);
         }
         const live = await this.#kube.get(kind, namespace, name).catch(() => "unknown" as const);
+        // guard: ledger-adopt-proof: a lost create's answer adopts only an object proven ours;
+        // mutant: ` && this.#owns(live)` -> ``
         if (live !== "unknown" && live?.metadata?.uid && this.#owns(live)) {
           entry.uid = live.metadata.uid;
           entry.state = "confirmed";
@@ -206,6 +208,8 @@ export class Ledger {
 
   #owns(object: KubeObject): boolean {
     const labels = object.metadata?.labels ?? {};
+    // guard: ledger-owns: every label must match, the invocation ID included;
+    // mutant: `every` -> `some`
     return Object.entries(this.#proof.labels).every(([k, v]) => labels[k] === v);
   }
 
@@ -287,6 +291,7 @@ export class Ledger {
       if (entry.state === "unconfirmed") {
         const live = await this.#kube.get(entry.kind, entry.namespace, entry.name, call);
         if (!live) return { entry, result: "gone" };
+        // guard: ledger-delete-proof: an unconfirmed object is deleted only when proven ours
         if (!this.#owns(live) || !live.metadata?.uid) {
           const labels = live.metadata?.labels ?? {};
           log.warn(UNPROVEN_OBJECT_WARNING, {

@@ -364,6 +364,8 @@ async function review(
     }
     return { kind: "denied", line: formatDenial(identity, attributes) };
   } catch (error) {
+    // guard: gate-unchecked-sa-only: only the agent's questions may go unchecked;
+    // mutant: `identity.kind === "serviceAccount" && ` -> ``
     if (identity.kind === "serviceAccount" && error instanceof PermissionError) {
       return { kind: "unchecked" };
     }
@@ -434,6 +436,7 @@ export async function runGate(reviewer: AccessReviewer, options: GateOptions): P
     });
   }
   const lines = outcomes.flatMap((o) => (o.kind === "denied" ? [o.line] : []));
+  // guard: gate-denied: a missing permission stops the run
   if (lines.length > 0) {
     throw new PermissionError([MISSING_PERMISSIONS_HEADER, ...lines].join("\n"));
   }

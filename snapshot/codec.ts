@@ -214,6 +214,7 @@ export function guardNesting<T>(source: string, parse: () => T): T {
   try {
     return parse();
   } catch (error) {
+    // guard: snapshot-depth: a document nesting too deeply is refused, named
     if (isStackOverflow(error) || (error instanceof UsageError && isStackOverflow(error.cause))) {
       throw new UsageError(
         `Cannot parse snapshot '${source}': it nests too deeply (a snapshot document is five levels deep: measurements, subtypes, data, readings)`,
@@ -333,6 +334,7 @@ function checkDocumentSize(text: string, source: string): void {
   // Cheap upper bound first: UTF-8 needs at most 3 bytes per UTF-16 unit.
   if (text.length * 3 <= MAX_DOCUMENT_BYTES) return;
   const bytes = new TextEncoder().encode(text).length;
+  // guard: snapshot-size: a document over the cap is refused
   if (bytes > MAX_DOCUMENT_BYTES) {
     throw new UsageError(
       `Cannot read snapshot '${source}': document is ${bytes} bytes, over the ${MAX_DOCUMENT_BYTES}-byte cap`,
@@ -352,6 +354,8 @@ function decodeDocument(doc: Document, lineCounter: LineCounter, source: string)
   assertUniqueKeys(doc, lineCounter, source);
   let value: unknown;
   try {
+    // guard: snapshot-aliases: alias expansion is bounded;
+    // mutant: `maxAliasCount: MAX_ALIAS_COUNT` -> `maxAliasCount: -1`
     value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
   } catch (error) {
     throw new UsageError(

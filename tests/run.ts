@@ -96,6 +96,8 @@ export const GATES: Gate[] = [
   { name: "fmt", args: ["fmt", "--check"] },
   { name: "lint", args: ["lint"] },
   { name: "type check", args: ["check", "."] },
+  // Each listed safety check removed must fail a unit test (tests/mutants/mutants.ts).
+  { name: "mutation check", args: ["run", "-A", "tests/mutants/mutants.ts"], lanes: ["unit"] },
   { name: "build dist/aicr", args: ["run", "-A", "scripts/build.ts"], lanes: ["e2e", "realnode"] },
   {
     name: "build the linux/arm64 binary (under qemu-user)",

@@ -41,6 +41,7 @@ Deno.test("tests/run.ts builds the binary and the control plane only for the lan
   assert.deepEqual(lanesOf("build dist/aicr"), ["e2e", "realnode"]);
   assert.deepEqual(lanesOf("build the linux/arm64"), ["e2e", "realnode"]);
   assert.equal(lanesOf("type check"), undefined, "every run");
+  assert.deepEqual(lanesOf("mutation check"), ["unit"]);
   assert.deepEqual(parseArgs(["--lane", "unit,e2e", "--lane=realnode"]), {
     onlyLanes: ["unit", "e2e", "realnode"],
   });
