@@ -663,3 +663,129 @@ Deno.test("install: waits for a signer replica to be available, and says when no
     }
   }
 });
+
+/** A logger whose lines the test reads. */
+function recorded() {
+  const lines: string[] = [];
+  return { lines, log: createLogger({ write: (t) => void lines.push(t) }) };
+}
+
+Deno.test("install: a failed install whose cleanup cannot remove everything says what is left and how to remove it", async () => {
+  const fake = fakeCluster();
+  const create = fake.client.create.bind(fake.client);
+  fake.client.create = (kind, object, options) =>
+    kind === "DaemonSet"
+      ? Promise.reject(new KubeApiError("Cannot create: 422 Invalid: bad", 422, "Invalid"))
+      : create(kind, object, options);
+  const remove = fake.client.deleteIfUid.bind(fake.client);
+  fake.client.deleteIfUid = (kind, namespace, name, uid, options) =>
+    kind === "ClusterRole"
+      ? Promise.reject(new KubeApiError("Cannot delete: 403 Forbidden: no", 403, "Forbidden"))
+      : remove(kind, namespace, name, uid, options);
+  const { lines, log } = recorded();
+  const error = await installDaemonSet({ ...deps(fake), log }, OPTIONS).catch((e) => e);
+  assert.ok(error instanceof KubeApiError && error.status === 422, "the install's own error");
+  const warning = lines.find((l) => l.includes("install cleanup left objects behind"));
+  assert.ok(warning, lines.join(""));
+  const left = [...fake.objects.keys()].filter((k) => !k.startsWith("Namespace/"));
+  assert.ok(left.length > 0 && left.every((k) => k.startsWith("ClusterRole/")), left.join(","));
+  for (const key of left) {
+    assert.ok(warning.includes(`ClusterRole/${key.split("/").at(-1)}`), `${key} is named`);
+  }
+  assert.match(warning, /remedy="aicr daemonset uninstall -n aicr-system"/);
+});
+
+Deno.test("install: when no node matches the selector and tolerations, the wait says so and how to widen it", async () => {
+  const fake = fakeCluster();
+  const clock = { ms: NOW.getTime() };
+  const { lines, log } = recorded();
+  const result = await installDaemonSet({
+    ...deps(fake),
+    log,
+    ...waitWorld(clock, fake, 0, () => []),
+    // Without the in-cluster signer: the wait for its replica is another test's.
+  }, {
+    namespace: "aicr-system",
+    image: "aicr:dev",
+    timeoutMs: 60_000,
+    pollMs: 1000,
+    signer: false,
+  });
+  assert.deepEqual([result.desired, result.pods.length], [0, 0]);
+  const warning = lines.find((l) =>
+    l.includes("no node matches the daemon's node selector and tolerations")
+  );
+  assert.ok(warning, lines.join(""));
+  // The CLI's logger names the flags (--all-nodes, --node-selector); this one the options.
+  assert.match(warning, /remedy="pass allNodes or nodeSelector"/);
+  assert.ok(clock.ms - NOW.getTime() < 60_000, "it did not wait out the timeout");
+});
+
+Deno.test("install: a signal during the wait ends it as an interrupt and leaves the daemon installed", async () => {
+  const fake = fakeCluster();
+  const clock = { ms: NOW.getTime() };
+  const controller = new AbortController();
+  const world = waitWorld(clock, fake, 2, () => []);
+  let sleeps = 0;
+  const error = await installDaemonSet({
+    ...deps(fake),
+    now: world.now,
+    sleep: async (ms: number) => {
+      await world.sleep(ms);
+      if (++sleeps === 2) controller.abort(new Error("SIGINT"));
+    },
+  }, {
+    namespace: "aicr-system",
+    image: "aicr:dev",
+    timeoutMs: 60_000,
+    pollMs: 1000,
+    signal: controller.signal,
+  }).catch((e) => e);
+  assert.ok(error instanceof InterruptedError, String(error));
+  assert.equal(exitCodeOf(error), 130);
+  assert.match(
+    error.message,
+    /^Cannot finish waiting for the daemon's pods: interrupted \(Error: SIGINT\); the daemon stays installed$/,
+  );
+  assert.ok(fake.objects.has("DaemonSet/aicr-system/aicr-daemon"), "nothing was removed");
+  assert.equal(fake.calls.filter((c) => c.method === "delete").length, 0);
+});
+
+Deno.test("uninstall: gives up at its deadline, naming what is still there", async () => {
+  const fake = fakeCluster();
+  await installDaemonSet(deps(fake), OPTIONS);
+  // A pod that never goes (its node is gone, say): still listed at every look.
+  fake.put("Pod", {
+    metadata: {
+      name: "aicr-daemon-x",
+      namespace: "aicr-system",
+      labels: {
+        "app.kubernetes.io/name": "aicr",
+        "app.kubernetes.io/component": "daemon",
+        "app.kubernetes.io/instance": "aicr-daemon",
+        "app.kubernetes.io/managed-by": "aicr",
+      },
+      deletionTimestamp: NOW.toISOString(),
+    },
+  });
+  const remove = fake.client.deleteIfUid.bind(fake.client);
+  fake.client.deleteIfUid = (kind, namespace, name, uid, options) =>
+    kind === "Pod" ? Promise.resolve("deleted") : remove(kind, namespace, name, uid, options);
+  const clock = { ms: NOW.getTime() };
+  const slept: number[] = [];
+  const { lines, log } = recorded();
+  const result = await uninstallDaemonSet({
+    ...deps(fake),
+    log,
+    now: () => new Date(clock.ms),
+    sleep: (ms: number) => {
+      slept.push(ms);
+      clock.ms += ms;
+      return Promise.resolve();
+    },
+  }, { namespace: "aicr-system", timeoutMs: 10_000, pollMs: 1000 });
+  assert.deepEqual(result.remaining, ["Pod/aicr-daemon-x"]);
+  assert.equal(slept.reduce((a, b) => a + b, 0), 10_000, "polled until the deadline, no longer");
+  const warning = lines.find((l) => l.includes("uninstall: objects are still there"));
+  assert.ok(warning?.includes("Pod/aicr-daemon-x"), lines.join(""));
+});
