@@ -13,8 +13,10 @@ import { type ClusterProcess, isOurs, stopProcesses, strayProcesses } from "./cl
 
 function spawnSh(arg: string): Deno.ChildProcess {
   // "; :" keeps the shell from exec-ing sleep, so its command line keeps the folder argument.
-  return new Deno.Command("/bin/sh", {
-    args: ["-c", "sleep 600; :", arg],
+  // setsid (which execs the shell) makes it a group of its own, ended whole at the end, its
+  // sleep included.
+  return new Deno.Command("setsid", {
+    args: ["/bin/sh", "-c", "sleep 600; :", arg],
     stdin: "null",
     stdout: "null",
     stderr: "null",
@@ -45,7 +47,7 @@ Deno.test("strayProcesses finds an unrecorded component of this state folder onl
   } finally {
     for (const child of [stray, other, recordedChild]) {
       try {
-        child.kill("SIGKILL");
+        Deno.kill(-child.pid, "SIGKILL");
       } catch { /* already gone */ }
       await child.status;
     }

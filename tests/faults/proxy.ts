@@ -136,6 +136,10 @@ export async function startFaultProxy(
     keepAlive: true,
   });
   const rules: LiveRule[] = [];
+  /** Requests held by a delay rule: dropped by stop(), so no timer outlives the proxy. */
+  const delays = new Set<ReturnType<typeof setTimeout>>();
+  /** Requests forwarded and not yet closed: aborted by stop(). */
+  const inFlight = new Set<AbortController>();
   const injected: Record<string, number> = {};
   const requests: ProxiedRequest[] = [];
   const sockets = new Set<Socket>();
@@ -186,6 +190,8 @@ export async function startFaultProxy(
     const forward = () => {
       const headers = { ...req.headers, host: upstream.host };
       delete headers.authorization;
+      const aborter = new AbortController();
+      inFlight.add(aborter);
       const up = https.request({
         host: upstream.hostname,
         port: upstream.port,
@@ -193,6 +199,7 @@ export async function startFaultProxy(
         path,
         headers,
         agent,
+        signal: aborter.signal,
       }, (answer) => {
         record.status = answer.statusCode ?? 0;
         if (action?.kind === "loseResponse") {
@@ -227,7 +234,10 @@ export async function startFaultProxy(
         }
       });
       up.on("error", () => req.socket.destroy());
-      res.on("close", () => up.destroy());
+      up.on("close", () => inFlight.delete(aborter));
+      // Aborted, not only destroyed: a destroyed request's answer (a watch) could stay open
+      // until the API server ends it, long after the proxy stopped.
+      res.on("close", () => aborter.abort());
       req.pipe(up);
     };
     const hook = action?.kind === "loseResponse" ? undefined : rule?.onMatch;
@@ -235,8 +245,13 @@ export async function startFaultProxy(
       if (action?.kind === "reset") {
         req.resume();
         req.socket.destroy();
-      } else if (action?.kind === "delay") setTimeout(forward, action.ms);
-      else forward();
+      } else if (action?.kind === "delay") {
+        const timer = setTimeout(() => {
+          delays.delete(timer);
+          forward();
+        }, action.ms);
+        delays.add(timer);
+      } else forward();
     };
     if (hook) Promise.resolve(hook(record)).then(go, go);
     else go();
@@ -326,6 +341,10 @@ export async function startFaultProxy(
     },
     requests,
     async stop() {
+      for (const timer of delays) clearTimeout(timer);
+      delays.clear();
+      for (const aborter of inFlight) aborter.abort();
+      inFlight.clear();
       await closeServer(server);
       agent.destroy();
     },

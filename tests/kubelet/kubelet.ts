@@ -429,6 +429,8 @@ export async function startKubelet(
 
   // Lease renewal every 10 s (as the kubelet does), spread over the period; node status every 60 s.
   const timers: ReturnType<typeof setTimeout>[] = [];
+  /** The folders of deleted pods, removed a minute later (or at stop). */
+  const removals = new Map<ReturnType<typeof setTimeout>, string>();
   nodes.forEach((nd, i) => {
     const offset = Math.floor((i * 10_000) / nodes.length);
     timers.push(setTimeout(() => {
@@ -1203,12 +1205,17 @@ export async function startKubelet(
         run.deleting = true;
         void killContainers(run, 0);
         pods.delete(uid);
-        setTimeout(() => {
+        // Kept a minute for its logs; stop() removes it at once instead of leaving the timer.
+        const removal = setTimeout(() => {
+          timers.splice(timers.indexOf(removal), 1);
+          removals.delete(removal);
           if (byName.get(`${pod.metadata.namespace}/${pod.metadata.name}`) === run) {
             byName.delete(`${pod.metadata.namespace}/${pod.metadata.name}`);
           }
           void rm(run!.dir, { recursive: true, force: true });
         }, 60_000);
+        timers.push(removal);
+        removals.set(removal, run.dir);
       }
       return;
     }
@@ -1318,6 +1325,9 @@ export async function startKubelet(
         abort.abort();
         for (const t of timers) clearTimeout(t);
         await Promise.all([...pods.values()].map((run) => killContainers(run, 0)));
+        await Promise.all(
+          [...removals.values()].map((dir) => rm(dir, { recursive: true, force: true })),
+        );
         await Promise.allSettled(watches);
         for (const run of pods.values()) run.gone = true;
         await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));

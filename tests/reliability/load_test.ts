@@ -149,14 +149,17 @@ Deno.test({
         p.spec.nodeName === node && !p.metadata.deletionTimestamp
       );
     };
+    // The fetch loop: stopped in `finally` too, so a failed step leaves no fetch running.
+    let churning = false;
+    let loop: Promise<void> = Promise.resolve();
     try {
       const install = await ds("install", "--image", "aicr:dev", "--timeout", "90s");
       assert.equal(install.code, 0, install.stderr);
       // Fetch again and again while the node leaves the fleet (its GPU label goes, so the
       // DaemonSet removes its daemon) and comes back.
-      let churning = true;
+      churning = true;
       const fetches: { code: number; stderr: string; stdout: string }[] = [];
-      const loop = (async () => {
+      loop = (async () => {
         while (churning) fetches.push(await ds("fetch", "-o", "-", "--timeout", "10s"));
       })();
       assert.equal((await label(null)).status, 200);
@@ -243,6 +246,8 @@ Deno.test({
       assert.equal(uninstall.code, 0, uninstall.stderr);
       assert.deepEqual(left, []);
     } finally {
+      churning = false;
+      await loop.catch(() => {});
       await label("true");
       await ds("uninstall");
       await suite.close();
