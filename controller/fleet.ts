@@ -753,7 +753,7 @@ async function fetchNodeSnapshot(
   pod: DaemonPodState,
   via: "direct" | "proxy",
 ): Promise<NodeResult> {
-  const { clock, timeoutMs, signal, sleep } = ctx;
+  const { clock, timeoutMs, signal } = ctx;
   const started = clock();
   const done = (outcome: Outcome): NodeResult => ({
     node: pod.node,
@@ -771,10 +771,41 @@ async function fetchNodeSnapshot(
       error: `pod ${pod.pod} is not Ready${pod.detail ? ` (${pod.detail})` : ""}`,
     });
   }
-  const deadline = AbortSignal.any([
-    AbortSignal.timeout(timeoutMs),
-    ...(signal ? [signal] : []),
-  ]);
+  // A timer of its own, cleared when the node is done: an AbortSignal.timeout() that a request
+  // still listens to keeps the process alive until it fires, after a SIGTERM too.
+  const timeout = new AbortController();
+  const timer = setTimeout(
+    () => timeout.abort(new DOMException(`timed out after ${timeoutMs} ms`, "TimeoutError")),
+    timeoutMs,
+  );
+  const deadline = AbortSignal.any([timeout.signal, ...(signal ? [signal] : [])]);
+  try {
+    return await askNode(ctx, pod, {
+      via,
+      deadline,
+      timeoutMs,
+      done,
+      ...(signal ? { signal } : {}),
+    });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The token, then the daemon's answer (once more after a 429), within the node's deadline. */
+async function askNode(
+  ctx: NodeFetch,
+  pod: DaemonPodState,
+  options: {
+    via: "direct" | "proxy";
+    deadline: AbortSignal;
+    timeoutMs: number;
+    signal?: AbortSignal;
+    done: (outcome: Outcome) => NodeResult;
+  },
+): Promise<NodeResult> {
+  const { via, deadline, timeoutMs, signal, done } = options;
+  const { sleep } = ctx;
   const ask = via === "direct" ? askDirect : askProxy;
   let token: string;
   try {
