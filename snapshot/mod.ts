@@ -26,12 +26,7 @@ export {
   snapshotCohort,
 } from "./baseline.ts";
 export type { BaselineCohort } from "./baseline.ts";
-export {
-  BASELINE_SIGNATURE_KEY,
-  keyId,
-  signBaseline,
-  verifyBaseline,
-} from "./baseline_signature.ts";
+export { BASELINE_SIGNATURE_KEY, signBaseline, verifyBaseline } from "./baseline_signature.ts";
 export type { BaselineObject, BaselineTrust } from "./baseline_signature.ts";
 export {
   assertFitsConfigMap,
@@ -46,7 +41,7 @@ export {
 export type { SnapshotFormat } from "./codec.ts";
 export { YamlWriteCaches } from "./yaml_writer.ts";
 export { loadFleet, loadSnapshot, readFleet } from "./sources.ts";
-export type { PathInfo, SnapshotSourceLoader } from "./sources.ts";
+export type { SnapshotSourceLoader } from "./sources.ts";
 export {
   GPU_MODEL_PATH,
   GROUP_BY_NONE,
@@ -58,7 +53,6 @@ export { DEFAULT_IGNORE_PATTERNS, diffSnapshots } from "./diff.ts";
 export type { ChangeKind } from "./diff.ts";
 export { renderDiffHtml } from "./diff_html.ts";
 export {
-  DIFF_FORMATS,
   encodeDocument,
   FLEET_FORMATS,
   fleetDocument,
@@ -66,7 +60,6 @@ export {
   renderFleetTable,
 } from "./diff_render.ts";
 export { buildFleetReport, createFleetBuilder, FLEET_IDENTITY_IGNORE_PATTERNS } from "./fleet.ts";
-export type { FleetMember, FleetUnreadable } from "./fleet.ts";
 export { renderFleetHtml } from "./fleet_html.ts";
 export {
   API_VERSION,
@@ -95,11 +88,10 @@ export type {
   SourceStatus,
   Subtype,
 } from "./model.ts";
-export { fleetDocuments, parseFleetText } from "./stream.ts";
+export { parseFleetText } from "./stream.ts";
 export { alignColumns, formatSnapshotTable } from "./table.ts";
 export {
   formatConfigMapUri,
-  parseConfigMapUri,
   parseSnapshotTarget,
   snapshotConfigMapData,
   snapshotFromConfigMapData,
