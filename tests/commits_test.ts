@@ -26,6 +26,7 @@ const LANDED_BEFORE_THE_CHECK = new Map([
   ["93052fa", "subject is 73 characters"],
   ["d78385b", "subject starts with 'a', not a verb"],
   ["7461389", "subject starts with 'the', not a verb (written before this test reached its clone)"],
+  ["ce49b4e", "subject starts with 'a', not a verb (its scope has a space)"],
 ]);
 
 /** The longest subject (kind, Hono and kubectl keep theirs around 50-58). */
