@@ -301,7 +301,9 @@ export function formatError(error: unknown): string {
   let depth = 0;
   while (current !== undefined && depth < 5) {
     const message = redactSecrets(current instanceof Error ? current.message : String(current));
-    lines.push(depth === 0 ? `error: ${message}` : `  caused by: ${message}`);
+    // A cause whose text the lines above already carry (a wrapper that quotes it) is said once.
+    const said = depth > 0 && lines.some((line) => line.includes(message.trim()));
+    if (!said) lines.push(depth === 0 ? `error: ${message}` : `  caused by: ${message}`);
     if (current instanceof ToolError) {
       for (const detail of current.details) lines.push(redactSecrets(detail));
     }

@@ -49,3 +49,20 @@ Deno.test("formatError() redacts URL credentials and query values in messages, d
     ].join("\n"),
   );
 });
+
+Deno.test("formatError() says a cause once when the message above already quotes it", () => {
+  const yamlError =
+    "Nested mappings are not allowed at line 4, column 11:\n\n  - name: x\n          ^\n";
+  const error = new UsageError(`Cannot load kubeconfig 'k.yaml': ${yamlError}`, {
+    details: ["pass --kubeconfig with a valid kubeconfig file"],
+    cause: new Error(yamlError, { cause: new Error("the root cause") }),
+  });
+  const text = formatError(error);
+  assert.equal(text.split("Nested mappings").length - 1, 1, text);
+  assert.ok(text.endsWith("  caused by: the root cause"), text);
+  // A cause that adds something is still shown.
+  assert.match(
+    formatError(new UsageError("Cannot read 'x'", { cause: new Error("EACCES") })),
+    /caused by: EACCES/,
+  );
+});
