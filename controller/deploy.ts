@@ -19,6 +19,7 @@ import {
   createNamespaceIfAbsent,
   KubeApiError,
   Ledger,
+  UNTRUSTED_CERTIFICATE_REASON,
 } from "../kube/mod.ts";
 import type { KubeClient, KubeObject, LedgerEntry, NewObject } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
@@ -878,7 +879,14 @@ async function autoTarget(
   } catch (error) {
     // Fail open on what the API answered (or did not); a broken kubeconfig is the run's
     // error, and a signal ends the run.
+    // A server that cannot be trusted, or credentials that cannot be had (a missing exec
+    // plugin), fail every later call too: said once, as the run's error.
     if (error instanceof UsageError) throw error;
+    if (
+      error instanceof KubeApiError
+        ? error.reason === UNTRUSTED_CERTIFICATE_REASON
+        : error instanceof ToolError
+    ) throw error;
     throwIfInterrupted(signal);
     log.warn("could not look for GPU nodes; running without a node selector", {
       error: error instanceof Error ? error.message.split("\n")[0] : String(error),

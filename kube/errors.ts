@@ -39,6 +39,79 @@ export function credentialsRejectedHints(identity: CallerIdentity): string[] {
   ];
 }
 
+/** Node's codes for a server certificate that does not chain to the trusted CA. */
+const UNTRUSTED_CERTIFICATE_CODES = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "CERT_SIGNATURE_FAILURE",
+]);
+
+/** The reason of a {@link KubeApiError} for a server certificate the kubeconfig's CA did not sign. */
+export const UNTRUSTED_CERTIFICATE_REASON = "CertificateNotTrusted";
+
+/**
+ * A TLS failure that says the server is not the one the kubeconfig trusts, as its own error:
+ * the server answered, so no network advice (VPN, firewall) helps, and retrying cannot either.
+ * A name mismatch (the certificate is for another host) is said as such.
+ *
+ * @param request what was sent (`METHOD path`)
+ * @param identity the context, user and server
+ * @param error the socket's error
+ * @returns the error, or `undefined` when `error` is not about the server's certificate
+ */
+export function untrustedCertificateError(
+  request: { method: string; path: string },
+  identity: CallerIdentity,
+  error: unknown,
+): KubeApiError | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code !== "string") return undefined;
+  const what = `${request.method} ${request.path}`;
+  const detail = error instanceof Error ? error.message : String(error);
+  if (UNTRUSTED_CERTIFICATE_CODES.has(code)) {
+    return new KubeApiError(
+      `Cannot ${what} on '${identity.server}': the server's certificate is not signed by the CA of context '${identity.context}' (${detail})`,
+      0,
+      UNTRUSTED_CERTIFICATE_REASON,
+      {
+        cause: error,
+        details: [
+          `  the kubeconfig's certificate-authority(-data) for context '${identity.context}' is not the CA of this server: the server was reinstalled or its CA rotated, the kubeconfig is for another cluster, or a proxy between you re-signs TLS`,
+          `  fetch a current kubeconfig (aws eks update-kubeconfig, gcloud container clusters get-credentials, az aks get-credentials, ...) or put the cluster's CA in it; compare with: openssl s_client -connect ${
+            hostPort(identity.server)
+          } -showcerts`,
+        ],
+      },
+    );
+  }
+  if (code === "ERR_TLS_CERT_ALTNAME_INVALID") {
+    return new KubeApiError(
+      `Cannot ${what} on '${identity.server}': the server's certificate is not for this host name (context '${identity.context}'): ${detail}`,
+      0,
+      UNTRUSTED_CERTIFICATE_REASON,
+      {
+        cause: error,
+        details: [
+          "  use the server address the certificate names (or set tls-server-name in the kubeconfig's cluster)",
+        ],
+      },
+    );
+  }
+  return undefined;
+}
+
+function hostPort(server: string): string {
+  try {
+    const url = new URL(server);
+    return `${url.hostname}:${url.port || "443"}`;
+  } catch {
+    return server;
+  }
+}
+
 /** A failed Kubernetes API call. */
 export class KubeApiError extends ToolError {
   /** HTTP status, or 0 when no response arrived. */
@@ -93,7 +166,8 @@ export class KubeApiError extends ToolError {
 
   /** Whether retrying the same idempotent request may succeed. */
   get isRetryable(): boolean {
-    return this.status === 0 || this.status === 429 || this.status === 500 ||
+    return (this.status === 0 && this.reason !== UNTRUSTED_CERTIFICATE_REASON) ||
+      this.status === 429 || this.status === 500 ||
       this.status === 502 || this.status === 503 || this.status === 504;
   }
 }

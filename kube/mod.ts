@@ -14,7 +14,7 @@
  */
 export { connectKube } from "./client.ts";
 export type { AccessAttributes, KubeClient, KubeObject, NewObject, ObjectMeta } from "./client.ts";
-export { KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
+export { KubeApiError, UNREACHABLE_HINTS, UNTRUSTED_CERTIFICATE_REASON } from "./errors.ts";
 export { RESOURCES } from "./resources.ts";
 export type { KindName } from "./resources.ts";
 export { NoKubeconfigError, readContextNamespace } from "./kubeconfig.ts";

@@ -11,9 +11,15 @@ import type http from "node:http";
 import type https from "node:https";
 import type tls from "node:tls";
 import { Buffer } from "node:buffer";
+import { ToolError } from "../errors.ts";
 import { sleep as sleepFor } from "../io.ts";
 import type { KubeConnection } from "./connection.ts";
-import { credentialsRejectedHints, KubeApiError, UNREACHABLE_HINTS } from "./errors.ts";
+import {
+  credentialsRejectedHints,
+  KubeApiError,
+  UNREACHABLE_HINTS,
+  untrustedCertificateError,
+} from "./errors.ts";
 import type { CallerIdentity } from "./errors.ts";
 
 /** Query parameters; undefined values are left out. */
@@ -188,7 +194,7 @@ export function createRestClient(
   const secure = secureContexts();
 
   const send = (request: RestRequest, stream: boolean) =>
-    sendRequest({ connection, base, server, pool, secure }, request, stream);
+    sendRequest({ connection, base, server, pool, secure, identity }, request, stream);
 
   async function attempt(request: RestRequest): Promise<string> {
     const res = await send(request, false);
@@ -196,7 +202,7 @@ export function createRestClient(
     // not a bare "aborted".
     const text = await readAll(res, request.maxResponseBytes).catch((error) => {
       if (error instanceof ResponseTooLargeError) throw error;
-      throw connectionError(request, server, error);
+      throw connectionError(request, identity, error);
     });
     const status = res.statusCode ?? 0;
     if (onWarning) {
@@ -343,11 +349,12 @@ async function sendRequest(
     server: string;
     pool: () => Promise<http.Agent>;
     secure: (options: TlsRequestOptions) => Promise<void>;
+    identity: CallerIdentity;
   },
   request: RestRequest,
   stream: boolean,
 ): Promise<http.IncomingMessage> {
-  const { connection, base, server } = target;
+  const { connection, base } = target;
   const opts: TlsRequestOptions = {};
   await connection.apply(opts);
   if (base.protocol === "https:") await target.secure(opts);
@@ -400,7 +407,7 @@ async function sendRequest(
           retryStale && req.reusedSocket && isStaleConnection(error) && !request.signal?.aborted
         ) {
           resolve(send(false));
-        } else reject(connectionError(request, server, error));
+        } else reject(connectionError(request, target.identity, error));
       });
       req.on("close", () => request.signal?.removeEventListener("abort", onAbort));
       if (body !== undefined) req.write(body);
@@ -508,11 +515,16 @@ function statusError(
   );
 }
 
-function connectionError(request: RestRequest, server: string, error: unknown): unknown {
+function connectionError(request: RestRequest, identity: CallerIdentity, error: unknown): unknown {
   if (request.signal?.aborted) return request.signal.reason ?? error;
+  if (error instanceof ToolError) return error;
   const detail = error instanceof Error ? error.message : String(error);
+  const trust = untrustedCertificateError(request, identity, error);
+  if (trust) return trust;
   return new KubeApiError(
-    `Cannot reach Kubernetes API server '${server}' for ${describeRequest(request)}: ${detail}`,
+    `Cannot reach Kubernetes API server '${identity.server}' for ${
+      describeRequest(request)
+    }: ${detail}`,
     0,
     "ConnectionFailure",
     { cause: error, details: UNREACHABLE_HINTS },

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
+import { Buffer } from "node:buffer";
 import { exitCodeOf, formatError } from "../errors.ts";
 import { KubeApiError } from "./errors.ts";
 import { readContextNamespace } from "./kubeconfig.ts";
@@ -340,4 +341,97 @@ Deno.test("secureContexts: one TLS context per client for the same trust and key
   const none: TlsRequestOptions = { headers: { Authorization: "Bearer t" } };
   await secure(none);
   assert.equal(none.secureContext, undefined, "nothing to put in a context");
+});
+
+Deno.test("rest: a server certificate another CA signed is said as such, once, without network advice", async () => {
+  const { generateDaemonCa, generateServingKey, issueServingCertificate } = await import(
+    "../x509.ts"
+  );
+  const { createServer: createHttpsServer } = await import("node:https");
+  const { mergeKubeConfigs, selectContext } = await import("./kubeconfig.ts");
+  const { nativeConnection } = await import("./connection.ts");
+  const now = new Date();
+  const serverCa = generateDaemonCa({ now });
+  const otherCa = generateDaemonCa({ now });
+  const key = generateServingKey();
+  const cert = issueServingCertificate({
+    ca: serverCa,
+    publicKey: key.publicKey,
+    node: "localhost",
+    ipAddresses: ["127.0.0.1"],
+    now,
+    lifetimeSeconds: 3600,
+  });
+  let requests = 0;
+  const server = createHttpsServer(
+    { cert, key: key.privateKey.export({ type: "pkcs8", format: "pem" }) as string },
+    (_req, res) => {
+      requests++;
+      res.end("{}");
+    },
+  );
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const port = (server.address() as { port: number }).port;
+    const connection = nativeConnection(selectContext(
+      mergeKubeConfigs([{
+        path: "/prod.kubeconfig",
+        document: {
+          clusters: [{
+            name: "prod",
+            cluster: {
+              server: `https://127.0.0.1:${port}`,
+              "certificate-authority-data": Buffer.from(otherCa.caCert).toString("base64"),
+            },
+          }],
+          users: [{ name: "alice", user: { token: "t" } }],
+          contexts: [{ name: "prod-admin", context: { cluster: "prod", user: "alice" } }],
+          "current-context": "prod-admin",
+        },
+      }]),
+      undefined,
+    ));
+    const sleeps: number[] = [];
+    const rest = createRestClient(connection, {
+      sleep: (ms: number) => {
+        sleeps.push(ms);
+        return Promise.resolve();
+      },
+    });
+    const error = await rest.json({ method: "GET", path: "/api/v1/nodes" }).catch((e) => e);
+    assert.ok(error instanceof KubeApiError);
+    const text = formatError(error);
+    assert.match(
+      text,
+      /^error: Cannot GET \/api\/v1\/nodes on 'https:\/\/127\.0\.0\.1:\d+': the server's certificate is not signed by the CA of context 'prod-admin'/,
+    );
+    assert.doesNotMatch(text, /VPN|firewall|use-system-ca|caused by/);
+    assert.equal(exitCodeOf(error), 6);
+    assert.equal(error.isRetryable, false, "a certificate does not change between retries");
+    assert.deepEqual(sleeps, []);
+    assert.equal(requests, 0);
+    // The same server through its own CA answers: the error was the trust, not the network.
+    const trusted = nativeConnection(selectContext(
+      mergeKubeConfigs([{
+        path: "/prod.kubeconfig",
+        document: {
+          clusters: [{
+            name: "prod",
+            cluster: {
+              server: `https://127.0.0.1:${port}`,
+              "certificate-authority-data": Buffer.from(serverCa.caCert).toString("base64"),
+            },
+          }],
+          users: [{ name: "alice", user: { token: "t" } }],
+          contexts: [{ name: "prod-admin", context: { cluster: "prod", user: "alice" } }],
+          "current-context": "prod-admin",
+        },
+      }]),
+      undefined,
+    ));
+    assert.deepEqual(await createRestClient(trusted).json({ method: "GET", path: "/x" }), {});
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });
