@@ -13,7 +13,7 @@ import type https from "node:https";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Buffer } from "node:buffer";
-import { UsageError } from "../errors.ts";
+import { NotFoundError, UsageError } from "../errors.ts";
 import {
   IN_CLUSTER_CONTEXT,
   inClusterNamespace,
@@ -245,7 +245,9 @@ export async function clientNodeConnection(selected: SelectedEntries): Promise<K
     namespace: context.namespace,
     pooled: !proxied,
     async apply(options) {
-      await kc.applyToHTTPSOptions(options);
+      await kc.applyToHTTPSOptions(options).catch((error) => {
+        throw credentialPluginError(error, { context: context.name, user: user?.name ?? "", raw });
+      });
       // client-node's own agent opens a connection per request; ours keeps them alive. A proxy
       // agent is kept: it is how the request reaches the server.
       if (!proxied) delete options.agent;
@@ -324,4 +326,37 @@ export function inClusterConnection(
     user: { name: "inClusterUser", raw: { "token-file": join(dir, "token") } },
   }, clock);
   return connection;
+}
+
+/**
+ * A credential plugin that could not be started (not installed, not on PATH, not executable) as
+ * an error naming the command, the kubeconfig user and how to install it, exit 3 as kubectl's
+ * "executable not found"; any other failure is returned as it is.
+ *
+ * @param error what applying the user's credentials threw
+ * @param where the context, the user and its raw kubeconfig entry
+ * @returns the error to throw
+ */
+export function credentialPluginError(
+  error: unknown,
+  where: { context: string; user: string; raw: Record<string, unknown> },
+): unknown {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  const exec = where.raw.exec as { command?: unknown; installHint?: unknown } | undefined;
+  if (!exec || (code !== "ENOENT" && code !== "EACCES")) return error;
+  const command = String(exec.command ?? "");
+  const hint = typeof exec.installHint === "string" ? exec.installHint.trim() : "";
+  return new NotFoundError(
+    `Cannot get credentials for kubeconfig user '${where.user}' (context '${where.context}'): its exec plugin '${command}' ${
+      code === "ENOENT" ? "is not installed or not on PATH" : "is not executable"
+    }`,
+    {
+      cause: error,
+      details: [
+        ...(hint ? hint.split("\n").map((line) => `  ${line}`) : []),
+        "  install the plugin the kubeconfig names (aws-iam-authenticator or aws for EKS, gke-gcloud-auth-plugin for GKE, kubelogin for AKS), or put its directory on PATH",
+        `  check with: kubectl --context ${where.context} auth whoami`,
+      ],
+    },
+  );
 }

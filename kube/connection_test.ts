@@ -89,3 +89,32 @@ Deno.test("nativeConnection() applies what client-node applies, for every user a
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+Deno.test("clientNodeConnection() names a missing exec plugin, its kubeconfig user and the fix, exit 3", async () => {
+  const { exitCodeOf, formatError } = await import("../errors.ts");
+  const connection = await clientNodeConnection(selectContext(
+    mergeKubeConfigs([{
+      path: "/eks.kubeconfig",
+      document: kubeconfig({}, {
+        exec: {
+          apiVersion: "client.authentication.k8s.io/v1beta1",
+          command: "aws-iam-nope-not-installed",
+          args: ["token", "-i", "prod"],
+          installHint:
+            "Install aws-iam-authenticator for use with kubectl by following\nhttps://docs.aws.amazon.com/eks/",
+        },
+      }),
+    }]),
+    undefined,
+  ));
+  const error = await applied(connection).catch((e) => e);
+  assert.equal(exitCodeOf(error), 3);
+  const text = formatError(error);
+  assert.match(
+    text,
+    /^error: Cannot get credentials for kubeconfig user 'u' \(context 'ctx'\): its exec plugin 'aws-iam-nope-not-installed' is not installed or not on PATH/,
+  );
+  assert.match(text, /\n {2}Install aws-iam-authenticator for use with kubectl by following\n/);
+  assert.match(text, /kubectl --context ctx auth whoami/);
+  assert.doesNotMatch(text, /internal/);
+});
