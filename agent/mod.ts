@@ -1,5 +1,5 @@
 /**
- * Job mode, node side: `run.ts` collects → snapshots → delivers through `sinks.ts` (stdout,
+ * Job mode, node side: `run.ts` collects → snapshots → delivers through `sink/` (stdout,
  * file, `cm://`). The controller side (deploy, wait, cleanup) lives in `controller/`.
  *
  * ```ts ignore
@@ -11,6 +11,6 @@
  *
  * @module
  */
-export { collectSnapshot, hasGpu, runAgent } from "./run.ts";
-export type { AgentResult } from "./run.ts";
-export { deliverSnapshot, writeSnapshotConfigMap } from "./sinks.ts";
+export { collectSnapshot, runAgent } from "./run.ts";
+export { runLocalAgent } from "./local.ts";
+export type { LocalAgentDeps, LocalAgentOptions } from "./local.ts";

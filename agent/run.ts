@@ -11,14 +11,14 @@ import type { Logger } from "../log.ts";
 import {
   createSnapshot,
   encodeSnapshot,
-  findMeasurement,
+  hasGpu,
   TOPOLOGY_SCOPE_METADATA,
 } from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget } from "../snapshot/mod.ts";
-import { deliverSnapshot } from "./sinks.ts";
+import { deliverSnapshot } from "../sink/mod.ts";
 import { writeFileSync } from "node:fs";
 import { digestText, formatAgentReport } from "../manifests/mod.ts";
-import type { SinkDeps } from "./sinks.ts";
+import type { SinkDeps } from "../sink/mod.ts";
 
 /** What an agent run needs. */
 export interface AgentDeps {
@@ -110,20 +110,6 @@ export async function collectSnapshot(
     snapshot.metadata[TOPOLOGY_SCOPE_METADATA] = "node";
   }
   return { snapshot, reports };
-}
-
-/**
- * Whether a snapshot found at least one GPU (`gpu-count` > 0 in a GPU subtype).
- *
- * @param snapshot the snapshot
- * @returns true when a GPU was seen
- */
-export function hasGpu(snapshot: Snapshot): boolean {
-  const gpu = findMeasurement(snapshot, "GPU");
-  return gpu?.subtypes.some((s) => {
-    const count = s.data["gpu-count"];
-    return typeof count === "number" && count > 0;
-  }) ?? false;
 }
 
 /**

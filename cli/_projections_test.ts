@@ -19,7 +19,7 @@ import { createFakeKube } from "../tests/fakes/kube.ts";
 import { runCli } from "./mod.ts";
 import type { CliDeps } from "./mod.ts";
 import { createProjectionFileReader, readProjections } from "../collectors/mod.ts";
-import { writeProjectedConfigMap } from "./_projections.ts";
+import { writeProjectedConfigMap } from "../controller/mod.ts";
 
 const TESTDATA = new URL("../collectors/testdata/projections/", import.meta.url).pathname;
 const ROOT = new URL("../", import.meta.url).pathname;

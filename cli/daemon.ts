@@ -288,7 +288,7 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
         cwd: deps.cwd,
       }, options);
     },
-    { prefix: "daemon" },
+    { log: { prefix: "daemon" } },
   );
 }
 

@@ -110,5 +110,5 @@ export function signerCommand(deps: CliDeps): Command {
       { kube: connect(deps, globals), log, now: deps.now },
       { ...options, signal: deps.signal },
     );
-  }, { prefixFromEnv: true });
+  }, { log: { prefixFromEnv: true } });
 }

@@ -283,6 +283,8 @@ export type VerbLogOptions = { prefix?: string; prefixFromEnv?: boolean };
 const CONTEXTS = new WeakMap<Command, VerbContext>();
 /** Each verb's logger options, declared with its action. */
 const LOG_OPTIONS = new WeakMap<Command, VerbLogOptions>();
+/** Each verb's completion of its flags before its context is made (a config file). */
+const COMPLETIONS = new WeakMap<Command, (command: Command) => Promise<void>>();
 
 function makeContext(deps: CliDeps, command: Command): VerbContext {
   const globals = globalOptions(command);
@@ -297,9 +299,21 @@ function makeContext(deps: CliDeps, command: Command): VerbContext {
  * @param deps CLI dependencies
  */
 export function useVerbContext(program: Command, deps: CliDeps): void {
-  program.hook("preAction", (_root, action) => {
+  program.hook("preAction", async (_root, action) => {
+    await COMPLETIONS.get(action)?.(action);
     CONTEXTS.set(action, makeContext(deps, action));
   });
+}
+
+/** How a verb's context is made: its logger, and what completes its flags first. */
+export interface VerbSetup {
+  /** How the verb's logger is made. */
+  log?: VerbLogOptions;
+  /**
+   * Completes the flags before the root's flags are read (a config file may set the namespace):
+   * runs in the root's pre-action, its errors named as the action's.
+   */
+  complete?: (command: Command) => Promise<void>;
 }
 
 /**
@@ -310,19 +324,24 @@ export function useVerbContext(program: Command, deps: CliDeps): void {
  * @param command the verb
  * @param deps CLI dependencies
  * @param action builds the verb's options and makes its one library call
- * @param log how the verb's logger is made
+ * @param setup how the verb's logger is made, and what completes its flags first
  * @returns the same command
  */
 export function defineAction<F>(
   command: Command,
   deps: CliDeps,
   action: (flags: F, context: VerbContext, command: Command) => unknown,
-  log: VerbLogOptions = {},
+  setup: VerbSetup = {},
 ): Command {
-  LOG_OPTIONS.set(command, log);
-  return command.action(namingFlags((flags: F, cmd: Command) => {
+  LOG_OPTIONS.set(command, setup.log ?? {});
+  const complete = setup.complete;
+  if (complete) COMPLETIONS.set(command, namingFlags(complete));
+  return command.action(namingFlags(async (flags: F, cmd: Command) => {
     let context = CONTEXTS.get(cmd);
-    if (!context) CONTEXTS.set(cmd, context = makeContext(deps, cmd));
+    if (!context) {
+      await COMPLETIONS.get(cmd)?.(cmd);
+      CONTEXTS.set(cmd, context = makeContext(deps, cmd));
+    }
     return action(flags, context, cmd);
   }));
 }

@@ -7,68 +7,49 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import { join, resolve } from "node:path";
-import { tmpdir } from "node:os";
+import { resolve } from "node:path";
 import { Command, Option } from "commander";
-import { deliverSnapshot, hasGpu } from "../agent/mod.ts";
-import { deploySnapshot, previewSnapshotRun, runFleetFetch } from "../controller/mod.ts";
+import { runLocalAgent } from "../agent/mod.ts";
 import {
-  createProjectionFileReader,
-  mergeProjections,
-  readProjections,
-} from "../collectors/mod.ts";
-import { InterruptedError, UsageError } from "../errors.ts";
-import type { Logger } from "../log.ts";
-import { checkOutputFile, writeFileAtomic } from "../io.ts";
-import type { KubeClient } from "../kube/mod.ts";
+  previewSnapshot,
+  renderRolesForServiceAccount,
+  runFleetFetch,
+  runSnapshot,
+} from "../controller/mod.ts";
+import { createProjectionFileReader, readProjections } from "../collectors/mod.ts";
+import { UsageError } from "../errors.ts";
+import { checkOutputFile } from "../io.ts";
 import {
   autoTargetingAllowed,
   DEFAULT_JOB_NAME_PREFIX,
   DEFAULT_SERVICE_ACCOUNT_PREFIX,
-  formatManifest,
   isNodeOs,
   isRunId,
   NODE_OS_FAMILIES,
 } from "../manifests/mod.ts";
 import {
-  namingFlags,
   parseCount,
   parseNodeSelectors,
   parseResourceList,
   parseTimeout,
   parseTolerations,
 } from "./_flags.ts";
-import type { AgentJobKnobs, DeployOptions, DeployResult } from "../controller/mod.ts";
-import {
-  encodeSnapshot,
-  findMeasurement,
-  formatSnapshotTable,
-  parseSnapshotTarget,
-} from "../snapshot/mod.ts";
-import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
-import { buildInfo } from "../version.ts";
+import type { AgentJobKnobs, SnapshotRunOptions } from "../controller/mod.ts";
+import { parseSnapshotTarget } from "../snapshot/mod.ts";
+import type { SnapshotFormat } from "../snapshot/mod.ts";
 import {
   addImagePlatformsFlag,
   chooseAgentImage,
   platformArchitectures,
   warnAboutImage,
 } from "./_image.ts";
-import { addLocalAgentFlags, localAgentOptions, runLocalAgent } from "./agent.ts";
-import type { LocalAgentFlags } from "./agent.ts";
-import { writeProjectedConfigMap } from "./_projections.ts";
-import { renderRolesForServiceAccount } from "./_render_roles.ts";
+import { addLocalAgentFlags, localAgentDeps, localAgentOptions } from "./_agent.ts";
+import type { LocalAgentFlags } from "./_agent.ts";
 import { applySnapshotConfig } from "./_config.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
 import { fleetFetchOptions } from "./_fetch.ts";
-import {
-  checkedNamespace,
-  clusterDeps,
-  commandLogger,
-  connect,
-  globalOptions,
-  rejectRepeatedGlobal,
-} from "./globals.ts";
+import { checkedNamespace, clusterDeps, defineAction, rejectRepeatedGlobal } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 
 /** Flags of `aicr snapshot` (namespace and cluster come from the root's flags). */
@@ -260,18 +241,8 @@ export function snapshotCommand(deps: CliDeps): Command {
       }
     });
   }
-  return command.action(namingFlags(async (flags: SnapshotFlags, cmd: Command) => {
-    rejectRepeatedGlobal(cmd, "namespace");
-    if (flags.config !== undefined) {
-      await applySnapshotConfig(cmd, flags as unknown as Record<string, unknown>, {
-        file: flags.config,
-        cwd: deps.cwd,
-        signal: deps.signal,
-      });
-    }
-    const globals = globalOptions(cmd);
-    const log = commandLogger(deps, globals, { prefixFromEnv: true });
-    const context = { globals, log };
+  return defineAction(command, deps, async (flags: SnapshotFlags, context) => {
+    const { globals, log } = context;
     if (flags.addRolesToServiceAccount !== undefined) {
       const namespace = checkedNamespace(globals);
       const target = flags.output === undefined ? undefined : parseSnapshotTarget(flags.output);
@@ -280,7 +251,7 @@ export function snapshotCommand(deps: CliDeps): Command {
           `Cannot grant writing '${flags.output}' as its namespace must match '--namespace' (the Role grants ConfigMaps only there): current value is '${namespace}'`,
         );
       }
-      await renderRolesForServiceAccount(deps, {
+      await renderRolesForServiceAccount({ ...deps, randomHex }, {
         serviceAccount: flags.addRolesToServiceAccount,
         namespace,
         discoverNetwork: flags.discoverNetwork,
@@ -298,7 +269,7 @@ export function snapshotCommand(deps: CliDeps): Command {
     }
     if (deps.env("AICR_AGENT_MODE") === "true") {
       // Inside the agent pod: collect this node and write where the controller said.
-      await runLocalAgent(deps, context, await localAgentOptions(deps, flags));
+      await runLocalAgent(localAgentDeps(deps, context), await localAgentOptions(deps, flags));
       return;
     }
     if (flags.offline && !flags.dryRun) {
@@ -306,73 +277,29 @@ export function snapshotCommand(deps: CliDeps): Command {
     }
     const options = await snapshotOptions(deps, globals, flags);
     warnAboutImage(log, flags);
+    const run = clusterDeps(deps, context);
     if (flags.dryRun) {
-      await previewSnapshot(deps, context, options, { offline: flags.offline });
+      await previewSnapshot({ ...run, cwd: deps.cwd }, options, { offline: flags.offline });
       return;
     }
-    await runSnapshot(deps, context, options);
-  }));
-}
-
-/**
- * `--dry-run`: the objects a run would create, from the same planning code as a run, on stdout
- * (or the `-o` file) as a YAML stream or a JSON `List`; the read-only lookups are logged.
- */
-async function previewSnapshot(
-  deps: CliDeps,
-  context: { globals: GlobalOptions; log: Logger },
-  options: SnapshotOptions,
-  preview: { offline: boolean },
-): Promise<void> {
-  const { log } = context;
-  if (options.target.kind === "configmap") {
-    throw new UsageError(
-      `Cannot write the dry run to '${options.output}': it prints manifests to stdout or a file`,
-    );
-  }
-  const kube = preview.offline ? offlineClient() : connect(deps, context.globals);
-  const planned = await previewSnapshotRun(
-    {
-      kube,
-      log,
-      now: deps.now,
-      randomHex: () => randomBytes(8).toString("hex"),
+    await runSnapshot({ ...run, kube: run.connect() }, options);
+  }, {
+    log: { prefixFromEnv: true },
+    complete: async (cmd) => {
+      rejectRepeatedGlobal(cmd, "namespace");
+      const flags = cmd.opts() as SnapshotFlags;
+      if (flags.config === undefined) return;
+      await applySnapshotConfig(cmd, flags as unknown as Record<string, unknown>, {
+        file: flags.config,
+        cwd: deps.cwd,
+        signal: deps.signal,
+      });
     },
-    deployOptions(deps, options),
-    preview,
-  );
-  for (const lookup of planned.lookups) {
-    log.info(preview.offline ? "dry run" : "dry run: read-only lookup", { request: lookup });
-  }
-  const text = options.format === "json"
-    ? JSON.stringify(
-      { apiVersion: "v1", kind: "List", items: planned.objects.map((o) => o.manifest) },
-      null,
-      2,
-    ) + "\n"
-    : planned.objects.map((o) => `---\n${formatManifest(o.manifest)}`).join("");
-  if (options.target.kind === "file") {
-    await writeFileAtomic(resolve(deps.cwd, options.target.path), text, 0o644, {
-      what: "the dry run",
-      signal: deps.signal,
-    });
-  } else deps.stdout.write(text);
-  log.info("dry run: nothing was created", {
-    namespace: options.namespace,
-    objects: planned.objects.length,
-    runID: planned.runId,
   });
 }
 
-/** A client for `--offline`: any call is a bug (an offline plan makes none). */
-function offlineClient(): KubeClient {
-  return new Proxy({} as KubeClient, {
-    get(_target, property) {
-      return () => {
-        throw new Error(`Cannot call '${String(property)}' offline: a dry run made a cluster call`);
-      };
-    },
-  });
+function randomHex(): string {
+  return randomBytes(8).toString("hex");
 }
 
 /**
@@ -447,38 +374,6 @@ function parseJobConfig(flags: SnapshotFlags): {
   };
 }
 
-/** One `aicr snapshot` run's options, parsed and checked from its flags. */
-interface SnapshotOptions {
-  /** The namespace (checked). */
-  namespace: string;
-  /** `--output`, parsed (a `cm://` names {@link namespace}). */
-  target: SnapshotTarget;
-  /** `--output` as given (for messages). */
-  output: string | undefined;
-  /** `--format` (the document's; yaml when rendering a table). */
-  format: SnapshotFormat;
-  /** `-t table`: render the snapshot as a table. */
-  table: boolean;
-  /** The agent Job's knobs. */
-  job: AgentJobKnobs;
-  /** Whether GPU auto-targeting may apply. */
-  autoTarget: boolean;
-  /** `--service-account-name`. */
-  serviceAccountName?: string;
-  /** `--discover-network`. */
-  discoverNetwork: boolean;
-  /** `--timeout`. */
-  timeoutMs: number;
-  /** `--no-cleanup`. */
-  noCleanup: boolean;
-  /** `--run-id`. */
-  runId?: string;
-  /** `--create-namespace`. */
-  createNamespace: boolean;
-  /** The controller-side projection files, read. */
-  projections: Subtype[];
-}
-
 /**
  * Completes and validates every flag of a run before the cluster is contacted: projection files
  * are input too, so a bad one fails here, before anything is created.
@@ -487,7 +382,7 @@ async function snapshotOptions(
   deps: CliDeps,
   globals: GlobalOptions,
   flags: SnapshotFlags,
-): Promise<SnapshotOptions> {
+): Promise<SnapshotRunOptions> {
   refuseTemplate(flags.template);
   const namespace = checkedNamespace(globals);
   const target = parseSnapshotTarget(
@@ -515,177 +410,25 @@ async function snapshotOptions(
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
   return {
     namespace,
-    target,
-    output: flags.output,
-    format,
-    table,
     job,
-    autoTarget,
+    serviceAccountPrefix: flags.serviceAccountName ?? DEFAULT_SERVICE_ACCOUNT_PREFIX,
     ...(flags.serviceAccountName !== undefined
       ? { serviceAccountName: flags.serviceAccountName }
       : {}),
+    ...(target.kind === "configmap" ? { output: target.ref } : {}),
     discoverNetwork: flags.discoverNetwork,
     timeoutMs,
     noCleanup: !flags.cleanup,
+    autoTarget,
     ...(flags.runId !== undefined ? { runId: flags.runId } : {}),
     createNamespace: flags.createNamespace,
-    projections,
-  };
-}
-
-/** The controller's options of a run (or of its preview), from the checked flags. */
-function deployOptions(deps: CliDeps, options: SnapshotOptions): DeployOptions {
-  const { target, projections } = options;
-  return {
-    namespace: options.namespace,
-    job: options.job,
-    serviceAccountPrefix: options.serviceAccountName ?? DEFAULT_SERVICE_ACCOUNT_PREFIX,
-    ...(options.serviceAccountName !== undefined
-      ? { serviceAccountName: options.serviceAccountName }
-      : {}),
-    ...(target.kind === "configmap" ? { output: target.ref } : {}),
-    discoverNetwork: options.discoverNetwork,
-    // Projections are merged into the user's ConfigMap by this process, not the agent.
-    rewritesOutput: target.kind === "configmap" && projections.length > 0,
-    timeoutMs: options.timeoutMs,
-    noCleanup: options.noCleanup,
-    autoTarget: options.autoTarget,
-    ...(options.runId !== undefined ? { runId: options.runId } : {}),
-    createNamespace: options.createNamespace,
     signal: deps.signal,
-  };
-}
-
-async function runSnapshot(
-  deps: CliDeps,
-  context: { globals: GlobalOptions; log: Logger },
-  options: SnapshotOptions,
-): Promise<void> {
-  const { log } = context;
-  const { target, projections, format } = options;
-  const started = deps.now().getTime();
-  const kube = connect(deps, context.globals);
-  let encoded = "";
-  // Delivered as soon as the snapshot is read, while cleanup runs; deploySnapshot returns only
-  // once cleanup is done and checked, and the closing line reports it.
-  const deliver = async (result: DeployResult): Promise<void> => {
-    const snapshot = mergeProjections(result.snapshot, projections);
-    if (deps.signal.aborted) {
-      // An interrupted run delivers nothing (no partial file); cleanup still runs.
-      throw new InterruptedError(
-        `Cannot deliver the snapshot: interrupted (${String(deps.signal.reason)})`,
-      );
-    }
-    warnPlacementMismatch(snapshot, log);
-    const version = buildInfo().version;
-    encoded = options.table ? formatSnapshotTable(snapshot) : encodeSnapshot(snapshot, format);
-    if (target.kind === "configmap") {
-      // The agent wrote its document (in --format) itself; only projections need a rewrite.
-      if (projections.length > 0) {
-        await writeProjectedConfigMap({ kube, stdout: deps.stdout, now: deps.now }, {
-          ref: target.ref,
-          snapshot,
-          encoded,
-          format,
-          version,
-          projections,
-          signal: deps.signal,
-        });
-      }
-      log.info("snapshot saved to ConfigMap", { uri: options.output });
-      return;
-    }
-    const where = await deliverSnapshot({ stdout: deps.stdout, now: deps.now }, {
+    delivery: {
       target,
-      encoded,
+      ...(flags.output !== undefined ? { output: flags.output } : {}),
       format,
-      snapshot,
-      version,
-      signal: deps.signal,
-    }).catch(async (error) => {
-      // The snapshot is taken: it is not lost with the output that failed (an interrupted run
-      // delivers nothing).
-      if (target.kind === "file" && !(error instanceof InterruptedError)) {
-        await keepSnapshot(deps, log, { result, encoded, format, error });
-      }
-      throw error;
-    });
-    if (target.kind === "file") log.info("snapshot saved to file", { path: where });
+      table,
+      projections,
+    },
   };
-  const result = await deploySnapshot({
-    kube,
-    log,
-    stderr: deps.stderr,
-    now: deps.now,
-    randomHex: () => randomBytes(8).toString("hex"),
-  }, { ...deployOptions(deps, options), deliver });
-  if (deps.signal.aborted) {
-    // Interrupted during cleanup, after delivery: cleanup ran; the exit code says so.
-    throw new InterruptedError(
-      `Cannot finish the snapshot run: interrupted (${String(deps.signal.reason)})`,
-    );
-  }
-  logSummary(log, { result, encoded, started, now: deps.now });
-}
-
-/**
- * Keeps a taken snapshot whose output failed: a file in the temporary folder named after the run
- * (`aicr-snapshot-<runID>.<format>`), else stdout, and says where with a WARN.
- */
-async function keepSnapshot(
-  deps: CliDeps,
-  log: Logger,
-  kept: { result: DeployResult; encoded: string; format: string; error: unknown },
-): Promise<void> {
-  const reason = kept.error instanceof Error ? kept.error.message : String(kept.error);
-  const fallback = join(tmpdir(), `aicr-snapshot-${kept.result.runId}.${kept.format}`);
-  try {
-    await writeFileAtomic(fallback, kept.encoded);
-    log.warn("the output could not be written; the snapshot was saved here instead", {
-      path: fallback,
-      error: reason,
-    });
-  } catch {
-    deps.stdout.write(kept.encoded.endsWith("\n") ? kept.encoded : kept.encoded + "\n");
-    log.warn("the output could not be written; the snapshot was written to stdout instead", {
-      error: reason,
-    });
-  }
-}
-
-/** The run's closing line: where it ran, what it delivered, what it cleaned, how long it took. */
-function logSummary(
-  log: Logger,
-  run: { result: DeployResult; encoded: string; started: number; now: () => Date },
-): void {
-  log.info("snapshot complete", {
-    node: run.result.nodeName ?? "",
-    bytes: new TextEncoder().encode(run.encoded).length,
-    cleaned: run.result.cleaned,
-    seconds: ((run.now().getTime() - run.started) / 1000).toFixed(1),
-    runID: run.result.runId,
-  });
-}
-
-/**
- * Warns when a snapshot has no GPU data while the cluster has GPU-labelled nodes
- * (the agent probably landed on a CPU node).
- *
- * @param snapshot the snapshot
- * @param log the logger
- */
-export function warnPlacementMismatch(snapshot: Snapshot, log: Logger): void {
-  if (hasGpu(snapshot)) return;
-  const labels = findMeasurement(snapshot, "NodeTopology")?.subtypes.find((s) =>
-    s.subtype === "label"
-  );
-  const gpuLabels = Object.keys(labels?.data ?? {}).some((key) =>
-    key.startsWith("nvidia.com/gpu.")
-  );
-  if (!gpuLabels) return;
-  log.warn("snapshot has no GPU data but cluster topology shows GPU-capable nodes", {
-    fix1: "--node-selector nvidia.com/gpu.present=true",
-    fix2: "--require-gpu (needs the device plugin)",
-    fix3: "--runtime-class nvidia",
-  });
 }

@@ -46,6 +46,8 @@ import { describeLeftOut, nodesByArchitecture } from "./architectures.ts";
 import { agentBuildOf, checkAgentBuild } from "./agent_identity.ts";
 import { readAgentTermination, verifyAgentSnapshot } from "./agent_proof.ts";
 import { buildInfo } from "../version.ts";
+import { deliverRunSnapshot } from "./deliver.ts";
+import type { SnapshotDelivery } from "./deliver.ts";
 import type { BuildInfo } from "../version.ts";
 import { allSettledOrThrow } from "../io.ts";
 
@@ -57,6 +59,8 @@ export interface DeployDeps {
   log: Logger;
   /** Where the agent's streamed log goes. */
   stderr: TextWriter;
+  /** Standard output: a delivery to stdout writes here (required for one). */
+  stdout?: TextWriter;
   /** Clock. */
   now: () => Date;
   /** 16 random hex digits per call (run and invocation IDs). */
@@ -93,8 +97,6 @@ export interface DeployOptions {
   output?: ConfigMapRef;
   /** `--discover-network`. */
   discoverNetwork: boolean;
-  /** The CLI will rewrite the user's `cm://` output (projections), so the gate asks `patch`. */
-  rewritesOutput?: boolean;
   /** `--timeout` in milliseconds. */
   timeoutMs: number;
   /** `--no-cleanup`: keep everything for debugging. */
@@ -110,11 +112,66 @@ export interface DeployOptions {
   /** The build the agent must be (`version.ts` `buildInfo`). @default this one */
   build?: BuildInfo;
   /**
-   * Delivers the snapshot as soon as it is read, before cleanup starts; cleanup still runs (and
-   * is verified) before {@link deploySnapshot} returns. A throw is the run's error, cleaned up
-   * like any other. `cleaned` is 0 here: the count is known only once cleanup is done.
+   * Where the snapshot goes, delivered as soon as it is read, before cleanup starts; cleanup
+   * still runs (and is verified) before {@link deploySnapshot} returns. A failed delivery is the
+   * run's error, cleaned up like any other. Absent: the run only reads the snapshot.
    */
-  deliver?: (result: DeployResult) => Promise<void>;
+  delivery?: SnapshotDelivery;
+}
+
+/**
+ * The read stage: the agent's report (its pod's termination message) and the snapshot, side by
+ * side; before anything is delivered, the agent that ran must be this build, and what was read
+ * must be what it reported writing, on its own node.
+ */
+async function readProvenSnapshot(
+  deps: DeployDeps,
+  options: DeployOptions,
+  from: { output: ConfigMapRef; pod: Parameters<typeof readAgentTermination>[1] },
+): Promise<Snapshot> {
+  const { kube, log } = deps;
+  const { output } = from;
+  const [{ pod, message }, { snapshot, text }] = await Promise.all([
+    readAgentTermination(kube, from.pod, options.signal),
+    readSnapshot(kube, output, options.signal),
+  ]);
+  throwIfInterrupted(options.signal);
+  log.debug("snapshot read", { configMap: formatConfigMapUri(output) });
+  const build = options.build ?? buildInfo();
+  checkAgentBuild(agentBuildOf(snapshot, message), build, options.job.image);
+  verifyAgentSnapshot(
+    { text, snapshot, uri: formatConfigMapUri(output), pod, message },
+    { build, image: options.job.image },
+  );
+  return snapshot;
+}
+
+/** The deliver stage: the read snapshot where the run was told (`deliver.ts`); its bytes. */
+async function deliver(
+  deps: DeployDeps,
+  options: DeployOptions & { delivery: SnapshotDelivery },
+  read: DeployResult,
+): Promise<number> {
+  const { bytes } = await deliverRunSnapshot({
+    kube: deps.kube,
+    log: deps.log,
+    stdout: deps.stdout ?? noStdout(),
+    now: deps.now,
+  }, {
+    delivery: options.delivery,
+    runId: read.runId,
+    ...(options.signal ? { signal: options.signal } : {}),
+  }, read.snapshot);
+  return bytes;
+}
+
+/** A stdout a run without one would write to: a delivery there is a programming error. */
+function noStdout(): TextWriter {
+  return {
+    write: () => {
+      throw new TypeError("Cannot deliver to stdout: the run was given no stdout");
+    },
+  };
 }
 
 /** What a deployment returns. */
@@ -131,6 +188,8 @@ export interface DeployResult {
   injectedSelector?: string;
   /** How many of the run's objects cleanup removed (0 with `noCleanup`). */
   cleaned: number;
+  /** The bytes delivered, when the run delivered. */
+  bytes?: number;
 }
 
 const CLEANUP_TIMEOUT_MS = 30_000;
@@ -367,7 +426,9 @@ function createRunGate(
       mode,
       serviceAccount,
       ownsOutput: naming.ownsOutput,
-      rewritesOutput: options.rewritesOutput ?? false,
+      // Projections are merged into the user's ConfigMap by this process, not the agent.
+      rewritesOutput: options.delivery?.target.kind === "configmap" &&
+        options.delivery.projections.length > 0,
       discoverNetwork: options.discoverNetwork,
       configMaps: naming.configMapsFor(naming.outputFor(mode, serviceAccount)),
       ...(createNamespace ? { extraCaller: [CREATE_NAMESPACE_CHECK] } : {}),
@@ -525,25 +586,13 @@ async function executeRun(
     sawPod = true;
     const { nodeName } = waited;
     log.debug("agent finished; reading its snapshot", { node: nodeName });
-    // The agent's report (its pod's termination message) and the snapshot, side by side.
-    const [{ pod, message }, { snapshot, text }] = await Promise.all([
-      readAgentTermination(kube, waited.pod, options.signal),
-      readSnapshot(kube, output, options.signal),
-    ]);
-    throwIfInterrupted(options.signal);
-    log.debug("snapshot read", { configMap: formatConfigMapUri(output) });
-    // Before anything is delivered: the agent that ran must be this build, and what was read
-    // must be what it reported writing, on its own node.
-    const build = options.build ?? buildInfo();
-    checkAgentBuild(agentBuildOf(snapshot, message), build, options.job.image);
-    verifyAgentSnapshot(
-      { text, snapshot, uri: formatConfigMapUri(output), pod, message },
-      { build, image: options.job.image },
-    );
+    const snapshot = await readProvenSnapshot(deps, options, { output, pod: waited.pod });
     done = { runId, snapshot, configMap: output, nodeName, ...selector, cleaned: 0 };
     // The caller has its snapshot while the run's objects are deleted; cleanup is still awaited
     // (and its outcome checked) before this returns.
-    if (options.deliver) await options.deliver(done);
+    if (options.delivery) {
+      done.bytes = await deliver(deps, { ...options, delivery: options.delivery }, done);
+    }
     return done;
   } catch (error) {
     const failure = interrupted(error, options.signal);

@@ -16,7 +16,7 @@ import {
   stagingConfigMapName,
 } from "../manifests/mod.ts";
 import { buildInfo } from "../version.ts";
-import { encodeSnapshot, formatConfigMapUri } from "../snapshot/mod.ts";
+import { encodeSnapshot, formatConfigMapUri, parseSnapshot } from "../snapshot/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
 import { deploySnapshot, FOREIGN_STAGING_WARNING } from "./deploy.ts";
@@ -246,6 +246,14 @@ function scene(options: SceneOptions = {}) {
   const created = () => fake.calls.filter((c) => c.method === "create").map((c) => c.kind);
   return { fake, deps, reviews, deletes, lines, left, created };
 }
+
+/** A delivery of the YAML document to stdout, as `aicr snapshot` without `-o` makes it. */
+const TO_STDOUT: NonNullable<DeployOptions["delivery"]> = {
+  target: { kind: "stdout" },
+  format: "yaml",
+  table: false,
+  projections: [],
+};
 
 function options(overrides: Partial<DeployOptions> = {}): DeployOptions {
   return {
@@ -488,18 +496,15 @@ Deno.test("deploySnapshot() whose pod the garbage collector took before cleanup'
 Deno.test("deploySnapshot() delivers the snapshot before cleanup starts and returns once cleanup is done", async () => {
   const s = scene();
   let deletesAtDelivery: number | undefined;
-  let delivered: string | undefined;
-  const result = await deploySnapshot(
-    s.deps,
-    options({
-      deliver: (read) => {
-        deletesAtDelivery = s.deletes.length;
-        delivered = read.snapshot.metadata["source-node"];
-        return Promise.resolve();
-      },
-    }),
-  );
-  assert.equal(delivered, "gpu-1");
+  let delivered = "";
+  const stdout = {
+    write: (text: string) => {
+      deletesAtDelivery = s.deletes.length;
+      delivered += text;
+    },
+  };
+  const result = await deploySnapshot({ ...s.deps, stdout }, options({ delivery: TO_STDOUT }));
+  assert.equal(parseSnapshot(delivered).metadata["source-node"], "gpu-1");
   assert.equal(deletesAtDelivery, 0, "nothing was deleted before delivery");
   assert.ok(result.cleaned > 0, "the returned result counts what cleanup removed");
   assert.deepEqual(s.left(), [], "cleanup finished before deploySnapshot returned");
@@ -509,7 +514,13 @@ Deno.test("deploySnapshot() cleans up when delivery fails, and the failure is th
   const s = scene();
   const error = await deploySnapshot(
     s.deps,
-    options({ deliver: () => Promise.reject(new UsageError("Cannot write 'out.yaml': denied")) }),
+    options({
+      delivery: {
+        ...TO_STDOUT,
+        // A place that takes no file: the write fails as the run's error.
+        target: { kind: "file", path: "/proc/aicr-denied/out.yaml" },
+      },
+    }),
   ).catch((e) => e);
   assert.ok(error instanceof UsageError, String(error));
   assert.deepEqual(s.left(), []);
@@ -587,11 +598,9 @@ Deno.test("deploySnapshot() refuses a snapshot NVIDIA's Go aicr wrote, naming it
     },
     build,
   });
-  const delivered: unknown[] = [];
-  const error = await deploySnapshot(s.deps, {
-    ...run,
-    deliver: (r) => Promise.resolve(void delivered.push(r)),
-  })
+  const delivered: string[] = [];
+  const stdout = { write: (text: string) => void delivered.push(text) };
+  const error = await deploySnapshot({ ...s.deps, stdout }, { ...run, delivery: TO_STDOUT })
     .catch((e) => e);
   assert.ok(error instanceof AgentIdentityError, String(error));
   assert.equal(exitCodeOf(error), 8);
@@ -618,10 +627,11 @@ Deno.test("deploySnapshot() refuses a snapshot that is not what its agent report
   // Another writer won the race between the agent's write and the CLI's read.
   const forged = encodeSnapshot(sampleSnapshot({ nodeName: "gpu-9" }), "yaml");
   const s = scene({ agentDocument: forged, report: reportOf(genuine) });
-  const delivered: unknown[] = [];
-  const error = await deploySnapshot(s.deps, {
+  const delivered: string[] = [];
+  const stdout = { write: (text: string) => void delivered.push(text) };
+  const error = await deploySnapshot({ ...s.deps, stdout }, {
     ...options(),
-    deliver: (r) => Promise.resolve(void delivered.push(r)),
+    delivery: TO_STDOUT,
   }).catch((e) => e);
   assert.ok(error instanceof UntrustedSnapshotError, String(error));
   assert.equal(exitCodeOf(error), 10);

@@ -142,6 +142,11 @@ async function writeBeside(path: string, text: string): Promise<boolean> {
 /** A document waiting for its turn: in memory, spooled to a file, or none (a failed node). */
 type Waiting = { text: string } | { spooled: string } | null;
 
+/** The stream's file, opened once (a pipe written without blocking until the signal aborts). */
+function openStreamFile(path: string, signal: AbortSignal | undefined): Promise<AtomicFile> {
+  return openAtomicFile(path, 0o644, { what: "snapshots", ...(signal ? { signal } : {}) });
+}
+
 function streamWriter(
   path: string | undefined,
   stdout: TextWriter,
@@ -156,11 +161,7 @@ function streamWriter(
   // Writes happen one at a time, in position order.
   let queue: Promise<void> = Promise.resolve();
 
-  const sink = (): Promise<AtomicFile> =>
-    file ??= openAtomicFile(path as string, 0o644, {
-      what: "snapshots",
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
+  const sink = (): Promise<AtomicFile> => file ??= openStreamFile(path as string, options.signal);
   const emit = async (text: string) => {
     if (path === undefined) stdout.write(text);
     else await (await sink()).write(text);
@@ -192,10 +193,9 @@ function streamWriter(
     return run;
   };
 
-  const { encode } = options;
   const writer: FleetWriter = {
     async put(result, position) {
-      const text = result.snapshot ? `---\n${encode(result.snapshot)}` : "";
+      const text = result.snapshot ? `---\n${options.encode(result.snapshot)}` : "";
       await serial(async () => {
         if (position !== next && text !== "" && held + text.length > reorderBytes) {
           const spooled = join(await spoolDir(), `${position}.yaml`);

@@ -15,8 +15,8 @@
  *
  * @module
  */
-export { deploySnapshot, previewSnapshotRun } from "./deploy.ts";
-export type { AgentJobKnobs, DeployOptions, DeployResult } from "./deploy.ts";
+export { deploySnapshot } from "./deploy.ts";
+export type { AgentJobKnobs } from "./deploy.ts";
 export { runCleanup } from "./sweep.ts";
 export { makeDaemonCa, renderDaemonSet } from "./render.ts";
 export type { DaemonSetOptions } from "./render.ts";
@@ -40,3 +40,7 @@ export { createFsSourceLoader, createKubeConfigMapReader } from "./sources.ts";
 export { runFleetFetch, runInstall, runUninstall, writeRender } from "./daemonset.ts";
 export type { ClusterRunDeps, FleetFetchOptions } from "./daemonset.ts";
 export type { ReportTargets } from "./reported.ts";
+export { renderRolesForServiceAccount } from "./roles.ts";
+export { previewSnapshot, runSnapshot } from "./snapshot.ts";
+export type { SnapshotRunOptions } from "./snapshot.ts";
+export { writeProjectedConfigMap } from "./deliver.ts";

@@ -67,6 +67,7 @@ export {
   findMeasurement,
   findSubtype,
   FLEET_TOPOLOGY_FILE,
+  hasGpu,
   isClusterTopologyDocument,
   isMeasurementType,
   LEGACY_API_VERSION,

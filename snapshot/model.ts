@@ -337,3 +337,17 @@ export function sourceContext(
   if (message) context.message = message;
   return context;
 }
+
+/**
+ * Whether a snapshot found at least one GPU (`gpu-count` > 0 in a GPU subtype).
+ *
+ * @param snapshot the snapshot
+ * @returns true when a GPU was seen
+ */
+export function hasGpu(snapshot: Snapshot): boolean {
+  const gpu = findMeasurement(snapshot, "GPU");
+  return gpu?.subtypes.some((s) => {
+    const count = s.data["gpu-count"];
+    return typeof count === "number" && count > 0;
+  }) ?? false;
+}

@@ -33,6 +33,7 @@ const FLOORS: Record<string, number> = {
   manifests: 1,
   collectors: 2,
   rbac: 2,
+  sink: 2,
   csr: 2,
   image: 2,
   controller: 3,
@@ -370,6 +371,7 @@ const TRIMMED_BARRELS = new Set([
   "collectors/mod.ts",
   "controller/mod.ts",
   "daemon/mod.ts",
+  "sink/mod.ts",
 ]);
 
 const BARREL_EXPORT_REGEXP = /^export\s+(?:type\s+)?\{([^}]*)\}\s*from\s*"[^"]+"/gm;

@@ -5,25 +5,24 @@
  *
  * @module
  */
-import { randomBytes } from "node:crypto";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { newRunId, validateServiceAccountName } from "../manifests/mod.ts";
 import { rbacNextSteps, renderRbacFiles, writeRbacDirectory } from "../rbac/mod.ts";
 import { buildInfo } from "../version.ts";
-import type { CliDeps } from "./context.ts";
+import type { TextWriter } from "../log.ts";
 
 /**
  * Renders and writes the four files, then prints the next steps.
  *
- * @param deps working directory, clock and stdout
+ * @param deps working directory, clock, randomness (the run ID) and stdout
  * @param options the ServiceAccount, namespace and `--discover-network`
  * @returns the directory written
  * @throws {ConflictError} when the directory already exists
  * @throws {UsageError} when the ServiceAccount name is invalid
  */
 export async function renderRolesForServiceAccount(
-  deps: Pick<CliDeps, "cwd" | "now" | "stdout">,
+  deps: { cwd: string; now: () => Date; randomHex: () => string; stdout: TextWriter },
   options: {
     serviceAccount: string;
     namespace: string;
@@ -32,7 +31,7 @@ export async function renderRolesForServiceAccount(
   },
 ): Promise<string> {
   const serviceAccount = validateServiceAccountName("serviceAccount", options.serviceAccount);
-  const runId = newRunId(deps.now(), () => randomBytes(8).toString("hex"));
+  const runId = newRunId(deps.now(), deps.randomHex);
   const rendered = renderRbacFiles({
     namespace: options.namespace,
     serviceAccount,
