@@ -11,6 +11,6 @@
  *
  * @module
  */
-export { collectSnapshot, runAgent } from "./run.ts";
+export { createNodeCollect, runAgent } from "./run.ts";
 export { runLocalAgent } from "./local.ts";
 export type { LocalAgentDeps, LocalAgentOptions } from "./local.ts";

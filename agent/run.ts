@@ -7,6 +7,7 @@
 import { collectMeasurements } from "../collectors/mod.ts";
 import type { CollectOptions, CollectorDeps, CollectorReport } from "../collectors/mod.ts";
 import { NotFoundError, ToolError } from "../errors.ts";
+import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
   createSnapshot,
@@ -172,4 +173,54 @@ export function writeAgentReport(
       "internal",
     );
   }
+}
+
+/** What one collection of a long-lived server (the daemon) is made from. */
+export interface NodeCollectOptions {
+  /** Logger. */
+  log: Logger;
+  /** This node. */
+  nodeName: string;
+  /** A cluster client for the K8s and NodeTopology readings, when there is one. */
+  kube?: KubeClient;
+  /** Read host files under this directory. */
+  hostRoot?: string;
+  /** systemd units to read. */
+  systemdUnits?: string[];
+  /** Truncate NodeTopology node lists (0: no limit). */
+  maxNodesPerEntry: number;
+}
+
+/**
+ * Makes the collect function of a daemon: each call collects this node's snapshot, its
+ * NodeTopology of its own Node only (one GET; the fleet fetch lists the cluster once per fetch).
+ * The daemon takes it as an injected factory, so the node sides never import each other.
+ *
+ * @param deps the collectors' readers' factory, clock and version
+ * @returns the factory of collect functions
+ */
+export function createNodeCollect(
+  deps: Pick<AgentDeps, "now" | "version"> & {
+    collectorDeps: (
+      options: { kube?: KubeClient; log: Logger; hostRoot?: string },
+    ) => CollectorDeps;
+  },
+): (options: NodeCollectOptions) => (signal: AbortSignal) => ReturnType<typeof collectSnapshot> {
+  return (options) => {
+    const collectors = deps.collectorDeps({
+      log: options.log,
+      ...(options.kube ? { kube: options.kube } : {}),
+      ...(options.hostRoot ? { hostRoot: options.hostRoot } : {}),
+    });
+    return (signal) =>
+      collectSnapshot({ collectors, log: options.log, now: deps.now, version: deps.version }, {
+        nodeName: options.nodeName,
+        collect: {
+          maxNodesPerEntry: options.maxNodesPerEntry,
+          topologyScope: "node",
+          ...(options.systemdUnits?.length ? { systemdUnits: options.systemdUnits } : {}),
+        },
+        signal,
+      });
+  };
 }

@@ -9,10 +9,12 @@
  */
 import { nameOptionsIn, UsageError } from "../errors.ts";
 import {
+  checkTimeout,
   isDns1123Subdomain,
   isLabelKey,
   isLabelValue,
   isQuantity,
+  MAX_WAIT_MS,
   type ResourceList,
   type Toleration,
 } from "../manifests/mod.ts";
@@ -209,14 +211,11 @@ export function parseDuration(value: string, flag = "--timeout"): number {
   for (const match of value.matchAll(DURATION_PART_REGEXP)) {
     total += Number(match[1]) * (DURATION_UNITS[match[2] ?? ""] ?? 0);
   }
-  if (!(total <= MAX_DURATION_MS)) {
+  if (!(total <= MAX_WAIT_MS)) {
     throw usage(flag, value, "at most 24h", "a longer wait is no wait: use a CronJob or rerun");
   }
   return total;
 }
-
-/** The longest duration any flag accepts: 24h (timers and Job deadlines stay well in range). */
-export const MAX_DURATION_MS = 24 * 3_600_000;
 
 /** The shortest `--timeout`: 1s (a shorter wait cannot see a pod start). */
 export const MIN_TIMEOUT_MS = 1000;
@@ -235,7 +234,8 @@ export function parseTimeout(value: string, flag = "--timeout"): number {
   if (ms < MIN_TIMEOUT_MS) {
     throw usage(flag, value, "a duration from 1s to 24h", "omit the flag for its default");
   }
-  return ms;
+  // What is left of the contract (at most 24 h) parseDuration already holds.
+  return checkTimeout(ms);
 }
 
 /** The flags whose name is not their option's name in kebab case. */

@@ -10,7 +10,7 @@ import { readFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
-import { collectSnapshot } from "../agent/mod.ts";
+import { createNodeCollect } from "../agent/mod.ts";
 import { runDaemon, validateTls } from "../daemon/mod.ts";
 import type { DaemonOptions, DaemonRunDeps, MakeAuth } from "../daemon/mod.ts";
 import { UsageError } from "../errors.ts";
@@ -23,7 +23,7 @@ import type { CliDeps } from "./context.ts";
 
 /** Factories of the daemon's real dependencies; each has a default built from {@link CliDeps}. */
 export interface DaemonFactories {
-  /** Builds the collect function. @default collectSnapshot over `deps.collectorDeps` */
+  /** Builds the collect function. @default the agent's node collect over `deps.collectorDeps` */
   makeCollect?: DaemonRunDeps["makeCollect"];
   /** Builds the token authenticator and access authorizer. @default createKubeAuth(kube) */
   makeAuth?: MakeAuth;
@@ -107,30 +107,6 @@ async function readPem(flag: string, path: string, cwd: string): Promise<string>
       { cause: error },
     );
   }
-}
-
-function defaultMakeCollect(deps: CliDeps): DaemonRunDeps["makeCollect"] {
-  return (options) => {
-    const collectors = deps.collectorDeps({
-      log: options.log,
-      ...(options.kube ? { kube: options.kube } : {}),
-      ...(options.hostRoot ? { hostRoot: options.hostRoot } : {}),
-    });
-    return (signal) =>
-      collectSnapshot(
-        { collectors, log: options.log, now: deps.now, version: buildInfo().version },
-        {
-          nodeName: options.nodeName,
-          collect: {
-            maxNodesPerEntry: options.maxNodesPerEntry,
-            // Its own Node only (one GET): the fleet fetch lists the cluster once per fetch.
-            topologyScope: "node",
-            ...(options.systemdUnits?.length ? { systemdUnits: options.systemdUnits } : {}),
-          },
-          signal,
-        },
-      );
-  };
 }
 
 /**
@@ -280,7 +256,8 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
       const options = await daemonOptions(deps, flags);
       await runDaemon({
         connect: () => connectOptional(deps, globals, log),
-        makeCollect: deps.makeCollect ?? defaultMakeCollect(deps),
+        makeCollect: deps.makeCollect ??
+          createNodeCollect({ ...deps, version: buildInfo().version }),
         ...(deps.makeAuth ? { makeAuth: deps.makeAuth } : {}),
         log,
         now: deps.now,

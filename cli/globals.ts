@@ -1,12 +1,13 @@
 /**
  * The flags every verb shares, declared once on the root program and inherited (as kubectl's
  * `--kubeconfig`, `--context` and `-n`): the cluster to talk to, the namespace, and logging. This
- * module is also the one connect path and the one place a command's logger is made.
+ * module is also the one connect path, and the root's pre-action that reads those flags and makes
+ * a verb's logger once, before its action ({@link defineAction}).
  *
  * ```ts ignore
- * const globals = globalOptions(cmd);
- * const log = commandLogger(deps, globals);
- * const kube = connect(deps, globals);
+ * return defineAction(command, deps, async (flags, context) => {
+ *   await runCleanup(clusterDeps(deps, context), cleanupOptions(flags, context.globals));
+ * });
  * ```
  *
  * @module

@@ -23,6 +23,7 @@ import {
   autoTargetingAllowed,
   DEFAULT_JOB_NAME_PREFIX,
   DEFAULT_SERVICE_ACCOUNT_PREFIX,
+  DEFAULT_TIMEOUT_MS,
   isNodeOs,
   isRunId,
   NODE_OS_FAMILIES,
@@ -145,7 +146,7 @@ function addAgentPlacementFlags(command: Command): Command {
 /** How the agent's pod runs and how long the run waits for it. */
 function addAgentPodFlags(command: Command): Command {
   return command
-    .option("--timeout <duration>", "wait timeout", "5m")
+    .option("--timeout <duration>", "wait timeout", `${DEFAULT_TIMEOUT_MS / 60_000}m`)
     .option(
       "--no-cleanup",
       "keep the Job and RBAC for debugging (leaves the run's ClusterRole active)",

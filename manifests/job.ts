@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { UsageError } from "../errors.ts";
+import { checkTimeout } from "./timeout.ts";
 import { DEFAULT_JOB_NAME_PREFIX, jobName, runLabels, stagingConfigMapName } from "./names.ts";
 import type { RunIdentity } from "./names.ts";
 import { formatConfigMapUri } from "../snapshot/mod.ts";
@@ -22,8 +22,6 @@ import { AGENT_REPORT_ENV, AGENT_REPORT_PATH } from "./agent_report.ts";
 import type { PodOptions } from "./_pod.ts";
 import type { JobManifest, ResourceRequirements } from "./types.ts";
 
-/** The CLI's default `--timeout`: 5 minutes. */
-const DEFAULT_TIMEOUT_SECONDS = 300;
 /** How much longer than the CLI's wait the Job may run. */
 const JOB_DEADLINE_MARGIN_SECONDS = 300;
 /** The shortest time a finished Job is kept. */
@@ -86,20 +84,13 @@ export interface JobDeadlines {
  * The Job's deadlines: the wait plus a margin, and a TTL of at least an hour, both
  * strictly longer than the wait.
  *
- * @param timeoutMs the CLI's `--timeout` in ms; 0 or absent means 5m
+ * @param timeoutMs the run's timeout in ms, held to the one contract (`timeout.ts`; 0 or absent
+ *   means the default)
  * @returns the deadlines
- * @throws {UsageError} when the timeout is negative or not finite
+ * @throws {UsageError} when the timeout breaks the contract
  */
 export function jobDeadlines(timeoutMs = 0): JobDeadlines {
-  if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
-    throw new UsageError(
-      (option) =>
-        `Cannot use '${
-          option("timeout")
-        }' as it must be a duration of 0 or more: current value is '${timeoutMs}ms'`,
-    );
-  }
-  const wait = timeoutMs === 0 ? DEFAULT_TIMEOUT_SECONDS : Math.ceil(timeoutMs / 1000);
+  const wait = Math.ceil(checkTimeout(timeoutMs) / 1000);
   const activeDeadlineSeconds = wait + JOB_DEADLINE_MARGIN_SECONDS;
   return {
     activeDeadlineSeconds,

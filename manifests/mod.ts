@@ -94,3 +94,4 @@ export type { Labels, RunIdentity } from "./names.ts";
 export { isQuantity } from "./quantity.ts";
 export type { JobManifest, ObjectMeta, PodSpec, ResourceList, Toleration } from "./types.ts";
 export { formatManifest } from "./yaml.ts";
+export { checkTimeout, DEFAULT_TIMEOUT_MS, MAX_WAIT_MS } from "./timeout.ts";

@@ -188,6 +188,45 @@ Deno.test("layout: snapshot/ keeps no module-level mutable state (caches are pas
   assert.equal([...probe.matchAll(MODULE_STATE_REGEXP)].length, 3);
 });
 
+/** The verbs: the modules `cli/commands.ts` loads, one per verb of the command line. */
+function verbModules(): string[] {
+  const text = readFileSync(join(ROOT, "cli", "commands.ts"), "utf8");
+  return [...text.matchAll(/import\(\s*"\.\/([a-z_]+\.ts)"\s*\)/g)].map((m) => `cli/${m[1]}`);
+}
+
+Deno.test("layout: no verb imports another (what verbs share sits in cli/'s private modules)", () => {
+  const verbs = new Set(verbModules());
+  assert.ok(verbs.has("cli/snapshot.ts") && verbs.has("cli/agent.ts"), "verbs read");
+  const wrong = GRAPH.edges.filter((e) => verbs.has(e.from) && verbs.has(e.to) && e.from !== e.to)
+    .map((e) => `${e.from} -> ${e.to}`);
+  assert.deepEqual(wrong, []);
+});
+
+/** Production lines of a part of the house. */
+function linesOf(part: string): number {
+  return GRAPH.files.filter((f) => partOf(f) === part && !isTestFile(f))
+    .reduce((sum, f) => sum + readFileSync(join(ROOT, f), "utf8").split("\n").length - 1, 0);
+}
+
+/**
+ * The most `cli/` may weigh against `controller/`, a ratchet: verbs are declarations, help,
+ * completion, config-file mapping and the checks of their flags around one library call (kind's
+ * `pkg/cmd` is 0.23 of `pkg/cluster`). Issue #24 took it from 0.96 to 0.57 by moving every Run
+ * half below `cli/`; its target, 0.5, would take moving flag checks into the library, which then
+ * checks again what the CLI already parsed. Lower it as `cli/` shrinks; never raise it.
+ */
+const MAX_CLI_RATIO = 0.58;
+
+Deno.test(`layout: cli/ is at most ${MAX_CLI_RATIO} of controller/ in lines`, () => {
+  const cli = linesOf("cli");
+  const controller = linesOf("controller");
+  assert.ok(cli > 1000 && controller > 1000, `lines read: cli ${cli}, controller ${controller}`);
+  assert.ok(
+    cli <= MAX_CLI_RATIO * controller,
+    `cli/ is ${cli} lines, ${(cli / controller).toFixed(2)} of controller/'s ${controller}`,
+  );
+});
+
 Deno.test("layout: only kube/ imports @kubernetes/client-node", () => {
   const importers = [...GRAPH.packages.entries()].filter(([spec]) =>
     spec.startsWith("@kubernetes/client-node")
