@@ -11,20 +11,15 @@
  *
  * @module
  */
-import { readFile } from "node:fs/promises";
-import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import {
-  caCertificateFromFile,
-  caFromSecretFile,
   DEFAULT_MAX_ANSWER_BYTES,
-  makeDaemonCa,
   runFleetFetch,
   runInstall,
   runUninstall,
   writeRender,
 } from "../controller/mod.ts";
-import type { DaemonSetOptions, RenderCa } from "../controller/mod.ts";
+import type { DaemonSetOptions } from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
 import {
   DEFAULT_DAEMON_NAME,
@@ -304,45 +299,20 @@ function renderCommand(deps: CliDeps): Command {
       );
     }
     const output = checkOutputNotFormat(flags.output, { formats: ["yaml", "json"] });
-    const caFile = flags.caSecret ?? flags.existingCa;
-    await writeRender({ log, stdout: deps.stdout, cwd: deps.cwd, signal: deps.signal }, {
+    await writeRender({
+      log,
+      stdout: deps.stdout,
+      cwd: deps.cwd,
+      signal: deps.signal,
+      now: deps.now,
+    }, {
       ...options,
-      ca: await renderCa(deps, flags, options.name ?? DEFAULT_DAEMON_NAME),
       format,
       ...(output !== undefined ? { output } : {}),
-      caFrom: flags.caSecret ? "secret" : flags.existingCa ? "certificate" : "new",
-      ...(caFile ? { caFile } : {}),
+      ...(flags.caSecret !== undefined ? { caSecret: flags.caSecret } : {}),
+      ...(flags.existingCa !== undefined ? { existingCa: flags.existingCa } : {}),
     });
   });
-}
-
-/** The CA of a render: kept from a file (--ca-secret, --existing-ca), or new. */
-async function renderCa(deps: CliDeps, flags: RenderFlags, name: string): Promise<RenderCa> {
-  if (flags.caSecret && flags.existingCa) {
-    throw new UsageError("Cannot use '--ca-secret' together with '--existing-ca'");
-  }
-  const read = async (flag: string, path: string) => {
-    try {
-      return await readFile(resolve(deps.cwd, path), "utf8");
-    } catch (error) {
-      throw new UsageError(
-        `Cannot read '${flag}' file '${path}': ${(error as Error).message.split("\n")[0]}`,
-      );
-    }
-  };
-  if (flags.caSecret) {
-    return caFromSecretFile(await read("--ca-secret", flags.caSecret), {
-      path: flags.caSecret,
-      name,
-    });
-  }
-  if (flags.existingCa) {
-    return caCertificateFromFile(await read("--existing-ca", flags.existingCa), {
-      path: flags.existingCa,
-      name,
-    });
-  }
-  return makeDaemonCa({ now: deps.now() });
 }
 
 function uninstallCommand(deps: CliDeps): Command {

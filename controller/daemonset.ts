@@ -7,8 +7,9 @@
  *
  * @module
  */
+import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { InterruptedError, TimeoutError, ToolError } from "../errors.ts";
+import { InterruptedError, TimeoutError, ToolError, UsageError } from "../errors.ts";
 import type { OptionNamer } from "../errors.ts";
 import { writeFileAtomic } from "../io.ts";
 import type { KubeClient } from "../kube/mod.ts";
@@ -20,8 +21,9 @@ import { createFleetWriter } from "./fleet_writer.ts";
 import type { FleetOutput } from "./fleet_writer.ts";
 import { installDaemonSet } from "./install.ts";
 import type { InstallOptions } from "./install.ts";
-import { renderDaemonSet } from "./render.ts";
+import { makeDaemonCa, renderDaemonSet } from "./render.ts";
 import type { RenderOptions } from "./render.ts";
+import { caCertificateFromFile, caFromSecretFile } from "./render_ca.ts";
 import type { RenderCa } from "./render_ca.ts";
 import { fleetReportContent, installReportContent, uninstallReportContent } from "./report.ts";
 import { runReported } from "./reported.ts";
@@ -145,6 +147,40 @@ function formatRendered(
   return objects.map((o) => `---\n${formatManifest(o.manifest)}`).join("");
 }
 
+/** The CA of a render: kept from a file (`caSecret`, `existingCa`), or new. */
+async function readRenderCa(
+  deps: { cwd: string; now(): Date },
+  from: {
+    caSecret?: string | undefined;
+    existingCa?: string | undefined;
+    name?: string | undefined;
+  },
+): Promise<RenderCa> {
+  if (from.caSecret && from.existingCa) {
+    throw new UsageError((o) => `Cannot use '${o("caSecret")}' together with '${o("existingCa")}'`);
+  }
+  const name = from.name ?? DEFAULT_DAEMON_NAME;
+  const read = async (option: "caSecret" | "existingCa", path: string) => {
+    try {
+      return await readFile(resolve(deps.cwd, path), "utf8");
+    } catch (error) {
+      throw new UsageError((o) =>
+        `Cannot read '${o(option)}' file '${path}': ${(error as Error).message.split("\n")[0]}`
+      );
+    }
+  };
+  if (from.caSecret) {
+    return caFromSecretFile(await read("caSecret", from.caSecret), { path: from.caSecret, name });
+  }
+  if (from.existingCa) {
+    return caCertificateFromFile(await read("existingCa", from.existingCa), {
+      path: from.existingCa,
+      name,
+    });
+  }
+  return makeDaemonCa({ now: deps.now() });
+}
+
 /**
  * Renders the install and writes it: stdout, or a file (private when it holds the CA key).
  *
@@ -153,17 +189,22 @@ function formatRendered(
  * @returns when it is written
  */
 export async function writeRender(
-  deps: { log: Logger; stdout: TextWriter; cwd: string; signal: AbortSignal },
+  deps: { log: Logger; stdout: TextWriter; cwd: string; signal: AbortSignal; now(): Date },
   options: Omit<RenderOptions, "ca"> & {
-    ca: RenderCa;
     format: "yaml" | "json";
     output?: string;
-    caFrom: "secret" | "certificate" | "new";
-    caFile?: string;
+    /** The CA Secret of an earlier render (a file), kept. */
+    caSecret?: string;
+    /** The CA's certificate only (a file): no Secret is rendered. */
+    existingCa?: string;
   },
 ): Promise<void> {
   const { log } = deps;
-  const { format, output, caFrom, caFile, ...render } = options;
+  const { format, output, caSecret, existingCa, ...rest } = options;
+  const caFrom = caSecret ? "secret" : existingCa ? "certificate" : "new";
+  const caFile = caSecret ?? existingCa;
+  const ca = await readRenderCa(deps, { caSecret, existingCa, name: rest.name });
+  const render = { ...rest, ca };
   const text = formatRendered(renderDaemonSet(render).objects, format);
   if (output === undefined || output === "-") deps.stdout.write(text);
   else {
