@@ -6,12 +6,10 @@
  *
  * @module
  */
-import { readFile } from "node:fs/promises";
 import { isIP } from "node:net";
-import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { createNodeCollect } from "../agent/mod.ts";
-import { runDaemon, validateTls } from "../daemon/mod.ts";
+import { runDaemon } from "../daemon/mod.ts";
 import type { DaemonOptions, DaemonRunDeps, MakeAuth } from "../daemon/mod.ts";
 import { UsageError } from "../errors.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName, validateNamespace } from "../manifests/mod.ts";
@@ -96,32 +94,16 @@ function parsePort(value: string): number {
   return port;
 }
 
-async function readPem(flag: string, path: string, cwd: string): Promise<string> {
-  try {
-    return await readFile(resolve(cwd, path), "utf8");
-  } catch (error) {
-    throw new UsageError(
-      `Cannot read '${flag}' file '${path}': ${
-        error instanceof Error ? error.message : String(error)
-      }`,
-      { cause: error },
-    );
-  }
-}
-
 /**
- * Completes and validates the daemon's flags: durations, port, certificate files and node
- * name, before anything listens.
+ * Completes and validates the daemon's flags: durations, port, certificate flags and node
+ * name, before anything listens (the daemon reads the certificate files as it starts).
  *
  * @param deps CLI dependencies (environment, working directory)
  * @param flags the parsed flags
  * @returns the typed options
- * @throws {UsageError} for bad flags or unreadable certificates
+ * @throws {UsageError} for bad flags
  */
-export async function daemonOptions(
-  deps: DaemonCommandDeps,
-  flags: DaemonFlags,
-): Promise<DaemonOptions> {
+export function daemonOptions(deps: DaemonCommandDeps, flags: DaemonFlags): DaemonOptions {
   const port = parsePort(flags.port);
   const cacheOptions = {
     maxAgeMs: parseDuration(flags.maxAge, "--max-age"),
@@ -144,7 +126,7 @@ export async function daemonOptions(
     );
   }
   // With --csr-signer the serving certificate comes from the CSR API once the daemon runs.
-  const tls = identity.csr ? undefined : await readTlsFlags(deps, flags);
+  const tls = identity.csr ? undefined : tlsFlags(flags);
   const nodeName = flags.nodeName ?? resolveNodeName(deps.env);
   if (!nodeName) {
     throw new UsageError(
@@ -172,31 +154,15 @@ export async function daemonOptions(
   };
 }
 
-/** The certificate and key files, read and checked as a pair; absent with `--insecure-http`. */
-async function readTlsFlags(
-  deps: DaemonCommandDeps,
-  flags: DaemonFlags,
-): Promise<DaemonOptions["tls"]> {
+/** The certificate and key files (the daemon reads them as it starts); absent with `--insecure-http`. */
+function tlsFlags(flags: DaemonFlags): DaemonOptions["tls"] {
   if (flags.tlsCertFile || flags.tlsKeyFile) {
     if (!flags.tlsCertFile || !flags.tlsKeyFile) {
       throw new UsageError(
         "Cannot serve TLS as '--tls-cert-file' and '--tls-key-file' go together: only one is set",
       );
     }
-    const tls = {
-      cert: await readPem("--tls-cert-file", flags.tlsCertFile, deps.cwd),
-      key: await readPem("--tls-key-file", flags.tlsKeyFile, deps.cwd),
-    };
-    try {
-      validateTls(tls);
-    } catch (error) {
-      throw new UsageError(
-        `Cannot serve TLS with '--tls-cert-file' '${flags.tlsCertFile}' and '--tls-key-file' '${flags.tlsKeyFile}': ${
-          (error as Error).message
-        }`,
-      );
-    }
-    return { ...tls, certFile: flags.tlsCertFile, keyFile: flags.tlsKeyFile };
+    return { certFile: flags.tlsCertFile, keyFile: flags.tlsKeyFile };
   } else if (!flags.insecureHttp) {
     throw new UsageError(
       "Cannot serve as '--tls-cert-file' and '--tls-key-file' are not set: pass them, or '--insecure-http' for a local test",
@@ -253,7 +219,7 @@ export function daemonCommand(deps: DaemonCommandDeps): Command {
     addDaemonFlags(command),
     deps,
     async (flags: DaemonFlags, { globals, log }) => {
-      const options = await daemonOptions(deps, flags);
+      const options = daemonOptions(deps, flags);
       await runDaemon({
         connect: () => connectOptional(deps, globals, log),
         makeCollect: deps.makeCollect ??

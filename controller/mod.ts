@@ -20,7 +20,6 @@ export type { AgentJobKnobs } from "./deploy.ts";
 export { runCleanup } from "./sweep.ts";
 export { makeDaemonCa, renderDaemonSet } from "./render.ts";
 export type { DaemonSetOptions } from "./render.ts";
-export type { RenderCa } from "./render_ca.ts";
 export { DEFAULT_MAX_ANSWER_BYTES, fetchFleet, FLEET_TRANSPORTS } from "./fleet.ts";
 export type { FleetTransport } from "./fleet.ts";
 export { writeFleet } from "./fleet_writer.ts";

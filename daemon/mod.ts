@@ -20,7 +20,7 @@
 export { createCachingAuthorizer } from "./auth.ts";
 export { createDaemon } from "./daemon.ts";
 export { createKubeAuth } from "./kube_auth.ts";
-export { serve, validateTls } from "./serve.ts";
+export { serve } from "./serve.ts";
 export { runDaemon } from "./run.ts";
 export { useLightWebClasses } from "./web.ts";
 export type { DaemonOptions, DaemonRunDeps, MakeAuth } from "./run.ts";

@@ -22,7 +22,7 @@ import type { CollectFunction, SnapshotCacheOptions } from "./cache.ts";
 import { createDaemon } from "./daemon.ts";
 import { createServingIdentity } from "./identity.ts";
 import { createKubeAuth } from "./kube_auth.ts";
-import { serve } from "./serve.ts";
+import { serve, validateTls } from "./serve.ts";
 import type { RunningServer } from "./serve.ts";
 import { useLightWebClasses } from "./web.ts";
 
@@ -94,8 +94,8 @@ export interface DaemonOptions {
   tlsReloadMs: number;
   /** Truncate NodeTopology node lists (0: no limit). */
   maxNodesPerEntry: number;
-  /** The certificate and key read from their files; absent with `insecureHttp`. */
-  tls?: { cert: string; key: string; certFile: string; keyFile: string };
+  /** The certificate and key files, read (and checked) as the daemon starts; absent with `insecureHttp`. */
+  tls?: { certFile: string; keyFile: string };
   /** Serve plain HTTP (local tests only). */
   insecureHttp: boolean;
   /** Serve everyone, without TokenReview and SubjectAccessReview (local tests only). */
@@ -116,6 +116,47 @@ export interface DaemonOptions {
   requireNodeBoundToken: boolean;
   /** The serving certificate comes from the CSR API under this signer, for this pod IP. */
   csr?: { signerName: string; podIp: string };
+}
+
+/**
+ * Reads the certificate and key files and checks that they are a pair.
+ *
+ * @param files the two files (relative to `cwd`)
+ * @param cwd the working directory
+ * @returns the PEM texts
+ * @throws {UsageError} naming the option and the file that cannot be read or used
+ */
+async function readTlsFiles(
+  files: { certFile: string; keyFile: string },
+  cwd: string,
+): Promise<{ cert: string; key: string }> {
+  const read = async (option: "tlsCertFile" | "tlsKeyFile", path: string) => {
+    try {
+      return await readFile(resolve(cwd, path), "utf8");
+    } catch (error) {
+      throw new UsageError(
+        (o) =>
+          `Cannot read '${o(option)}' file '${path}': ${
+            error instanceof Error ? error.message : String(error)
+          }`,
+        { cause: error },
+      );
+    }
+  };
+  const tls = {
+    cert: await read("tlsCertFile", files.certFile),
+    key: await read("tlsKeyFile", files.keyFile),
+  };
+  try {
+    validateTls(tls);
+  } catch (error) {
+    throw new UsageError((o) =>
+      `Cannot serve TLS with '${o("tlsCertFile")}' '${files.certFile}' and '${
+        o("tlsKeyFile")
+      }' '${files.keyFile}': ${(error as Error).message}`
+    );
+  }
+  return tls;
 }
 
 /**
@@ -304,15 +345,15 @@ function assembleDaemon(
  * @throws {UsageError} when callers are to be authenticated without a cluster
  */
 export async function runDaemon(deps: DaemonRunDeps, options: DaemonOptions): Promise<void> {
+  // The certificate files are input: a bad pair fails before anything connects or listens.
+  const files = options.tls ? await readTlsFiles(options.tls, deps.cwd) : undefined;
   // This process serves only the daemon: under Node, its V8 flags and the small web classes.
   if (useDaemonV8Flags()) useLightWebClasses();
   const { log } = deps;
   const kube = deps.connect();
   const trust = createTrustAnchor();
   const { daemon, identity } = assembleDaemon(deps, kube, options, trust);
-  const tls = options.tls
-    ? { cert: options.tls.cert, key: options.tls.key }
-    : identity?.placeholder;
+  const tls = files ?? identity?.placeholder;
   const server = await serve(daemon.app, {
     hostname: options.listen,
     port: options.port,
