@@ -7,20 +7,17 @@
  */
 import { Command } from "commander";
 import {
-  deleteBaselines,
-  fetchNodeSnapshot,
-  formatBaselineTable,
-  getBaseline,
-  listBaselines,
-  setBaseline,
+  runBaselineDelete,
+  runBaselineGet,
+  runBaselineList,
+  runBaselineSet,
 } from "../controller/mod.ts";
+import type { BaselineRunDeps, BaselineRunScope } from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName } from "../manifests/mod.ts";
-import { loadSnapshot } from "../snapshot/mod.ts";
-import type { Snapshot } from "../snapshot/mod.ts";
-import { createFsSourceLoader, createKubeConfigMapReader } from "../controller/mod.ts";
 import type { CliDeps } from "./context.ts";
-import { checkedNamespace, connect, defineAction } from "./globals.ts";
+import { checkedNamespace, clusterDeps, defineAction } from "./globals.ts";
+import type { GlobalOptions, VerbContext } from "./globals.ts";
 
 interface SetFlags {
   name: string;
@@ -57,48 +54,25 @@ function setCommand(deps: CliDeps): Command {
       "--cohort <name|key>",
       "the cohort it is meant for: refused unless the snapshot belongs to it",
     );
-  return defineAction(command, deps, async (flags: SetFlags, { globals, log }) => {
-    const namespace = checkedNamespace(globals);
+  return defineAction(command, deps, async (flags: SetFlags, context) => {
+    const namespace = checkedNamespace(context.globals);
     const name = validateDaemonName(flags.name);
-    if ((flags.file === undefined) === (flags.fromNode === undefined)) {
+    const from = flags.file !== undefined
+      ? { file: flags.file }
+      : flags.fromNode !== undefined
+      ? { fromNode: flags.fromNode }
+      : undefined;
+    if (!from || (flags.file !== undefined && flags.fromNode !== undefined)) {
       throw new UsageError(
         "Cannot set a baseline as exactly one of '-f/--file' and '--from-node' must be given",
       );
     }
-    // Connected on first use: a bad file is refused before any cluster contact.
-    let client: ReturnType<typeof connect> | undefined;
-    const kubeClient = () => (client ??= connect(deps, globals));
-    let load: () => Promise<Snapshot>;
-    let source: string;
-    if (flags.file !== undefined) {
-      // Bad input is refused before any cluster contact.
-      const snapshot = await loadSnapshot(
-        flags.file,
-        createFsSourceLoader({ readConfigMap: createKubeConfigMapReader(kubeClient) }),
-        { cwd: deps.cwd, option: "file" },
-      );
-      load = () => Promise.resolve(snapshot);
-      source = `file ${flags.file}`;
-    } else {
-      const node = flags.fromNode as string;
-      load = () =>
-        fetchNodeSnapshot({ kube: kubeClient(), log }, {
-          namespace,
-          name,
-          node,
-          signal: deps.signal,
-        });
-      source = `node ${node}`;
-    }
-    const record = await setBaseline({ kube: kubeClient(), log, now: deps.now }, {
+    await runBaselineSet(baselineDeps(deps, context), {
       namespace,
       name,
-      load,
-      source,
-      fromNode: flags.fromNode !== undefined,
+      ...from,
       ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
     });
-    deps.stdout.write(formatBaselineTable([record]));
   });
 }
 
@@ -106,33 +80,19 @@ function getCommand(deps: CliDeps): Command {
   const command = named(new Command("get"))
     .description("print a cohort's baseline snapshot (YAML)")
     .option("--cohort <name|key>", "the cohort (may be left out when only one has a baseline)");
-  return defineAction(command, deps, async (flags: GetFlags, { globals, log }) => {
-    const namespace = checkedNamespace(globals);
-    const name = validateDaemonName(flags.name);
-    const { record, text } = await getBaseline({ kube: connect(deps, globals), log }, {
-      namespace,
-      name,
+  return defineAction(command, deps, async (flags: GetFlags, context) => {
+    await runBaselineGet(baselineDeps(deps, context), {
+      ...scope(flags, context.globals),
       ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
     });
-    log.info("baseline", {
-      cohort: record.cohort.name,
-      key: record.cohort.key,
-      source: record.source,
-      updated: record.updated,
-    });
-    deps.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
   });
 }
 
 function listCommand(deps: CliDeps): Command {
   const command = named(new Command("list"))
     .description("list the cohorts that have a baseline");
-  return defineAction(command, deps, async (flags: GetFlags, { globals, log }) => {
-    const records = await listBaselines({ kube: connect(deps, globals), log }, {
-      namespace: checkedNamespace(globals),
-      name: validateDaemonName(flags.name),
-    });
-    deps.stdout.write(formatBaselineTable(records));
+  return defineAction(command, deps, async (flags: GetFlags, context) => {
+    await runBaselineList(baselineDeps(deps, context), scope(flags, context.globals));
   });
 }
 
@@ -141,22 +101,29 @@ function deleteCommand(deps: CliDeps): Command {
     .description("delete a cohort's baseline (--cohort) or every baseline (--all)")
     .option("--cohort <name|key>", "the cohort whose baseline goes")
     .option("--all", "every baseline of this daemon", false);
-  return defineAction(command, deps, async (flags: DeleteFlags, { globals, log }) => {
-    const namespace = checkedNamespace(globals);
-    const name = validateDaemonName(flags.name);
+  return defineAction(command, deps, async (flags: DeleteFlags, context) => {
+    const checked = scope(flags, context.globals);
     if (flags.all === (flags.cohort !== undefined)) {
       throw new UsageError(
         "Cannot delete baselines as exactly one of '--cohort' and '--all' must be given",
       );
     }
-    const deleted = await deleteBaselines({ kube: connect(deps, globals), log }, {
-      namespace,
-      name,
+    await runBaselineDelete(baselineDeps(deps, context), {
+      ...checked,
       all: flags.all,
       ...(flags.cohort !== undefined ? { cohort: flags.cohort } : {}),
     });
-    deps.stdout.write(formatBaselineTable(deleted));
   });
+}
+
+/** The daemon the baselines belong to: the root's namespace and `--name`, checked. */
+function scope(flags: { name: string }, globals: GlobalOptions): BaselineRunScope {
+  return { namespace: checkedNamespace(globals), name: validateDaemonName(flags.name) };
+}
+
+/** The library's dependencies: the cluster the root's flags name, streams, clock. */
+function baselineDeps(deps: CliDeps, context: VerbContext): BaselineRunDeps {
+  return { ...clusterDeps(deps, context), cwd: deps.cwd };
 }
 
 /**

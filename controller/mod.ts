@@ -25,13 +25,12 @@ export type { FleetTransport } from "./fleet.ts";
 export { writeFleet } from "./fleet_writer.ts";
 export type { FleetOutput } from "./fleet_writer.ts";
 export {
-  deleteBaselines,
-  fetchNodeSnapshot,
-  formatBaselineTable,
-  getBaseline,
-  listBaselines,
-  setBaseline,
-} from "./baseline.ts";
+  runBaselineDelete,
+  runBaselineGet,
+  runBaselineList,
+  runBaselineSet,
+} from "./baseline_run.ts";
+export type { BaselineRunDeps, BaselineRunScope } from "./baseline_run.ts";
 export { runDiff } from "./diff.ts";
 export type { DiffFormat, DiffOptions } from "./diff.ts";
 export { createFsSourceLoader, createKubeConfigMapReader } from "./sources.ts";
