@@ -6,14 +6,17 @@
  */
 import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
-import { DEFAULT_MAX_ANSWER_BYTES, FLEET_TRANSPORTS } from "../controller/mod.ts";
+import {
+  checkReportTargets,
+  DEFAULT_MAX_ANSWER_BYTES,
+  FLEET_TRANSPORTS,
+} from "../controller/mod.ts";
 import type { FleetFetchOptions, FleetOutput, FleetTransport } from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
 import { checkOutputFile, checkOutputFolder } from "../io.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName } from "../manifests/mod.ts";
 import { parseCount, parseTimeout } from "./_flags.ts";
 import { checkOutputNotFormat } from "./_output.ts";
-import { reportTargets } from "./_report.ts";
 import type { CliDeps } from "./context.ts";
 import { checkedNamespace } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
@@ -101,7 +104,7 @@ export async function fleetFetchOptions(
     );
   }
   const output = await fleetOutput(checkOutputNotFormat(flags.output), deps.cwd);
-  const reports = await reportTargets(deps, flags, {
+  const reports = await checkReportTargets(deps.cwd, flags, {
     ...(output.kind === "stream" && output.path === undefined ? { stdoutTaken: "-o -" } : {}),
   });
   return {

@@ -6,13 +6,13 @@
  * @module
  */
 import { Command } from "commander";
-import { runCleanup } from "../controller/mod.ts";
+import { checkReportTargets, runCleanup } from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
 import { isRunId } from "../manifests/mod.ts";
 import type { CliDeps } from "./context.ts";
 import { checkedNamespace, clusterDeps, defineAction } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
-import { addReportOptions, reportTargets } from "./_report.ts";
+import { addReportOptions } from "./_report.ts";
 
 /** Flags of `aicr cleanup`. */
 interface CleanupFlags {
@@ -60,7 +60,7 @@ export function cleanupCommand(deps: CliDeps): Command {
       runId,
       namespace,
       dryRun,
-      reports: await reportTargets(deps, flags),
+      reports: await checkReportTargets(deps.cwd, flags),
     });
   });
 }

@@ -13,6 +13,7 @@
  */
 import { Command, Option } from "commander";
 import {
+  checkReportTargets,
   DEFAULT_MAX_ANSWER_BYTES,
   runFleetFetch,
   runInstall,
@@ -43,7 +44,7 @@ import {
   platformArchitectures,
   warnAboutImage,
 } from "./_image.ts";
-import { addReportOptions, reportTargets } from "./_report.ts";
+import { addReportOptions } from "./_report.ts";
 import { fleetFetchOptions } from "./_fetch.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import { baselineCommand } from "./baseline.ts";
@@ -261,7 +262,7 @@ function installCommand(deps: CliDeps): Command {
         timeoutMs: parseTimeout(flags.timeout, "--timeout"),
         noWait: !flags.wait,
         createNamespace: flags.createNamespace === true,
-        reports: await reportTargets(deps, flags),
+        reports: await checkReportTargets(deps.cwd, flags),
       });
     },
   );
@@ -331,7 +332,7 @@ function uninstallCommand(deps: CliDeps): Command {
         name: validateDaemonName(flags.name),
         timeoutMs: parseTimeout(flags.timeout, "--timeout"),
         dryRun: flags.dryRun,
-        reports: await reportTargets(deps, flags),
+        reports: await checkReportTargets(deps.cwd, flags),
       });
     },
   );

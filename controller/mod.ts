@@ -36,7 +36,7 @@ export type { DiffFormat, DiffOptions } from "./diff.ts";
 export { createFsSourceLoader, createKubeConfigMapReader } from "./sources.ts";
 export { runFleetFetch, runInstall, runUninstall, writeRender } from "./daemonset.ts";
 export type { ClusterRunDeps, FleetFetchOptions } from "./daemonset.ts";
-export type { ReportTargets } from "./reported.ts";
+export { checkReportTargets } from "./reported.ts";
 export { renderRolesForServiceAccount } from "./roles.ts";
 export { previewSnapshot, runSnapshot } from "./snapshot.ts";
 export type { SnapshotRunOptions } from "./snapshot.ts";

@@ -5,7 +5,9 @@
  *
  * @module
  */
-import { nameOptionsIn } from "../errors.ts";
+import { stat } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { nameOptionsIn, UsageError } from "../errors.ts";
 import type { OptionNamer } from "../errors.ts";
 import { writeFileAtomic } from "../io.ts";
 import type { TextWriter } from "../log.ts";
@@ -18,6 +20,73 @@ export interface ReportTargets {
   json?: string;
   /** The JUnit XML report: a path, or `-` for stdout. */
   junit?: string;
+}
+
+/** A report's file checked before anything runs: not a directory, in a folder that exists. */
+async function checkReportTarget(
+  cwd: string,
+  option: "report" | "junit",
+  value: string,
+): Promise<string> {
+  if (value === "-") return value;
+  if (value.trim() === "") {
+    throw new UsageError((o) =>
+      `Cannot use '${o(option)}' as it must be a file path or '-': current value is ''`
+    );
+  }
+  const path = resolve(cwd, value);
+  const [self, parent] = await Promise.all([
+    stat(path).catch(() => undefined),
+    stat(dirname(path)).catch(() => undefined),
+  ]);
+  if (self?.isDirectory()) {
+    throw new UsageError(
+      `Cannot write the report to '${value}' as it is a directory: name a file, or '-' for stdout`,
+    );
+  }
+  if (!parent?.isDirectory()) {
+    throw new UsageError(
+      `Cannot write the report to '${value}' as its directory does not exist: current value is '${
+        dirname(path)
+      }'`,
+    );
+  }
+  return path;
+}
+
+/**
+ * Checks where the reports go before the verb contacts anything: at most one thing on stdout,
+ * each file writable in an existing folder.
+ *
+ * @param cwd the working directory
+ * @param asked the JSON report's and the JUnit report's file, or `-`
+ * @param options what else already writes to stdout (as the user wrote it, e.g. `-o -`)
+ * @returns the absolute paths, or `-`
+ * @throws {UsageError} naming the option and the value
+ */
+export async function checkReportTargets(
+  cwd: string,
+  asked: { report?: string; junit?: string },
+  options: { stdoutTaken?: string } = {},
+): Promise<ReportTargets> {
+  const onStdout = (o: OptionNamer) => [
+    ...(options.stdoutTaken ? [options.stdoutTaken] : []),
+    ...(asked.report === "-" ? [`${o("report")} -`] : []),
+    ...(asked.junit === "-" ? [`${o("junit")} -`] : []),
+  ];
+  if (onStdout((o) => o).length > 1) {
+    throw new UsageError((o) =>
+      `Cannot write ${onStdout(o).join(" and ")} to stdout together: send all but one to a file`
+    );
+  }
+  return {
+    ...(asked.report !== undefined
+      ? { json: await checkReportTarget(cwd, "report", asked.report) }
+      : {}),
+    ...(asked.junit !== undefined
+      ? { junit: await checkReportTarget(cwd, "junit", asked.junit) }
+      : {}),
+  };
 }
 
 /** What {@link runReported} needs to know about the verb. */
