@@ -4,36 +4,20 @@
  *
  * @module
  */
-import { stat } from "node:fs/promises";
-import { resolve } from "node:path";
 import {
   checkReportTargets,
   DEFAULT_MAX_ANSWER_BYTES,
   FLEET_TRANSPORTS,
+  resolveFleetOutput,
 } from "../controller/mod.ts";
-import type { FleetFetchOptions, FleetOutput, FleetTransport } from "../controller/mod.ts";
+import type { FleetFetchOptions, FleetTransport } from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
-import { checkOutputFile, checkOutputFolder } from "../io.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName } from "../manifests/mod.ts";
 import { parseCount, parseTimeout } from "./_flags.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { CliDeps } from "./context.ts";
 import { checkedNamespace } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
-
-async function fleetOutput(value: string | undefined, cwd: string): Promise<FleetOutput> {
-  if (value === undefined || value === "-") return { kind: "stream", path: undefined };
-  const path = resolve(cwd, value);
-  const info = await stat(path).catch(() => undefined);
-  // Checked before the cluster is contacted: a path that cannot be made or written fails now
-  // (exit 2), not after every node was asked.
-  if (value.endsWith("/") || info?.isDirectory()) {
-    await checkOutputFolder(path);
-    return { kind: "directory", path };
-  }
-  await checkOutputFile(path, { what: "snapshots" });
-  return { kind: "stream", path };
-}
 
 /** The fetch flags (`aicr daemonset fetch`, `aicr snapshot --from-daemonset`). */
 export interface FleetFetchFlags {
@@ -103,7 +87,7 @@ export async function fleetFetchOptions(
       `Cannot use '--max-answer-bytes' as it must be from 1024 to 1073741824: current value is '${flags.maxAnswerBytes}'`,
     );
   }
-  const output = await fleetOutput(checkOutputNotFormat(flags.output), deps.cwd);
+  const output = await resolveFleetOutput(checkOutputNotFormat(flags.output), deps.cwd);
   const reports = await checkReportTargets(deps.cwd, flags, {
     ...(output.kind === "stream" && output.path === undefined ? { stdoutTaken: "-o -" } : {}),
   });

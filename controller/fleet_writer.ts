@@ -18,10 +18,10 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { basename, dirname, join } from "node:path";
-import { openAtomicFile, writeFileAtomic } from "../io.ts";
+import { basename, dirname, join, resolve } from "node:path";
+import { checkOutputFile, checkOutputFolder, openAtomicFile, writeFileAtomic } from "../io.ts";
 import type { AtomicFile } from "../io.ts";
 import type { TextWriter } from "../log.ts";
 import { encodeSnapshot, FLEET_TOPOLOGY_FILE, YamlWriteCaches } from "../snapshot/mod.ts";
@@ -32,6 +32,32 @@ import type { NodeResult } from "./fleet.ts";
 export type FleetOutput =
   | { kind: "directory"; path: string }
   | { kind: "stream"; path: string | undefined };
+
+/**
+ * Where a fetch writes, from `-o`: a directory (one that exists, or a path ending in `/`) gets a
+ * file per node, anything else one stream (absent or `-`: stdout). Checked before the cluster is
+ * contacted: a path that cannot be made or written fails now (exit 2), not after every node was
+ * asked.
+ *
+ * @param value the output as given
+ * @param cwd the working directory
+ * @returns the output
+ * @throws {UsageError} when the path cannot be written
+ */
+export async function resolveFleetOutput(
+  value: string | undefined,
+  cwd: string,
+): Promise<FleetOutput> {
+  if (value === undefined || value === "-") return { kind: "stream", path: undefined };
+  const path = resolve(cwd, value);
+  const info = await stat(path).catch(() => undefined);
+  if (value.endsWith("/") || info?.isDirectory()) {
+    await checkOutputFolder(path);
+    return { kind: "directory", path };
+  }
+  await checkOutputFile(path, { what: "snapshots" });
+  return { kind: "stream", path };
+}
 
 /** Stream documents held in memory, waiting for an earlier node, before they are spooled. */
 export const DEFAULT_REORDER_BYTES = 64 * 1024 * 1024;

@@ -22,7 +22,7 @@ export { makeDaemonCa, renderDaemonSet } from "./render.ts";
 export type { DaemonSetOptions } from "./render.ts";
 export { DEFAULT_MAX_ANSWER_BYTES, fetchFleet, FLEET_TRANSPORTS } from "./fleet.ts";
 export type { FleetTransport } from "./fleet.ts";
-export { writeFleet } from "./fleet_writer.ts";
+export { resolveFleetOutput, writeFleet } from "./fleet_writer.ts";
 export type { FleetOutput } from "./fleet_writer.ts";
 export {
   runBaselineDelete,
