@@ -209,13 +209,13 @@ function linesOf(part: string): number {
 }
 
 /**
- * The most `cli/` may weigh against `controller/`, a ratchet: verbs are declarations, help,
- * completion, config-file mapping and the checks of their flags around one library call (kind's
- * `pkg/cmd` is 0.23 of `pkg/cluster`). Issue #24 took it from 0.96 to 0.57 by moving every Run
- * half below `cli/`; its target, 0.5, would take moving flag checks into the library, which then
- * checks again what the CLI already parsed. Lower it as `cli/` shrinks; never raise it.
+ * The most `cli/` may weigh against `controller/`: verbs are declarations, help, completion,
+ * config-file mapping and the checks of their flags around one library call (kind's `pkg/cmd` is
+ * 0.23 of `pkg/cluster`). Issue #24 took it from 0.96 to 0.49 by moving every Run half below
+ * `cli/` (the file reads, output and report checks included) and set 0.5 as the most. Lower it
+ * as `cli/` shrinks; never raise it.
  */
-const MAX_CLI_RATIO = 0.58;
+const MAX_CLI_RATIO = 0.5;
 
 Deno.test(`layout: cli/ is at most ${MAX_CLI_RATIO} of controller/ in lines`, () => {
   const cli = linesOf("cli");
