@@ -49,7 +49,7 @@ import { buildInfo } from "../version.ts";
 import { deliverRunSnapshot } from "./deliver.ts";
 import type { SnapshotDelivery } from "./deliver.ts";
 import type { BuildInfo } from "../version.ts";
-import { allSettledOrThrow } from "../io.ts";
+import { allSettledOrThrow, sleep } from "../io.ts";
 
 /** What a deployment needs. */
 export interface DeployDeps {
@@ -1021,7 +1021,7 @@ async function awaitJobPodsGone(
       // delete reached it. Look again in short polls until it has had time to land.
       settleUntil ??= Math.min(deadline, Date.now() + POD_SETTLE_MS);
       if (Date.now() >= settleUntil) break;
-      await new Promise((r) => setTimeout(r, POD_SETTLE_POLL_MS));
+      await sleep(POD_SETTLE_POLL_MS);
       continue;
     }
     if (pods) seenPod = true;
@@ -1048,7 +1048,7 @@ async function awaitJobPodsGone(
       });
       break;
     }
-    await new Promise((r) => setTimeout(r, 250));
+    await sleep(250);
   }
   return remaining;
 }

@@ -414,23 +414,11 @@ function imagePullError(pod: PodObject, injected: string | undefined): AgentJobE
 
 /** Sleeps up to `ms`; `wake()` (a watch event) or the signal ends the pause early. */
 function pauseUntilEvent(ms: number, signal: AbortSignal): { done: Promise<void>; wake(): void } {
-  let wake = () => {};
-  const done = new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    wake = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    if (signal.aborted) {
-      clearTimeout(timer);
-      resolve();
-    }
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      resolve();
-    }, { once: true });
-  });
-  return { done, wake };
+  const woken = new AbortController();
+  return {
+    done: sleep(ms, AbortSignal.any([signal, woken.signal])),
+    wake: () => woken.abort(),
+  };
 }
 
 /**
