@@ -13,6 +13,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join } from "node:path";
 import { NotFoundError, ToolError, UsageError } from "../errors.ts";
+import { parsePlainKubeconfig } from "./kubeconfig_yaml.ts";
 
 /** A cluster entry, normalised. */
 export interface ClusterEntry {
@@ -312,10 +313,18 @@ function kubeConfigFiles(
   return [join(env("HOME") || homedir(), ".kube", "config")];
 }
 
-/** Reads and parses kubeconfig files (YAML, so JSON too); the YAML parser loads on first use. */
+/**
+ * Reads and parses kubeconfig files (YAML, so JSON too): the plain block layout kubeconfig writers
+ * use directly ({@link parsePlainKubeconfig}), anything else with the YAML library, loaded then.
+ */
 async function readKubeConfigFiles(paths: readonly string[]): Promise<KubeConfigFile[]> {
-  const { parse } = await import("yaml");
-  return paths.map((path) => ({ path, document: parse(readFileSync(path, "utf8")) }));
+  const files: KubeConfigFile[] = [];
+  for (const path of paths) {
+    const text = readFileSync(path, "utf8");
+    const document = parsePlainKubeconfig(text) ?? (await import("yaml")).parse(text);
+    files.push({ path, document });
+  }
+  return files;
 }
 
 /** A kubeconfig that cannot be loaded, as the usage error naming it (or the in-cluster mount). */
