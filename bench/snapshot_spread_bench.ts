@@ -88,6 +88,7 @@ async function oneRun(
 }
 
 async function series(label: string, kubeconfig: string, ns: string, dir: string) {
+  const loadBefore = Deno.loadavg()[0] ?? NaN;
   const totals: number[] = [];
   const phases: number[][] = PHASES.map(() => []);
   for (let i = 0; i < runs; i++) {
@@ -100,7 +101,9 @@ async function series(label: string, kubeconfig: string, ns: string, dir: string
   say(
     `${label}: ${runs} runs, p50 ${Math.round(p50)} ms, p90 ${Math.round(p90)} ms, p90/p50 ${
       (p90 / p50).toFixed(2)
-    }x (goal <= 1.25x), max ${Math.round(Math.max(...totals))} ms`,
+    }x (goal <= 1.25x), max ${Math.round(Math.max(...totals))} ms; load average ${
+      loadBefore.toFixed(2)
+    } -> ${(Deno.loadavg()[0] ?? NaN).toFixed(2)}`,
   );
   say(`  runs [${totals.map(Math.round).join(", ")}]`);
   for (const [p, name] of PHASES.entries()) {
@@ -113,7 +116,11 @@ async function series(label: string, kubeconfig: string, ns: string, dir: string
   }
 }
 
-const env = await useTestCluster();
+// The same nodes as `bench:upstream`'s cluster rows: one H100 node (amd64) for the agent, one
+// system node. The image the stand-in maps has no arm64 build, so no GB200 node here.
+const env = await useTestCluster({
+  kubelet: { nodes: { "p5-h100": 1, "system-m7i": 1 }, aicrBin: AICR_BIN },
+});
 const dir = await mkdtemp(join(tmpdir(), "aicr-spread-"));
 try {
   const ns = await createNamespace(env.admin, "bench-spread");
