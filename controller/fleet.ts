@@ -152,6 +152,8 @@ export interface FleetDeps {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Wall clock, for the certificates signed on the way. @default new Date() */
   now?: () => Date;
+  /** The build every daemon must be. @default this binary's */
+  build?: BuildInfo;
 }
 
 /** Options of {@link fetchFleet}. */
@@ -355,19 +357,10 @@ export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
         const seconds = typeof header === "string" && /^\d+$/.test(header)
           ? Number(header)
           : undefined;
-        const version = res.headers["x-aicr-version"];
-        const commit = res.headers["x-aicr-commit"];
         resolve({
           status: res.statusCode ?? 0,
           body: Buffer.concat(chunks).toString("utf8"),
-          ...(typeof version === "string" || typeof commit === "string"
-            ? {
-              build: {
-                ...(typeof version === "string" ? { version } : {}),
-                ...(typeof commit === "string" ? { commit } : {}),
-              },
-            }
-            : {}),
+          ...daemonBuildOf(res.headers),
           ...(seconds !== undefined ? { retryAfterSeconds: seconds } : {}),
         });
       });
@@ -389,6 +382,24 @@ export function nodeDirectGet(req: DirectRequest): Promise<HttpAnswer> {
     });
     r.end();
   });
+}
+
+/**
+ * The daemon's build from its answer's `X-Aicr-Version` and `X-Aicr-Commit` headers, sent
+ * directly or through the API server's pod proxy (which passes them on).
+ */
+function daemonBuildOf(
+  headers: Record<string, string | string[] | undefined>,
+): Pick<HttpAnswer, "build"> {
+  const version = headers["x-aicr-version"];
+  const commit = headers["x-aicr-commit"];
+  if (typeof version !== "string" && typeof commit !== "string") return {};
+  return {
+    build: {
+      ...(typeof version === "string" ? { version } : {}),
+      ...(typeof commit === "string" ? { commit } : {}),
+    },
+  };
 }
 
 function statusMessage(body: string): string {
@@ -421,7 +432,7 @@ function fromAnswer(answer: HttpAnswer, node: string, build: BuildInfo): Outcome
       };
     }
     try {
-      // The daemon says its build in its answer's headers (direct) and its snapshot's metadata.
+      // The daemon says its build in its answer's headers and its snapshot's metadata.
       checkAgentBuild(agentBuildOf(snapshot, JSON.stringify(answer.build ?? {})), build, "", {
         what: `node '${node}''s snapshot`,
         who: "the daemon",
@@ -569,7 +580,7 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     clock,
     sleep,
     ...(signal ? { signal } : {}),
-    build: buildInfo(),
+    build: deps.build ?? buildInfo(),
   };
   const fetchNode = (pod: DaemonPodState, via: "direct" | "proxy") =>
     fetchNodeSnapshot(node, pod, via);
@@ -720,6 +731,7 @@ async function askProxy(
   token: string,
 ): Promise<HttpAnswer> {
   const { kube, namespace, timeoutMs } = ctx;
+  let build: Pick<HttpAnswer, "build"> = {};
   try {
     const body = await kube.rest.text({
       method: "GET",
@@ -730,8 +742,9 @@ async function askProxy(
       timeoutMs: timeoutMs,
       signal: deadline,
       maxResponseBytes: ctx.maxAnswerBytes,
+      onHeaders: (headers) => void (build = daemonBuildOf(headers)),
     });
-    return { status: 200, body };
+    return { status: 200, body, ...build };
   } catch (error) {
     if (error instanceof KubeApiError && error.status !== 0) {
       const message = error.message.replace(/^Cannot GET \S+: \d+ (\w+: )?/, "");

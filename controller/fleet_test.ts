@@ -572,6 +572,54 @@ Deno.test("fleet: a daemon that is another program or version is that node's wro
   assert.equal(exitCodeOf(fleetError(fleet)), 9);
 });
 
+Deno.test("fleet: a daemon of this version but another commit is wrong-build, directly and through the pod proxy", async () => {
+  const build = {
+    version: "0.2.0",
+    commit: "1111111",
+    backend: "node-sea",
+    imageRepository: "ghcr.io/aicr-run/aicr",
+  };
+  const headers = (node: string) => ({
+    "x-aicr-version": "0.2.0",
+    "x-aicr-commit": node === "a" ? "2222222" : "1111111",
+  });
+  const nodes = [{ node: "a", ip: "10.0.0.1" }, { node: "b", ip: "10.0.0.2" }];
+  const direct = cluster(nodes);
+  const viaDirect = await fetchFleet({
+    kube: direct.fake.client,
+    log: quiet(),
+    build,
+    directGet: (request) => {
+      const h = headers(request.servername);
+      return Promise.resolve({
+        ...snapshotAnswer(request.servername),
+        build: { version: h["x-aicr-version"], commit: h["x-aicr-commit"] },
+      });
+    },
+  }, { namespace: NS, transport: "direct" });
+  const proxy = cluster(nodes);
+  proxy.fake.client.rest.text = (request: RestRequest) => {
+    const node = /aicr-daemon-(\w+):/.exec(request.path)?.[1] ?? "";
+    // What the API server's pod proxy passes on: the daemon's answer headers.
+    request.onHeaders?.(headers(node));
+    return Promise.resolve(encodeSnapshot(sampleSnapshot({ nodeName: node })));
+  };
+  const viaProxy = await fetchFleet({ kube: proxy.fake.client, log: quiet(), build }, {
+    namespace: NS,
+    transport: "proxy",
+  });
+  for (const fleet of [viaDirect, viaProxy]) {
+    assert.deepEqual(fleet.results.map((r) => [r.node, r.status]), [
+      ["a", "wrong-build"],
+      ["b", "ok"],
+    ]);
+    assert.match(
+      String(fleet.results[0]?.error),
+      /the daemon that ran is aicr 0\.2\.0 \(commit 2222222\), not aicr 0\.2\.0 \(commit 1111111\)/,
+    );
+  }
+});
+
 Deno.test("fleet: SIGTERM mid-fetch: the answered nodes stay ok, the cut ones are interrupted (not timed-out), exit 130", async () => {
   const { fake } = cluster([
     { node: "a-answered", ip: "10.0.0.1" },

@@ -56,6 +56,11 @@ export interface RestRequest {
    */
   maxResponseBytes?: number;
   /**
+   * Called with each answer's headers, before its status is judged (a daemon's build headers
+   * through the pod proxy).
+   */
+  onHeaders?: (headers: http.IncomingHttpHeaders) => void;
+  /**
    * Whether the request may be sent again after a retryable failure. GETs and
    * UID-pinned deletes are; creates are not (a lost response must not duplicate).
    * @default method === "GET"
@@ -205,6 +210,7 @@ export function createRestClient(
       throw connectionError(request, identity, error);
     });
     const status = res.statusCode ?? 0;
+    request.onHeaders?.(res.headers);
     if (onWarning) {
       for (const warning of parseWarningHeaders(res.headers.warning)) {
         onWarning(warning, writtenObject(request));

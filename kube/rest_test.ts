@@ -435,3 +435,19 @@ Deno.test("rest: a server certificate another CA signed is said as such, once, w
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+Deno.test("rest: text() hands the answer's headers to onHeaders (a daemon's build through the pod proxy)", async () => {
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    () => new Response("body", { headers: { "x-aicr-commit": "3c5f0d2" } }),
+  );
+  const rest = createRestClient(loopbackConfig(server.addr.port), { retries: 0 });
+  let commit: unknown;
+  const body = await rest.text({
+    method: "GET",
+    path: "/api/v1/namespaces/ns/pods/https:p:8443/proxy/v1/snapshot",
+    onHeaders: (headers) => void (commit = headers["x-aicr-commit"]),
+  });
+  assert.equal(body, "body");
+  assert.equal(commit, "3c5f0d2");
+});
