@@ -5,7 +5,9 @@
  *
  * @module
  */
+import { UsageError } from "../errors.ts";
 import type { KubeClient } from "../kube/mod.ts";
+import type { Logger } from "../log.ts";
 import { ARCH_LABEL } from "../manifests/_pod.ts";
 
 /** A node the image cannot run on. */
@@ -34,7 +36,7 @@ export const LEFT_OUT_LIMIT = 20;
  * without the label, as the affinity does).
  *
  * @param kube the client
- * @param selector the nodes considered, e.g. `nvidia.com/gpu.present=true`
+ * @param selector the nodes considered, e.g. `nvidia.com/gpu.present=true` (empty: every node)
  * @param architectures the image's architectures
  * @param options signal and per-read timeout
  * @returns usable or not, and the nodes left out
@@ -48,7 +50,7 @@ export async function nodesByArchitecture(
   const set = architectures.join(",");
   const read = (expression: string, limit: number) =>
     kube.list("Node", undefined, {
-      labelSelector: `${selector},${ARCH_LABEL} ${expression} (${set})`,
+      labelSelector: [selector, `${ARCH_LABEL} ${expression} (${set})`].filter(Boolean).join(","),
       limit,
       timeoutMs: options.timeoutMs,
       signal: options.signal
@@ -78,4 +80,70 @@ export async function nodesByArchitecture(
 export function describeLeftOut(split: ArchitectureSplit): string {
   return split.leftOut.map((n) => `${n.name} (${n.arch})`).join(", ") +
     (split.more ? ", and more" : "");
+}
+
+/** What {@link checkArchitectures} says the pods are and where they were meant to go. */
+export interface ArchitectureCheck {
+  /** The nodes considered (a label selector; empty: every node). */
+  selector: string;
+  /** The image's architectures. */
+  architectures: readonly string[];
+  /** The image, for the messages. */
+  image: string;
+  /** Whose pods: `the agent`, `the daemon`. */
+  who: string;
+  /** Which nodes, for the error: `GPU node`, `node the daemon targets`. */
+  nodes: string;
+  /** The warning when some are left out: `auto-targeting left out GPU nodes of ...`. */
+  leftOut: string;
+  /** Ends the reads. */
+  signal?: AbortSignal;
+  /** Per-read timeout. @default 5000 */
+  timeoutMs?: number;
+}
+
+/**
+ * Says, before anything is created, which nodes the pods' arch affinity leaves out: a warning
+ * naming them when some node of the image's architectures remains, else a usage error (the pods
+ * could run nowhere).
+ *
+ * @param kube the client
+ * @param log where the warning goes
+ * @param check the nodes, the image and whose pods
+ * @returns what {@link nodesByArchitecture} found
+ * @throws {UsageError} when every node considered is of an architecture the image lacks
+ */
+export async function checkArchitectures(
+  kube: KubeClient,
+  log: Logger,
+  check: ArchitectureCheck,
+): Promise<ArchitectureSplit> {
+  const { selector, architectures, image, who, nodes, leftOut, signal } = check;
+  const split = await nodesByArchitecture(kube, selector, architectures, {
+    timeoutMs: check.timeoutMs ?? 5000,
+    ...(signal ? { signal } : {}),
+  });
+  if (!split.usable && split.leftOut.length > 0) {
+    throw new UsageError(
+      `Cannot run ${who} on a ${nodes} as every ${nodes} is of an architecture the image '${image}' lacks (it has ${
+        architectures.join(", ")
+      }): ${describeLeftOut(split)}`,
+      {
+        details: [
+          (option) =>
+            `give an image that has their architecture with ${option("image")}, and say so with ${
+              option("imagePlatforms")
+            } (e.g. linux/amd64,linux/arm64)`,
+        ],
+      },
+    );
+  }
+  if (split.leftOut.length > 0) {
+    log.warn(leftOut, {
+      nodes: describeLeftOut(split),
+      image,
+      architectures: architectures.join(","),
+    });
+  }
+  return split;
 }

@@ -42,7 +42,7 @@ import type { GateReport, RunRbac, ServiceAccountMode } from "../rbac/mod.ts";
 import { formatConfigMapUri, parseSnapshot, snapshotFromConfigMapData } from "../snapshot/mod.ts";
 import type { ConfigMapRef, Snapshot } from "../snapshot/mod.ts";
 import { waitForAgentJob } from "./wait.ts";
-import { describeLeftOut, nodesByArchitecture } from "./architectures.ts";
+import { checkArchitectures } from "./architectures.ts";
 import { agentBuildOf, checkAgentBuild } from "./agent_identity.ts";
 import { readAgentTermination, verifyAgentSnapshot } from "./agent_proof.ts";
 import { buildInfo } from "../version.ts";
@@ -893,37 +893,20 @@ async function autoTarget(
       log.info("auto-targeting GPU nodes", { nodeSelector: gpu });
       return true;
     }
-    const split = await nodesByArchitecture(kube, gpu, architectures, {
-      timeoutMs: 5000,
+    const split = await checkArchitectures(kube, log, {
+      selector: gpu,
+      architectures,
+      image,
+      who: "the agent",
+      nodes: "GPU node",
+      leftOut: "auto-targeting left out GPU nodes of an architecture the image lacks",
       ...(signal ? { signal } : {}),
     });
-    if (!split.usable && split.leftOut.length > 0) {
-      throw new UsageError(
-        `Cannot run the agent on a GPU node as every GPU node is of an architecture the image '${image}' lacks (it has ${
-          architectures.join(", ")
-        }): ${describeLeftOut(split)}`,
-        {
-          details: [
-            (option) =>
-              `give an image that has their architecture with ${option("image")}, and say so with ${
-                option("imagePlatforms")
-              } (e.g. linux/amd64,linux/arm64)`,
-          ],
-        },
-      );
-    }
     if (!split.usable) return false;
     log.info("auto-targeting GPU nodes", {
       nodeSelector: gpu,
       architectures: architectures.join(","),
     });
-    if (split.leftOut.length > 0) {
-      log.warn("auto-targeting left out GPU nodes of an architecture the image lacks", {
-        nodes: describeLeftOut(split),
-        image,
-        architectures: architectures.join(","),
-      });
-    }
     return true;
   } catch (error) {
     // Fail open on what the API answered (or did not); a broken kubeconfig is the run's

@@ -13,7 +13,13 @@
  *
  * @module
  */
-import { ConflictError, type ErrorText, InterruptedError, ToolError } from "../errors.ts";
+import {
+  ConflictError,
+  type ErrorText,
+  InterruptedError,
+  ToolError,
+  UsageError,
+} from "../errors.ts";
 import { sleep as sleepFor } from "../io.ts";
 import {
   checkNamespace,
@@ -40,6 +46,7 @@ import {
 import type { Toleration } from "../manifests/mod.ts";
 import { createAccessReviewer, creatorChecks, runGate } from "../rbac/mod.ts";
 import type { AccessAttributes } from "../rbac/mod.ts";
+import { checkArchitectures } from "./architectures.ts";
 import { grantableBaselines } from "./baseline_trust.ts";
 import {
   createImagePullCheck,
@@ -347,6 +354,9 @@ export async function installDaemonSet(
     invocationId,
   });
   const namespaceState = await checkBeforeInstall(deps, options, rendered);
+  if (daemonOptions.architectures) {
+    await checkDaemonArchitectures(deps, options, rendered, daemonOptions.architectures);
+  }
   // Logged once the inputs are proved and the install is about to write (not for bad input).
   log.info(`daemon install: runID=${runId}`, { namespace, name });
   if (namespaceState === "absent") await createNamespaceIfAbsent({ kube, log }, namespace);
@@ -526,6 +536,40 @@ async function checkBeforeInstall(
     concurrency: 64,
   });
   return namespaceState;
+}
+
+/**
+ * Names the nodes of the DaemonSet's node selector that its arch affinity leaves out (a usage
+ * error when it leaves out every one), before anything is written. A node list the API refuses or
+ * does not answer is no reason to stop: the install goes on without the note.
+ */
+async function checkDaemonArchitectures(
+  deps: InstallDeps,
+  options: InstallOptions,
+  rendered: RenderedDaemonSet,
+  architectures: readonly string[],
+): Promise<void> {
+  const daemonSet = rendered.objects.find((o) => o.kind === "DaemonSet")?.manifest as
+    | { spec?: { template?: { spec?: { nodeSelector?: Record<string, string> } } } }
+    | undefined;
+  const selector = formatLabelSelector(daemonSet?.spec?.template?.spec?.nodeSelector ?? {});
+  try {
+    await checkArchitectures(deps.kube, deps.log, {
+      selector,
+      architectures,
+      image: options.image,
+      who: "the daemon",
+      nodes: "node it targets",
+      leftOut: "the daemon leaves out the nodes of an architecture the image lacks",
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    interrupted(options.signal);
+    deps.log.debug("could not list the nodes by architecture", {
+      error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+    });
+  }
 }
 
 /** Creates the rendered objects in order; on any failure or signal, removes what was created. */

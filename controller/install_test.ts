@@ -789,3 +789,55 @@ Deno.test("uninstall: gives up at its deadline, naming what is still there", asy
   const warning = lines.find((l) => l.includes("uninstall: objects are still there"));
   assert.ok(warning?.includes("Pod/aicr-daemon-x"), lines.join(""));
 });
+
+Deno.test("install: names the targeted nodes the image's architectures leave out; none left is exit 2, nothing created", async () => {
+  const node = (name: string, arch: string, gpu = true) => ({
+    metadata: {
+      name,
+      labels: { ...(gpu ? { "nvidia.com/gpu.present": "true" } : {}), "kubernetes.io/arch": arch },
+    },
+  });
+  const fake = fakeCluster();
+  fake.put("Node", node("gpu-1", "amd64"));
+  fake.put("Node", node("gb200-1", "arm64"));
+  fake.put("Node", node("cpu-1", "arm64", false));
+  const lines: string[] = [];
+  const log = createLogger({ write: (t) => void lines.push(t) });
+  await installDaemonSet({ ...deps(fake), log }, { ...OPTIONS, architectures: ["amd64"] });
+  const said = lines.filter((l) => l.includes("leaves out"));
+  assert.equal(said.length, 1, lines.join(""));
+  assert.match(
+    said[0] ?? "",
+    /WARN the daemon leaves out the nodes of an architecture the image lacks nodes="gb200-1 \(arm64\)" image=aicr:dev architectures=amd64/,
+  );
+  // Every node (--all-nodes): the CPU node is named too.
+  const all = fakeCluster();
+  for (
+    const n of [node("gpu-1", "amd64"), node("gb200-1", "arm64"), node("cpu-1", "arm64", false)]
+  ) {
+    all.put("Node", n);
+  }
+  lines.length = 0;
+  await installDaemonSet({ ...deps(all), log }, {
+    ...OPTIONS,
+    allNodes: true,
+    architectures: ["amd64"],
+  });
+  assert.match(
+    lines.join(""),
+    /nodes="(cpu-1 \(arm64\), gb200-1|gb200-1 \(arm64\), cpu-1) \(arm64\)"/,
+  );
+  // Only arm64 GPU nodes: a usage error before anything is written.
+  const arm = fakeCluster();
+  arm.put("Node", node("gb200-1", "arm64"));
+  const error = await installDaemonSet(deps(arm), { ...OPTIONS, architectures: ["amd64"] }).catch(
+    (e) => e,
+  );
+  assert.equal(exitCodeOf(error), 2, String(error));
+  assert.match(
+    formatError(error),
+    /Cannot run the daemon on a node it targets as every node it targets is of an architecture the image 'aicr:dev' lacks \(it has amd64\): gb200-1 \(arm64\)/,
+  );
+  assert.match(formatError(error), /say so with imagePlatforms/);
+  assert.equal(arm.calls.filter((c) => c.method === "create").length, 0);
+});

@@ -179,6 +179,10 @@ Deno.test({
           assert.equal(run.code, 8, run.stderr);
           assert.match(
             run.stderr,
+            /the daemon leaves out the nodes of an architecture the image lacks nodes="[^"]*p6-gb200-1 \(arm64\)[^"]*" image=ghcr\.io\/nvidia\/aicr:v0\.11\.1 architectures=amd64/,
+          );
+          assert.match(
+            run.stderr,
             /the daemon that ran on node 'p5-h100-1' is NVIDIA's Go aicr: it exited 1 on the 'daemon' verb \('.*flag provided but not defined: -port.*'\): the image 'ghcr\.io\/nvidia\/aicr:v0\.11\.1' is not this build's/,
           );
           assert.match(run.stderr, /aicr image push REGISTRY\/REPO/);
