@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { UsageError } from "../errors.ts";
 import { buildAgentJob } from "../manifests/job.ts";
 import { chooseAgentImage, parseImagePlatforms, platformArchitectures } from "./_image.ts";
+import { imageFlags } from "./image.ts";
 
 const RELEASE = {
   version: "0.2.0",
@@ -74,4 +75,18 @@ Deno.test("image: the Job's pod lands only on nodes of the image's architectures
       },
     },
   });
+});
+
+Deno.test("image push: the flags it prints add --image-platforms only for an image lacking a release platform", () => {
+  const pinned = "r.example/aicr@sha256:" + "a".repeat(64);
+  assert.equal(imageFlags(pinned, ["linux/amd64", "linux/arm64"]), `--image ${pinned}`);
+  assert.equal(
+    imageFlags(pinned, ["linux/amd64"]),
+    `--image ${pinned} --image-platforms linux/amd64`,
+  );
+  // What the run then makes of them: pods only on amd64 nodes.
+  assert.deepEqual(
+    chooseAgentImage({ image: pinned, imagePlatforms: "linux/amd64" }).platforms,
+    ["linux/amd64"],
+  );
 });

@@ -22,7 +22,7 @@ import {
   saveImage,
 } from "../image/mod.ts";
 import { singleExecutablePath } from "../runtime.ts";
-import { buildInfo } from "../version.ts";
+import { buildInfo, RELEASE_PLATFORMS } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { namingFlags } from "./_flags.ts";
 
@@ -169,15 +169,26 @@ function pushCommand(deps: CliDeps): Command {
       signal: deps.signal,
       progress: pushProgress(deps),
     });
+    const use = imageFlags(pushed.pinned, pushed.platforms);
     deps.stderr.write(
       `pushed ${pushed.repository}:${pushed.tag} (${
         pushed.platforms.join(", ")
       }; ${pushed.uploaded} blob(s) uploaded, ${pushed.skipped} already there)\n` +
         `digest: ${pushed.digest}\n` +
-        `use it with: aicr snapshot --image ${pushed.pinned}  (or aicr daemonset install --image ${pushed.pinned})\n`,
+        `use it with: aicr snapshot ${use}  (or aicr daemonset install ${use})\n`,
     );
     deps.stdout.write(`${pushed.pinned}\n`);
   }));
+}
+
+/**
+ * The flags that deploy a pushed image: `--image REPO@sha256:...`, and `--image-platforms` when it
+ * lacks a platform of a release image (pushed from one binary alone), which a run would otherwise
+ * assume it has.
+ */
+export function imageFlags(pinned: string, platforms: readonly string[]): string {
+  const all = RELEASE_PLATFORMS.every((p) => platforms.includes(p));
+  return `--image ${pinned}${all ? "" : ` --image-platforms ${platforms.join(",")}`}`;
 }
 
 function listCommand(deps: CliDeps): Command {
