@@ -61,12 +61,24 @@ async function readIndex(archive: string, suite: string, arch: string): Promise<
   }
 }
 
-async function pins(arch: string): Promise<DebianPackage[]> {
+/**
+ * The newest version of each named package for an architecture, across bookworm, -updates and
+ * -security, as the archive's indices list it.
+ *
+ * @param arch `amd64` or `arm64`
+ * @param names the packages
+ * @returns one pin per name, in the order given
+ * @throws {Error} when an index cannot be read or lists a name nowhere
+ */
+export async function latestPackages(
+  arch: string,
+  names: readonly string[],
+): Promise<DebianPackage[]> {
   const best = new Map<string, DebianPackage>();
   for (const { archive, suite } of ARCHIVES) {
     for (const fields of parseIndex(await readIndex(archive, suite, arch))) {
       const name = fields.get("Package") ?? "";
-      if (!BASE_PACKAGE_NAMES.includes(name)) continue;
+      if (!names.includes(name)) continue;
       const version = fields.get("Version") ?? "";
       const current = best.get(name);
       if (current && !newer(version, current.version)) continue;
@@ -82,7 +94,7 @@ async function pins(arch: string): Promise<DebianPackage[]> {
       });
     }
   }
-  return BASE_PACKAGE_NAMES.map((name) => {
+  return names.map((name) => {
     const found = best.get(name);
     if (!found) throw new Error(`Cannot pin '${name}' for ${arch}: no index lists it`);
     return found;
@@ -103,7 +115,9 @@ function render(all: Record<string, DebianPackage[]>): string {
 
 if (import.meta.main) {
   const all: Record<string, DebianPackage[]> = {};
-  for (const arch of BASE_ARCHITECTURES) all[arch] = await pins(arch);
+  for (const arch of BASE_ARCHITECTURES) {
+    all[arch] = await latestPackages(arch, BASE_PACKAGE_NAMES);
+  }
   const file = join(REPO_ROOT, "image", "base_packages.ts");
   const next = render(all);
   const fmt = spawnSync(process.execPath, ["fmt", "-"], { input: next, cwd: REPO_ROOT });
