@@ -109,6 +109,17 @@ export function describeAgent(agent: AgentBuild): string {
   return agent.version ? describeBuild({ version: agent.version, ...agent }) : "aicr";
 }
 
+/**
+ * Names the build an agent must be, for a message: `aicr 0.2.0 (commit 3c5f0d2)`; a source build
+ * by its release's version alone (it deploys that release's image).
+ *
+ * @param self this CLI's build
+ * @returns the name
+ */
+export function describeSelf(self: BuildInfo): string {
+  return isSourceBuild(self) ? `aicr ${releaseVersion(self.version)}` : describeBuild(self);
+}
+
 /** Where the agent's identity was read, for the message. */
 export interface AgentSite {
   /** What cannot be used: `the snapshot`, `node gpu-1's snapshot`. @default "the snapshot" */
@@ -141,7 +152,7 @@ export function checkAgentBuild(
   const sameCommit = source || agent.commit === undefined || self.commit === "unknown" ||
     agent.commit === self.commit;
   if (sameProgram && sameVersion && sameCommit) return;
-  const expected = source ? `aicr ${want}` : describeBuild(self);
+  const expected = describeSelf(self);
   throw new AgentIdentityError(
     `Cannot use ${what} as ${who} that ran is ${
       describeAgent(agent)

@@ -581,6 +581,7 @@ async function executeRun(
       ...selector,
       ...(options.signal ? { signal: options.signal } : {}),
       onPod: () => (sawPod = true),
+      ...(options.build ? { build: options.build } : {}),
     });
     // A finished Job had its one pod, and makes no other.
     sawPod = true;

@@ -7,7 +7,9 @@
  *
  * @module
  */
-import { AGENT_IDENTITY_FIX, upstreamLogLine } from "./agent_identity.ts";
+import { AGENT_IDENTITY_FIX, describeSelf, upstreamLogLine } from "./agent_identity.ts";
+import { buildInfo } from "../version.ts";
+import type { BuildInfo } from "../version.ts";
 import {
   type ErrorText,
   type OptionNamer,
@@ -82,6 +84,8 @@ export interface WaitOptions {
   heartbeatMs?: number;
   /** Called each time a read finds the Job's pod (cleanup then knows it existed). */
   onPod?: (pod: PodObject) => void;
+  /** The build the agent must be, named when another program ran. @default this one */
+  build?: BuildInfo;
 }
 
 /** The agent Job failed: the one-screen explanation is the message and details. */
@@ -221,6 +225,7 @@ export async function waitForAgentJob(
             reason: failed.reason ?? "Failed",
             message: failed.message ?? "",
             ...(options.injectedSelector ? { injectedSelector: options.injectedSelector } : {}),
+            build: options.build ?? buildInfo(),
           });
         }
         const waiting = pod?.status?.containerStatuses?.[0]?.state?.waiting;
@@ -598,7 +603,7 @@ async function explainFailure(
   kube: KubeClient,
   namespace: string,
   pod: PodObject | undefined,
-  failure: { reason: string; message: string; injectedSelector?: string },
+  failure: { reason: string; message: string; injectedSelector?: string; build: BuildInfo },
 ): Promise<AgentJobError> {
   const details: ErrorText[] = [];
   if (failure.message) details.push(`  ${failure.message}`);
@@ -629,7 +634,7 @@ async function explainFailure(
   const image = (pod?.spec as { containers?: { image?: string }[] } | undefined)?.containers?.[0]
     ?.image;
   const what = upstream
-    ? `the agent that ran is NVIDIA's Go aicr, not this build (its log: '${
+    ? `the agent that ran is NVIDIA's Go aicr, not ${describeSelf(failure.build)} (its log: '${
       upstream.slice(0, 160)
     }'): the image '${image ?? "?"}' is not this build's`
     : failure.reason === "DeadlineExceeded"

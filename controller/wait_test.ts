@@ -127,23 +127,32 @@ Deno.test("waitForAgentJob() ends on a failed image pull naming the injected sel
   assert.doesNotMatch(text, /auto-targeted|pass nodeSelector/);
 });
 
-Deno.test("waitForAgentJob() explains an agent that ran and failed, naming the injected selector without a placement remedy", async () => {
+/** Waits on a run whose agent container exited with this code on this node; the error. */
+async function failedAgent(
+  exitCode: number,
+  node: string,
+  options: { log?: string; extra?: Partial<Parameters<typeof waitForAgentJob>[1]> } = {},
+): Promise<unknown> {
   const { fake, jobUid, log, stderr } = scene({
     phase: "Failed",
-    containerStatuses: [{
-      name: "aicr",
-      state: { terminated: { exitCode: 4, reason: "Error" } },
-    }],
-  }, "gpu-1");
-  const error = await waitForAgentJob({ kube: fake.client, log, stderr }, {
+    containerStatuses: [{ name: "aicr", state: { terminated: { exitCode, reason: "Error" } } }],
+  }, node);
+  if (options.log !== undefined) fake.client.podLog = () => Promise.resolve(options.log ?? "");
+  return await waitForAgentJob({ kube: fake.client, log, stderr }, {
     namespace: NS,
     jobName: JOB,
     jobUid,
     runId: RUN,
     timeoutMs: 30_000,
     pollMs: 5,
-    injectedSelector: "nvidia.com/gpu.present=true",
+    ...options.extra,
   }).then(() => undefined, (e: unknown) => e);
+}
+
+Deno.test("waitForAgentJob() explains an agent that ran and failed, naming the injected selector without a placement remedy", async () => {
+  const error = await failedAgent(4, "gpu-1", {
+    extra: { injectedSelector: "nvidia.com/gpu.present=true" },
+  });
   const text = formatError(error);
   assert.match(text, /the agent exited with code 4/);
   assert.match(text, /--- agent logs ---\nagent: reading \/proc\nagent: denied\n--- end logs ---/);
@@ -222,4 +231,37 @@ Deno.test("explainPullFailure() says what the kubelet's pull error means, naming
     /has no such image: push it there/,
   );
   assert.equal(explainPullFailure("something else entirely", []), undefined);
+});
+
+Deno.test("waitForAgentJob() names NVIDIA's Go aicr from its log when it failed before writing (captured from the real binary)", async () => {
+  // The last lines NVIDIA's Go aicr (built from its source, run as this Job's agent on the local
+  // cluster) wrote: it applies its ConfigMap with a PATCH, which the run's Role does not grant.
+  const red = (text: string) => `\u001b[31m${text}\u001b[0m`;
+  const error = await failedAgent(8, "p5-h100-1", {
+    log: [
+      "\u001b[32m[agent] collecting GPU information via nvidia-smi\u001b[0m",
+      red(
+        `[agent] failed to serialize: error=[INTERNAL] failed to apply ConfigMap: configmaps "aicr-agent-snapshot-${RUN}" is forbidden: User "system:serviceaccount:${NS}:${JOB}" cannot patch resource "configmaps" in API group "" in the namespace "${NS}"`,
+      ),
+      red(
+        `[agent] command failed: error=[INTERNAL] failed to serialize snapshot: [INTERNAL] failed to apply ConfigMap: configmaps "aicr-agent-snapshot-${RUN}" is forbidden exitCode=8`,
+      ),
+      "",
+    ].join("\n"),
+    extra: {
+      build: {
+        version: "0.2.0",
+        commit: "abc1234",
+        backend: "node-sea",
+        imageRepository: "ghcr.io/aicr-run/aicr",
+      },
+    },
+  });
+  const text = formatError(error);
+  assert.match(
+    text,
+    /^error: Cannot get a snapshot: the agent that ran is NVIDIA's Go aicr, not aicr 0\.2\.0 \(commit abc1234\) \(its log: '\[agent\] command failed: error=\[INTERNAL\] failed to serialize snapshot/,
+  );
+  assert.match(text, /push this binary's own image \('aicr image push REGISTRY\/REPO'\)/);
+  assert.equal(exitCodeOf(error), 8);
 });
