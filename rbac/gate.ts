@@ -312,6 +312,46 @@ export interface GateOptions {
   caller?: readonly AccessAttributes[];
   /** More caller questions on top of {@link caller} (e.g. `create namespaces`). */
   extraCaller?: readonly AccessAttributes[];
+  /**
+   * The lines that end the missing-permissions error: how to fix it. @default for
+   * `aicr snapshot` ({@link snapshotPermissionsFix}) when {@link caller} is not given, else none
+   */
+  fix?: readonly string[];
+}
+
+/**
+ * How to fix a denied `aicr snapshot`: render the agent's RBAC for a ServiceAccount
+ * (`--add-roles-to-service-account`, applies nothing), have it applied, then run as that
+ * ServiceAccount (`--service-account-name`), which creates no RBAC and so asks the caller for
+ * far less.
+ *
+ * @param options the namespace, the ServiceAccount mode and name, `--discover-network`
+ * @returns the lines, indented as an error's details
+ */
+export function snapshotPermissionsFix(
+  options: {
+    namespace: string;
+    mode: ServiceAccountMode;
+    serviceAccount: string;
+    discoverNetwork?: boolean;
+  },
+): string[] {
+  const sa = options.mode === "exact" ? options.serviceAccount : "<service-account>";
+  // Whole command lines to paste, filled in: the namespace, the account, discovery or not.
+  const fill = (command: string) => {
+    const filled = command.replace("{ns}", options.namespace).replace("{sa}", sa);
+    return options.discoverNetwork ? filled : filled.replace(/ --discover-network$/, "");
+  };
+  return [
+    options.mode === "exact"
+      ? `fix: grant ServiceAccount "${sa}" the agent's rules, or have an admin do it:`
+      : "fix: have an admin grant the above, or run as a ServiceAccount an admin prepared (no RBAC is created then):",
+    `  ${
+      fill("aicr snapshot --namespace {ns} --add-roles-to-service-account {sa} --discover-network")
+    }   # writes snapshot-rbac-<runID>/, applies nothing`,
+    "  kubectl apply -f snapshot-rbac-<runID>/",
+    `  ${fill("aicr snapshot --namespace {ns} --service-account-name {sa} --discover-network")}`,
+  ];
 }
 
 /** What the gate checked. */
@@ -438,7 +478,10 @@ export async function runGate(reviewer: AccessReviewer, options: GateOptions): P
   const lines = outcomes.flatMap((o) => (o.kind === "denied" ? [o.line] : []));
   // guard: gate-denied: a missing permission stops the run
   if (lines.length > 0) {
-    throw new PermissionError([MISSING_PERMISSIONS_HEADER, ...lines].join("\n"));
+    const fix = options.fix ?? (options.caller ? [] : snapshotPermissionsFix(options));
+    throw new PermissionError([MISSING_PERMISSIONS_HEADER, ...lines].join("\n"), {
+      details: fix,
+    });
   }
   return {
     callerChecked: caller.length,

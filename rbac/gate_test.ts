@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { PermissionError, ToolError, UnavailableError } from "../errors.ts";
+import { formatError, PermissionError, ToolError, UnavailableError } from "../errors.ts";
 import { createLogger } from "../log.ts";
 import { callerChecks, formatDenial, isConnectionError, runGate } from "./gate.ts";
 import type { AccessReviewer } from "./gate.ts";
@@ -226,6 +226,17 @@ Deno.test("gate: every denial of both identities comes back in one error, in the
   }).then(() => undefined, (e: unknown) => e);
   assert.ok(error instanceof PermissionError);
   assert.equal(error.exitCode, 4);
+  // The list ends with the fix: render the grant, apply it, run as that ServiceAccount.
+  assert.deepEqual(error.details, [
+    'fix: grant ServiceAccount "irsa-snapshotter" the agent\'s rules, or have an admin do it:',
+    "  aicr snapshot --namespace gpu-operator --add-roles-to-service-account irsa-snapshotter   # writes snapshot-rbac-<runID>/, applies nothing",
+    "  kubectl apply -f snapshot-rbac-<runID>/",
+    "  aicr snapshot --namespace gpu-operator --service-account-name irsa-snapshotter",
+  ]);
+  assert.match(
+    formatError(error),
+    /\n {2}aicr snapshot --namespace gpu-operator --service-account-name irsa-snapshotter$/,
+  );
   assert.equal(
     error.message,
     [

@@ -136,6 +136,13 @@ Deno.test({
               `- the caller (your kubeconfig identity) cannot "delete" clusterrolebindings.rbac.authorization.k8s.io (cluster-scoped)`,
             ]
           ) assert.ok(run.stderr.includes(line), `missing line: ${line}\n${run.stderr}`);
+          // The list ends with the fix: an admin-prepared ServiceAccount.
+          assert.match(
+            run.stderr,
+            new RegExp(
+              `--add-roles-to-service-account <service-account> .*\n.*kubectl apply -f snapshot-rbac-<runID>/\n {2}aicr snapshot --namespace ${namespace} --service-account-name <service-account>\n$`,
+            ),
+          );
           assert.deepEqual(await aicrObjects(admin, namespace), []);
         },
       );
