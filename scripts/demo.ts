@@ -23,16 +23,25 @@ import { loadCluster } from "../tests/cluster/cluster.ts";
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const DENO = Deno.execPath();
 
-async function step(what: string, args: string[]): Promise<void> {
+/**
+ * Runs one preparation step (a build, the cluster's start) with everything it prints on
+ * stderr: the demo's stdout is the snapshot only, so `deno task demo > snap.yaml` is YAML
+ * (the cluster's `export KUBECONFIG=...` line and the build log go to the terminal).
+ *
+ * @param what the step, as the progress line says it
+ * @param args the `deno` arguments
+ */
+export async function step(what: string, args: string[]): Promise<void> {
   // deno-lint-ignore no-console
   console.error(`demo: ${what}`);
-  const status = await new Deno.Command(DENO, {
+  const child = new Deno.Command(DENO, {
     args,
     cwd: ROOT,
-    stdout: "inherit",
+    stdout: "piped",
     stderr: "inherit",
-  })
-    .spawn().status;
+  }).spawn();
+  await child.stdout.pipeTo(Deno.stderr.writable, { preventClose: true });
+  const status = await child.status;
   if (!status.success) throw new Error(`demo: ${what} failed (exit ${status.code})`);
 }
 
