@@ -132,14 +132,48 @@ Deno.test("SnapshotCache.start() retries the first collection until it succeeds"
   await cache.close();
 });
 
-Deno.test("SnapshotCache.start() refreshes periodically when asked", async () => {
-  const { cache, collector } = makeCache({ refreshIntervalMs: 20, maxAgeMs: 0 });
-  cache.start();
-  await waitUntil("three periodic collections", () => collector.calls >= 3);
-  await cache.close();
-  const calls = collector.calls;
-  await sleep(50);
-  assert.equal(collector.calls, calls, "no refresh after close()");
+/** Records the timers set while it is installed that have neither fired nor been cleared. */
+function trackTimers(): { live: Set<unknown>; restore(): void } {
+  const live = new Set<unknown>();
+  const realSet = globalThis.setTimeout;
+  const realClear = globalThis.clearTimeout;
+  globalThis.setTimeout = ((fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    const id = realSet(() => {
+      live.delete(id);
+      fn(...args);
+    }, ms);
+    live.add(id);
+    return id;
+  }) as typeof setTimeout;
+  globalThis.clearTimeout = ((id?: number) => {
+    live.delete(id);
+    realClear(id);
+  }) as typeof clearTimeout;
+  return {
+    live,
+    restore() {
+      globalThis.setTimeout = realSet;
+      globalThis.clearTimeout = realClear;
+    },
+  };
+}
+
+Deno.test("SnapshotCache.start() refreshes periodically when asked, and close() leaves no refresh due", async () => {
+  const timers = trackTimers();
+  try {
+    const { cache, collector } = makeCache({ refreshIntervalMs: 20, maxAgeMs: 0 });
+    cache.start();
+    await waitUntil("three periodic collections", () => collector.calls >= 3);
+    assert.ok(timers.live.size > 0, "a refresh is due while the cache runs");
+    await cache.close();
+    // Nothing is left to fire: no later refresh can start, however long one waits.
+    assert.equal(timers.live.size, 0, "no timer left after close()");
+    const calls = collector.calls;
+    assert.equal(await cache.refresh(), false, "a refresh after close() is refused");
+    assert.equal(collector.calls, calls, "and collects nothing");
+  } finally {
+    timers.restore();
+  }
 });
 
 Deno.test("SnapshotCache.close() aborts a running collection and refuses new gets", async () => {
