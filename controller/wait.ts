@@ -186,7 +186,10 @@ export async function waitForAgentJob(
   const { namespace, jobUid, runId, timeoutMs, pollMs = 1000 } = options;
   const imagePullFailed = createImagePullCheck();
   const started = clock();
+  // The deadline is read on the clock (an injected one included); the timer only cuts a read
+  // still in flight when the real time passes it.
   const deadline = AbortSignal.timeout(timeoutMs);
+  const expired = () => deadline.aborted || clock() - started >= timeoutMs;
   const stop = new AbortController();
   const signals = [deadline, stop.signal, ...(options.signal ? [options.signal] : [])];
   const any = AbortSignal.any(signals);
@@ -233,14 +236,14 @@ export async function waitForAgentJob(
           throw imagePullError(pod, options.injectedSelector);
         }
       }
-      if (deadline.aborted) throw timeoutError(pod, timeoutMs, options.injectedSelector);
+      if (expired()) throw timeoutError(pod, timeoutMs, options.injectedSelector);
       if (events.count !== seen) continue;
       const pause = pauseUntilEvent(pollMs, any);
       events.wake = pause.wake;
       await pause.done;
       events.wake = undefined;
       if (options.signal?.aborted) throw options.signal.reason;
-      if (deadline.aborted) throw timeoutError(pod, timeoutMs, options.injectedSelector);
+      if (expired()) throw timeoutError(pod, timeoutMs, options.injectedSelector);
     }
   } finally {
     stop.abort();

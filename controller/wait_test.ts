@@ -60,14 +60,15 @@ Deno.test("waitForAgentJob() says why the pod cannot be scheduled at once, then 
     kube: fake.client,
     log,
     stderr,
-    // Each reading of the clock is 250 ms of fake time: the heartbeat is measured on it.
+    // Each reading of the clock is 250 ms of fake time: the heartbeat and the deadline are both
+    // measured on it, so the wait ends after 30 fake seconds however slow or fast the machine.
     clock: () => (now += 250),
   }, {
     namespace: NS,
     jobName: JOB,
     jobUid,
     runId: RUN,
-    timeoutMs: 400,
+    timeoutMs: 30_000,
     pollMs: 5,
     injectedSelector: "nvidia.com/gpu.present=true",
   }).then(() => undefined, (e: unknown) => e);
@@ -85,9 +86,11 @@ Deno.test("waitForAgentJob() says why the pod cannot be scheduled at once, then 
       `no silence over 10 s: ${elapsed.join(",")}`,
     );
   }
+  // It gave up when the fake clock passed the deadline, not when the real time did.
+  assert.ok(Math.max(...elapsed) <= 30, `gave up at 30 s of the clock: ${elapsed.join(",")}`);
   assert.equal(exitCodeOf(error), 5);
   const text = formatError(error);
-  assert.match(text, /did not finish within 0s \(unschedulable\)/);
+  assert.match(text, /did not finish within 30s \(unschedulable\)/);
   assert.match(text, /the pod could not be scheduled: 0\/4 nodes are available/);
   assert.match(text, /auto-targeted GPU nodes with node selector nvidia\.com\/gpu\.present=true/);
 });
