@@ -11,6 +11,7 @@ import { fakeCollector, generateTestTls } from "../daemon/_testing.ts";
 import type { CliDeps } from "./context.ts";
 import { daemonCommand } from "./daemon.ts";
 import type { DaemonCommandDeps } from "./daemon.ts";
+import { waitUntil } from "../tests/_wait.ts";
 
 const TLS = generateTestTls();
 
@@ -65,12 +66,13 @@ async function runDaemonCli(args: string[], deps: DaemonCommandDeps): Promise<nu
 }
 
 async function waitForUrl(logs: () => string): Promise<string> {
-  for (let i = 0; i < 500; i++) {
-    const match = /listening url=(\S+)/.exec(logs());
-    if (match?.[1]) return match[1];
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`the daemon did not start: ${logs()}`);
+  let url: string | undefined;
+  await waitUntil("the daemon to log its URL", () => {
+    url = /listening url=(\S+)/.exec(logs())?.[1];
+    if (url === undefined) throw new Error(`not yet; its log so far:\n${logs()}`);
+    return true;
+  });
+  return url!;
 }
 
 function certFiles(): { dir: string; cert: string; key: string } {
@@ -223,9 +225,7 @@ Deno.test("aicr daemon serves a rotated certificate and keeps the old one when t
     assert.equal((await fetch(`${url}/healthz`, { client: oldClient })).status, 200);
     // A broken pair (new certificate, old key) is refused and the old one stays.
     writeFileSync(files.cert, rotated.cert);
-    for (let i = 0; i < 100 && !/not reloaded/.test(h.logs()); i++) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await waitUntil("the broken pair to be refused", () => /not reloaded/.test(h.logs()));
     assert.match(h.logs(), /WARN TLS certificate not reloaded/);
     const stillOld = Deno.createHttpClient({ caCerts: [TLS.ca] });
     try {
@@ -234,9 +234,7 @@ Deno.test("aicr daemon serves a rotated certificate and keeps the old one when t
       stillOld.close();
     }
     writeFileSync(files.key, rotated.key);
-    for (let i = 0; i < 100 && !/TLS certificate reloaded/.test(h.logs()); i++) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await waitUntil("the new pair to be loaded", () => /TLS certificate reloaded/.test(h.logs()));
     assert.equal((await fetch(`${url}/healthz`, { client: newClient })).status, 200);
     h.controller.abort();
     assert.equal(await run, 0);
@@ -338,15 +336,14 @@ Deno.test("aicr daemon --csr-signer serves the certificate its request got, nami
     ], h.deps);
     const url = await waitForUrl(h.logs);
     // The CA's client verifies the certificate names 127.0.0.1 (the pod IP); it is ours once signed.
-    let status = 0;
-    for (let i = 0; i < 300 && status !== 200; i++) {
-      status = await fetch(`${url}/readyz`, { client }).then(async (r) => {
+    await waitUntil("the daemon to serve its signed certificate", async () => {
+      const status = await fetch(`${url}/readyz`, { client }).then(async (r) => {
         await r.body?.cancel();
         return r.status;
       }, () => 0);
-      if (status !== 200) await new Promise((r) => setTimeout(r, 20));
-    }
-    assert.equal(status, 200, h.logs());
+      if (status !== 200) throw new Error(`readyz ${status}; its log:\n${h.logs()}`);
+      return true;
+    }, { intervalMs: 20 });
     assert.match(h.logs(), /serving its own certificate/);
     assert.equal(requests.length, 1);
     h.controller.abort(new Error("received SIGTERM"));
