@@ -82,3 +82,29 @@ Deno.test("tests/run.ts refuses to start with UPDATE_GOLDEN set, before any gate
   assert.match(new TextDecoder().decode(out.stderr), /UPDATE_GOLDEN is set/);
   assert.equal(new TextDecoder().decode(out.stdout), "");
 });
+
+Deno.test(".ci/run clears every AICR_* variable of its caller, naming each", async () => {
+  // The lines themselves, cut from .ci/run (from the loop to its `done`), run by bash.
+  const script = await Deno.readTextFile(`${ROOT}/.ci/run`);
+  const start = script.indexOf("for name in $(compgen -e | grep '^AICR_'");
+  assert.ok(start >= 0, ".ci/run has the clearing loop");
+  const end = script.indexOf("\ndone\n", start) + "\ndone\n".length;
+  const out = await new Deno.Command("bash", {
+    args: ["-c", `set -euo pipefail\n${script.slice(start, end)}env | grep -c '^AICR_' || true`],
+    env: {
+      AICR_TEST_FILTER: "x",
+      AICR_SKIP_LANES: "e2e",
+      AICR_CLUSTER_DIR: "/tmp/elsewhere",
+      PATH: Deno.env.get("PATH") ?? "",
+    },
+    clearEnv: true,
+    stdout: "piped",
+  }).output();
+  assert.equal(out.code, 0);
+  assert.deepEqual(new TextDecoder().decode(out.stdout).trim().split("\n"), [
+    "== CI clears AICR_CLUSTER_DIR",
+    "== CI clears AICR_SKIP_LANES",
+    "== CI clears AICR_TEST_FILTER",
+    "0",
+  ]);
+});

@@ -150,6 +150,33 @@ Deno.test("steps", async (t) => {
   assert.equal(allowed.code, 0, allowed.lines.join("\n"));
 });
 
+Deno.test("runSuite() lists a test gated on the machine as skipped with its reason, never loses it", async () => {
+  // The real tests/_gated.ts, as tests/realnode uses it: a gated test is registered either way.
+  const gatedUrl = new URL("../_gated.ts", import.meta.url).href;
+  const files = {
+    "gated_test.ts": `import { gated } from ${JSON.stringify(gatedUrl)};
+Deno.test("runs", () => {});
+Deno.test(gated(Deno.env.get("GATE_OPEN") ? undefined : "no containerd (install containerd)", {
+  name: "needs containerd",
+  fn() {},
+}));\n`,
+  };
+  const local = await runOver(files);
+  assert.equal(local.code, 0, local.lines.join("\n"));
+  assert.ok(
+    local.lines.includes(
+      "skipped: gated_test.ts > needs containerd (skipped: no containerd (install containerd))",
+    ),
+    local.lines.join("\n"),
+  );
+  assert.equal(local.last, "tests: 1 passed, 0 failed, 1 skipped");
+  const ci = await runOver(files, { ci: true });
+  assert.equal(ci.code, 1);
+  assert.ok(ci.lines.some((l) => l.startsWith("FAILED: 1 skip(s) under CI=true")));
+  const open = await runOver(files, { env: { GATE_OPEN: "1" } });
+  assert.equal(open.last, "tests: 2 passed, 0 failed, 0 skipped");
+});
+
 Deno.test("runSuite() lists a skipped lane's files by name, and fails under CI", async () => {
   const files = { "a_test.ts": PASSES, "b_test.ts": PASSES };
   const local = await runOver(files, { skipLanes: ["unit"] });
