@@ -572,6 +572,36 @@ Deno.test("deploySnapshot() auto-targets GPU nodes the image can run on and name
   assert.deepEqual(arm.created(), []);
 });
 
+Deno.test("deploySnapshot() runs without a node selector, with a WARN, when it cannot look for GPU nodes", async () => {
+  const s = scene();
+  s.fake.put("Node", {
+    metadata: { name: "gpu-1", labels: { "nvidia.com/gpu.present": "true" } },
+  });
+  const list = s.fake.client.list.bind(s.fake.client);
+  s.fake.client.list = ((kind, namespace, callOptions) =>
+    kind === "Node"
+      ? Promise.reject(
+        new KubeApiError("Cannot list Node: the server is unavailable", 503, "ServiceUnavailable"),
+      )
+      : list(kind, namespace, callOptions)) as typeof s.fake.client.list;
+  const jobs: unknown[] = [];
+  const create = s.fake.client.create.bind(s.fake.client);
+  s.fake.client.create = ((kind, object, callOptions) => {
+    if (kind === "Job") jobs.push(object);
+    return create(kind, object, callOptions);
+  }) as typeof s.fake.client.create;
+  await deploySnapshot(s.deps, options({ job: { image: "r.example/aicr:1" }, autoTarget: true }));
+  const log = s.lines.join("");
+  assert.match(
+    log,
+    /WARN could not look for GPU nodes; running without a node selector error="Cannot list Node: the server is unavailable"/,
+  );
+  assert.doesNotMatch(log, /auto-targeting GPU nodes/);
+  assert.equal(jobs.length, 1, "the run went on: the Job was created");
+  const spec = (jobs[0] as { spec: { template: { spec: Record<string, unknown> } } }).spec;
+  assert.equal(spec.template.spec.nodeSelector, undefined, "no GPU node selector injected");
+});
+
 Deno.test("deploySnapshot() refuses a snapshot NVIDIA's Go aicr wrote, naming it and the image, and cleans up", async () => {
   const s = scene({
     agentDocument: [
