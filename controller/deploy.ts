@@ -977,17 +977,18 @@ export async function readSnapshot(
  * @returns the pods still terminating at the deadline
  */
 async function awaitJobPodsGone(
-  deps: { kube: KubeClient; log: Logger },
+  deps: { kube: KubeClient; log: Logger; clock?: () => number },
   options: { namespace: string; runId: string; jobUid: string; sawPod: boolean },
 ): Promise<string[]> {
   const { kube, log } = deps;
+  const clock = deps.clock ?? Date.now;
   const { namespace } = options;
   const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
   const remaining: string[] = [];
-  const deadline = Date.now() + CLEANUP_TIMEOUT_MS;
+  const deadline = clock() + CLEANUP_TIMEOUT_MS;
   let seenPod = options.sawPod;
   let settleUntil: number | undefined;
-  while (Date.now() < deadline) {
+  while (clock() < deadline) {
     const pods = await kube.list<KubeObject>("Pod", namespace, {
       labelSelector: runSelector(options.runId),
       ...timeout(),
@@ -1003,8 +1004,8 @@ async function awaitJobPodsGone(
       // No pod of the Job ever seen (a run ended early, e.g. a signal right after the Job's
       // create): the Job controller may still be creating one it decided on before the Job's
       // delete reached it. Look again in short polls until it has had time to land.
-      settleUntil ??= Math.min(deadline, Date.now() + POD_SETTLE_MS);
-      if (Date.now() >= settleUntil) break;
+      settleUntil ??= Math.min(deadline, clock() + POD_SETTLE_MS);
+      if (clock() >= settleUntil) break;
       await sleep(POD_SETTLE_POLL_MS);
       continue;
     }
@@ -1025,7 +1026,7 @@ async function awaitJobPodsGone(
     );
     // A finished pod is removed by its delete at once: look again without pausing.
     if (deleted.some((d) => d !== undefined)) continue;
-    if (Date.now() + 500 >= deadline) {
+    if (clock() + 500 >= deadline) {
       for (const p of ours) remaining.push(`Pod/${p.metadata?.name}`);
       log.warn("cleanup: the agent's pods are still terminating", {
         pods: ours.map((p) => p.metadata?.name).join(","),
@@ -1062,12 +1063,12 @@ export interface CleanupRunOptions {
  * Cleans up one run: deletes every ledger entry by UID (the staging ConfigMap is one: aicr
  * created it), waits for the Job's pods to go, and reports what remains.
  *
- * @param deps client and logger
+ * @param deps client, logger and the millisecond clock the wait for the pods is measured on
  * @param options the ledger and the run's names
  * @returns the names of objects that remain (empty when clean) and how many were removed
  */
 export async function cleanupRun(
-  deps: { kube: KubeClient; log: Logger },
+  deps: { kube: KubeClient; log: Logger; clock?: () => number },
   options: CleanupRunOptions,
 ): Promise<{ remaining: string[]; cleaned: number }> {
   const { log } = deps;

@@ -6,7 +6,7 @@ import {
   UntrustedSnapshotError,
   UsageError,
 } from "../errors.ts";
-import { KubeApiError } from "../kube/mod.ts";
+import { KubeApiError, Ledger } from "../kube/mod.ts";
 import type { AccessAttributes, KindName, KubeObject, NewObject } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import {
@@ -19,7 +19,7 @@ import { buildInfo } from "../version.ts";
 import { encodeSnapshot, formatConfigMapUri, parseSnapshot } from "../snapshot/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
-import { deploySnapshot, FOREIGN_STAGING_WARNING } from "./deploy.ts";
+import { cleanupRun, deploySnapshot, FOREIGN_STAGING_WARNING } from "./deploy.ts";
 import { AgentIdentityError } from "./agent_identity.ts";
 import type { DeployOptions } from "./deploy.ts";
 
@@ -714,4 +714,45 @@ Deno.test("deploySnapshot() with no agent report names the program as not this b
     assert.match(bad.message, why);
     assert.deepEqual(s.left(), []);
   }
+});
+
+Deno.test("cleanupRun() names the agent's pods still terminating at its deadline, measured on the clock", async () => {
+  const fake = createFakeKube();
+  const jobUid = "job-uid-1";
+  // A pod of the run's Job already being deleted (a kubelet that has not confirmed): it stays.
+  fake.put(
+    "Pod",
+    {
+      metadata: {
+        name: "aicr-run-abcde",
+        namespace: NS,
+        labels: { "app.kubernetes.io/name": "aicr", "aicr.run/run-id": RUN },
+        ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name: "aicr-run", uid: jobUid }],
+        deletionTimestamp: "2026-01-02T15:05:00Z",
+      },
+    } as unknown as NewObject & { metadata: { name: string } },
+  );
+  const lines: string[] = [];
+  const log = createLogger({ write: (t) => void lines.push(t) });
+  // Each reading of the clock is 5 s: the 30 s deadline passes after a few rounds, not 30 s.
+  let now = 0;
+  const ledger = new Ledger(fake.client, {
+    labels: { "aicr.run/run-id": RUN },
+    runIdLabel: "aicr.run/run-id",
+    invocationIdLabel: "aicr.run/invocation-id",
+  });
+  const result = await cleanupRun({ kube: fake.client, log, clock: () => (now += 5_000) }, {
+    ledger,
+    namespace: NS,
+    runId: RUN,
+    jobName: "aicr-run",
+    jobUid,
+    sawPod: true,
+  });
+  assert.deepEqual(result.remaining, ["Pod/aicr-run-abcde"]);
+  assert.match(
+    lines.join(""),
+    /WARN cleanup: the agent's pods are still terminating pods=aicr-run-abcde/,
+  );
+  assert.ok(now <= 60_000, `gave up on the clock's deadline, not the real one (${now} ms)`);
 });
