@@ -81,8 +81,10 @@ Deno.test({
           const progress = lines.filter((l) => l.startsWith("waiting for the agent"));
           const elapsed = progress.map((l) => Number(/elapsed=(\d+)s/.exec(l)?.[1]));
           // The pod's state stops changing once it is Pending: what keeps lines coming is the
-          // heartbeat, so a 23 s wait logs at 10 s and 20 s of unchanged state.
-          assert.ok(elapsed.filter((s) => s >= 10).length >= 2, `heartbeats: ${elapsed.join(",")}`);
+          // heartbeat. Its cadence is proven on a fake clock (controller/wait_test.ts); here, on
+          // the real one, only that it comes, so a slow scheduler on a loaded machine cannot
+          // fail the step.
+          assert.ok(elapsed.some((s) => s >= 10), `a heartbeat: ${elapsed.join(",")}`);
           assert.ok(
             warn < lines.findIndex((l) => /elapsed=(1\d|2\d)s/.test(l)),
             "the reason comes before the first heartbeat",

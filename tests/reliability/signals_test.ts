@@ -10,6 +10,7 @@ import { type FaultProxy, type FaultRule, startFaultProxy } from "../faults/prox
 import { aicr, AICR_BIN } from "../e2e/_aicr.ts";
 import { record } from "./_report.ts";
 import { ENABLED, getObject, PENDING, snapshotArgs, spawnAicr, suiteEnv, until } from "./_env.ts";
+import { withDeadline } from "../_wait.ts";
 import type { SuiteEnv } from "./_env.ts";
 
 const RBAC = "/apis/rbac.authorization.k8s.io/v1";
@@ -69,8 +70,12 @@ Deno.test({
             proxies.push(p);
             let reached: () => void = () => {};
             const inPhase = new Promise<void>((resolve) => (reached = resolve));
+            let signalSent: () => void = () => {};
+            const sent = new Promise<void>((resolve) => (signalSent = resolve));
             const rule = phaseRule(phase, ns);
-            if (rule) p.add({ ...rule, onMatch: () => reached() });
+            // The phase's request is held until the signal is sent: the signal lands in that
+            // phase, observed, whatever the machine's speed (then the 3 s hold still runs).
+            if (rule) p.add({ ...rule, onMatch: () => (reached(), sent) });
             const args = snapshotArgs(
               p.kubeconfig,
               ns,
@@ -79,10 +84,22 @@ Deno.test({
               ...(phase === "wait" ? PENDING : []),
             );
             const run = spawnAicr(args);
+            // The wait is observed by its own line (the pod cannot be scheduled: it stays there).
             if (phase === "wait") await run.waitFor(/waiting for the agent/);
-            else await inPhase;
-            await new Promise((r) => setTimeout(r, 300));
+            else {
+              await withDeadline(
+                `the ${phase} phase's request`,
+                Promise.race([
+                  inPhase,
+                  run.done.then((d) => {
+                    throw new Error(`aicr ended before the ${phase} phase:\n${d.stderr}`);
+                  }),
+                ]),
+                60_000,
+              );
+            }
             run.kill(signal);
+            signalSent();
             const done = await run.done;
             const left = await suite.leftovers(ns, done.runId);
             return { phase, signal, ns, done, left };
