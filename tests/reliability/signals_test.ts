@@ -357,7 +357,7 @@ Deno.test({
           const inPhase = new Promise<void>((resolve) => (reached = resolve));
           p.add({ ...phaseRule("delivery", ns)!, onMatch: () => reached() });
           const run = spawnAicr(snapshotArgs(p.kubeconfig, ns, "--timeout", "60s"));
-          await inPhase;
+          await withDeadline("the delivery phase's request", inPhase, 60_000);
           run.kill("SIGKILL");
           const killed = await run.done;
           const runId = killed.runId!;
