@@ -67,6 +67,7 @@ export const GUARDS: Readonly<Record<string, string>> = {
   "review-allowed": "daemon auth: the SubjectAccessReview's answer decides",
   "app-unauthenticated": "daemon: a request without a valid token is answered 401",
   "app-denied": "daemon: a request the review denies is answered 403",
+  "token-review-limit": "daemon auth: reviews of unseen tokens are bounded per source and overall",
   // Baselines decide drift only when the install's CA signed them.
   "baseline-signature": "baseline: trusted only under the install's CA signature",
   "baseline-trust": "daemon: only a baseline the install's CA signed decides drift",
