@@ -203,6 +203,8 @@ class Election {
   /** Runs the work while renewing; steps down on a missed deadline; releases at the end. */
   async leadUntilLost(): Promise<void> {
     const { signal, identity } = this.#options;
+    // Told to stop while the acquiring write was in flight: lead nothing, release at once.
+    if (signal.aborted) return await this.#release();
     const leading = new AbortController();
     const stop = () => leading.abort(signal.reason);
     signal.addEventListener("abort", stop, { once: true });

@@ -223,3 +223,35 @@ Deno.test("runLeaderElection() refuses timings where the renew deadline is not i
     RangeError,
   );
 });
+
+Deno.test("runLeaderElection() that wins the Lease as it is told to stop leads nothing and releases", async () => {
+  const time = new VirtualTime();
+  const lease = memoryLease({}, time);
+  const stop = new AbortController();
+  let led = 0;
+  const store = lease.store("a");
+  // The shutdown arrives while the acquiring write is in flight.
+  const slowStore: LeaseStore = {
+    get: store.get,
+    update: async (next, signal) => {
+      const written = await store.update(next, signal);
+      stop.abort();
+      return written;
+    },
+  };
+  const done = runLeaderElection(
+    { store: slowStore, log: quiet, now: time.wall, clock: time.clock, sleep: time.sleep },
+    {
+      identity: "a",
+      signal: stop.signal,
+      lead: async (signal) => {
+        led++;
+        await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
+      },
+    },
+  );
+  await time.advance(100);
+  await done;
+  assert.equal(lease.holder(), "", "released");
+  assert.equal(led, 0, "led nothing");
+});
