@@ -81,6 +81,11 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     "# The manifests for review or GitOps (the Secret holds a private key: keep it private)",
     "aicr daemonset render -n aicr-system > aicr-daemonset.yaml",
   ],
+  "daemonset status": [
+    "aicr daemonset status -n aicr-system",
+    "# For a monitor or a script: exit 9 when unhealthy",
+    "aicr daemonset status -n aicr-system -t json > status.json",
+  ],
   "daemonset signer": [
     "# Run by the install's Deployment (two replicas, one leader through the <name>-signer Lease)",
     "aicr daemonset signer -n aicr-system --name aicr-daemon",

@@ -17,6 +17,7 @@ import {
   DEFAULT_MAX_ANSWER_BYTES,
   runFleetFetch,
   runInstall,
+  runStatus,
   runUninstall,
   writeRender,
 } from "../controller/mod.ts";
@@ -47,6 +48,8 @@ import {
 import { addReportOptions } from "./_report.ts";
 import { fleetFetchOptions } from "./_fetch.ts";
 import { checkOutputNotFormat } from "./_output.ts";
+import { writeFileAtomic } from "../io.ts";
+import { buildInfo } from "../version.ts";
 import { baselineCommand } from "./baseline.ts";
 import { signerCommand } from "./daemonset_signer.ts";
 import type { CliDeps } from "./context.ts";
@@ -338,6 +341,41 @@ function uninstallCommand(deps: CliDeps): Command {
   );
 }
 
+/** Flags of status. */
+interface StatusFlags extends CommonFlags {
+  output?: string;
+  format: string;
+}
+
+function statusCommand(deps: CliDeps): Command {
+  const command = common(new Command("status"))
+    .description(
+      "the install's health: each node's daemon (Ready, version, certificate), the signer's leader, pending or refused requests, baselines; exit 9 when unhealthy",
+    )
+    .option("-o, --output <file>", "where the answer goes (default: stdout)")
+    .option("-t, --format <format>", "table or json", "table");
+  return defineAction(command, deps, async (flags: StatusFlags, { globals, log }) => {
+    const format = flags.format.trim().toLowerCase();
+    if (format !== "table" && format !== "json") {
+      throw new UsageError(
+        `Cannot use '--format' as it must be 'table' or 'json': current value is '${flags.format}'`,
+      );
+    }
+    const output = checkOutputNotFormat(flags.output, { formats: ["table", "json"] });
+    const cluster = clusterDeps(deps, { globals, log });
+    await runStatus({ kube: cluster.connect(), log, now: deps.now, signal: deps.signal }, {
+      namespace: checkedNamespace(globals),
+      name: validateDaemonName(flags.name),
+      format,
+      cliVersion: buildInfo().version,
+      write: (text) =>
+        output === undefined || output === "-"
+          ? deps.stdout.write(text)
+          : writeFileAtomic(resolve(deps.cwd, output), text),
+    });
+  });
+}
+
 function fetchCommand(deps: CliDeps): Command {
   const command = common(new Command("fetch"))
     .description(
@@ -392,5 +430,6 @@ export function daemonsetCommand(deps: CliDeps): Command {
     .addCommand(uninstallCommand(deps))
     .addCommand(renderCommand(deps))
     .addCommand(baselineCommand(deps))
+    .addCommand(statusCommand(deps))
     .addCommand(signerCommand(deps));
 }

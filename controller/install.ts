@@ -189,6 +189,8 @@ export interface DaemonPodState {
   port?: number;
   /** When the kubelet started the pod (`status.startTime`). */
   startedAt?: string;
+  /** The image its (first) container runs. */
+  image?: string;
 }
 
 /** What an install returns. */
@@ -226,7 +228,10 @@ function podState(pod: KubeObject): DaemonPodState {
     }[];
   } | undefined;
   const spec = pod.spec as
-    | { nodeName?: string; containers?: { ports?: { containerPort?: number }[] }[] }
+    | {
+      nodeName?: string;
+      containers?: { image?: string; ports?: { containerPort?: number }[] }[];
+    }
     | undefined;
   const port = spec?.containers?.[0]?.ports?.[0]?.containerPort;
   const ready = status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ??
@@ -252,6 +257,7 @@ function podState(pod: KubeObject): DaemonPodState {
       ? { exited: { code: terminated.exitCode, ...(line ? { line } : {}) } }
       : {}),
     ...(status?.startTime ? { startedAt: status.startTime } : {}),
+    ...(spec?.containers?.[0]?.image ? { image: spec.containers[0].image } : {}),
   };
 }
 

@@ -91,11 +91,14 @@ async function scaleSigner(admin: Api, ns: string, replicas: number): Promise<vo
   );
   assert.equal(res.status, 200, JSON.stringify(res.body));
   if (replicas === 0) {
-    await waitFor(
-      "no signer pod left",
-      async () => (await pods(admin, ns, SIGNER_PODS)).length === 0 ? true : undefined,
-      90_000,
-    );
+    // Terminating ones too: a replica releases the Lease on its way out.
+    await waitFor("no signer pod left", async () => {
+      const res = await admin.request(
+        "GET",
+        `/api/v1/namespaces/${ns}/pods?labelSelector=${SIGNER_PODS}`,
+      );
+      return (res.body.items ?? []).length === 0 ? true : undefined;
+    }, 90_000);
   }
 }
 
@@ -248,6 +251,45 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "status: healthy, each node's daemon and certificate, the signer's leader (exit 0)",
+        async () => {
+          const run = await aicr([
+            "daemonset",
+            "status",
+            "--kubeconfig",
+            env.cluster.adminKubeconfig,
+            "-n",
+            ns,
+            "-t",
+            "json",
+          ]);
+          assert.equal(run.code, 0, run.stderr);
+          const status = JSON.parse(run.stdout);
+          assert.equal(status.kind, "DaemonSetStatus");
+          assert.deepEqual(status.problems, []);
+          assert.deepEqual(status.nodes.map((n: Obj) => n.node).sort(), gpuNodes);
+          assert.ok(status.nodes.every((n: Obj) => n.ready && n.certificate === "issued"));
+          const holder = (await lease(admin, ns)).spec?.holderIdentity as string;
+          assert.equal(status.signer.leader.identity, holder);
+          assert.equal(status.signer.available, 2);
+          const table = await aicr([
+            "daemonset",
+            "status",
+            "--kubeconfig",
+            env.cluster.adminKubeconfig,
+            "-n",
+            ns,
+          ]);
+          assert.equal(table.code, 0, table.stderr);
+          assert.match(table.stdout, /^Healthy$/m);
+          assert.match(
+            table.stdout,
+            new RegExp(`leader ${holder.slice(0, holder.lastIndexOf("_"))}`),
+          );
+        },
+      );
+
       let joinedNode = "";
       await t.step("a node that joins later: its daemon Ready with no CLI", async () => {
         joined = await startKubelet(env.cluster, {
@@ -338,6 +380,17 @@ Deno.test({
             "",
             "released on SIGTERM",
           );
+          const unhealthy = await aicr([
+            "daemonset",
+            "status",
+            "--kubeconfig",
+            env.cluster.adminKubeconfig,
+            "-n",
+            ns,
+          ]);
+          assert.equal(unhealthy.code, 9, unhealthy.stderr);
+          assert.match(unhealthy.stderr, /unhealthy: 1 problem/);
+          assert.match(unhealthy.stderr, /signer: no available replica \(0\/0 Ready\)/);
           const victim = (await readyDaemons(admin, ns)).find((p) =>
             p.spec.nodeName !== joinedNode
           );
