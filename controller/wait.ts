@@ -366,36 +366,38 @@ export function explainPullFailure(
   const host = /pulling from host (\S+) failed|failed to do request: \w+ "https?:\/\/([^/"]+)/.exec(
     text,
   );
-  const registry = host?.[1] ?? host?.[2] ?? "the registry";
+  const named = host?.[1] ?? host?.[2];
+  // "the registry" alone when the message names no host, never "the registry the registry".
+  const registry = named ? ` ${named}` : "";
   const secrets = pullSecrets.map((s) => `'${s}'`).join(", ");
   if (/\b401\b|unauthorized|authentication required/i.test(text)) {
     if (pullSecrets.length === 0) {
       return (option) =>
-        `  the registry ${registry} asks for credentials and the pod has no image pull secret: give one with ${
+        `  the registry${registry} asks for credentials and the pod has no image pull secret: give one with ${
           option("imagePullSecret")
         }`;
     }
-    return `  the registry ${registry} rejected the credentials of the image pull secret ${secrets}: fix that Secret (kubectl get secret ${
+    return `  the registry${registry} rejected the credentials of the image pull secret ${secrets}: fix that Secret (kubectl get secret ${
       pullSecrets[0]
     } -o yaml)`;
   }
   if (/\b403\b|forbidden|denied/i.test(text)) {
-    return `  the registry ${registry} refused access to the image with the credentials of ${
+    return `  the registry${registry} refused access to the image with the credentials of ${
       secrets || "the node"
     }`;
   }
   if (/not found|manifest unknown|\b404\b/i.test(text)) {
-    return `  the registry ${registry} has no such image: push it there (aicr image push) or correct the reference`;
+    return `  the registry${registry} has no such image: push it there (aicr image push) or correct the reference`;
   }
   if (/x509|certificate/i.test(text)) {
-    return `  the node does not trust the certificate of ${registry}: add its CA to the node's container runtime (containerd: certs.d/<host>/hosts.toml)`;
+    return `  the node does not trust the certificate of the registry${registry}: add its CA to the node's container runtime (containerd: certs.d/<host>/hosts.toml)`;
   }
   if (
     /no such host|i\/o timeout|connection refused|no route to host|network is unreachable/i.test(
       text,
     )
   ) {
-    return `  the node cannot reach ${registry}: mirror the image into a registry the nodes reach`;
+    return `  the node cannot reach the registry${registry}: mirror the image into a registry the nodes reach`;
   }
   return undefined;
 }

@@ -231,7 +231,7 @@ Deno.test("explainPullFailure() says what the kubelet's pull error means, naming
   );
   assert.match(
     render(explainPullFailure('rpc error: ... "ghcr.io/x/aicr:1": not found', [])) ?? "",
-    /has no such image: push it there/,
+    /^ {2}the registry has no such image: push it there/,
   );
   assert.equal(explainPullFailure("something else entirely", []), undefined);
 });
