@@ -49,6 +49,8 @@ export interface ObjectMeta {
   creationTimestamp?: string;
   /** Owners. */
   ownerReferences?: OwnerReference[];
+  /** Which manager owns which fields (server-side apply). */
+  managedFields?: unknown[];
 }
 
 /** Any Kubernetes object. */
@@ -200,6 +202,23 @@ export interface KubeClient {
     namespace: string | undefined,
     options?: WatchOptions,
   ): Promise<AsyncIterable<WatchEvent<T>> & { close(): void }>;
+  /**
+   * Server-side applies any object (field manager `aicr`, forced): creates it, or makes the
+   * fields this manager owns exactly the ones given (those it no longer sets are removed).
+   */
+  apply(kind: KindName, object: NewObject, options?: CallOptions): Promise<KubeObject>;
+  /**
+   * Moves the fields this manager owns through creates and updates to its apply entry (what
+   * kubectl's client-side to server-side apply upgrade does), so that a later {@link apply}
+   * also removes what the create set and the apply no longer does. Returns false when there was
+   * nothing to move (already applied, or the object is gone).
+   */
+  adoptFields(
+    kind: KindName,
+    namespace: string | undefined,
+    name: string,
+    options?: CallOptions,
+  ): Promise<boolean>;
   /** Server-side applies a ConfigMap (create or update, field manager `aicr`, forced). */
   applyConfigMap(
     namespace: string,
@@ -345,7 +364,8 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
       return rest.defaultNamespace;
     },
     rest,
-    ...objectCalls(rest),
+    ...objectCalls(rest, fieldManager),
+    ...applyCalls(rest, fieldManager),
     ...streamAndApplyCalls(rest, fieldManager),
     ...podLogCalls(rest),
     ...reviewCalls(rest),
@@ -356,6 +376,7 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
 /** Create, get, list and the UID-pinned delete of any kind. */
 function objectCalls(
   rest: RestClient,
+  fieldManager: string,
 ): Pick<KubeClient, "create" | "get" | "list" | "listAll" | "deleteIfUid"> {
   const list = <T extends KubeObject>(
     kind: KindName,
@@ -370,6 +391,8 @@ function objectCalls(
       return await rest.json<KubeObject>({
         method: "POST",
         path: collectionPath(resource, ns(resource, object.metadata?.namespace)),
+        // The same manager as apply: an upgrade's apply then owns what the create set.
+        query: { fieldManager },
         body,
         idempotent: false,
         ...call(options),
@@ -498,6 +521,71 @@ async function listPage<T extends KubeObject>(
   };
   if (body.metadata?.continue) out.continue = body.metadata.continue;
   return out;
+}
+
+/** One entry of `metadata.managedFields`. */
+interface ManagedFieldsEntry {
+  manager?: string;
+  operation?: string;
+  apiVersion?: string;
+  subresource?: string;
+  [field: string]: unknown;
+}
+
+/** Server-side apply of any kind, and the move of created fields to the apply entry. */
+function applyCalls(
+  rest: RestClient,
+  fieldManager: string,
+): Pick<KubeClient, "apply" | "adoptFields"> {
+  return {
+    async apply(kind, object, options) {
+      const resource = res(kind);
+      return await rest.json<KubeObject>({
+        method: "PATCH",
+        path: objectPath(
+          resource,
+          ns(resource, object.metadata?.namespace),
+          object.metadata?.name ?? "",
+        ),
+        query: { fieldManager, force: true },
+        contentType: "application/apply-patch+yaml",
+        body: { ...object, apiVersion: apiVersionOf(resource), kind: resource.kind },
+        // Server-side apply is idempotent: sending the same intent twice converges.
+        idempotent: true,
+        ...call(options),
+      });
+    },
+    async adoptFields(kind, namespace, name, options) {
+      const resource = res(kind);
+      const path = objectPath(resource, ns(resource, namespace), name);
+      let current: KubeObject;
+      try {
+        current = await rest.json<KubeObject>({ method: "GET", path, ...call(options) });
+      } catch (error) {
+        if (error instanceof KubeApiError && error.isNotFound) return false;
+        throw error;
+      }
+      const entries = (current.metadata?.managedFields ?? []) as ManagedFieldsEntry[];
+      const mine = (e: ManagedFieldsEntry) =>
+        e.manager === fieldManager && e.subresource === undefined;
+      if (entries.some((e) => mine(e) && e.operation === "Apply")) return false;
+      const created = entries.findIndex((e) => mine(e) && e.operation === "Update");
+      if (created < 0) return false;
+      const moved = entries.map((e, i) => i === created ? { ...e, operation: "Apply" } : e);
+      await rest.json<KubeObject>({
+        method: "PATCH",
+        path,
+        contentType: "application/merge-patch+json",
+        // Pinned to what was read: a write in between is a 409, and the apply then forces.
+        body: {
+          metadata: { managedFields: moved, resourceVersion: current.metadata?.resourceVersion },
+        },
+        idempotent: true,
+        ...call(options),
+      });
+      return true;
+    },
+  };
 }
 
 /** Watches and the server-side apply of a ConfigMap. */

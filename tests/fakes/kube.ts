@@ -139,6 +139,8 @@ export function createFakeKube(): FakeKube {
       return Promise.resolve("deleted");
     },
     watch: notImplemented("watch"),
+    apply: notImplemented("apply"),
+    adoptFields: notImplemented("adoptFields"),
     applyConfigMap: notImplemented("applyConfigMap"),
     updateConfigMapIfUid: notImplemented("updateConfigMapIfUid"),
     podLog: notImplemented("podLog"),
