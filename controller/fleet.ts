@@ -55,6 +55,7 @@ import { readClusterTopology, requestServiceAccountToken } from "./fleet_topolog
 import type { FleetTopology } from "./fleet_topology.ts";
 import { daemonPods } from "./install.ts";
 import { signAndAwaitReady } from "./fleet_signing.ts";
+import { imageVersion, warnVersionSkew } from "./version_skew.ts";
 import type { DaemonPlacement, DaemonPodState } from "./install.ts";
 
 /** One node's outcome. */
@@ -552,11 +553,9 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     connectTimeoutMs = 2000,
     maxAnswerBytes = DEFAULT_MAX_ANSWER_BYTES,
     signal,
+    namespace,
   } = options;
-  const { namespace } = options;
   const clock = deps.clock ?? (() => performance.now());
-  const directGet = deps.directGet ?? nodeDirectGet;
-  const sleep = deps.sleep ?? sleepFor;
   // Late joiners' certificates: signed by the signer, or here; those about to be Ready awaited.
   const wanted = options.nodes ? new Set(options.nodes) : undefined;
   const call = { namespace, name, ...(signal ? { signal } : {}) };
@@ -565,6 +564,7 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     transport === "proxy" ? Promise.resolve("") : readDaemonCa(kube, { namespace, name }),
     daemonPods(kube, call),
   ]);
+  warnVersionSkew(log, skewOf(listed.pods, buildInfo().version), buildInfo().version, namespace);
   const pods = listed.pods.filter((p) => p.node !== "" && (!wanted || wanted.has(p.node)));
   const missing = await missingNodes(deps, listed, wanted);
   const node: NodeFetch = {
@@ -576,9 +576,9 @@ export async function fetchFleet(deps: FleetDeps, options: FleetOptions): Promis
     connectTimeoutMs,
     timeoutMs,
     maxAnswerBytes,
-    directGet,
+    directGet: deps.directGet ?? nodeDirectGet,
     clock,
-    sleep,
+    sleep: deps.sleep ?? sleepFor,
     ...(signal ? { signal } : {}),
     build: deps.build ?? buildInfo(),
   };
@@ -658,6 +658,13 @@ function absentResults(missing: readonly string[], asked: boolean): NodeResult[]
       : "no daemon pod on this node yet",
     durationMs: 0,
   }));
+}
+
+/** The versions other than `version` the daemons' images say. */
+function skewOf(pods: readonly DaemonPodState[], version: string): string[] {
+  return [...new Set(pods.flatMap((p) => imageVersion(p.image) ?? []))].filter((v) =>
+    v !== version
+  );
 }
 
 /** Targeted nodes that have no daemon pod: the asked-for ones, or those the placement targets. */
