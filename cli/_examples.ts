@@ -81,6 +81,12 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     "# The manifests for review or GitOps (the Secret holds a private key: keep it private)",
     "aicr daemonset render -n aicr-system > aicr-daemonset.yaml",
   ],
+  "daemonset upgrade": [
+    "# After upgrading the CLI: the daemons and the signer to its image, the install's flags again",
+    "aicr daemonset upgrade -n aicr-system",
+    "# A mirrored image; a rollout that fails is rolled back (exit 8 for a pull, 5 for a deadline)",
+    "aicr daemonset upgrade -n aicr-system --image registry.local:5000/aicr:0.3.0 --timeout 10m",
+  ],
   "daemonset status": [
     "aicr daemonset status -n aicr-system",
     "# For a monitor or a script: exit 9 when unhealthy",

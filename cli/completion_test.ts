@@ -31,7 +31,7 @@ Deno.test("completion bash: verbs, nested verbs, flags and the values of --os an
     await complete(bash, ["aicr", "daemonset", ""]).then((w) =>
       w.filter((x) => !x.startsWith("-"))
     ),
-    ["baseline", "fetch", "install", "render", "signer", "status", "uninstall"],
+    ["baseline", "fetch", "install", "render", "signer", "status", "uninstall", "upgrade"],
   );
   assert.deepEqual(await complete(bash, ["aicr", "snapshot", "--os", ""]), [
     "amazonlinux",

@@ -19,6 +19,7 @@ import {
   runInstall,
   runStatus,
   runUninstall,
+  runUpgrade,
   writeRender,
 } from "../controller/mod.ts";
 import type { DaemonSetOptions } from "../controller/mod.ts";
@@ -341,6 +342,26 @@ function uninstallCommand(deps: CliDeps): Command {
   );
 }
 
+function upgradeCommand(deps: CliDeps): Command {
+  const command = placement(common(new Command("upgrade")))
+    .description(
+      "upgrade the install in place to this build's image (or --image): the install's flags again, server-side applied; CA, Lease and baselines kept; a failed rolling update is rolled back",
+    )
+    .option("--timeout <duration>", "how long the rolling update may take", "5m")
+    .option(
+      "--no-service-monitor",
+      "no ServiceMonitor, even where the monitoring.coreos.com/v1 CRD exists",
+    );
+  return defineAction(command, deps, async (flags: InstallOnlyFlags, { globals, log }) => {
+    warnAboutImage(log, flags);
+    await runUpgrade(clusterDeps(deps, { globals, log }), {
+      ...daemonOptions(flags, globals),
+      ...(flags.serviceMonitor ? {} : { serviceMonitor: false }),
+      timeoutMs: parseTimeout(flags.timeout, "--timeout"),
+    });
+  });
+}
+
 /** Flags of status. */
 interface StatusFlags extends CommonFlags {
   output?: string;
@@ -428,6 +449,7 @@ export function daemonsetCommand(deps: CliDeps): Command {
     .addCommand(installCommand(deps))
     .addCommand(fetchCommand(deps))
     .addCommand(uninstallCommand(deps))
+    .addCommand(upgradeCommand(deps))
     .addCommand(renderCommand(deps))
     .addCommand(baselineCommand(deps))
     .addCommand(statusCommand(deps))

@@ -29,6 +29,8 @@ import { fleetReportContent, installReportContent, uninstallReportContent } from
 import { runReported } from "./reported.ts";
 import type { ReportTargets } from "./reported.ts";
 import { uninstallDaemonSet } from "./uninstall.ts";
+import { upgradeDaemonSet } from "./upgrade.ts";
+import type { UpgradeOptions } from "./upgrade.ts";
 
 /** What the verbs need: the cluster (connected on first use), streams, clock, signal. */
 export interface ClusterRunDeps {
@@ -235,6 +237,36 @@ export async function writeRender(
       } <this output> to keep the CA`
     );
   }
+}
+
+/**
+ * Upgrades the daemon in place and waits for the rolling update; a failed one is rolled back
+ * (see `upgrade.ts`).
+ *
+ * @param deps cluster, logger, clock, randomness, signal
+ * @param options what the daemon is (the install's flags) and the wait's bound
+ * @returns when every daemon (and the signer) runs the new image
+ * @throws {DaemonUpgradeError} when the rollout failed and was rolled back
+ */
+export async function runUpgrade(
+  deps: ClusterRunDeps,
+  options: Omit<UpgradeOptions, "signal">,
+): Promise<void> {
+  const started = deps.now().getTime();
+  const result = await upgradeDaemonSet({
+    kube: deps.connect(),
+    log: deps.log,
+    now: deps.now,
+    randomHex: deps.randomHex,
+  }, { ...options, signal: deps.signal });
+  deps.log.info("upgrade done", {
+    namespace: options.namespace,
+    from: result.fromImage,
+    to: result.toImage,
+    created: result.applied.filter((a) => a.change === "created").length,
+    updated: result.applied.filter((a) => a.change === "updated").length,
+    seconds: secondsSince(deps, started),
+  });
 }
 
 /**

@@ -68,8 +68,11 @@ import type { DaemonSetOptions, RenderedDaemonSet } from "./render.ts";
  * Whether the API server binds ServiceAccount tokens to Nodes (`ServiceAccountTokenNodeBinding`,
  * on by default from 1.31): asked from `/version`; when it cannot be read, assumed (the
  * supported range's newer releases all do).
+ *
+ * @param deps client and logger
+ * @returns whether tokens are bound to Nodes
  */
-async function bindsTokensToNodes(deps: InstallDeps): Promise<boolean> {
+export async function bindsTokensToNodes(deps: InstallDeps): Promise<boolean> {
   const version = await deps.kube.rest.json<{ major?: string; minor?: string }>({
     method: "GET",
     path: "/version",
@@ -487,11 +490,15 @@ async function waitForSigner(
 }
 
 /**
- * Baselines outlive an uninstall: a re-install lets the daemons read those that exist and that
- * its CA verifies (one planted with the right labels, edited, or signed by another install's CA
- * is not granted: said with the remedy).
+ * Baselines outlive an uninstall: a re-install (or an upgrade) lets the daemons read those that
+ * exist and that its CA verifies (one planted with the right labels, edited, or signed by another
+ * install's CA is not granted: said with the remedy).
+ *
+ * @param deps client and logger
+ * @param options the daemon and its CA's certificate
+ * @returns the names of the baseline ConfigMaps its daemons may read
  */
-async function keptBaselines(
+export async function keptBaselines(
   deps: InstallDeps,
   options: { namespace: string; name: string; caCert: string },
 ): Promise<string[]> {

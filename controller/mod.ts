@@ -34,7 +34,7 @@ export type { BaselineRunDeps, BaselineRunScope } from "./baseline_run.ts";
 export { runDiff } from "./diff.ts";
 export type { DiffFormat, DiffOptions } from "./diff.ts";
 export { createFsSourceLoader, createKubeConfigMapReader } from "./sources.ts";
-export { runFleetFetch, runInstall, runUninstall, writeRender } from "./daemonset.ts";
+export { runFleetFetch, runInstall, runUninstall, runUpgrade, writeRender } from "./daemonset.ts";
 export { runStatus } from "./status.ts";
 export type { ClusterRunDeps, FleetFetchOptions } from "./daemonset.ts";
 export { checkReportTargets } from "./reported.ts";

@@ -84,6 +84,7 @@ export {
   signerClusterRoleName,
   signerLabels,
   signerName,
+  signerSelectorLabels,
   snapshotConfigMapLabels,
   stagingConfigMapName,
   validateDaemonName,

@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { daemonSetRolledOut, deploymentRolledOut, restorable } from "./upgrade.ts";
+
+Deno.test("daemonSetRolledOut() waits for the controller to see the new generation and every node to run it", () => {
+  const ds = (generation: number, status: Record<string, number>) => ({
+    metadata: { generation },
+    status,
+  });
+  const done = {
+    observedGeneration: 3,
+    desiredNumberScheduled: 2,
+    updatedNumberScheduled: 2,
+    numberAvailable: 2,
+  };
+  assert.equal(daemonSetRolledOut(ds(3, done)), true);
+  // The controller has not read the new template yet: its counts are the old one's.
+  assert.equal(daemonSetRolledOut(ds(4, done)), false);
+  assert.equal(daemonSetRolledOut(ds(3, { ...done, updatedNumberScheduled: 1 })), false);
+  assert.equal(daemonSetRolledOut(ds(3, { ...done, numberAvailable: 1 })), false);
+  assert.equal(daemonSetRolledOut(ds(3, { ...done, numberUnavailable: 1 })), false);
+  assert.equal(daemonSetRolledOut(undefined), false);
+});
+
+Deno.test("deploymentRolledOut() waits until no replica of the old template is left", () => {
+  const deployment = (status: Record<string, number>) => ({
+    metadata: { generation: 2 },
+    spec: { replicas: 2 },
+    status: { observedGeneration: 2, ...status },
+  });
+  assert.equal(
+    deploymentRolledOut(deployment({ replicas: 2, updatedReplicas: 2, availableReplicas: 2 })),
+    true,
+  );
+  // A surge replica of the new template beside two old ones.
+  assert.equal(
+    deploymentRolledOut(deployment({ replicas: 3, updatedReplicas: 1, availableReplicas: 2 })),
+    false,
+  );
+  // New ones up, an old one still terminating.
+  assert.equal(
+    deploymentRolledOut(deployment({ replicas: 3, updatedReplicas: 2, availableReplicas: 2 })),
+    false,
+  );
+});
+
+Deno.test("restorable() keeps an object's intent and drops what the server keeps", () => {
+  const object = {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: {
+      name: "aicr-daemon",
+      namespace: "aicr-system",
+      labels: { a: "1" },
+      annotations: { b: "2" },
+      uid: "u",
+      resourceVersion: "7",
+      managedFields: [{ manager: "aicr" }],
+      creationTimestamp: "2026-12-05T00:00:00Z",
+    },
+    spec: { template: { spec: { containers: [{ image: "aicr:0.1.0" }] } } },
+    status: { numberReady: 2 },
+  };
+  assert.deepEqual(restorable(object), {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: {
+      name: "aicr-daemon",
+      namespace: "aicr-system",
+      labels: { a: "1" },
+      annotations: { b: "2" },
+    },
+    spec: { template: { spec: { containers: [{ image: "aicr:0.1.0" }] } } },
+  });
+});
