@@ -15,6 +15,7 @@ import {
   isLabelValue,
   isQuantity,
   MAX_WAIT_MS,
+  type NodeSelectorRequirement,
   type ResourceList,
   type Toleration,
 } from "../manifests/mod.ts";
@@ -71,6 +72,69 @@ export function parseNodeSelectors(
     selector[key] = value;
   }
   return selector;
+}
+
+/** `key in (a,b)`, `key notin (a,b)`: kubectl's set-based selector, on node labels. */
+const SET_REQUIREMENT_REGEXP = /^\s*([^\s!=()]+)\s+(in|notin)\s*\(([^()]*)\)\s*$/i;
+
+/**
+ * Parses repeated `--node-affinity` values, kubectl's label selector requirements on node
+ * labels: `key in (a,b)`, `key notin (a,b)`, `key=value`, `key!=value`, `key` (exists) and
+ * `!key` (does not exist). They all must hold (one required node affinity term).
+ *
+ * @param values the flag's values, in order
+ * @param flag the flag name for errors @default "--node-affinity"
+ * @returns the requirements, in order
+ * @throws {UsageError} on a malformed value, a bad label key or value
+ */
+export function parseNodeRequirements(
+  values: readonly string[],
+  flag = "--node-affinity",
+): NodeSelectorRequirement[] {
+  const expected =
+    "a node label requirement: 'key in (a,b)', 'key notin (a,b)', 'key=value', 'key!=value', 'key' or '!key'";
+  return values.map((raw): NodeSelectorRequirement => {
+    const checkKey = (key: string) => {
+      if (!isLabelKey(key)) throw usage(flag, raw, expected, `'${key}' is not a valid label key`);
+      return key;
+    };
+    const checkValues = (list: string[]) => {
+      const bad = list.find((v) => v === "" || !isLabelValue(v));
+      if (bad !== undefined || list.length === 0) {
+        throw usage(flag, raw, expected, `'${bad ?? ""}' is not a valid label value`);
+      }
+      return list;
+    };
+    const set = SET_REQUIREMENT_REGEXP.exec(raw);
+    if (set) {
+      return {
+        key: checkKey(set[1]!),
+        operator: set[2]!.toLowerCase() === "in" ? "In" : "NotIn",
+        values: checkValues(set[3]!.split(",").map((v) => v.trim())),
+      };
+    }
+    const text = raw.trim();
+    const notEqual = text.indexOf("!=");
+    if (notEqual > 0) {
+      return {
+        key: checkKey(text.slice(0, notEqual).trim()),
+        operator: "NotIn",
+        values: checkValues([text.slice(notEqual + 2).trim()]),
+      };
+    }
+    const equal = text.indexOf("=");
+    if (equal > 0) {
+      return {
+        key: checkKey(text.slice(0, equal).trim()),
+        operator: "In",
+        values: checkValues([text.slice(equal + 1).replace(/^=/, "").trim()]),
+      };
+    }
+    if (text.startsWith("!")) {
+      return { key: checkKey(text.slice(1).trim()), operator: "DoesNotExist" };
+    }
+    return { key: checkKey(text), operator: "Exists" };
+  });
 }
 
 /**

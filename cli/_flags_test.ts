@@ -3,6 +3,7 @@ import { UsageError } from "../errors.ts";
 import {
   flagOf,
   parseDuration,
+  parseNodeRequirements,
   parseNodeSelectors,
   parseResourceList,
   parseTimeout,
@@ -205,5 +206,39 @@ Deno.test("aicr names the flag in what the library refuses, as the user typed it
     assert.equal(await runCli([...args], h.deps), 2, args.join(" "));
     assert.ok(h.stderr().includes(message), `${args.join(" ")}: ${h.stderr()}`);
     assert.equal(h.connects(), 0, args.join(" "));
+  }
+});
+
+Deno.test("parseNodeRequirements() reads kubectl's set-based and equality requirements on node labels", () => {
+  assert.deepEqual(
+    parseNodeRequirements([
+      "node.kubernetes.io/instance-type in (p5.48xlarge, p6e-gb200.36xlarge)",
+      "pool NotIn (spot)",
+      "zone=us-east-1a",
+      "tier!=batch",
+      "nvidia.com/gpu.present",
+      "!aicr.run/skip",
+    ]),
+    [
+      {
+        key: "node.kubernetes.io/instance-type",
+        operator: "In",
+        values: ["p5.48xlarge", "p6e-gb200.36xlarge"],
+      },
+      { key: "pool", operator: "NotIn", values: ["spot"] },
+      { key: "zone", operator: "In", values: ["us-east-1a"] },
+      { key: "tier", operator: "NotIn", values: ["batch"] },
+      { key: "nvidia.com/gpu.present", operator: "Exists" },
+      { key: "aicr.run/skip", operator: "DoesNotExist" },
+    ],
+  );
+  for (const bad of ["pool in ()", "bad key", "pool in (a b)", "=x", "pool=bad value"]) {
+    assert.throws(
+      () => parseNodeRequirements([bad]),
+      (error: unknown) =>
+        error instanceof UsageError && /'--node-affinity'/.test(error.message) &&
+        error.message.includes(`current value is '${bad}'`),
+      bad,
+    );
   }
 });

@@ -30,11 +30,13 @@ import {
   DEFAULT_SIGNER_REPLICAS,
   isNodeOs,
   NODE_OS_FAMILIES,
+  requiredNodeAffinity,
   validateDaemonName,
 } from "../manifests/mod.ts";
 import {
   parseCount,
   parseDuration,
+  parseNodeRequirements,
   parseNodeSelectors,
   parseResourceList,
   parseTimeout,
@@ -80,6 +82,8 @@ interface InstallFlags extends CommonFlags {
   baselineInterval: string;
   signer: boolean;
   signerReplicas: string;
+  priorityClassName?: string;
+  nodeAffinity?: string[];
 }
 
 /** Flags of install only. */
@@ -168,6 +172,14 @@ function placement(command: Command): Command {
       "--signer-replicas <n>",
       "replicas of the in-cluster signer (one leads through its Lease)",
       String(DEFAULT_SIGNER_REPLICAS),
+    )
+    .option(
+      "--priority-class-name <name>",
+      "priorityClassName of the daemon's and the signer's pods (default: none, the cluster's default priority)",
+    )
+    .option(
+      "--node-affinity <requirement...>",
+      "required node label requirement, all must hold (repeatable): 'key in (a,b)', 'key notin (a,b)', 'key=value', 'key!=value', 'key', '!key'",
     );
 }
 
@@ -209,12 +221,21 @@ function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOp
     throw new UsageError("Cannot use '--all-nodes' together with '--node-selector'");
   }
   const agentImage = chooseAgentImage(flags);
+  const architectures = platformArchitectures(agentImage.platforms);
+  const affinity = requiredNodeAffinity({
+    architectures,
+    requirements: parseNodeRequirements(flags.nodeAffinity ?? []),
+  });
   return {
     namespace,
     name,
     port,
     image: agentImage.image,
-    architectures: platformArchitectures(agentImage.platforms),
+    architectures,
+    ...(flags.nodeAffinity?.length && affinity ? { affinity } : {}),
+    ...(flags.priorityClassName !== undefined
+      ? { priorityClassName: flags.priorityClassName }
+      : {}),
     privileged: privileged === "true",
     nodeSelector,
     allNodes: flags.allNodes,

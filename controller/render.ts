@@ -31,7 +31,7 @@ import {
   DEFAULT_DAEMON_PORT,
   signerLabels,
 } from "../manifests/mod.ts";
-import type { Labels, PodOptions } from "../manifests/mod.ts";
+import type { Affinity, Labels, PodOptions } from "../manifests/mod.ts";
 import {
   DAEMON_READER_RULES,
   daemonRbacObjects,
@@ -78,6 +78,13 @@ export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
   signer?: boolean;
   /** The signer's replicas. @default 2 */
   signerReplicas?: number;
+  /**
+   * `priorityClassName` of the daemon's and the signer's pods. @default none: the cluster's
+   * default priority
+   */
+  priorityClassName?: string;
+  /** The daemon pods' affinity, given whole (it replaces the architectures' one). */
+  affinity?: Affinity;
 }
 
 /** Options for {@link renderDaemonSet}. */
@@ -207,6 +214,9 @@ function signerWorkload(
     image: options.image,
     ...(options.imagePullSecrets ? { imagePullSecrets: options.imagePullSecrets } : {}),
     ...(options.signerReplicas !== undefined ? { replicas: options.signerReplicas } : {}),
+    ...(options.priorityClassName !== undefined
+      ? { priorityClassName: options.priorityClassName }
+      : {}),
     ...(options.architectures ? { architectures: options.architectures } : {}),
     ...identity,
   };

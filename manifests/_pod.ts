@@ -12,6 +12,7 @@ import type {
   Affinity,
   Container,
   EnvVar,
+  NodeSelectorRequirement,
   PodSecurityContext,
   PodSpec,
   ResourceList,
@@ -314,6 +315,34 @@ function archAffinity(architectures: readonly string[]): Affinity {
         nodeSelectorTerms: [{
           matchExpressions: [{ key: ARCH_LABEL, operator: "In", values: [...architectures] }],
         }],
+      },
+    },
+  };
+}
+
+/**
+ * A required node affinity that holds both the architectures' term and the user's requirements
+ * (`--node-affinity`): one term, so every requirement must hold (AND).
+ *
+ * @param options the image's architectures (absent: any) and the user's requirements
+ * @returns the affinity, or undefined when there is nothing to require
+ * @throws {UsageError} when the architectures list is empty
+ */
+export function requiredNodeAffinity(options: {
+  architectures?: readonly string[] | undefined;
+  requirements: readonly NodeSelectorRequirement[];
+}): Affinity | undefined {
+  const arch = options.architectures
+    ? archAffinity(options.architectures).nodeAffinity
+      ?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms[0]?.matchExpressions ??
+      []
+    : [];
+  const expressions = [...arch, ...options.requirements.map((r) => ({ ...r }))];
+  if (expressions.length === 0) return undefined;
+  return {
+    nodeAffinity: {
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: [{ matchExpressions: expressions }],
       },
     },
   };

@@ -29,8 +29,10 @@ import {
   validateDaemonName,
 } from "./names.ts";
 import { agentPodParts } from "./_pod.ts";
+import { validatePriorityClassName } from "./signer.ts";
 import type { PodOptions } from "./_pod.ts";
 import type {
+  Affinity,
   Container,
   DaemonSetManifest,
   Probe,
@@ -97,6 +99,17 @@ export interface DaemonSetConfig extends PodOptions {
    * `aicr-daemon:$(NODE_NAME)`, one per node).
    */
   tokenAudience?: string;
+  /**
+   * `priorityClassName` of the daemon's pods. Absent: the cluster's default priority (a
+   * snapshot daemon should not preempt GPU work; see the README for a class that schedules it
+   * first on a new node without evicting anything).
+   */
+  priorityClassName?: string;
+  /**
+   * The pods' affinity, given whole: it replaces the one made from `architectures` (which must
+   * then be in it when the image lacks some architecture).
+   */
+  affinity?: Affinity;
 }
 
 function probe(path: string, port: number, scheme: "HTTP" | "HTTPS", period: number): Probe {
@@ -247,6 +260,10 @@ export function buildDaemonSet(config: DaemonSetConfig): DaemonSetManifest {
           ...host,
           ...(host.hostNetwork ? { dnsPolicy: "ClusterFirstWithHostNet" as const } : {}),
           ...pod.placement,
+          ...(config.affinity ? { affinity: config.affinity } : {}),
+          ...(config.priorityClassName !== undefined
+            ? { priorityClassName: validatePriorityClassName(config.priorityClassName) }
+            : {}),
           securityContext: pod.podSecurityContext,
           containers: [daemonContainer(config, pod, { port, scheme, mounts })],
           volumes,

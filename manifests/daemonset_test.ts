@@ -137,3 +137,28 @@ Deno.test("daemonset: each daemon binds its pod IP and requires the token audien
   assert.equal(off?.args.includes("--listen"), false);
   assert.equal(off?.env.some((e) => e.name === "POD_IP"), false);
 });
+
+Deno.test("daemonset: a priority class and a whole affinity go into the pod; the class is checked", () => {
+  const affinity = {
+    nodeAffinity: {
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: [{
+          matchExpressions: [{ key: "pool", operator: "In" as const, values: ["gpu"] }],
+        }],
+      },
+    },
+  };
+  const ds = buildDaemonSet({
+    ...BASE,
+    architectures: ["amd64"],
+    affinity,
+    priorityClassName: "gpu-infra",
+  });
+  const spec = ds.spec.template.spec;
+  assert.equal(spec.priorityClassName, "gpu-infra");
+  // Given whole: it replaces the architectures' affinity.
+  assert.deepEqual(spec.affinity, affinity);
+  const plain = buildDaemonSet({ ...BASE }).spec.template.spec;
+  assert.equal(plain.priorityClassName, undefined);
+  assert.throws(() => buildDaemonSet({ ...BASE, priorityClassName: "Not_A_Name" }), UsageError);
+});

@@ -25,7 +25,7 @@
  *
  * @module
  */
-export { GPU_PRESENT_LABEL, isNodeOs, NODE_OS_FAMILIES } from "./_pod.ts";
+export { GPU_PRESENT_LABEL, isNodeOs, NODE_OS_FAMILIES, requiredNodeAffinity } from "./_pod.ts";
 export type { PodOptions } from "./_pod.ts";
 export { buildDaemonSet, DEFAULT_DAEMON_PORT } from "./daemonset.ts";
 export type { DaemonSetConfig } from "./daemonset.ts";
@@ -93,6 +93,14 @@ export {
 } from "./names.ts";
 export type { Labels, RunIdentity } from "./names.ts";
 export { isQuantity } from "./quantity.ts";
-export type { JobManifest, ObjectMeta, PodSpec, ResourceList, Toleration } from "./types.ts";
+export type {
+  Affinity,
+  JobManifest,
+  NodeSelectorRequirement,
+  ObjectMeta,
+  PodSpec,
+  ResourceList,
+  Toleration,
+} from "./types.ts";
 export { formatManifest } from "./yaml.ts";
 export { checkTimeout, DEFAULT_TIMEOUT_MS, MAX_WAIT_MS } from "./timeout.ts";

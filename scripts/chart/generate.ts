@@ -24,6 +24,7 @@ import {
 import { daemonAlertRules, daemonDashboard, DASHBOARD_UID } from "../../manifests/monitoring.ts";
 import { DEFAULT_DAEMON_READER_NAME } from "../../manifests/names.ts";
 import { DEFAULT_SIGNER_REPLICAS } from "../../manifests/signer.ts";
+import type { Affinity } from "../../manifests/mod.ts";
 import { baselinePlaceholderName } from "../../snapshot/mod.ts";
 import { RELEASE_PLATFORMS, releaseImage } from "../../version.ts";
 import { platformArchitectures } from "../../cli/_image.ts";
@@ -48,6 +49,8 @@ const S = {
   nodeSelector: "zqnodeselector",
   toleration: "zqtoleration",
   runtimeClass: "zqruntimeclass",
+  priorityClass: "zqpriorityclass",
+  affinity: "zqaffinity",
   architecture: "zqarch",
   port: 47123,
   // Within the builder's 1 to 10, and no other number of the render (checked: 0 1 2 3 5 10 20 30 100).
@@ -78,6 +81,8 @@ interface RenderInput {
   runtimeClass: boolean;
   nodeBoundTokens: boolean;
   architectures: boolean;
+  priorityClass: boolean;
+  affinity: boolean;
 }
 
 function bool(test: string, key: keyof RenderInput): Knob {
@@ -115,6 +120,9 @@ const KNOBS: Knob[] = [
   bool(".Values.runtimeClassName", "runtimeClass"),
   bool(".Values.requireNodeBoundToken", "nodeBoundTokens"),
   bool(".Values.architectures", "architectures"),
+  bool(".Values.priorityClassName", "priorityClass"),
+  // Given whole, as the builders take it: it replaces the architectures' affinity.
+  bool(".Values.affinity", "affinity"),
 ];
 
 const IMAGE_EXPR = 'printf "%s:%s" .Values.image.repository (toString .Values.image.tag)';
@@ -130,6 +138,7 @@ const SUBSTITUTIONS: Substitutions = {
     { sentinel: S.name, expr: ".Values.name" },
     { sentinel: S.namespace, expr: ".Release.Namespace" },
     { sentinel: S.runtimeClass, expr: ".Values.runtimeClassName" },
+    { sentinel: S.priorityClass, expr: ".Values.priorityClassName" },
     { sentinel: S.interval, expr: ".Values.baselineInterval" },
   ],
   numbers: [
@@ -141,6 +150,7 @@ const SUBSTITUTIONS: Substitutions = {
     { sentinel: S.nodeSelector, expr: ".Values.nodeSelector" },
     { sentinel: S.toleration, expr: ".Values.tolerations" },
     { sentinel: S.architecture, expr: ".Values.architectures" },
+    { sentinel: S.affinity, expr: ".Values.affinity" },
   ],
 };
 
@@ -158,6 +168,8 @@ function renderOptions(input: RenderInput): Parameters<typeof renderDaemonSet>[0
     imagePullSecrets: [S.pullSecret],
     ...(input.runtimeClass ? { runtimeClass: S.runtimeClass } : {}),
     ...(input.architectures ? { architectures: [S.architecture] } : {}),
+    ...(input.priorityClass ? { priorityClassName: S.priorityClass } : {}),
+    ...(input.affinity ? { affinity: { [S.affinity]: "x" } as Affinity } : {}),
     ...(input.os ? { os: input.os as NonNullable<DaemonSetOptions["os"]> } : {}),
     requests: { ...S.requests },
     limits: { ...S.limits },
@@ -450,6 +462,8 @@ function defaults(version: string): Record<string, unknown> {
     os: "",
     runtimeClassName: "",
     architectures: platformArchitectures(RELEASE_PLATFORMS),
+    priorityClassName: "",
+    affinity: {},
     resources: pod.containers[0]!.resources,
     baselineInterval: "60s",
     requireNodeBoundToken: true,
@@ -483,6 +497,10 @@ const VALUE_DOCS: Record<string, string> = {
   architectures:
     "The CPU architectures the image has (kubernetes.io/arch): pods land only on those nodes ([]: any).",
   runtimeClassName: 'A RuntimeClass giving nvidia-smi without a GPU request (e.g. "nvidia").',
+  priorityClassName:
+    "priorityClassName of the daemon's and the signer's pods (\"\": the cluster's default; see the README).",
+  affinity:
+    "The daemon pods' affinity, given whole: it replaces the architectures' node affinity\n# (include a kubernetes.io/arch requirement when the image lacks an architecture).",
   resources: "The daemon container's requests and limits (given whole).",
   baselineInterval: "How often each daemon re-reads its cohort's baseline.",
   requireNodeBoundToken:
@@ -545,6 +563,8 @@ export function valuesSchema(): Record<string, unknown> {
       os: { type: "string", enum: ["", ...NODE_OS_FAMILIES] },
       architectures: { type: "array", items: { type: "string", pattern: "^[a-z0-9]+$" } },
       runtimeClassName: { type: "string", pattern: "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$" },
+      priorityClassName: { type: "string", pattern: "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$" },
+      affinity: { type: "object" },
       resources: {
         type: "object",
         additionalProperties: false,

@@ -211,6 +211,37 @@ Deno.test("chart: every knob set in helm gives what the same flags give render",
       values: { image: { repository: "r/aicr", tag: "1" }, architectures: ["arm64"] },
     },
     {
+      name: "a priority class for both workloads, node affinity on the daemons",
+      namespace: "prio",
+      flags: [
+        "--image",
+        "r/aicr:1",
+        "--priority-class-name",
+        "gpu-infra",
+        "--node-affinity",
+        "pool in (a,b)",
+        "--node-affinity",
+        "!aicr.run/skip",
+      ],
+      values: {
+        image: { repository: "r/aicr", tag: "1" },
+        priorityClassName: "gpu-infra",
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: {
+              nodeSelectorTerms: [{
+                matchExpressions: [
+                  { key: "kubernetes.io/arch", operator: "In", values: ["amd64", "arm64"] },
+                  { key: "pool", operator: "In", values: ["a", "b"] },
+                  { key: "aicr.run/skip", operator: "DoesNotExist" },
+                ],
+              }],
+            },
+          },
+        },
+      },
+    },
+    {
       name: "the default daemon's reader is aicr-reader, another's <name>-reader",
       namespace: "x",
       flags: ["--image", "r/aicr:1", "--name", "aicr-daemon"],
