@@ -21,6 +21,7 @@ import type { RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { DAEMON_CSR_SIGNER } from "../manifests/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
+import { daemonPod } from "../tests/fakes/daemon_pod.ts";
 import { buildCsr, generateDaemonCa, generateServingKey } from "../x509.ts";
 
 const MIB = 1024 * 1024;
@@ -52,26 +53,10 @@ async function child(n: number): Promise<PassResult> {
     const node = `gpu-${i}`;
     const ip = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
     const nodeObject = fake.put("Node", { metadata: { name: node } });
-    const pod = fake.put("Pod", {
-      metadata: {
-        name: `aicr-daemon-${i}`,
-        namespace: "aicr-system",
-        labels: {
-          "app.kubernetes.io/name": "aicr",
-          "app.kubernetes.io/component": "daemon",
-          "app.kubernetes.io/instance": "aicr-daemon",
-        },
-        ownerReferences: [{
-          apiVersion: "apps/v1",
-          kind: "DaemonSet",
-          name: "aicr-daemon",
-          uid: ds.metadata?.uid ?? "",
-          controller: true,
-        }],
-      },
-      spec: { nodeName: node },
-      status: { podIP: ip },
-    } as never);
+    const pod = fake.put(
+      "Pod",
+      daemonPod({ dsUid: ds.metadata?.uid ?? "", index: i, node, ip: ip }) as never,
+    );
     const name = `aicr-daemon.${node}`;
     csrs.set(name, {
       metadata: { name },

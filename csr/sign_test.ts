@@ -6,6 +6,7 @@ import type { RestRequest } from "../kube/mod.ts";
 import { createLogger } from "../log.ts";
 import { DAEMON_CSR_SIGNER } from "../manifests/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
+import { daemonPod } from "../tests/fakes/daemon_pod.ts";
 import { buildCsr, chainIssuer, generateDaemonCa, generateServingKey } from "../x509.ts";
 import { EXTRA_NODE_NAME, EXTRA_NODE_UID, EXTRA_POD_NAME, EXTRA_POD_UID } from "./decide.ts";
 import type { CsrObject } from "./decide.ts";
@@ -21,26 +22,10 @@ function world(nodes: string[]) {
   const ds = fake.put("DaemonSet", { metadata: { name: "aicr-daemon", namespace: "aicr-system" } });
   const pods = nodes.map((node, i) => {
     fake.put("Node", { metadata: { name: node } });
-    return fake.put("Pod", {
-      metadata: {
-        name: `aicr-daemon-${i}`,
-        namespace: "aicr-system",
-        labels: {
-          "app.kubernetes.io/name": "aicr",
-          "app.kubernetes.io/component": "daemon",
-          "app.kubernetes.io/instance": "aicr-daemon",
-        },
-        ownerReferences: [{
-          apiVersion: "apps/v1",
-          kind: "DaemonSet",
-          name: "aicr-daemon",
-          uid: ds.metadata?.uid ?? "",
-          controller: true,
-        }],
-      },
-      spec: { nodeName: node },
-      status: { podIP: `10.0.0.${i + 1}` },
-    } as never);
+    return fake.put(
+      "Pod",
+      daemonPod({ dsUid: ds.metadata?.uid ?? "", index: i, node, ip: `10.0.0.${i + 1}` }) as never,
+    );
   });
   const csrs = new Map<string, CsrObject>();
   const writes: string[] = [];
