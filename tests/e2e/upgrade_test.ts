@@ -8,7 +8,8 @@
  *   the rolling update waited on, the CA Secret, the Lease and a signed baseline kept (the
  *   baseline still trusted), no skew left;
  * - `upgrade` to an image no registry serves: exit 8 naming the pull failure, every object back
- *   as it was (DaemonSet and signer on the previous image), the daemons Ready again.
+ *   as it was (DaemonSet and signer on the previous image), the daemons Ready again;
+ * - SIGINT while the rolling update is waited on: rolled back too, exit 130.
  */
 import assert from "node:assert/strict";
 import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
@@ -51,10 +52,12 @@ Deno.test({
     const older = "aicr:0.0.9";
     const current = `aicr:${version}`;
     const gpuNodes = env.nodes.filter((n) => n.gpu).map((n) => n.name).sort();
-    const ds = (...args: string[]) =>
+    const dsWith = (options: Parameters<typeof aicr>[1], ...args: string[]) =>
       aicr(["daemonset", ...args, "--kubeconfig", env.cluster.adminKubeconfig, "-n", ns], {
         deadlineMs: 600_000,
+        ...options,
       });
+    const ds = (...args: string[]) => dsWith({}, ...args);
     const dsPath = `/apis/apps/v1/namespaces/${ns}/daemonsets/aicr-daemon`;
     const signerPath = `/apis/apps/v1/namespaces/${ns}/deployments/aicr-daemon-signer`;
     const secretPath = `/api/v1/namespaces/${ns}/secrets/aicr-daemon-signer`;
@@ -150,6 +153,37 @@ Deno.test({
           assert.equal(status.code, 0, status.stderr);
         },
       );
+
+      await t.step("SIGINT amid the rolling update: rolled back, exit 130", async () => {
+        let sent = false;
+        const run = await dsWith(
+          {
+            onStderr: (text, kill) => {
+              if (!sent && /waiting for the rolling update/.test(text)) {
+                sent = true;
+                kill("SIGINT");
+              }
+            },
+          },
+          "upgrade",
+          "--image",
+          "aicr:0.0.8",
+          "--port",
+          PORT,
+          "--timeout",
+          "3m",
+        );
+        assert.ok(sent, run.stderr);
+        assert.equal(run.code, 130, run.stderr);
+        assert.match(run.stderr, new RegExp(`rolled back to ${current}`));
+        assert.equal(image(await get(admin, dsPath)), current);
+        assert.equal(image(await get(admin, signerPath)), current);
+        await waitFor(
+          "every daemon Ready on the previous image",
+          async () => await readyOn(current) ? true : undefined,
+          120_000,
+        );
+      });
 
       await t.step("upgrade of what is not installed: exit 3 naming install", async () => {
         const run = await aicr([
