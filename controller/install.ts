@@ -686,7 +686,10 @@ function alreadyInstalled(namespace: string, name: string, cause?: unknown): Con
     `Cannot install the daemon '${namespace}/${name}': it is already installed (or an object of its name exists)`,
     {
       ...(cause ? { cause } : {}),
-      details: [`  remove it first: aicr daemonset uninstall -n ${namespace}`],
+      details: [
+        `  upgrade it in place: aicr daemonset upgrade -n ${namespace} (the install's flags again)`,
+        `  or remove it first: aicr daemonset uninstall -n ${namespace}`,
+      ],
     },
   );
 }

@@ -306,6 +306,11 @@ Deno.test("install: an existing DaemonSet is a conflict before anything is creat
   fake.put("DaemonSet", { metadata: { name: "aicr-daemon", namespace: "aicr-system" } });
   const error = await installDaemonSet(deps(fake), OPTIONS).catch((e) => e);
   assert.match(String(error), /already installed/);
+  // The way on names upgrade first, then uninstall.
+  assert.match(
+    (error as { details?: unknown[] }).details?.join("\n") ?? "",
+    /aicr daemonset upgrade -n aicr-system.*\n.*aicr daemonset uninstall -n aicr-system/,
+  );
   assert.equal(fake.calls.filter((c) => c.method === "create").length, 0);
 });
 
