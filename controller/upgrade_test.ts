@@ -1,5 +1,13 @@
 import assert from "node:assert/strict";
-import { daemonSetRolledOut, deploymentRolledOut, restorable } from "./upgrade.ts";
+import { ConflictError, NotFoundError } from "../errors.ts";
+import { createLogger } from "../log.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import {
+  daemonSetRolledOut,
+  deploymentRolledOut,
+  restorable,
+  upgradeDaemonSet,
+} from "./upgrade.ts";
 
 Deno.test("daemonSetRolledOut() waits for the controller to see the new generation and every node to run it", () => {
   const ds = (generation: number, status: Record<string, number>) => ({
@@ -71,4 +79,46 @@ Deno.test("restorable() keeps an object's intent and drops what the server keeps
     },
     spec: { template: { spec: { containers: [{ image: "aicr:0.1.0" }] } } },
   });
+});
+
+function world(labels?: Record<string, string>) {
+  const fake = createFakeKube();
+  if (labels) {
+    fake.put("DaemonSet", { metadata: { name: "aicr-daemon", namespace: "aicr-system", labels } });
+  }
+  let n = 0;
+  return {
+    fake,
+    deps: {
+      kube: fake.client,
+      log: createLogger({ write: () => {} }),
+      now: () => new Date("2026-12-05T12:00:00Z"),
+      randomHex: () => (++n).toString(16).padStart(16, "0"),
+    },
+  };
+}
+
+const OPTIONS = { namespace: "aicr-system", image: "aicr:0.2.0" };
+
+Deno.test("upgradeDaemonSet() of nothing installed is not found and names install, nothing written", async () => {
+  const { fake, deps } = world();
+  const error = await upgradeDaemonSet(deps, OPTIONS).catch((e) => e);
+  assert.ok(error instanceof NotFoundError, String(error));
+  assert.match(error.message, /it is not installed/);
+  assert.match(String(error.details), /aicr daemonset install -n aicr-system/);
+  assert.equal(fake.calls.filter((c) => c.method !== "get").length, 0);
+});
+
+Deno.test("upgradeDaemonSet() refuses a Helm release, naming helm upgrade, nothing written", async () => {
+  const { fake, deps } = world({
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "aicr-daemon",
+    "app.kubernetes.io/managed-by": "Helm",
+  });
+  const error = await upgradeDaemonSet(deps, OPTIONS).catch((e) => e);
+  assert.ok(error instanceof ConflictError, String(error));
+  assert.match(error.message, /managed by 'Helm', not by aicr/);
+  assert.match(String(error.details), /helm upgrade/);
+  assert.equal(fake.calls.filter((c) => c.method !== "get").length, 0);
 });
