@@ -210,7 +210,7 @@ export function buildSignerDeployment(config: SignerConfig): DeploymentManifest 
   const labels = labelsOf(config, name);
   const pullSecrets = checkPullSecrets(config.imagePullSecrets ?? []);
   const security = podSecurity(false);
-  return {
+  return withoutEmptyLists({
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name: signerName(name), namespace, labels },
@@ -239,7 +239,7 @@ export function buildSignerDeployment(config: SignerConfig): DeploymentManifest 
         },
       },
     },
-  };
+  });
 }
 
 /**
@@ -259,4 +259,22 @@ export function buildSignerLease(
     metadata: { name: signerName(name), namespace, labels: labelsOf(config, name) },
     spec: {},
   };
+}
+
+/**
+ * The Deployment without its empty lists (tolerations, volumes, mounts): the API server drops
+ * them, so `kubectl apply` of a rendered file would otherwise report the Deployment `configured`
+ * on every apply and a GitOps tool see drift that is not there.
+ */
+function withoutEmptyLists(deployment: DeploymentManifest): DeploymentManifest {
+  const pod = deployment.spec.template.spec as Partial<
+    DeploymentManifest["spec"]["template"]["spec"]
+  >;
+  if (pod.tolerations?.length === 0) delete pod.tolerations;
+  if (pod.volumes?.length === 0) delete pod.volumes;
+  for (const container of pod.containers ?? []) {
+    const c = container as Partial<typeof container>;
+    if (c.volumeMounts?.length === 0) delete c.volumeMounts;
+  }
+  return deployment;
 }
