@@ -51,7 +51,6 @@ import {
 import { addReportOptions } from "./_report.ts";
 import { fleetFetchOptions } from "./_fetch.ts";
 import { checkOutputNotFormat } from "./_output.ts";
-import { writeFileAtomic } from "../io.ts";
 import { buildInfo } from "../version.ts";
 import { baselineCommand } from "./baseline.ts";
 import { signerCommand } from "./daemonset_signer.ts";
@@ -405,15 +404,19 @@ function statusCommand(deps: CliDeps): Command {
     }
     const output = checkOutputNotFormat(flags.output, { formats: ["table", "json"] });
     const cluster = clusterDeps(deps, { globals, log });
-    await runStatus({ kube: cluster.connect(), log, now: deps.now, signal: deps.signal }, {
+    await runStatus({
+      kube: cluster.connect(),
+      log,
+      now: deps.now,
+      signal: deps.signal,
+      stdout: deps.stdout,
+      cwd: deps.cwd,
+    }, {
       namespace: checkedNamespace(globals),
       name: validateDaemonName(flags.name),
       format,
       cliVersion: buildInfo().version,
-      write: (text) =>
-        output === undefined || output === "-"
-          ? deps.stdout.write(text)
-          : writeFileAtomic(resolve(deps.cwd, output), text),
+      ...(output !== undefined ? { output } : {}),
     });
   });
 }

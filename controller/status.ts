@@ -15,7 +15,9 @@ import { EXTRA_POD_UID, extraValue, isDecided, listSignerCsrs } from "../csr/mod
 import type { CsrObject } from "../csr/mod.ts";
 import { IncompleteError, NotFoundError } from "../errors.ts";
 import type { KubeClient, KubeObject } from "../kube/mod.ts";
-import type { Logger } from "../log.ts";
+import { resolve } from "node:path";
+import { writeFileAtomic } from "../io.ts";
+import type { Logger, TextWriter } from "../log.ts";
 import { DEFAULT_DAEMON_NAME, serviceAccountUser } from "../manifests/mod.ts";
 import { listBaselines } from "./baseline.ts";
 import { daemonPods } from "./install.ts";
@@ -349,8 +351,8 @@ export interface StatusOptions {
   format: "table" | "json";
   /** This CLI's version. */
   cliVersion: string;
-  /** Writes the answer (stdout or a file). */
-  write: (text: string) => Promise<void> | void;
+  /** Where the answer goes: a file (relative to the working directory), or `-`/absent: stdout. */
+  output?: string;
 }
 
 /**
@@ -364,7 +366,14 @@ export interface StatusOptions {
  * @throws {NotFoundError} when the daemon is not installed
  */
 export async function runStatus(
-  deps: { kube: KubeClient; log: Logger; now: () => Date; signal?: AbortSignal },
+  deps: {
+    kube: KubeClient;
+    log: Logger;
+    now: () => Date;
+    signal?: AbortSignal;
+    stdout: TextWriter;
+    cwd: string;
+  },
   options: StatusOptions,
 ): Promise<void> {
   const status = await readDaemonSetStatus(deps, {
@@ -373,12 +382,17 @@ export async function runStatus(
     cliVersion: options.cliVersion,
     ...(deps.signal ? { signal: deps.signal } : {}),
   });
-  await options.write(
-    options.format === "json"
-      ? JSON.stringify({ apiVersion: "aicr.run/v1", kind: "DaemonSetStatus", ...status }, null, 2) +
-        "\n"
-      : formatStatusTable(status, deps.now()),
-  );
+  const text = options.format === "json"
+    ? JSON.stringify({ apiVersion: "aicr.run/v1", kind: "DaemonSetStatus", ...status }, null, 2) +
+      "\n"
+    : formatStatusTable(status, deps.now());
+  if (options.output === undefined || options.output === "-") deps.stdout.write(text);
+  else {
+    await writeFileAtomic(resolve(deps.cwd, options.output), text, 0o644, {
+      what: "the status",
+      ...(deps.signal ? { signal: deps.signal } : {}),
+    });
+  }
   warnVersionSkew(deps.log, status.versionSkew, options.cliVersion, options.namespace);
   if (status.problems.length > 0) {
     throw new IncompleteError(
