@@ -11,7 +11,8 @@ import { UsageError } from "../errors.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
 import { deliverSnapshot } from "../sink/mod.ts";
-import { formatSnapshotTable } from "../snapshot/mod.ts";
+import { formatSnapshotTable, redactSnapshot } from "../snapshot/mod.ts";
+import type { Redactor } from "../snapshot/mod.ts";
 import type { Snapshot, SnapshotFormat, SnapshotTarget, Subtype } from "../snapshot/mod.ts";
 import { buildInfo } from "../version.ts";
 import { runAgent } from "./run.ts";
@@ -65,6 +66,8 @@ export interface LocalAgentOptions {
   reportPath?: string;
   /** This node (metadata and the K8s node lookup). */
   nodeName: string;
+  /** `--redact`: names, addresses and registry hosts replaced by keyed tokens. */
+  redactor?: Redactor;
 }
 
 /**
@@ -121,8 +124,8 @@ export async function runLocalAgent(
     ...(options.reportPath
       ? { report: { path: options.reportPath, commit: buildInfo().commit } }
       : {}),
-    ...(projections.length > 0
-      ? { transform: (snapshot: Snapshot) => mergeProjections(snapshot, projections) }
+    ...(projections.length > 0 || options.redactor
+      ? { transform: (snapshot: Snapshot) => finish(snapshot, projections, options.redactor) }
       : {}),
   });
   if (!options.table) return result;
@@ -136,4 +139,10 @@ export async function runLocalAgent(
   });
   if (target.kind === "file") log.info("snapshot table saved to file", { path: destination });
   return { ...result, destination };
+}
+
+/** The projections merged, then, with `--redact`, the whole snapshot redacted. */
+function finish(snapshot: Snapshot, projections: Subtype[], redactor?: Redactor): Snapshot {
+  const merged = projections.length > 0 ? mergeProjections(snapshot, projections) : snapshot;
+  return redactor ? redactSnapshot(merged, redactor) : merged;
 }

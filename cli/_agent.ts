@@ -14,12 +14,14 @@ import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
 import { connectOptional } from "./globals.ts";
 import type { VerbContext } from "./globals.ts";
+import { addRedactFlags, redactorFromFlags } from "./_redact.ts";
+import type { RedactFlags } from "./_redact.ts";
 import type { LocalAgentDeps, LocalAgentOptions } from "../agent/mod.ts";
 import type { ProjectionFiles } from "../collectors/mod.ts";
 import { parseCount } from "./_flags.ts";
 
 /** Flags of a local collection. */
-export interface LocalAgentFlags extends ProjectionFiles {
+export interface LocalAgentFlags extends ProjectionFiles, RedactFlags {
   /** `--output`. */
   output?: string;
   /** `--format`. */
@@ -43,7 +45,7 @@ export interface LocalAgentFlags extends ProjectionFiles {
  * @returns the same command
  */
 export function addLocalAgentFlags(command: Command): Command {
-  return command
+  return addRedactFlags(command)
     .option("-o, --output <target>", "'-' (stdout), a file path, or cm://<namespace>/<name>")
     .addOption(
       new Option("-t, --format <format>", "yaml, json or table").default("yaml").env(
@@ -108,6 +110,7 @@ export async function localAgentOptions(
   const { format, table } = snapshotFormatFlag(flags.format, target);
   const maxNodesPerEntry = parseCount("--max-nodes-per-entry", flags.maxNodesPerEntry);
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
+  const redactor = await redactorFromFlags(flags, deps);
   const configMapUid = deps.env("AICR_CONFIGMAP_UID");
   const reportPath = deps.env(AGENT_REPORT_ENV);
   // Checked before collection starts, so an output that cannot be written fails at once.
@@ -122,6 +125,7 @@ export async function localAgentOptions(
     systemdUnits: flags.systemdUnit ?? [],
     ...(flags.hostRoot ? { hostRoot: flags.hostRoot } : {}),
     projections,
+    ...(redactor ? { redactor } : {}),
     ...(configMapUid ? { configMapUid } : {}),
     ...(reportPath ? { reportPath } : {}),
     nodeName: resolveNodeName(deps.env),

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { redactorFromFlags } from "./_redact.ts";
 import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
@@ -409,6 +410,7 @@ async function snapshotOptions(
   // Upstream passes `--debug` on to the agent with JSON logs: ["--debug", "--log-json", "snapshot", ...].
   const job = globals.debug ? { ...parsed.job, debug: true, logJson: true } : parsed.job;
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
+  const redactor = await redactorFromFlags(flags, deps);
   return {
     namespace,
     job,
@@ -430,6 +432,7 @@ async function snapshotOptions(
       format,
       table,
       projections,
+      ...(redactor ? { redactor } : {}),
     },
   };
 }

@@ -23,9 +23,11 @@ import {
   formatConfigMapUri,
   formatSnapshotTable,
   hasGpu,
+  redactSnapshot,
 } from "../snapshot/mod.ts";
 import type {
   ConfigMapRef,
+  Redactor,
   Snapshot,
   SnapshotFormat,
   SnapshotTarget,
@@ -45,6 +47,8 @@ export interface SnapshotDelivery {
   table: boolean;
   /** The controller-side projections, read, merged before delivery. */
   projections: readonly Subtype[];
+  /** `--redact`: applied here, on this side, so the key never enters the cluster. */
+  redactor?: Redactor;
 }
 
 /** What delivery needs. */
@@ -77,7 +81,8 @@ export async function deliverRunSnapshot(
   const { log } = deps;
   const { delivery, signal } = options;
   const { target, format, projections } = delivery;
-  const merged = mergeProjections(snapshot, [...projections]);
+  const projected = mergeProjections(snapshot, [...projections]);
+  const merged = delivery.redactor ? redactSnapshot(projected, delivery.redactor) : projected;
   if (signal?.aborted) {
     // An interrupted run delivers nothing (no partial file); cleanup still runs.
     throw new InterruptedError(
@@ -91,7 +96,8 @@ export async function deliverRunSnapshot(
   const call = signal ? { signal } : {};
   if (target.kind === "configmap") {
     // The agent wrote its document (in the format) itself; only projections need a rewrite.
-    if (projections.length > 0) {
+    // So does a redacted one: the agent's own, unredacted, is replaced before anyone reads it.
+    if (projections.length > 0 || delivery.redactor) {
       await writeProjectedConfigMap(deps, {
         ref: target.ref,
         snapshot: merged,
