@@ -27,6 +27,10 @@ const LANDED_BEFORE_THE_CHECK = new Map([
   ["d78385b", "subject starts with 'a', not a verb"],
   ["7461389", "subject starts with 'the', not a verb (written before this test reached its clone)"],
   ["ce49b4e", "subject starts with 'a', not a verb (its scope has a space)"],
+  [
+    "d75a2d1",
+    "read as scope 'Add --redact to snapshot and agent' then 'keyed' (the colon ends a list)",
+  ],
 ]);
 
 /** The longest subject (kind, Hono and kubectl keep theirs around 50-58). */
