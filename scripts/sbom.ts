@@ -75,10 +75,49 @@ export interface SbomInput {
   /** The image repository and the index digest. */
   image: { repository: string; digest: string };
   binaries: { arch: BaseArchitecture; file: string; sha256: string }[];
-  /** The Node.js runtime inside the binaries. */
-  node: { version: string };
+  /** The backend that sealed the binaries, as `aicr version` reports it: `node-sea`, `deno-compile`. */
+  backend: string;
+  /** The runtime inside the binaries (Node.js for `node-sea`, Deno's denort for `deno-compile`). */
+  runtime: SbomRuntime;
   npm: readonly NpmPackage[];
   debian: Readonly<Record<BaseArchitecture, readonly DebianPackage[]>>;
+}
+
+/** A runtime a binary is sealed into. */
+export interface SbomRuntime {
+  name: string;
+  version: string;
+  downloadLocation: string;
+  license: string;
+  supplier: string;
+}
+
+/**
+ * The runtime a backend seals the binary into.
+ *
+ * @param backend `node-sea` or `deno-compile`
+ * @param versions the pinned Node.js and Deno versions
+ * @returns the runtime's SBOM entry
+ */
+export function backendRuntime(
+  backend: string,
+  versions: { node: string; deno: string },
+): SbomRuntime {
+  return backend === "deno-compile"
+    ? {
+      name: "denort",
+      version: versions.deno,
+      downloadLocation: `https://github.com/denoland/deno/releases/tag/v${versions.deno}`,
+      license: "MIT",
+      supplier: "Organization: Deno Land Inc.",
+    }
+    : {
+      name: "node",
+      version: versions.node,
+      downloadLocation: `https://nodejs.org/dist/v${versions.node}/`,
+      license: "MIT",
+      supplier: "Organization: OpenJS Foundation",
+    };
 }
 
 interface SpdxPackage {
@@ -196,7 +235,8 @@ export function spdxDocument(input: SbomInput): Record<string, unknown> {
       copyrightText: "NOASSERTION",
       primaryPackagePurpose: "APPLICATION",
       checksums: [{ algorithm: "SHA256", checksumValue: binary.sha256 }],
-      sourceInfo: `aicr ${input.version}, commit ${input.commit}, a Node.js single executable`,
+      sourceInfo:
+        `aicr ${input.version}, commit ${input.commit}, built with the ${input.backend} backend (${input.runtime.name} ${input.runtime.version})`,
     });
     relationships.push({
       spdxElementId: "SPDXRef-DOCUMENT",
@@ -204,19 +244,20 @@ export function spdxDocument(input: SbomInput): Record<string, unknown> {
       relatedSpdxElement: binId,
     });
     contains(image.SPDXID, binId);
-    const nodeId = id(`node-${binary.arch}`);
+    const { runtime } = input;
+    const nodeId = id(`${runtime.name}-${binary.arch}`);
     packages.push({
       SPDXID: nodeId,
-      name: "node",
-      versionInfo: input.node.version,
-      downloadLocation: `https://nodejs.org/dist/v${input.node.version}/`,
+      name: runtime.name,
+      versionInfo: runtime.version,
+      downloadLocation: runtime.downloadLocation,
       filesAnalyzed: false,
       licenseConcluded: "NOASSERTION",
-      licenseDeclared: "MIT",
+      licenseDeclared: runtime.license,
       copyrightText: "NOASSERTION",
-      supplier: "Organization: OpenJS Foundation",
+      supplier: runtime.supplier,
       primaryPackagePurpose: "APPLICATION",
-      externalRefs: purl(`pkg:generic/node@${input.node.version}?arch=${binary.arch}`),
+      externalRefs: purl(`pkg:generic/${runtime.name}@${runtime.version}?arch=${binary.arch}`),
     });
     contains(binId, nodeId);
     for (const pkg of input.npm) {

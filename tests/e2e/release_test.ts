@@ -97,6 +97,12 @@ Deno.test("release: binaries, the image archive and the SBOM, checked by sha256s
     }
     const binary = sbom.packages.find((p: { name: string }) => p.name === `aicr-${v}-linux-arm64`);
     assert.equal(binary.checksums[0].checksumValue, await digest(staged.binaries.arm64));
+    // The backend the binaries report (the one the tests ran), and its runtime inside.
+    assert.match(binary.sourceInfo, /built with the node-sea backend \(node 24\.\d+\.\d+\)/);
+    assert.equal(
+      JSON.parse(await readFile(join(dir, "build-info.json"), "utf8")).backend,
+      "node-sea",
+    );
     const debs = sbom.packages.filter((p: { name: string }) => p.name === "libc6");
     assert.deepEqual(
       debs.map((p: { externalRefs: { referenceLocator: string }[] }) =>
