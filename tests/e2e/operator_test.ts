@@ -218,7 +218,7 @@ Deno.test({
             run.stderr,
             /its image could not be pulled on node '\S+' \((ErrImagePull|ImagePullBackOff)\)/,
           );
-          assert.match(run.stderr, /the install was rolled back: 12 object\(s\) removed/);
+          assert.match(run.stderr, /the install was rolled back: 19 object\(s\) removed/);
           assertErrorIsLast(run.stderr);
           const doc = JSON.parse(await readFile(report, "utf8"));
           assert.equal(doc.kind, "DaemonSetInstallReport");
@@ -247,17 +247,25 @@ Deno.test({
           assert.match(installed.metadata.runId, /^\d{8}-\d{6}-[0-9a-f]{16}$/);
           assert.deepEqual(
             installed.objects.map((o: { kind: string; status: string }) => o.kind).sort(),
+            // The daemon's twelve, and the in-cluster signer's seven (on by default).
             [
               "ClusterRole",
               "ClusterRole",
+              "ClusterRole",
+              "ClusterRoleBinding",
               "ClusterRoleBinding",
               "ClusterRoleBinding",
               "ConfigMap",
               "DaemonSet",
+              "Deployment",
+              "Lease",
               "Role",
+              "Role",
+              "RoleBinding",
               "RoleBinding",
               "Secret",
               "Service",
+              "ServiceAccount",
               "ServiceAccount",
               "ServiceAccount",
             ],
