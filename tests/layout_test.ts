@@ -1,5 +1,5 @@
 /**
- * The README's "Layout" rules, checked from the imports themselves: every relative import (static,
+ * The "Layout" rules of docs/architecture.md, checked from the imports themselves: every relative import (static,
  * `export … from`, and dynamic `import("…")`) of every TypeScript file in the house is read and
  * each rule is asserted over that graph, so a new import that breaks the layout fails here.
  *
@@ -16,7 +16,7 @@ const SKIP_DIRS = new Set(["node_modules", "dist", "coverage", ".git", ".out", "
 /** Outside the house: the harnesses, benchmarks and build scripts may import any floor. */
 const OUTSIDE = new Set(["tests", "bench", "scripts"]);
 
-/** The floors of the README, lowest first; a production import never goes up one. */
+/** The floors of docs/architecture.md, lowest first; a production import never goes up one. */
 const FLOORS: Record<string, number> = {
   "errors.ts": 0,
   "log.ts": 0,
@@ -120,7 +120,7 @@ Deno.test("layout: the import graph was read (a broken reader would pass every r
   assert.ok(GRAPH.edges.some((e) => e.from === "cli/mod.ts" && e.to === "errors.ts"));
   assert.ok(GRAPH.edges.some((e) => e.from === "cli/snapshot.ts" && e.to === "controller/mod.ts"));
   for (const file of GRAPH.files) {
-    assert.ok(partOf(file) in FLOORS, `${file} is in no floor of the README's layout`);
+    assert.ok(partOf(file) in FLOORS, `${file} is in no floor of docs/architecture.md's layout`);
   }
 });
 
@@ -157,7 +157,7 @@ Deno.test("layout: controller/ is imported only by cli/ (the layer under mod.ts)
   );
 });
 
-Deno.test("layout: no production import goes up a floor, and sideways only as the README draws", () => {
+Deno.test("layout: no production import goes up a floor, and sideways only as docs/architecture.md draws", () => {
   const wrong = crossing((a, b) => {
     if (a === b) return false;
     const from = FLOORS[a] ?? -1;
@@ -440,10 +440,10 @@ Deno.test("layout: barrels export by name; trimmed ones only what a caller outsi
   }
 });
 
-/** The README's drawing: each part's arrows above floor 0, as `part -> target` (folders bare). */
+/** docs/architecture.md's drawing: each part's arrows above floor 0, as `part -> target` (folders bare). */
 function drawnEdges(): string[] {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-  const section = readme.slice(readme.indexOf("## Layout"));
+  const page = readFileSync(join(ROOT, "docs", "architecture.md"), "utf8");
+  const section = page.slice(page.indexOf("## Layout"));
   const start = section.indexOf("```\n") + 4;
   const block = section.slice(start, section.indexOf("\n```", start));
   const edges: string[] = [];
@@ -464,7 +464,7 @@ function drawnEdges(): string[] {
   return edges.sort();
 }
 
-Deno.test("layout: the README draws every production import between parts above floor 0, and no other", () => {
+Deno.test("layout: docs/architecture.md draws every production import between parts above floor 0, and no other", () => {
   const drawn = drawnEdges();
   assert.ok(
     drawn.includes("cli -> controller") && drawn.includes("manifests -> kube"),
