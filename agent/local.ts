@@ -68,6 +68,8 @@ export interface LocalAgentOptions {
   nodeName: string;
   /** `--redact`: names, addresses and registry hosts replaced by keyed tokens. */
   redactor?: Redactor;
+  /** The `cm://` output names a series keeping its newest `keepLast` (scheduled snapshots). */
+  keepLast?: number;
 }
 
 /**
@@ -121,6 +123,7 @@ export async function runLocalAgent(
     },
     signal: deps.signal,
     ...(options.configMapUid ? { configMapUid: options.configMapUid } : {}),
+    ...(options.keepLast !== undefined ? { keepLast: options.keepLast } : {}),
     ...(options.reportPath
       ? { report: { path: options.reportPath, commit: buildInfo().commit } }
       : {}),

@@ -58,6 +58,8 @@ export interface AgentOptions {
    * termination message file, see `manifests/agent_report.ts`), and this build's commit.
    */
   report?: { path: string; commit: string };
+  /** A `cm://` target names a series that keeps its newest `keepLast` (scheduled snapshots). */
+  keepLast?: number;
 }
 
 /** What an agent run produced. */
@@ -136,6 +138,7 @@ export async function runAgent(deps: AgentDeps, options: AgentOptions): Promise<
     version: deps.version,
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.configMapUid ? { configMapUid: options.configMapUid } : {}),
+    ...(options.keepLast !== undefined ? { keepLast: options.keepLast } : {}),
   });
   if (options.target.kind === "configmap") {
     if (options.report) writeAgentReport(options.report, { encoded, version: deps.version });

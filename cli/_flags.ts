@@ -347,3 +347,20 @@ export function namingFlags<A extends unknown[]>(
     }
   };
 }
+
+/**
+ * Parses `--keep-last`: how many snapshots a series keeps, 1 to 1000.
+ *
+ * @param value the flag's value
+ * @returns the count
+ * @throws {UsageError} naming the flag and the value
+ */
+export function parseKeepLast(value: string): number {
+  const count = /^\d+$/.test(value.trim()) ? Number(value) : NaN;
+  if (!(count >= 1 && count <= 1000)) {
+    throw new UsageError(
+      `Cannot use '--keep-last' as it must be a whole number from 1 to 1000: current value is '${value}'`,
+    );
+  }
+  return count;
+}

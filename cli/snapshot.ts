@@ -14,6 +14,7 @@ import { runLocalAgent } from "../agent/mod.ts";
 import {
   previewSnapshot,
   renderRolesForServiceAccount,
+  renderScheduledSnapshot,
   runFleetFetch,
   runSnapshot,
 } from "../controller/mod.ts";
@@ -51,11 +52,17 @@ import { applySnapshotConfig } from "./_config.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
 import { fleetFetchOptions } from "./_fetch.ts";
+import {
+  addScheduleFlags,
+  refuseScheduleFlagsOnRun,
+  scheduledSnapshotOptions,
+} from "./_schedule.ts";
+import type { ScheduleFlags } from "./_schedule.ts";
 import { checkedNamespace, clusterDeps, defineAction, rejectRepeatedGlobal } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 
 /** Flags of `aicr snapshot` (namespace and cluster come from the root's flags). */
-interface SnapshotFlags extends LocalAgentFlags {
+interface SnapshotFlags extends LocalAgentFlags, ScheduleFlags {
   image?: string;
   imagePlatforms?: string;
   imagePullSecret?: string[];
@@ -109,7 +116,7 @@ function parseBoolFlag(flag: string): (value: string | undefined) => string {
 
 /** Adds the flags of a run (the Job's knobs, RBAC, waiting, outputs) to the command. */
 function addSnapshotFlags(command: Command): Command {
-  return addRunModeFlags(addAgentPodFlags(addAgentPlacementFlags(command)));
+  return addScheduleFlags(addRunModeFlags(addAgentPodFlags(addAgentPlacementFlags(command))));
 }
 
 /** The agent's image, name, ServiceAccount and placement. */
@@ -262,6 +269,21 @@ export function snapshotCommand(deps: CliDeps): Command {
       return;
     }
     rejectNetworkTopology(flags);
+    if (flags.renderCronjob) {
+      const { job, autoTarget } = parseJobConfig(flags);
+      warnAboutImage(log, flags);
+      await renderScheduledSnapshot(
+        { stdout: deps.stdout, cwd: deps.cwd, log },
+        scheduledSnapshotOptions(flags, {
+          namespace: checkedNamespace(globals),
+          job,
+          autoTarget,
+          signal: deps.signal,
+        }),
+      );
+      return;
+    }
+    refuseScheduleFlagsOnRun(flags);
     if (flags.fromDaemonset) {
       const options = await fleetFetchOptions(deps, globals, {
         ...(flags.output !== undefined ? { output: flags.output } : {}),

@@ -40,5 +40,7 @@ export type { ClusterRunDeps, FleetFetchOptions } from "./daemonset.ts";
 export { checkReportTargets } from "./reported.ts";
 export { renderRolesForServiceAccount } from "./roles.ts";
 export { previewSnapshot, runSnapshot } from "./snapshot.ts";
+export { renderScheduledSnapshot } from "./schedule.ts";
+export type { ScheduledSnapshotOptions } from "./schedule.ts";
 export type { SnapshotRunOptions } from "./snapshot.ts";
 export { writeProjectedConfigMap } from "./deliver.ts";

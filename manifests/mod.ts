@@ -103,4 +103,13 @@ export type {
   Toleration,
 } from "./types.ts";
 export { formatManifest } from "./yaml.ts";
+export {
+  buildSnapshotCronJob,
+  scheduledLabels,
+  SERIES_LABEL,
+  seriesConfigMapLabels,
+  seriesConfigMapName,
+  validateSeriesName,
+} from "./cronjob.ts";
+export type { SnapshotCronJobConfig } from "./cronjob.ts";
 export { checkTimeout, DEFAULT_TIMEOUT_MS, MAX_WAIT_MS } from "./timeout.ts";

@@ -20,7 +20,12 @@
  */
 export { accessQuestions, agentRules, DAEMON_READER_RULES, daemonRules } from "./rules.ts";
 export type { AccessAttributes, RuleSet } from "./rules.ts";
-export { daemonRbacObjects, runRbacObjects, signerRbacObjects } from "./objects.ts";
+export {
+  daemonRbacObjects,
+  runRbacObjects,
+  scheduledRbacObjects,
+  signerRbacObjects,
+} from "./objects.ts";
 export type { RunRbac } from "./objects.ts";
 export { callerChecks, creatorChecks, runGate } from "./gate.ts";
 export type { GateReport, ServiceAccountMode } from "./gate.ts";

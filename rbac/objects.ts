@@ -21,7 +21,7 @@ import {
   validateServiceAccountName,
 } from "../manifests/mod.ts";
 import type { Labels, ObjectMeta, RunIdentity } from "../manifests/mod.ts";
-import { agentRules, signerRules } from "./rules.ts";
+import { agentRules, scheduledAgentRules, signerRules } from "./rules.ts";
 import type { AgentConfigMaps, Rule, RuleSet } from "./rules.ts";
 
 /** An RBAC rule exactly as Kubernetes writes it. */
@@ -304,6 +304,35 @@ export function renderedRbacObjects(options: RenderedRbacOptions): RbacGrant {
     labels: renderedLabels(),
     rules: agentRules({ discoverNetwork, configMaps: options.configMaps }),
   });
+}
+
+/**
+ * The grant of scheduled snapshots: ServiceAccount, Role and RoleBinding `<name>`, ClusterRole and
+ * ClusterRoleBinding `aicr-node-reader-<ns>.<name>`, with {@link scheduledAgentRules}.
+ *
+ * @param options the namespace, the series name and the objects' labels
+ * @returns the ServiceAccount and the grant
+ */
+export function scheduledRbacObjects(
+  options: { namespace: string; name: string; labels: Labels },
+): RunRbac {
+  const { namespace, name, labels } = options;
+  const grant = buildGrant({
+    namespace,
+    serviceAccount: name,
+    roleName: name,
+    clusterRoleName: `aicr-node-reader-${namespace}.${name}`,
+    labels,
+    rules: scheduledAgentRules(),
+  });
+  return {
+    serviceAccount: {
+      apiVersion: "v1",
+      kind: "ServiceAccount",
+      metadata: meta(name, labels, namespace),
+    },
+    ...grant,
+  };
 }
 
 /** Options for {@link daemonRbacObjects}. */

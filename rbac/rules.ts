@@ -475,6 +475,37 @@ export function agentRules(options: AgentRuleOptions): RuleSet {
   };
 }
 
+/**
+ * What a scheduled agent (`aicr snapshot --render-cronjob`) holds: it creates one ConfigMap per
+ * run under a new name, so `create` cannot be limited by name, and prunes its series, so `list`
+ * and `delete` cannot either (RBAC has no label selectors): give the series a namespace of its
+ * own. It never updates or patches a ConfigMap. The cluster rules are the agent's read-only set.
+ *
+ * @returns the rules
+ */
+export function scheduledAgentRules(): RuleSet {
+  return {
+    namespaced: [
+      {
+        group: "",
+        resources: ["configmaps"],
+        verbs: ["create"],
+        why:
+          "Each scheduled run creates its snapshot's ConfigMap <name>-<time>; a create cannot be limited by name",
+      },
+      {
+        group: "",
+        resources: ["configmaps"],
+        verbs: ["list", "delete"],
+        why:
+          "Each run keeps the newest N of its series (label aicr.run/series) and deletes the older ones, each pinned to the UID it listed; RBAC cannot limit by label",
+      },
+      AGENT_POD_RULE,
+    ],
+    cluster: [...AGENT_CLUSTER_RULES],
+  };
+}
+
 /** Options for {@link daemonRules}. */
 export interface DaemonRuleOptions {
   /** Check HTTP clients with TokenReview and SubjectAccessReview. @default true */

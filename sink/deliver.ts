@@ -10,6 +10,7 @@ import type { KubeClient } from "../kube/mod.ts";
 import type { TextWriter } from "../log.ts";
 import { snapshotConfigMapLabels } from "../manifests/mod.ts";
 import { assertFitsConfigMap, formatConfigMapUri, snapshotConfigMapData } from "../snapshot/mod.ts";
+import { writeSnapshotSeries } from "./series.ts";
 import type { ConfigMapRef, Snapshot, SnapshotFormat, SnapshotTarget } from "../snapshot/mod.ts";
 
 /** What delivery needs. */
@@ -41,6 +42,11 @@ export interface DeliverOptions {
    * `AICR_CONFIGMAP_UID`): the write goes into that object only, never creating one.
    */
   configMapUid?: string;
+  /**
+   * A `cm://` target names a series (scheduled snapshots): the snapshot goes into a new
+   * ConfigMap `<name>-<time>` and the series keeps its newest `keepLast` (`series.ts`).
+   */
+  keepLast?: number;
 }
 
 /**
@@ -71,6 +77,18 @@ export async function deliverSnapshot(deps: SinkDeps, options: DeliverOptions): 
       assertFitsConfigMap(options.snapshot, encoded, uri);
       if (!deps.kube) {
         throw new ToolError(`Cannot write snapshot to '${uri}': no Kubernetes client`, "internal");
+      }
+      if (options.keepLast !== undefined) {
+        const written = await writeSnapshotSeries(deps.kube(), {
+          series: target.ref,
+          keepLast: options.keepLast,
+          encoded,
+          format,
+          version: options.version,
+          at: deps.now(),
+          ...(options.signal ? { signal: options.signal } : {}),
+        });
+        return written.uri;
       }
       await writeSnapshotConfigMap(deps.kube(), target.ref, {
         encoded,

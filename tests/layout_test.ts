@@ -350,6 +350,16 @@ const FLAG_LITERALS_ALLOWED: readonly { file: string; literal: RegExp; reason: s
     reason: "a node's outcome text, carried as data into the fetch report and its logs",
   },
   {
+    file: "manifests/cronjob.ts",
+    literal: /^--(keep-last|format|require-gpu)$/,
+    reason: "the scheduled agent container's argv (aicr agent's own flags), not a message",
+  },
+  {
+    file: "controller/schedule.ts",
+    literal: /^-now --from=cronjob\/$/,
+    reason: "part of the kubectl command line to paste that runs the CronJob now",
+  },
+  {
     file: "controller/deploy.ts",
     literal: /^=true --limit 1$|^\)' --limit (1|20)$/,
     reason: "the dry run lists its lookups as kubectl-style requests",
