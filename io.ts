@@ -10,8 +10,11 @@ import {
   close as closeFd,
   closeSync,
   constants,
+  lstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
+  readlinkSync,
   readSync,
   realpathSync,
   renameSync,
@@ -94,6 +97,19 @@ export interface OutputOptions {
   /** Whether missing folders are created (else a missing folder is refused). @default true */
   createFolders?: boolean;
   /**
+   * Whether the file named may be a symbolic link to follow (`-o /dev/stdout`, a linked file the
+   * user named). `false` for a file aicr names inside an output folder: a link (or anything but a
+   * regular file) found there is refused, naming it, and the file is always published by a
+   * rename, which replaces a link that appears meanwhile instead of writing through it.
+   * @default true
+   */
+  followLinks?: boolean;
+  /**
+   * {@link checkOutputFolder} only: entries of an existing folder that aicr may write into;
+   * one that is a symbolic link or not a regular file is refused up front, naming it.
+   */
+  entries?: RegExp;
+  /**
    * Ends a wait for a pipe's reader and a write into a full pipe (SIGINT/SIGTERM): the write
    * then fails with an {@link InterruptedError}. Regular files and devices are written at once.
    */
@@ -119,6 +135,7 @@ export function checkOutputFile(path: string, options: OutputOptions = {}): Prom
       what: options.what ?? "snapshot",
       folder: false,
       createFolders: options.createFolders ?? true,
+      followLinks: options.followLinks ?? true,
     });
     return Promise.resolve();
   } catch (error) {
@@ -141,7 +158,9 @@ export function checkOutputFolder(path: string, options: OutputOptions = {}): Pr
       what: options.what ?? "snapshots",
       folder: true,
       createFolders: options.createFolders ?? true,
+      followLinks: true,
     });
+    if (options.entries) refuseLinkedEntries(path, options.entries, options.what ?? "snapshots");
     return Promise.resolve();
   } catch (error) {
     return Promise.reject(error);
@@ -183,10 +202,14 @@ interface OutputPlace {
 function findOutputPlace(
   path: string,
   fail: (why: string, cause?: unknown) => never,
-  options: { folder: boolean; createFolders: boolean },
+  options: { folder: boolean; createFolders: boolean; followLinks: boolean },
 ): OutputPlace {
   const { folder } = options;
-  const target = realpathOr(resolve(path));
+  // Not following: the folder through its links (the user's choice), the file itself never.
+  const target = options.followLinks || folder
+    ? realpathOr(resolve(path))
+    : join(realpathOr(dirname(resolve(path))), basename(path));
+  if (!options.followLinks && !folder) refuseLink(target, fail);
   const existing = statOrUndefined(target);
   if (existing) {
     if (folder) {
@@ -273,7 +296,7 @@ function removeFolders(made: readonly string[]): void {
 /** {@link checkOutputFile} and {@link checkOutputFolder}: the checks, then a trial write undone. */
 function probeOutput(
   path: string,
-  options: { what: string; folder: boolean; createFolders: boolean },
+  options: { what: string; folder: boolean; createFolders: boolean; followLinks: boolean },
 ): void {
   const fail = outputFailure(path, options.what);
   const place = findOutputPlace(path, fail, options);
@@ -293,6 +316,50 @@ function probeOutput(
   }
   removeTemp(temp);
   removeFolders(made);
+}
+
+/**
+ * Refuses a file aicr names in an output folder when it is there already as a symbolic link, or
+ * as anything but a regular file: written through, the link would put the file where it points.
+ */
+function refuseLink(target: string, fail: (why: string, cause?: unknown) => never): void {
+  let info: Stats;
+  try {
+    info = lstatSync(target);
+  } catch {
+    return; // not there: it will be created, exclusively, by a rename
+  }
+  // guard: output-no-follow: a file aicr names in an output folder is never written through a link
+  if (info.isSymbolicLink()) {
+    let to = "";
+    try {
+      to = ` to '${readlinkSync(target)}'`;
+    } catch {
+      // unreadable: named without its target
+    }
+    fail(
+      `it is a symbolic link${to} that was there before this run; aicr never follows a link in an output folder: remove it, or write elsewhere`,
+    );
+  }
+  if (!info.isFile()) {
+    fail(
+      "it is there already and is not a regular file; aicr writes only regular files into an output folder: remove it, or write elsewhere",
+    );
+  }
+}
+
+/** {@link checkOutputFolder}'s `entries`: an existing link (or non-file) among them is refused. */
+function refuseLinkedEntries(folder: string, entries: RegExp, what: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(folder);
+  } catch {
+    return; // made by the probe and removed again, or not listable: checked per file later
+  }
+  for (const name of names.filter((n) => entries.test(n)).sort()) {
+    const path = join(folder, name);
+    refuseLink(path, outputFailure(path, what));
+  }
 }
 
 /** A path through its symlinks, or the path itself when that fails. */
@@ -375,7 +442,12 @@ const PIPE_PAUSE_MAX_MS = 50;
 async function openTarget(
   path: string,
   mode: number,
-  options: { what: string; createFolders: boolean; signal?: AbortSignal | undefined },
+  options: {
+    what: string;
+    createFolders: boolean;
+    followLinks: boolean;
+    signal?: AbortSignal | undefined;
+  },
 ): Promise<OpenedTarget> {
   const { what } = options;
   const fail = outputFailure(path, what);
@@ -383,6 +455,7 @@ async function openTarget(
   const { target, existing, missing } = findOutputPlace(path, fail, {
     folder: false,
     createFolders: options.createFolders,
+    followLinks: options.followLinks,
   });
   const failure = (error: unknown): UsageError | InterruptedError => {
     if (error instanceof UsageError || error instanceof InterruptedError) return error;
@@ -526,6 +599,7 @@ export async function openAtomicFile(
   const opened = await openTarget(path, mode, {
     what,
     createFolders: options.createFolders ?? true,
+    followLinks: options.followLinks ?? true,
     signal: options.signal,
   });
   const { fd, temp, failure } = opened;
@@ -593,6 +667,7 @@ export async function writeFileAtomic(
   const opened = await openTarget(path, mode, {
     what,
     createFolders: options.createFolders ?? true,
+    followLinks: options.followLinks ?? true,
     signal: options.signal,
   });
   if (opened.pipe) {

@@ -347,3 +347,78 @@ Deno.test("writeFileAtomic() into a pipe whose reader stops reading ends on the 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("writeFileAtomic() with followLinks false refuses a link or non-file planted where it writes, naming it; the link's target untouched", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const victim = `${dir}/victim`;
+    await Deno.writeTextFile(victim, "precious\n");
+    await Deno.mkdir(`${dir}/out`);
+    await Deno.symlink(victim, `${dir}/out/n1.yaml`);
+    await Deno.symlink(`${dir}/nowhere`, `${dir}/out/dangling.yaml`);
+    await Deno.mkdir(`${dir}/out/folder.yaml`);
+    for (const name of ["n1.yaml", "dangling.yaml"]) {
+      const path = `${dir}/out/${name}`;
+      for (
+        const write of [
+          () => writeFileAtomic(path, "forged\n", 0o644, { followLinks: false, what: "snapshots" }),
+          () => openAtomicFile(path, 0o644, { followLinks: false, what: "snapshots" }),
+          () => checkOutputFile(path, { followLinks: false, what: "snapshots" }),
+        ]
+      ) {
+        await assert.rejects(write(), (error: Error) => {
+          assert.ok(error instanceof UsageError, String(error));
+          assert.match(
+            error.message,
+            new RegExp(`^Cannot write snapshots to '${path}': it is a symbolic link to '.*' that`),
+          );
+          return true;
+        });
+      }
+    }
+    await assert.rejects(
+      writeFileAtomic(`${dir}/out/folder.yaml`, "x", 0o644, { followLinks: false }),
+      /folder\.yaml': it is there already and is not a regular file/,
+    );
+    assert.equal(await Deno.readTextFile(victim), "precious\n");
+    assert.ok(!(await Deno.lstat(`${dir}/nowhere`).catch(() => undefined)), "no file made");
+    // A regular file is replaced as always; a new one is created.
+    await Deno.writeTextFile(`${dir}/out/n2.yaml`, "old\n");
+    await writeFileAtomic(`${dir}/out/n2.yaml`, "new\n", 0o644, { followLinks: false });
+    await writeFileAtomic(`${dir}/out/n3.yaml`, "new\n", 0o644, { followLinks: false });
+    assert.equal(await Deno.readTextFile(`${dir}/out/n2.yaml`), "new\n");
+    assert.equal(await Deno.readTextFile(`${dir}/out/n3.yaml`), "new\n");
+    // The folder itself may be a link (the user's choice).
+    await Deno.symlink(`${dir}/out`, `${dir}/via`);
+    await writeFileAtomic(`${dir}/via/n4.yaml`, "new\n", 0o644, { followLinks: false });
+    assert.equal(await Deno.readTextFile(`${dir}/out/n4.yaml`), "new\n");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("checkOutputFolder() with entries refuses a planted link among them up front, naming it", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/victim`, "precious\n");
+    await Deno.mkdir(`${dir}/out`);
+    await Deno.writeTextFile(`${dir}/out/old.yaml`, "old\n");
+    await Deno.symlink(`${dir}/victim`, `${dir}/out/notes.txt`);
+    await checkOutputFolder(`${dir}/out`, { entries: /\.yaml$/ });
+    await Deno.symlink(`${dir}/victim`, `${dir}/out/gpu-1.yaml`);
+    await assert.rejects(
+      checkOutputFolder(`${dir}/out`, { entries: /\.yaml$/ }),
+      (error: Error) => {
+        assert.ok(error instanceof UsageError, String(error));
+        assert.equal(
+          error.message,
+          `Cannot write snapshots to '${dir}/out/gpu-1.yaml': it is a symbolic link to '${dir}/victim' that was there before this run; aicr never follows a link in an output folder: remove it, or write elsewhere`,
+        );
+        return true;
+      },
+    );
+    assert.equal(await Deno.readTextFile(`${dir}/victim`), "precious\n");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

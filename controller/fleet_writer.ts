@@ -18,7 +18,7 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { lstat, mkdtemp, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { checkOutputFile, checkOutputFolder, openAtomicFile, writeFileAtomic } from "../io.ts";
@@ -32,6 +32,12 @@ import type { NodeResult } from "./fleet.ts";
 export type FleetOutput =
   | { kind: "directory"; path: string }
   | { kind: "stream"; path: string | undefined };
+
+/**
+ * The names a fetch writes into its output folder (`<node>.yaml`, `_cluster-topology.yaml`): an
+ * existing one that is a symbolic link or not a regular file is refused before the fetch.
+ */
+const FLEET_FOLDER_ENTRIES: RegExp = /\.yaml$/;
 
 /**
  * Where a fetch writes, from `-o`: a directory (one that exists, or a path ending in `/`) gets a
@@ -52,7 +58,8 @@ export async function resolveFleetOutput(
   const path = resolve(cwd, value);
   const info = await stat(path).catch(() => undefined);
   if (value.endsWith("/") || info?.isDirectory()) {
-    await checkOutputFolder(path);
+    // A link (or anything but a file) planted where a node's file goes is refused now, naming it.
+    await checkOutputFolder(path, { entries: FLEET_FOLDER_ENTRIES });
     return { kind: "directory", path };
   }
   await checkOutputFile(path, { what: "snapshots" });
@@ -123,7 +130,9 @@ function directoryWriter(
   encode: (snapshot: Snapshot) => string,
   signal: AbortSignal | undefined,
 ): FleetWriter {
-  const write = { what: "snapshots", ...(signal ? { signal } : {}) };
+  // Never through a link found in the folder: refused, naming it (a rename replaces one that
+  // appears later instead of writing where it points).
+  const write = { what: "snapshots", followLinks: false, ...(signal ? { signal } : {}) };
   const written: { node: string; path: string }[] = [];
   let topology: string | undefined;
   return {
@@ -152,8 +161,13 @@ function directoryWriter(
   };
 }
 
-/** A temporary file beside `path`, renamed over it; false (nothing left behind) on failure. */
+/**
+ * A temporary file beside `path`, renamed over it; false (nothing left behind) on failure, or
+ * when something other than a regular file is at `path` (writeFileAtomic then refuses it, named).
+ */
 async function writeBeside(path: string, text: string): Promise<boolean> {
+  const there = await lstat(path).catch(() => undefined);
+  if (there && !there.isFile()) return false;
   const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
   try {
     await writeFile(temp, text, { flag: "wx", mode: 0o644 });

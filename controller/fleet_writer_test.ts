@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { sampleSnapshot } from "../tests/fakes/snapshot.ts";
+import { UsageError } from "../errors.ts";
 import { createLogger } from "../log.ts";
 import { encodeSnapshot } from "../snapshot/mod.ts";
 import { fetchFleet, fleetStream } from "./fleet.ts";
@@ -100,6 +101,37 @@ Deno.test("fleet writer: a directory gets each ok node's file as it arrives; abo
       whole,
     ]);
     assert.equal(await readFile(whole, "utf8"), fleetStream(all));
+  });
+});
+
+Deno.test("fleet writer: a directory never writes through a link planted for a node, first or later; it names it", async () => {
+  await withTemp(async (dir) => {
+    const all = results();
+    const victim = join(dir, "victim");
+    await writeFile(victim, "precious\n");
+    const out = join(dir, "out");
+    await mkdir(out);
+    // n1 is the first file written (writeFileAtomic's checks), n4 a later one (the quick path).
+    for (const first of [true, false]) {
+      const planted = join(out, first ? "n1.yaml" : "n4.yaml");
+      await symlink(victim, planted);
+      const writer = createFleetWriter({ kind: "directory", path: out }, { write: () => {} });
+      if (!first) await writer.put(all[0] as NodeResult, 0);
+      await assert.rejects(
+        writer.put(all[first ? 0 : 3] as NodeResult, first ? 0 : 3),
+        (error: Error) => {
+          assert.ok(error instanceof UsageError, String(error));
+          assert.match(
+            error.message,
+            new RegExp(`^Cannot write snapshots to '${planted}': it is a symbolic link`),
+          );
+          return true;
+        },
+      );
+      assert.equal(await readFile(victim, "utf8"), "precious\n", first ? "first" : "later");
+      assert.ok((await lstat(planted)).isSymbolicLink(), "the link is left as it was");
+      await rm(planted);
+    }
   });
 });
 

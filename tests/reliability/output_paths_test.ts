@@ -8,9 +8,13 @@
  * - `-o` a FIFO that no one reads: the run's Job finishes, delivery waits for a reader without
  *   blocking the event loop, and SIGINT/SIGTERM end it within a second: exit 130, nothing left.
  *   A reader that comes late gets the snapshot whole.
+ * - Issue #28 (5): links planted in `daemonset fetch -o dir/`'s folder (and
+ *   `snapshot --from-daemonset -o dir/`'s) where a node's file goes, to a file aicr must not
+ *   write, dangling, or to a folder: refused with exit 2 naming the link, before a node is asked;
+ *   nothing is written where they point. With the links gone, the same folder gets every node.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { aicr } from "../e2e/_aicr.ts";
@@ -136,6 +140,74 @@ Deno.test({
             assert.ok(r.seconds < 10, `${r.signal}: exited ${r.seconds} s after the signal`);
             assert.deepEqual(r.left, [], `${r.signal}: the run's objects are gone`);
           }
+        },
+      );
+
+      await t.step(
+        "links planted in a fetch's output folder: exit 2 naming each, nothing written through",
+        async () => {
+          const ns = await suite.namespace("rel-out-links");
+          const ds = (...args: string[]) =>
+            aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", ns], {
+              deadlineMs: 240_000,
+            });
+          const install = await ds("install", "--image", "aicr:dev", "--all-nodes");
+          assert.equal(install.code, 0, install.stderr);
+          const nodes = suite.env.nodes.map((n) => n.name).sort();
+          const out = join(dir, "fleet");
+          await mkdir(out);
+          const victim = join(dir, "victim.txt");
+          await writeFile(victim, "precious\n");
+          const victimDir = join(dir, "victim-dir");
+          await mkdir(victimDir);
+          const node = nodes[0] as string;
+          const planted: [string, string][] = [
+            [`${node}.yaml`, victim],
+            [`${nodes[1]}.yaml`, join(dir, "nowhere.yaml")],
+            ["_cluster-topology.yaml", victimDir],
+          ];
+          let refused = 0;
+          for (const [name, to] of planted) {
+            const link = join(out, name);
+            await symlink(to, link);
+            for (
+              const args of [
+                ["daemonset", "fetch", "--kubeconfig", kubeconfig, "-n", ns, "-o", `${out}/`],
+                ["snapshot", "--from-daemonset", "--kubeconfig", kubeconfig, "-n", ns, "-o", out],
+              ]
+            ) {
+              const r = await aicr(args, { deadlineMs: 60_000 });
+              assert.equal(r.code, 2, `${name} ${args[0]}: exit ${r.code}\n${r.stderr}`);
+              assert.match(
+                r.stderr,
+                new RegExp(
+                  `^error: Cannot write snapshots to '${link}': it is a symbolic link to '${to}' that was there before this run`,
+                  "m",
+                ),
+              );
+              assert.doesNotMatch(r.stderr, /\bok\s+direct/, "no node was asked");
+              refused++;
+            }
+            assert.ok((await lstat(link)).isSymbolicLink(), `${name}: the link is left as it was`);
+            await rm(link);
+          }
+          assert.equal(await readFile(victim, "utf8"), "precious\n", "nothing written through");
+          assert.deepEqual(await readdir(victimDir), [], "nothing written into the linked folder");
+          await assert.rejects(lstat(join(dir, "nowhere.yaml")), "the dangling link made no file");
+          // Links gone: the same folder gets every node's file and the topology.
+          const fetched = await ds("fetch", "-o", `${out}/`);
+          assert.equal(fetched.code, 0, fetched.stderr);
+          assert.deepEqual(
+            (await readdir(out)).sort(),
+            ["_cluster-topology.yaml", ...nodes.map((n) => `${n}.yaml`)].sort(),
+          );
+          const uninstall = await ds("uninstall");
+          assert.equal(uninstall.code, 0, uninstall.stderr);
+          record("outputs: links planted in a fetch's output folder", {
+            faultsInjected: planted.length * 2,
+            faultsSurvived: refused,
+            leftovers: (await suite.aicrObjects(ns)).length,
+          });
         },
       );
 
