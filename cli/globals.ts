@@ -205,12 +205,20 @@ export function kubeConfigSource(globals: GlobalOptions): KubeConfigSource {
  *
  * @param deps CLI dependencies
  * @param globals the global options
+ * @param options `interruptible`: every request ends on SIGINT/SIGTERM (only for a verb that
+ *   has nothing to clean up after the signal)
  * @returns the client
  * @throws {NoKubeconfigError} when there is no kubeconfig
  */
-export function connect(deps: CliDeps, globals: GlobalOptions): KubeClient {
+export function connect(
+  deps: CliDeps,
+  globals: GlobalOptions,
+  options: { interruptible?: boolean } = {},
+): KubeClient {
   let log: Logger | undefined;
   return deps.connectKube(kubeConfigSource(globals), {
+    // A verb with nothing to clean up: SIGINT/SIGTERM cancels the request in flight.
+    ...(options.interruptible ? { signal: deps.signal } : {}),
     // Each Warning header of the API server becomes a WARN line naming the object.
     onWarning: (warning, object) => {
       log ??= commandLogger(deps, globals);

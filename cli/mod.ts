@@ -10,7 +10,15 @@
  * @module
  */
 import { Command, CommanderError } from "commander";
-import { EXIT_CODE_HELP, EXIT_CODES, exitCodeOf, formatError, UsageError } from "../errors.ts";
+import {
+  EXIT_CODE_HELP,
+  EXIT_CODES,
+  exitCodeOf,
+  formatError,
+  InterruptedError,
+  ToolError,
+  UsageError,
+} from "../errors.ts";
 import { buildInfo } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import { VERBS, verbsFor } from "./commands.ts";
@@ -94,7 +102,17 @@ export async function runCli(argv: readonly string[], deps: CliDeps): Promise<nu
       // commander already printed its message; the exit code is ours.
       return new UsageError(error.message).exitCode;
     }
-    deps.stderr.write(formatError(withFlagNames(error)) + "\n");
-    return exitCodeOf(error);
+    const failure = interruptedBy(deps.signal, error);
+    deps.stderr.write(formatError(withFlagNames(failure)) + "\n");
+    return exitCodeOf(failure);
   }
+}
+
+/**
+ * A failure the run's SIGINT/SIGTERM caused (a request it cancelled rejects with the signal's
+ * reason) is the interrupt it is: exit 130, never internal (8).
+ */
+function interruptedBy(signal: AbortSignal, error: unknown): unknown {
+  if (!signal.aborted || error instanceof ToolError) return error;
+  return new InterruptedError(`Cannot finish: interrupted (${String(signal.reason)})`);
 }

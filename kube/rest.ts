@@ -101,6 +101,12 @@ export interface RestClientOptions {
    * dropped), with the object the request wrote (`POST /api/v1/.../configmaps name=x`).
    */
   onWarning?: (warning: string, object: string) => void;
+  /**
+   * Cancels every request that carries no signal of its own: a verb with nothing to clean up
+   * (`baseline list`) passes SIGINT/SIGTERM's, so a slow or hung API server cannot hold it.
+   * A verb that cleans up after the signal never sets it (its cleanup calls must still run).
+   */
+  signal?: AbortSignal;
 }
 
 /** Methods that write: they are sent with `fieldValidation=Strict`. */
@@ -200,6 +206,8 @@ export function createRestClient(
 
   const send = (request: RestRequest, stream: boolean) =>
     sendRequest({ connection, base, server, pool, secure, identity }, request, stream);
+  const signalled = <R extends { signal?: AbortSignal }>(request: R): R =>
+    options.signal && !request.signal ? { ...request, signal: options.signal } : request;
 
   async function attempt(request: RestRequest): Promise<string> {
     const res = await send(request, false);
@@ -242,14 +250,14 @@ export function createRestClient(
     server,
     defaultNamespace,
     async json<T>(request: RestRequest): Promise<T> {
-      const text = await withRetries(request);
+      const text = await withRetries(signalled(request));
       return (text === "" ? {} : JSON.parse(text)) as T;
     },
     text(request: RestRequest): Promise<string> {
-      return withRetries(request);
+      return withRetries(signalled(request));
     },
     async lines(request): Promise<LineStream> {
-      const full: RestRequest = { ...request, method: "GET" };
+      const full: RestRequest = { ...signalled(request), method: "GET" };
       const res = await send(full, true);
       const status = res.statusCode ?? 0;
       if (status < 200 || status >= 300) {

@@ -1,0 +1,93 @@
+/**
+ * Issue #28 (1): SIGINT/SIGTERM ends the short cluster verbs while the API server holds their
+ * request, on the real cluster: `daemonset baseline list`, `get`, `delete --all` and
+ * `set -f` each have one request held 20 s by the fault proxy; the signal, sent once the request
+ * is held, ends the verb with exit 130 within a few seconds (not after the hold), naming the
+ * signal, and nothing is written. (`snapshot`'s phases: `signals_test.ts`; `daemonset fetch`:
+ * `tests/e2e/daemonset_test.ts`; `-o` a FIFO: `output_paths_test.ts`.)
+ */
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { type FaultProxy, startFaultProxy } from "../faults/proxy.ts";
+import { record } from "./_report.ts";
+import { ENABLED, spawnAicr, suiteEnv } from "./_env.ts";
+
+const FIXTURE = fileURLToPath(
+  new URL("../../snapshot/testdata/h100-gpu-node-1.yaml", import.meta.url),
+);
+/** How long the proxy holds the verb's request: a verb that ignores the signal waits it out. */
+const HOLD_MS = 20_000;
+
+Deno.test({
+  name: "reliability: signals end the baseline verbs while the API server holds them",
+  ignore: !ENABLED,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const suite = await suiteEnv();
+    const proxies: FaultProxy[] = [];
+    try {
+      const ns = await suite.namespace("rel-verb-signals");
+      const cases: [string, string[], RegExp, Deno.Signal][] = [
+        ["baseline list", ["list"], /\/configmaps\?/, "SIGTERM"],
+        ["baseline get", ["get"], /\/configmaps\?/, "SIGINT"],
+        ["baseline delete --all", ["delete", "--all"], /\/configmaps\?/, "SIGTERM"],
+        ["baseline set -f", ["set", "-f", FIXTURE], /\/(secrets|configmaps)\b/, "SIGINT"],
+      ];
+      const results: { what: string; code: number; seconds: number }[] = [];
+      for (const [what, args, path, signal] of cases) {
+        await t.step(`${what}: ${signal} while its request is held, exit 130`, async () => {
+          const proxy = await startFaultProxy(suite.env.cluster);
+          proxies.push(proxy);
+          let held: () => void = () => {};
+          const isHeld = new Promise<void>((resolve) => (held = resolve));
+          proxy.add({
+            method: "GET",
+            path,
+            action: { kind: "delay", ms: HOLD_MS },
+            times: 1,
+            onMatch: () => held(),
+          });
+          const run = spawnAicr([
+            "daemonset",
+            "baseline",
+            ...args,
+            "--kubeconfig",
+            proxy.kubeconfig,
+            "-n",
+            ns,
+          ]);
+          await isHeld;
+          await new Promise((r) => setTimeout(r, 300));
+          const sent = Date.now();
+          run.kill(signal);
+          const guard = setTimeout(() => run.kill("SIGKILL"), HOLD_MS + 20_000);
+          const done = await run.done;
+          clearTimeout(guard);
+          const seconds = (Date.now() - sent) / 1000;
+          results.push({ what, code: done.code, seconds });
+          assert.equal(
+            done.code,
+            130,
+            `${what}: exit ${done.code} after ${seconds} s\n${done.stderr}`,
+          );
+          assert.match(
+            done.stderr,
+            new RegExp(`^error: .*interrupted \\(Error: received ${signal}\\)`, "m"),
+          );
+          // Honoured at once (process start and exit included), not after the 20 s hold.
+          assert.ok(seconds < 5, `${what}: exited ${seconds} s after ${signal}`);
+          assert.deepEqual(await suite.aicrObjects(ns), [], `${what}: nothing written`);
+        });
+      }
+      record("signals: baseline verbs with a held request", {
+        faultsInjected: cases.length,
+        faultsSurvived: results.filter((r) => r.code === 130 && r.seconds < 5).length,
+        leftovers: (await suite.aicrObjects(ns)).length,
+      });
+    } finally {
+      for (const p of proxies) await p.stop();
+      await suite.close();
+    }
+  },
+});
