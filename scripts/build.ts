@@ -235,20 +235,38 @@ const H100_FIXTURE = join(REPO_ROOT, "tests", "fixtures", "nvidia-smi-q-x.h100.x
 export const FAST_ENTRY: string = join(REPO_ROOT, "cli", "fast.ts");
 
 /**
+ * The warm code cache the loader compiles the bundle with: the agent's own (`agent.cache`) for
+ * `aicr agent` and for the agent pod's `aicr [--debug] [--log-json] snapshot -o cm://...` with
+ * `AICR_AGENT_MODE=true` (as the Job runs it, and as upstream's pod runs), the general one
+ * (`main.cache`) otherwise. Its source is copied into the loader, so it uses nothing from outside.
+ *
+ * @param args the command line after the executable
+ * @param agentMode `AICR_AGENT_MODE`
+ * @returns the asset's name
+ */
+export function warmCacheFor(
+  args: readonly string[],
+  agentMode: string | undefined,
+): "agent.cache" | "main.cache" {
+  if (args[0] === "agent") return "agent.cache";
+  return agentMode === "true" && args.includes("snapshot") ? "agent.cache" : "main.cache";
+}
+
+/**
  * The Node single executable's main script. When the first argument is one of
  * `FAST_FIRST_ARGUMENTS` it first runs the `fast.js` asset ({@link FAST_ENTRY}), a few KiB that
  * answer `aicr version` and `aicr --version` without the CLI, and stops there when that answered.
  * Otherwise it compiles the bundle (the `main.js` asset, ASCII, so read as Latin-1 without a UTF-8
  * decode) with a warm code cache and runs it as the main module. The cache is the agent's own
- * (`agent.cache`, {@link AGENT_WARM_COMMAND_LINE}) when the first argument is `agent`, the general
- * one (`main.cache`, {@link WARM_COMMAND_LINES}) otherwise. For `aicr daemon` it first sets the
+ * (`agent.cache`, {@link AGENT_WARM_COMMAND_LINE}) for an agent's run ({@link warmCacheFor}), the
+ * general one (`main.cache`, {@link WARM_COMMAND_LINES}) otherwise. For `aicr daemon` it first sets the
  * daemon's V8 flags (`runtime.ts` `DAEMON_V8_FLAGS`), after the compile (V8 rejects a code cache
  * made under other flags) and before the bundle runs (its start already tiers functions up: 2 MiB
  * of the daemon's RSS when the command sets them later).
  */
 function mainLoader(withCache: boolean): string {
   const cache = withCache
-    ? `, cachedData: asset(first === "agent" ? "agent.cache" : "main.cache")`
+    ? `, cachedData: asset(warmCacheFor(process.argv.slice(2), process.env.AICR_AGENT_MODE))`
     : "";
   return `"use strict";
 const sea = require("node:sea");
@@ -258,6 +276,7 @@ const wrapped = (name) => ${JSON.stringify(CHUNK_HEAD)} + asset(name).toString("
     JSON.stringify(CHUNK_TAIL)
   };
 const first = process.argv[2];
+const warmCacheFor = ${warmCacheFor.toString()};
 const fast = () => {
   const chunk = { exports: {} };
   new vm.Script(wrapped("fast.js"), { filename: "aicr:fast" })

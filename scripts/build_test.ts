@@ -13,7 +13,9 @@ import {
   makeWarmCache,
   REPO_ROOT,
   RUNTIME_V8_FLAGS,
+  warmCacheFor,
 } from "./build.ts";
+import { buildAgentJob } from "../manifests/job.ts";
 
 Deno.test("build: adaptEntry() runs an awaiting main block inside an async function", () => {
   const source =
@@ -238,4 +240,30 @@ Deno.test("build: an unknown --arch is refused before any work, naming the accep
     new TextDecoder().decode(ran.stderr),
     /'--arch' must be 'amd64' or 'arm64': current value is 's390x' \(or 'all'\)/,
   );
+});
+
+Deno.test("build: the agent pod's command line and env start with the agent's own code cache", () => {
+  for (const [debug, logJson] of [[false, false], [true, true]]) {
+    const job = buildAgentJob(
+      {
+        namespace: "ns",
+        runId: "20260101-000000-0123456789abcdef",
+        invocationId: "0123456789abcdef",
+        image: "ghcr.io/aicr-run/aicr:0.2.0",
+        serviceAccountName: "aicr",
+        output: { namespace: "ns", name: "out" },
+        debug,
+        logJson,
+      } as Parameters<typeof buildAgentJob>[0],
+    );
+    const container = job.spec.template.spec.containers[0]!;
+    const agentMode = container.env?.find((e) => e.name === "AICR_AGENT_MODE")?.value;
+    assert.equal(warmCacheFor(container.args ?? [], agentMode), "agent.cache");
+  }
+  assert.equal(warmCacheFor(["agent", "-o", "f"], undefined), "agent.cache");
+  // The controller-side snapshot, and every other verb, take the general cache.
+  assert.equal(warmCacheFor(["snapshot", "-o", "-"], undefined), "main.cache");
+  assert.equal(warmCacheFor(["--debug", "snapshot"], "false"), "main.cache");
+  assert.equal(warmCacheFor(["daemon"], undefined), "main.cache");
+  assert.equal(warmCacheFor(["version"], "true"), "main.cache");
 });
