@@ -14,13 +14,15 @@ import type { FleetFetchOptions, FleetTransport } from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName } from "../manifests/mod.ts";
 import { parseCount, parseTimeout } from "./_flags.ts";
+import { redactorFromFlags } from "./_redact.ts";
+import type { RedactFlags } from "./_redact.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { CliDeps } from "./context.ts";
 import { checkedNamespace } from "./globals.ts";
 import type { GlobalOptions } from "./globals.ts";
 
 /** The fetch flags (`aicr daemonset fetch`, `aicr snapshot --from-daemonset`). */
-export interface FleetFetchFlags {
+export interface FleetFetchFlags extends RedactFlags {
   /** `--name`. @default "aicr-daemon" */
   name?: string;
   /** `--output`: a directory, a file or `-`. */
@@ -87,6 +89,7 @@ export async function fleetFetchOptions(
       `Cannot use '--max-answer-bytes' as it must be from 1024 to 1073741824: current value is '${flags.maxAnswerBytes}'`,
     );
   }
+  const redactor = await redactorFromFlags(flags, deps);
   const output = await resolveFleetOutput(checkOutputNotFormat(flags.output), deps.cwd);
   const reports = await checkReportTargets(deps.cwd, flags, {
     ...(output.kind === "stream" && output.path === undefined ? { stdoutTaken: "-o -" } : {}),
@@ -102,5 +105,6 @@ export async function fleetFetchOptions(
     topology: flags.topology !== false,
     output,
     reports,
+    ...(redactor ? { redactor } : {}),
   };
 }

@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { addRedactFlags } from "./_redact.ts";
 import { Command, Option } from "commander";
 import {
   checkReportTargets,
@@ -113,6 +114,8 @@ interface FetchFlags extends CommonFlags {
   topology: boolean;
   report?: string;
   junit?: string;
+  redact?: boolean;
+  redactKeyFile?: string;
 }
 
 /** Flags of uninstall. */
@@ -448,7 +451,7 @@ function fetchCommand(deps: CliDeps): Command {
       "do not list the nodes for the cluster's NodeTopology (written once: _cluster-topology.yaml, or the stream's last document)",
     );
   return defineAction(
-    addReportOptions(command, { junit: true }),
+    addRedactFlags(addReportOptions(command, { junit: true })),
     deps,
     async (flags: FetchFlags, { globals, log }) => {
       await runFleetFetch(

@@ -13,6 +13,8 @@
  *
  * @module
  */
+import { addRedactFlags, redactorFromFlags } from "./_redact.ts";
+import type { RedactFlags } from "./_redact.ts";
 import { Command, Option } from "commander";
 import { resolve } from "node:path";
 import { UsageError } from "../errors.ts";
@@ -54,7 +56,7 @@ export interface DiffDeps
   snapshotSources?: (options: KubeConfigSource) => SnapshotSourceLoader;
 }
 
-interface DiffFlags {
+interface DiffFlags extends RedactFlags {
   baseline?: string;
   target?: string;
   fleet?: string[];
@@ -117,7 +119,7 @@ function collect(value: string, previous: string[]): string[] {
  * @returns the command
  */
 export function diffCommand(deps: DiffDeps): Command {
-  return new Command("diff")
+  return addRedactFlags(new Command("diff"))
     .description("compare two snapshots, or a fleet of them, and report drift")
     .option(
       "-b, --baseline <source>",
@@ -145,6 +147,7 @@ export function diffCommand(deps: DiffDeps): Command {
     .action(namingFlags(async (flags: DiffFlags, cmd: Command) => {
       // The root's --kubeconfig and --context name the cluster of cm:// sources.
       const { loader, options } = diffOptions(deps, flags, kubeConfigSource(globalOptions(cmd)));
+      const redactor = await redactorFromFlags(flags, deps);
       // Checked before anything is read: a path that cannot be written fails now (exit 2), not
       // after a long comparison.
       if (options.output !== undefined && options.output !== "-") {
@@ -159,7 +162,7 @@ export function diffCommand(deps: DiffDeps): Command {
         cwd: deps.cwd,
         now: deps.now,
         ...(deps.signal ? { signal: deps.signal } : {}),
-      }, options);
+      }, redactor ? { ...options, redactor } : options);
     }));
 }
 

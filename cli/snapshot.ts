@@ -287,6 +287,8 @@ export function snapshotCommand(deps: CliDeps): Command {
     if (flags.fromDaemonset) {
       const options = await fleetFetchOptions(deps, globals, {
         ...(flags.output !== undefined ? { output: flags.output } : {}),
+        ...(flags.redact ? { redact: true } : {}),
+        ...(flags.redactKeyFile !== undefined ? { redactKeyFile: flags.redactKeyFile } : {}),
       });
       await runFleetFetch(clusterDeps(deps, context), options);
       return;

@@ -11,6 +11,7 @@ import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { InterruptedError, TimeoutError, ToolError, UsageError } from "../errors.ts";
 import type { OptionNamer } from "../errors.ts";
+import type { Redactor } from "../snapshot/mod.ts";
 import { writeFileAtomic } from "../io.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
@@ -351,6 +352,8 @@ export interface FleetFetchOptions {
   output: FleetOutput;
   /** Where the reports go. */
   reports: ReportTargets;
+  /** `--redact`: each snapshot, and its file's name, redacted before it is written. */
+  redactor?: Redactor;
 }
 
 /**
@@ -367,7 +370,7 @@ export async function runFleetFetch(
   options: FleetFetchOptions,
 ): Promise<void> {
   const { log } = deps;
-  const { output, reports, ...fetch } = options;
+  const { output, reports, redactor, ...fetch } = options;
   const started = deps.now().getTime();
   const verb = {
     kind: "DaemonSetFetchReport" as const,
@@ -377,7 +380,10 @@ export async function runFleetFetch(
   await runReported(deps, { targets: reports, verb }, async () => {
     // Each snapshot is written as it arrives and dropped: memory is bounded by the answers in
     // flight (the concurrency), not the fleet.
-    const writer = createFleetWriter(output, deps.stdout, { signal: deps.signal });
+    const writer = createFleetWriter(output, deps.stdout, {
+      signal: deps.signal,
+      ...(redactor ? { redactor } : {}),
+    });
     let fleet: Awaited<ReturnType<typeof fetchFleet>>;
     let written: string[];
     try {

@@ -17,12 +17,14 @@ import {
   fleetDocument,
   loadSnapshot,
   readFleet,
+  redactReport,
+  redactSnapshot,
   renderDiff,
   renderDiffHtml,
   renderFleetHtml,
   renderFleetTable,
 } from "../snapshot/mod.ts";
-import type { SnapshotSourceLoader } from "../snapshot/mod.ts";
+import type { Redactor, SnapshotSourceLoader } from "../snapshot/mod.ts";
 
 /** What a diff reads from and writes to. */
 export interface DiffDeps {
@@ -61,6 +63,8 @@ export interface DiffOptions {
   groupBy: readonly string[];
   /** Colour the table. */
   color: boolean;
+  /** `--redact`: both snapshots redacted before they are compared; a fleet's report after. */
+  redactor?: Redactor;
 }
 
 /**
@@ -121,7 +125,9 @@ async function diffFleet(
   const report = builder.finish();
   throwIfInterrupted(deps.signal);
   const format = options.format;
-  await write(
+  const { redactor } = options;
+  const redact = (text: string) => redactor ? redactReport(text, report.nodes, redactor) : text;
+  await write(redact(
     format === "html"
       ? renderFleetHtml(report, {
         allReadings: options.allReadings,
@@ -132,7 +138,7 @@ async function diffFleet(
       : format === "table"
       ? renderFleetTable(report, { color: options.color })
       : encodeDocument(fleetDocument(report), format),
-  );
+  ));
   if (report.unreadable.length > 0) {
     throw new IncompleteError(
       `Cannot compare every snapshot of the fleet: ${report.unreadable.length} of ${
@@ -140,7 +146,7 @@ async function diffFleet(
       } could not be read (the report compares the others)`,
       {
         details: [
-          ...report.unreadable.slice(0, 10).map((u) => `  ${u.source}: ${u.reason}`),
+          ...report.unreadable.slice(0, 10).map((u) => redact(`  ${u.source}: ${u.reason}`)),
           ...(report.unreadable.length > 10
             ? [`  ... and ${report.unreadable.length - 10} more (listed in the report)`]
             : []),
@@ -164,10 +170,14 @@ async function diffPair(
 ): Promise<void> {
   const { cwd } = deps;
   const { baseline: baselineSource, target: targetSource } = options.pair;
-  const [baseline, target] = await Promise.all([
+  const loaded = await Promise.all([
     loadSnapshot(baselineSource, deps.loader, { cwd, option: "baseline" }),
     loadSnapshot(targetSource, deps.loader, { cwd, option: "target" }),
   ]);
+  const { redactor } = options;
+  const [baseline, target] = redactor
+    ? [redactSnapshot(loaded[0], redactor), redactSnapshot(loaded[1], redactor)] as const
+    : loaded;
   const result = diffSnapshots(baseline, target, {
     // The report names its sources as messages do: no URL credentials or query values.
     baselineSource: redactUrl(baselineSource),

@@ -53,3 +53,56 @@ Deno.test("runDiff() --fleet: a signal (delivered as a timer, as a process's sig
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+Deno.test("runDiff() --redact: a pair's drift and a fleet's outlier are reported without a node name", async () => {
+  const { createRedactor } = await import("../snapshot/mod.ts");
+  const redactor = createRedactor("sixteen bytes or more of key");
+  const dir = mkdtempSync(join(tmpdir(), "aicr-diff-redact-"));
+  try {
+    const nodes = ["gpu-node-a1", "gpu-node-a2", "gpu-node-a3"];
+    for (const node of nodes) {
+      const snapshot = makeNodeSnapshot(node, { clusterNodes: nodes });
+      if (node === "gpu-node-a3") {
+        const smi = snapshot.measurements.find((m) => m.type === "GPU")?.subtypes[0];
+        if (smi) smi.data.driver = "999.1.2";
+      }
+      writeFileSync(join(dir, `${node}.yaml`), encodeSnapshot(snapshot));
+    }
+    const run = async (
+      options: { pair?: { baseline: string; target: string }; fleet: string[] },
+    ) => {
+      let out = "";
+      await runDiff({
+        loader: createFsSourceLoader(),
+        stdout: { write: (t) => void (out += t) },
+        cwd: dir,
+        now: () => new Date("2026-12-05T00:00:00Z"),
+      }, {
+        ...options,
+        failOnDrift: false,
+        format: "json",
+        ignore: [],
+        allReadings: false,
+        groupBy: [],
+        color: false,
+        redactor,
+      });
+      return out;
+    };
+    const pair = await run({
+      pair: { baseline: "gpu-node-a1.yaml", target: "gpu-node-a3.yaml" },
+      fleet: [],
+    });
+    assert.match(pair, /999\.1\.2/, "the drift is still found");
+    const fleet = await run({ fleet: [dir] });
+    assert.match(fleet, new RegExp(redactor.token("gpu-node-a3")), "the outlier, by its token");
+    for (const node of nodes) {
+      // The pair report names its sources as the user named them (file paths); nothing else.
+      const readings = pair.replaceAll(`${node}.yaml`, "");
+      assert.ok(!readings.includes(node), `${node} survived in the pair report`);
+      assert.ok(!fleet.includes(node), `${node} survived in the fleet report`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

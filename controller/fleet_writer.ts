@@ -24,7 +24,13 @@ import { basename, dirname, join, resolve } from "node:path";
 import { checkOutputFile, checkOutputFolder, openAtomicFile, writeFileAtomic } from "../io.ts";
 import type { AtomicFile } from "../io.ts";
 import type { TextWriter } from "../log.ts";
-import { encodeSnapshot, FLEET_TOPOLOGY_FILE, YamlWriteCaches } from "../snapshot/mod.ts";
+import {
+  encodeSnapshot,
+  FLEET_TOPOLOGY_FILE,
+  redactSnapshot,
+  YamlWriteCaches,
+} from "../snapshot/mod.ts";
+import type { Redactor } from "../snapshot/mod.ts";
 import type { Snapshot } from "../snapshot/mod.ts";
 import type { NodeResult } from "./fleet.ts";
 
@@ -103,6 +109,8 @@ export interface FleetWriterOptions {
   spoolParent?: string;
   /** SIGINT/SIGTERM: ends a write into a pipe no one reads. */
   signal?: AbortSignal;
+  /** `--redact`: every document redacted, and a directory's files named by the node's token. */
+  redactor?: Redactor;
 }
 
 /**
@@ -120,16 +128,24 @@ export function createFleetWriter(
 ): FleetWriter {
   // The fleet's snapshots share most readings: one writer's caches serve them all.
   const yamlCaches = new YamlWriteCaches();
-  const encode = (snapshot: Snapshot) => encodeSnapshot(snapshot, "yaml", { yamlCaches });
-  if (output.kind === "directory") return directoryWriter(output.path, encode, options.signal);
+  const { redactor } = options;
+  const redact = (snapshot: Snapshot) => redactor ? redactSnapshot(snapshot, redactor) : snapshot;
+  const encode = (snapshot: Snapshot) => encodeSnapshot(redact(snapshot), "yaml", { yamlCaches });
+  if (output.kind === "directory") {
+    return directoryWriter(output.path, encode, {
+      signal: options.signal,
+      fileName: (node) => `${redactor ? redactor.token(node) : node}.yaml`,
+    });
+  }
   return streamWriter(output.path, stdout, { ...options, encode });
 }
 
 function directoryWriter(
   dir: string,
   encode: (snapshot: Snapshot) => string,
-  signal: AbortSignal | undefined,
+  options: { signal: AbortSignal | undefined; fileName: (node: string) => string },
 ): FleetWriter {
+  const { signal } = options;
   // Never through a link found in the folder: refused, naming it (a rename replaces one that
   // appears later instead of writing where it points).
   const write = { what: "snapshots", followLinks: false, ...(signal ? { signal } : {}) };
@@ -138,12 +154,12 @@ function directoryWriter(
   return {
     async putTopology(document) {
       const path = join(dir, FLEET_TOPOLOGY_FILE);
-      await writeFileAtomic(path, encodeSnapshot(document, "yaml"), 0o644, write);
+      await writeFileAtomic(path, encode(document), 0o644, write);
       topology = path;
     },
     async put(result) {
       if (!result.snapshot) return;
-      const path = join(dir, `${result.node}.yaml`);
+      const path = join(dir, options.fileName(result.node));
       const text = encode(result.snapshot);
       // Once a file went in, the folder is known good: the next ones skip writeFileAtomic's
       // checks (a temporary file and a rename only), and take them again on any failure.

@@ -207,3 +207,34 @@ Deno.test("fetchFleet with onResult: every node handed over once with its positi
     /disk full/,
   );
 });
+
+Deno.test("fleet writer: --redact names a directory's files by token and writes no node name", async () => {
+  const { createRedactor } = await import("../snapshot/mod.ts");
+  const redactor = createRedactor("sixteen bytes or more of key");
+  await withTemp(async (dir) => {
+    const all = results().map((r) => ({ ...r, node: `gpu-node-${r.node}` }));
+    for (const r of all) if (r.snapshot) r.snapshot.metadata["source-node"] = r.node;
+    const writer = createFleetWriter({ kind: "directory", path: dir }, { write: () => {} }, {
+      redactor,
+    });
+    for (const [i, r] of all.entries()) await writer.put(r, i);
+    await writer.putTopology(sampleSnapshot({ nodeName: "gpu-node-n1" }));
+    await writer.close();
+    const files = (await readdir(dir)).sort();
+    assert.equal(files.length, 5, files.join(" "));
+    assert.ok(files.includes(`${redactor.token("gpu-node-n1")}.yaml`), files.join(" "));
+    for (const file of files) {
+      const text = await readFile(join(dir, file), "utf8");
+      assert.doesNotMatch(file + text, /gpu-node-n\d/, file);
+    }
+  });
+  // A stream too.
+  let out = "";
+  const stream = createFleetWriter({ kind: "stream", path: undefined }, {
+    write: (t) => void (out += t),
+  }, { redactor });
+  for (const [i, r] of results().entries()) await stream.put(r, i);
+  await stream.close();
+  assert.match(out, /redacted: hostnames/);
+  assert.doesNotMatch(out, /source-node: n\d/);
+});

@@ -98,5 +98,5 @@ export {
   snapshotFromConfigMapData,
 } from "./target.ts";
 export type { ConfigMapRef, SnapshotTarget } from "./target.ts";
-export { createRedactor, redactSnapshot } from "./redact.ts";
+export { createRedactor, redactReport, redactSnapshot } from "./redact.ts";
 export type { Redactor } from "./redact.ts";

@@ -198,3 +198,19 @@ export function redactText(value: string, names: readonly string[], redactor: Re
   }
   return out;
 }
+
+/**
+ * Redacts a rendered report (a fleet diff's table, YAML, JSON or HTML): the node names it
+ * compares, every address and every image's registry host, as {@link redactSnapshot} would
+ * have replaced them in the snapshots (the same tokens under the same key).
+ *
+ * @param text the report
+ * @param names the node names the report names
+ * @param redactor the key's tokens
+ * @returns the report with each name, address and registry host replaced by its token
+ */
+export function redactReport(text: string, names: readonly string[], redactor: Redactor): string {
+  const sorted = names.filter((n) => n.length >= 2 && NAME_REGEXP.test(n))
+    .sort((a, b) => b.length - a.length);
+  return redactText(text, sorted, redactor);
+}
