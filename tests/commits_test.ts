@@ -27,6 +27,7 @@ const LANDED_BEFORE_THE_CHECK = new Map([
   ["d78385b", "subject starts with 'a', not a verb"],
   ["7461389", "subject starts with 'the', not a verb (written before this test reached its clone)"],
   ["ce49b4e", "subject starts with 'a', not a verb (its scope has a space)"],
+  ["1fde39c", "subject starts with 'the' after its scope, not a verb"],
   [
     "d75a2d1",
     "read as scope 'Add --redact to snapshot and agent' then 'keyed' (the colon ends a list)",
