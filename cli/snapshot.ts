@@ -59,7 +59,7 @@ import {
 } from "./_schedule.ts";
 import type { ScheduleFlags } from "./_schedule.ts";
 import { checkedNamespace, clusterDeps, defineAction, rejectRepeatedGlobal } from "./globals.ts";
-import type { GlobalOptions } from "./globals.ts";
+import type { GlobalOptions, VerbContext } from "./globals.ts";
 
 /** Flags of `aicr snapshot` (namespace and cluster come from the root's flags). */
 interface SnapshotFlags extends LocalAgentFlags, ScheduleFlags {
@@ -250,77 +250,98 @@ export function snapshotCommand(deps: CliDeps): Command {
       }
     });
   }
-  return defineAction(command, deps, async (flags: SnapshotFlags, context) => {
-    const { globals, log } = context;
-    if (flags.addRolesToServiceAccount !== undefined) {
-      const namespace = checkedNamespace(globals);
-      const target = flags.output === undefined ? undefined : parseSnapshotTarget(flags.output);
-      if (target?.kind === "configmap" && target.ref.namespace !== namespace) {
-        throw new UsageError(
-          `Cannot grant writing '${flags.output}' as its namespace must match '--namespace' (the Role grants ConfigMaps only there): current value is '${namespace}'`,
-        );
-      }
-      await renderRolesForServiceAccount({ ...deps, randomHex }, {
-        serviceAccount: flags.addRolesToServiceAccount,
-        namespace,
-        discoverNetwork: flags.discoverNetwork,
-        ...(target?.kind === "configmap" ? { outputConfigMap: target.ref.name } : {}),
-      });
-      return;
-    }
-    rejectNetworkTopology(flags);
-    if (flags.renderCronjob) {
-      const { job, autoTarget } = parseJobConfig(flags);
-      warnAboutImage(log, flags);
-      await renderScheduledSnapshot(
-        { stdout: deps.stdout, cwd: deps.cwd, log },
-        scheduledSnapshotOptions(flags, {
-          namespace: checkedNamespace(globals),
-          job,
-          autoTarget,
+  return defineAction(
+    command,
+    deps,
+    (flags: SnapshotFlags, context) => snapshotAction(deps, flags, context),
+    {
+      log: { prefixFromEnv: true },
+      complete: async (cmd) => {
+        rejectRepeatedGlobal(cmd, "namespace");
+        const flags = cmd.opts() as SnapshotFlags;
+        if (flags.config === undefined) return;
+        await applySnapshotConfig(cmd, flags as unknown as Record<string, unknown>, {
+          file: flags.config,
+          cwd: deps.cwd,
           signal: deps.signal,
-        }),
-      );
-      return;
-    }
-    refuseScheduleFlagsOnRun(flags);
-    if (flags.fromDaemonset) {
-      const options = await fleetFetchOptions(deps, globals, {
-        ...(flags.output !== undefined ? { output: flags.output } : {}),
-        ...(flags.redact ? { redact: true } : {}),
-        ...(flags.redactKeyFile !== undefined ? { redactKeyFile: flags.redactKeyFile } : {}),
-      });
-      await runFleetFetch(clusterDeps(deps, context), options);
-      return;
-    }
-    if (deps.env("AICR_AGENT_MODE") === "true") {
-      // Inside the agent pod: collect this node and write where the controller said.
-      await runLocalAgent(localAgentDeps(deps, context), await localAgentOptions(deps, flags));
-      return;
-    }
-    if (flags.offline && !flags.dryRun) {
-      throw new UsageError("Cannot use '--offline' without '--dry-run': a run needs the cluster");
-    }
-    const options = await snapshotOptions(deps, globals, flags);
-    warnAboutImage(log, flags);
-    const run = clusterDeps(deps, context);
-    if (flags.dryRun) {
-      await previewSnapshot({ ...run, cwd: deps.cwd }, options, { offline: flags.offline });
-      return;
-    }
-    await runSnapshot({ ...run, kube: run.connect() }, options);
-  }, {
-    log: { prefixFromEnv: true },
-    complete: async (cmd) => {
-      rejectRepeatedGlobal(cmd, "namespace");
-      const flags = cmd.opts() as SnapshotFlags;
-      if (flags.config === undefined) return;
-      await applySnapshotConfig(cmd, flags as unknown as Record<string, unknown>, {
-        file: flags.config,
-        cwd: deps.cwd,
-        signal: deps.signal,
-      });
+        });
+      },
     },
+  );
+}
+
+/** The verb's one choice: which library call its flags ask for. */
+async function snapshotAction(
+  deps: CliDeps,
+  flags: SnapshotFlags,
+  context: VerbContext,
+): Promise<void> {
+  const { globals, log } = context;
+  if (flags.addRolesToServiceAccount !== undefined) {
+    await grantRoles(deps, flags, flags.addRolesToServiceAccount, checkedNamespace(globals));
+    return;
+  }
+  rejectNetworkTopology(flags);
+  if (flags.renderCronjob) {
+    const { job, autoTarget } = parseJobConfig(flags);
+    warnAboutImage(log, flags);
+    await renderScheduledSnapshot(
+      { stdout: deps.stdout, cwd: deps.cwd, log },
+      scheduledSnapshotOptions(flags, {
+        namespace: checkedNamespace(globals),
+        job,
+        autoTarget,
+        signal: deps.signal,
+      }),
+    );
+    return;
+  }
+  refuseScheduleFlagsOnRun(flags);
+  if (flags.fromDaemonset) {
+    const options = await fleetFetchOptions(deps, globals, {
+      ...(flags.output !== undefined ? { output: flags.output } : {}),
+      ...(flags.redact ? { redact: true } : {}),
+      ...(flags.redactKeyFile !== undefined ? { redactKeyFile: flags.redactKeyFile } : {}),
+    });
+    await runFleetFetch(clusterDeps(deps, context), options);
+    return;
+  }
+  if (deps.env("AICR_AGENT_MODE") === "true") {
+    // Inside the agent pod: collect this node and write where the controller said.
+    await runLocalAgent(localAgentDeps(deps, context), await localAgentOptions(deps, flags));
+    return;
+  }
+  if (flags.offline && !flags.dryRun) {
+    throw new UsageError("Cannot use '--offline' without '--dry-run': a run needs the cluster");
+  }
+  const options = await snapshotOptions(deps, globals, flags);
+  warnAboutImage(log, flags);
+  const run = clusterDeps(deps, context);
+  if (flags.dryRun) {
+    await previewSnapshot({ ...run, cwd: deps.cwd }, options, { offline: flags.offline });
+    return;
+  }
+  await runSnapshot({ ...run, kube: run.connect() }, options);
+}
+
+/** `--add-roles-to-service-account`: print the Roles a standing account needs, touch nothing. */
+async function grantRoles(
+  deps: CliDeps,
+  flags: SnapshotFlags,
+  serviceAccount: string,
+  namespace: string,
+): Promise<void> {
+  const target = flags.output === undefined ? undefined : parseSnapshotTarget(flags.output);
+  if (target?.kind === "configmap" && target.ref.namespace !== namespace) {
+    throw new UsageError(
+      `Cannot grant writing '${flags.output}' as its namespace must match '--namespace' (the Role grants ConfigMaps only there): current value is '${namespace}'`,
+    );
+  }
+  await renderRolesForServiceAccount({ ...deps, randomHex }, {
+    serviceAccount,
+    namespace,
+    discoverNetwork: flags.discoverNetwork,
+    ...(target?.kind === "configmap" ? { outputConfigMap: target.ref.name } : {}),
   });
 }
 

@@ -90,11 +90,11 @@ export class DaemonUpgradeError extends ToolError {
 }
 
 /** Why a rollout ended without success. */
+/** A pod that cannot pull its image: a daemon's, or the signer's. */
+type PulledPod = { node: string; pod: string; detail?: string; waitingMessage?: string };
+
 type RolloutFailure =
-  | {
-    kind: "pull";
-    pod: DaemonPodState | { node: string; pod: string; detail?: string; waitingMessage?: string };
-  }
+  | { kind: "pull"; pod: DaemonPodState | PulledPod }
   | { kind: "timeout"; waiting: string[] }
   | { kind: "interrupted" };
 
@@ -186,51 +186,8 @@ export async function upgradeDaemonSet(
 ): Promise<UpgradeResult> {
   const { kube, log } = deps;
   const { name = DEFAULT_DAEMON_NAME, namespace, signal } = options;
-  const existing = await kube.get<KubeObject>("DaemonSet", namespace, name, { timeoutMs: 10_000 });
-  if (!existing) {
-    throw new NotFoundError(
-      `Cannot upgrade the daemon '${namespace}/${name}': it is not installed`,
-      { details: [`  install it: aicr daemonset install -n ${namespace}`] },
-    );
-  }
-  const labels = existing.metadata?.labels;
-  if (!isDaemonObject(labels, name) || labels?.[LABEL_MANAGED_BY] !== "aicr") {
-    throw new ConflictError(
-      `Cannot upgrade the daemon '${namespace}/${name}': its DaemonSet is managed by '${
-        labels?.[LABEL_MANAGED_BY] ?? "(nobody)"
-      }', not by aicr`,
-      { details: ["  a Helm release upgrades with: helm upgrade <release> charts/aicr"] },
-    );
-  }
-  const runId = newRunId(deps.now(), deps.randomHex);
-  const invocationId = newInvocationId(deps.randomHex);
-  const { timeoutMs: _t, pollMs: _p, signal: _s, ...daemonOptions } = options;
-  const ca = await readInstallCa(kube, { namespace, name });
-  const serviceMonitor = daemonOptions.service !== false &&
-    (daemonOptions.serviceMonitor ?? await hasServiceMonitorCrd(kube).catch(() => false));
-  const rendered = renderDaemonSet({
-    ...daemonOptions,
-    baselineConfigMaps: await keptBaselines(deps, { namespace, name, caCert: ca.caCert }),
-    serviceMonitor,
-    nodeBoundTokens: await bindsTokensToNodes(deps),
-    ca,
-    runId,
-    invocationId,
-  });
-  // The CA Secret is kept as it is: its key is never rewritten (it is already what was read).
-  const objects = rendered.objects.filter((o) => o.kind !== "Secret");
-  await runGate(createAccessReviewer(kube), {
-    namespace,
-    mode: "prefix",
-    serviceAccount: "",
-    ownsOutput: false,
-    caller: [
-      ...installCallerChecks(rendered, namespace),
-      ...objects.map((o) => ({ verb: "patch", ...resourceOf(o.kind, namespace) })),
-    ],
-    log,
-    concurrency: 64,
-  });
+  const existing = await readUpgradable(kube, namespace, name);
+  const { runId, ca, objects } = await renderUpgrade(deps, options, name);
   sayPlacementChanges(deps, existing, objects);
   const before = await Promise.all(
     objects.map((o) =>
@@ -286,7 +243,99 @@ export async function upgradeDaemonSet(
     cause = error;
     failure = signal?.aborted ? { kind: "interrupted" } : undefined;
   }
-  const restored = await rollBack(deps, { namespace, objects, before, appliedIndexes });
+  throw await rollBackAndExplain(deps, options, {
+    name,
+    ca,
+    fromImage,
+    toImage,
+    failure,
+    cause,
+    restore: { namespace, objects, before, appliedIndexes },
+  });
+}
+
+/** The install rendered anew from `options` with the CA kept, once the gate allows patching it. */
+async function renderUpgrade(
+  deps: InstallDeps,
+  options: UpgradeOptions,
+  name: string,
+): Promise<{ runId: string; ca: RenderCa; objects: RenderedObject[] }> {
+  const { kube, log } = deps;
+  const { namespace } = options;
+  const runId = newRunId(deps.now(), deps.randomHex);
+  const invocationId = newInvocationId(deps.randomHex);
+  const { timeoutMs: _t, pollMs: _p, signal: _s, ...daemonOptions } = options;
+  const ca = await readInstallCa(kube, { namespace, name });
+  const serviceMonitor = daemonOptions.service !== false &&
+    (daemonOptions.serviceMonitor ?? await hasServiceMonitorCrd(kube).catch(() => false));
+  const rendered = renderDaemonSet({
+    ...daemonOptions,
+    baselineConfigMaps: await keptBaselines(deps, { namespace, name, caCert: ca.caCert }),
+    serviceMonitor,
+    nodeBoundTokens: await bindsTokensToNodes(deps),
+    ca,
+    runId,
+    invocationId,
+  });
+  // The CA Secret is kept as it is: its key is never rewritten (it is already what was read).
+  const objects = rendered.objects.filter((o) => o.kind !== "Secret");
+  await runGate(createAccessReviewer(kube), {
+    namespace,
+    mode: "prefix",
+    serviceAccount: "",
+    ownsOutput: false,
+    caller: [
+      ...installCallerChecks(rendered, namespace),
+      ...objects.map((o) => ({ verb: "patch", ...resourceOf(o.kind, namespace) })),
+    ],
+    log,
+    concurrency: 64,
+  });
+  return { runId, ca, objects };
+}
+
+/** The installed DaemonSet, refused when absent or when aicr did not install it. */
+async function readUpgradable(
+  kube: InstallDeps["kube"],
+  namespace: string,
+  name: string,
+): Promise<KubeObject> {
+  const existing = await kube.get<KubeObject>("DaemonSet", namespace, name, { timeoutMs: 10_000 });
+  if (!existing) {
+    throw new NotFoundError(
+      `Cannot upgrade the daemon '${namespace}/${name}': it is not installed`,
+      { details: [`  install it: aicr daemonset install -n ${namespace}`] },
+    );
+  }
+  const labels = existing.metadata?.labels;
+  if (!isDaemonObject(labels, name) || labels?.[LABEL_MANAGED_BY] !== "aicr") {
+    throw new ConflictError(
+      `Cannot upgrade the daemon '${namespace}/${name}': its DaemonSet is managed by '${
+        labels?.[LABEL_MANAGED_BY] ?? "(nobody)"
+      }', not by aicr`,
+      { details: ["  a Helm release upgrades with: helm upgrade <release> charts/aicr"] },
+    );
+  }
+  return existing;
+}
+
+/** Rolls a failed upgrade back and returns the error that says what failed and what is left. */
+async function rollBackAndExplain(
+  deps: InstallDeps,
+  options: UpgradeOptions,
+  state: {
+    name: string;
+    ca: RenderCa;
+    fromImage: string;
+    toImage: string;
+    failure: RolloutFailure | undefined;
+    cause: unknown;
+    restore: Parameters<typeof rollBack>[1];
+  },
+): Promise<Error> {
+  const { name, ca, fromImage, toImage, failure, cause } = state;
+  const { namespace } = options;
+  const restored = await rollBack(deps, state.restore);
   const back = restored.left.length === 0
     ? await waitForRollout(deps, {
       ...options,
@@ -307,11 +356,11 @@ export async function upgradeDaemonSet(
       restored.left.join(", ")
     }; check with: aicr daemonset status -n ${namespace}`;
   if (failure?.kind === "interrupted") {
-    throw new InterruptedError("Upgrade interrupted; rolled back", { details: [rolledBack] });
+    return new InterruptedError("Upgrade interrupted; rolled back", { details: [rolledBack] });
   }
   if (!failure) {
     const message = cause instanceof Error ? cause.message.split("\n")[0] ?? "" : String(cause);
-    throw new DaemonUpgradeError(
+    return new DaemonUpgradeError(
       `Cannot upgrade the daemon '${namespace}/${name}': ${message}`,
       cause instanceof ToolError ? cause.code : "internal",
       [rolledBack],
@@ -320,7 +369,7 @@ export async function upgradeDaemonSet(
   if (failure.kind === "pull") {
     const pod = failure.pod;
     const meaning = explainPullFailure(pod.waitingMessage, options.imagePullSecrets ?? []);
-    throw new DaemonUpgradeError(
+    return new DaemonUpgradeError(
       `Cannot upgrade the daemon '${namespace}/${name}' to ${toImage}: its image could not be pulled on node '${pod.node}' (${
         pod.detail ?? "ErrImagePull"
       })`,
@@ -332,7 +381,7 @@ export async function upgradeDaemonSet(
       ],
     );
   }
-  throw new DaemonUpgradeError(
+  return new DaemonUpgradeError(
     `Cannot upgrade the daemon '${namespace}/${name}' to ${toImage}: the rolling update did not finish within ${
       Math.round((options.timeoutMs ?? 300_000) / 1000)
     }s`,
@@ -514,41 +563,17 @@ async function waitForRollout(
     const at = now().getTime();
     const badDaemon = listed.pods.find((p) => p.image === image && pullFailed(p.pod, p.detail, at));
     if (badDaemon) return { failure: { kind: "pull", pod: badDaemon } };
-    const badSigner = signerPods.find((p) => {
-      const waiting = p.status?.containerStatuses?.[0]?.state?.waiting;
-      return p.spec?.containers?.[0]?.image === image && !p.metadata?.deletionTimestamp &&
-        pullFailed(p.metadata?.name ?? "", waiting?.reason, at);
-    });
-    if (badSigner) {
-      const waiting = badSigner.status?.containerStatuses?.[0]?.state?.waiting;
-      return {
-        failure: {
-          kind: "pull",
-          pod: {
-            node: badSigner.spec?.nodeName ?? "",
-            pod: badSigner.metadata?.name ?? "",
-            ...(waiting?.reason ? { detail: waiting.reason } : {}),
-            ...(waiting?.message ? { waitingMessage: waiting.message } : {}),
-          },
-        },
-      };
-    }
+    const badSigner = signerPullFailure(
+      signerPods,
+      image,
+      (p, reason) => pullFailed(p, reason, at),
+    );
+    if (badSigner) return { failure: { kind: "pull", pod: badSigner } };
     const daemonsDone = daemonSetRolledOut(ds) &&
       listed.pods.every((p) => p.image === image && p.ready);
     const signerDone = deployment === undefined || deploymentRolledOut(deployment);
     if (daemonsDone && signerDone) return { pods: listed.pods };
-    const waiting = [
-      ...listed.pods.filter((p) => p.image !== image || !p.ready).map((p) =>
-        `${p.node}: ${p.pod} ${
-          p.image !== image ? `still ${p.image ?? "?"}` : p.detail ?? "not Ready"
-        }`
-      ),
-      ...(signerDone ? [] : [
-        `signer: ${deployment?.status?.updatedReplicas ?? 0}/${
-          deployment?.spec?.replicas ?? 0
-        } updated, ${deployment?.status?.availableReplicas ?? 0} available`,
-      ]),
-    ];
+    const waiting = rolloutWaiting(listed.pods, image, signerDone ? undefined : deployment);
     const line = `${listed.pods.filter((p) => p.image === image && p.ready).length}/${
       ds?.status?.desiredNumberScheduled ?? 0
     }`;
@@ -559,4 +584,45 @@ async function waitForRollout(
     if (at >= deadline) return { failure: { kind: "timeout", waiting } };
     await sleep(pollMs, signal);
   }
+}
+
+/** The signer pod that cannot pull `image`, as a daemon pod's state, if one. */
+function signerPullFailure(
+  pods: readonly PodLike[],
+  image: string,
+  pullFailed: (pod: string, reason: string | undefined) => boolean,
+): PulledPod | undefined {
+  const bad = pods.find((p) => {
+    const waiting = p.status?.containerStatuses?.[0]?.state?.waiting;
+    return p.spec?.containers?.[0]?.image === image && !p.metadata?.deletionTimestamp &&
+      pullFailed(p.metadata?.name ?? "", waiting?.reason);
+  });
+  if (!bad) return undefined;
+  const waiting = bad.status?.containerStatuses?.[0]?.state?.waiting;
+  return {
+    node: bad.spec?.nodeName ?? "",
+    pod: bad.metadata?.name ?? "",
+    ...(waiting?.reason ? { detail: waiting.reason } : {}),
+    ...(waiting?.message ? { waitingMessage: waiting.message } : {}),
+  };
+}
+
+/** What the rollout still waits for: daemons not on `image` or not Ready, the signer when not done. */
+function rolloutWaiting(
+  pods: readonly DaemonPodState[],
+  image: string,
+  signer: Workload | undefined,
+): string[] {
+  return [
+    ...pods.filter((p) => p.image !== image || !p.ready).map((p) =>
+      `${p.node}: ${p.pod} ${
+        p.image !== image ? `still ${p.image ?? "?"}` : p.detail ?? "not Ready"
+      }`
+    ),
+    ...(signer === undefined ? [] : [
+      `signer: ${signer.status?.updatedReplicas ?? 0}/${signer.spec?.replicas ?? 0} updated, ${
+        signer.status?.availableReplicas ?? 0
+      } available`,
+    ]),
+  ];
 }
