@@ -23,7 +23,7 @@ import { REPO_ROOT } from "../cluster/cluster.ts";
 import { createNamespace, waitFor } from "../cluster/harness.ts";
 import { buildTools } from "../cluster/tools.ts";
 import { gated } from "../_gated.ts";
-import { laneUnavailable, type RealNodeEnv, useRealNodeLane } from "./harness.ts";
+import { laneUnavailable, PULL_SECRET, type RealNodeEnv, useRealNodeLane } from "./harness.ts";
 
 const NAME = "real-kubelet lane: a real Prometheus scrapes the daemons and the drift alert fires";
 
@@ -134,6 +134,8 @@ Deno.test(gated(gate, {
     const cpuNode = env.nodes.find((n) => !n.gpu)!.name;
     const dir = await mkdtemp(join(REPO_ROOT, ".cluster-runs", "prometheus-"));
     const ns = await createNamespace(admin, "rn-prom");
+    // A real kubelet pulls what it runs: the lane registry's aicr, through the pull secret.
+    await env.createPullSecret(ns);
     const ds = (...args: string[]) =>
       env.aicr(["daemonset", ...args, "--kubeconfig", kubeconfig, "-n", ns]);
     let prometheus: Deno.ChildProcess | undefined;
@@ -164,6 +166,10 @@ Deno.test(gated(gate, {
               "3s",
               "--timeout",
               "180s",
+              "--image",
+              env.image,
+              "--image-pull-secret",
+              PULL_SECRET,
             );
             assert.equal(install.code, 0, install.stderr);
             for (const node of [gpuNode, cpuNode]) {
