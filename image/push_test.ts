@@ -320,6 +320,27 @@ Deno.test("pushImage() without credentials for a registry that asks says where i
   });
 });
 
+Deno.test("pushImage() refused (403) with valid credentials names the registry and where they came from (exit 4)", async () => {
+  await withRegistry({ auth: "basic", mode: "forbidden" }, async (registry, host, dir) => {
+    const file = config(dir, host);
+    await assert.rejects(push(host, file), (error: Error & { exitCode?: number }) => {
+      assert.equal(error.exitCode, 4, error.message);
+      assert.match(
+        error.message,
+        new RegExp(
+          `^Cannot push to '${
+            host.replace(/\./g, "\\.")
+          }/team/aicr': the registry refused access to the credentials for '${
+            host.replace(/\./g, "\\.")
+          }' in '.*config\\.json' \\(HTTP 403, DENIED`,
+        ),
+      );
+      return true;
+    });
+    assert.equal(registry.tags.size, 0);
+  });
+});
+
 Deno.test("pushImage() refused (403), no repository (404), garbage and nothing listening: one line, its exit code", async () => {
   await withRegistry({ mode: "forbidden" }, async (_r, host) => {
     await assert.rejects(
