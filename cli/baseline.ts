@@ -16,7 +16,7 @@ import type { BaselineRunDeps, BaselineRunScope } from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
 import { DEFAULT_DAEMON_NAME, validateDaemonName } from "../manifests/mod.ts";
 import type { CliDeps } from "./context.ts";
-import { checkedNamespace, clusterDeps, connect, defineAction } from "./globals.ts";
+import { checkedNamespace, clusterDeps, defineAction } from "./globals.ts";
 import type { GlobalOptions, VerbContext } from "./globals.ts";
 
 interface SetFlags {
@@ -124,12 +124,7 @@ function scope(flags: { name: string }, globals: GlobalOptions): BaselineRunScop
 /** The library's dependencies: the cluster the root's flags name, streams, clock. */
 function baselineDeps(deps: CliDeps, context: VerbContext): BaselineRunDeps {
   // The baseline verbs create nothing to clean up: a signal ends the request in flight.
-  let kube: ReturnType<typeof connect> | undefined;
-  return {
-    ...clusterDeps(deps, context),
-    connect: () => (kube ??= connect(deps, context.globals, { interruptible: true })),
-    cwd: deps.cwd,
-  };
+  return { ...clusterDeps(deps, context, { interruptible: true }), cwd: deps.cwd };
 }
 
 /**

@@ -56,7 +56,8 @@ export function cleanupCommand(deps: CliDeps): Command {
     .option("--dry-run", "only list what would be deleted", false);
   return defineAction(addReportOptions(command), deps, async (flags: CleanupFlags, context) => {
     const { runId, namespace, dryRun } = cleanupOptions(flags, context.globals);
-    await runCleanup(clusterDeps(deps, context), {
+    // Interrupted, a sweep stops where it is (exit 130); running it again removes the rest.
+    await runCleanup(clusterDeps(deps, context, { interruptible: true }), {
       runId,
       namespace,
       dryRun,

@@ -361,12 +361,18 @@ export function defineAction<F>(
  *
  * @param deps CLI dependencies
  * @param context the root's flags and the logger
+ * @param options `interruptible`: SIGINT/SIGTERM ends every request (a verb with nothing to
+ *   clean up after the signal: the baseline verbs, `cleanup`, whose re-run sweeps the rest)
  * @returns the verbs' dependencies
  */
-export function clusterDeps(deps: CliDeps, context: VerbContext): ClusterRunDeps {
+export function clusterDeps(
+  deps: CliDeps,
+  context: VerbContext,
+  options: { interruptible?: boolean } = {},
+): ClusterRunDeps {
   let kube: ReturnType<typeof connect> | undefined;
   return {
-    connect: () => (kube ??= connect(deps, context.globals)),
+    connect: () => (kube ??= connect(deps, context.globals, options)),
     log: context.log,
     stdout: deps.stdout,
     stderr: deps.stderr,
