@@ -1,7 +1,7 @@
 /**
  * Issue #28 (1): SIGINT/SIGTERM ends the short cluster verbs while the API server holds their
- * request, on the real cluster: `daemonset baseline list`, `get`, `delete --all` and
- * `set -f` each have one request held 20 s by the fault proxy; the signal, sent once the request
+ * request, on the real cluster: `daemonset baseline list`, `get`, `delete --all`, `set -f` and
+ * `cleanup --run-id` each have one request held 20 s by the fault proxy; the signal, sent once the request
  * is held, ends the verb with exit 130 within a few seconds (not after the hold), naming the
  * signal, and nothing is written. (`snapshot`'s phases: `signals_test.ts`; `daemonset fetch`:
  * `tests/e2e/daemonset_test.ts`; `-o` a FIFO: `output_paths_test.ts`.)
@@ -19,7 +19,7 @@ const FIXTURE = fileURLToPath(
 const HOLD_MS = 20_000;
 
 Deno.test({
-  name: "reliability: signals end the baseline verbs while the API server holds them",
+  name: "reliability: signals end the baseline verbs and cleanup while the API server holds them",
   ignore: !ENABLED,
   sanitizeOps: false,
   sanitizeResources: false,
@@ -28,11 +28,19 @@ Deno.test({
     const proxies: FaultProxy[] = [];
     try {
       const ns = await suite.namespace("rel-verb-signals");
+      const baseline = (...args: string[]) => ["daemonset", "baseline", ...args];
       const cases: [string, string[], RegExp, Deno.Signal][] = [
-        ["baseline list", ["list"], /\/configmaps\?/, "SIGTERM"],
-        ["baseline get", ["get"], /\/configmaps\?/, "SIGINT"],
-        ["baseline delete --all", ["delete", "--all"], /\/configmaps\?/, "SIGTERM"],
-        ["baseline set -f", ["set", "-f", FIXTURE], /\/(secrets|configmaps)\b/, "SIGINT"],
+        ["baseline list", baseline("list"), /\/configmaps\?/, "SIGTERM"],
+        ["baseline get", baseline("get"), /\/configmaps\?/, "SIGINT"],
+        ["baseline delete --all", baseline("delete", "--all"), /\/configmaps\?/, "SIGTERM"],
+        ["baseline set -f", baseline("set", "-f", FIXTURE), /\/(secrets|configmaps)\b/, "SIGINT"],
+        // A sweep stops where it is; run again, it removes the rest.
+        [
+          "cleanup --run-id",
+          ["cleanup", "--run-id", "20261205-120000-0123456789abcdef"],
+          /labelSelector=/,
+          "SIGTERM",
+        ],
       ];
       const results: { what: string; code: number; seconds: number }[] = [];
       for (const [what, args, path, signal] of cases) {
@@ -49,8 +57,6 @@ Deno.test({
             onMatch: () => held(),
           });
           const run = spawnAicr([
-            "daemonset",
-            "baseline",
             ...args,
             "--kubeconfig",
             proxy.kubeconfig,
