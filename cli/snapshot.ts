@@ -231,6 +231,105 @@ function addRunModeFlags(command: Command): Command {
 }
 
 /**
+ * The help headings of `aicr snapshot`, in the order they print, by long flag: the Job verb's
+ * own flags first; the files this CLI reads and merges; the other modes. A flag not listed stays
+ * under "Options:".
+ */
+const SNAPSHOT_HELP_GROUPS: readonly (readonly [string, readonly string[]])[] = [
+  ["Output Options:", [
+    "--output",
+    "--format",
+    "--template",
+    "--max-nodes-per-entry",
+    "--redact",
+    "--redact-key-file",
+  ]],
+  ["Agent Job Options:", [
+    "--image",
+    "--image-platforms",
+    "--image-pull-secret",
+    "--job-name",
+    "--service-account-name",
+    "--node-selector",
+    "--toleration",
+    "--require-gpu",
+    "--runtime-class",
+    "--privileged",
+    "--os",
+    "--requests",
+    "--limits",
+    "--timeout",
+    "--no-cleanup",
+    "--run-id",
+    "--create-namespace",
+  ]],
+  ["Provider Data Options (files this CLI reads, merged into the K8s measurement):", [
+    "--oke-addons",
+    "--aks-gpu-pools",
+    "--gke-gpu-pools",
+  ]],
+  ["Other Modes (each instead of a run):", [
+    "--dry-run",
+    "--offline",
+    "--config",
+    "--add-roles-to-service-account",
+    "--from-daemonset",
+    "--render-cronjob",
+    "--schedule",
+    "--keep-last",
+    "--discover-network",
+    "--cluster-config",
+  ]],
+];
+
+/**
+ * Flags only a local collection reads (`aicr agent`, or this verb inside the agent pod): hidden
+ * from the Job verb's help, and refused on its command line, where they would change nothing.
+ */
+const LOCAL_COLLECTION_FLAGS: readonly string[] = ["--host-root", "--systemd-unit"];
+
+/** Puts the Job verb's flags under their headings and hides the local-collection ones. */
+function groupSnapshotHelp(command: Command): Command {
+  const groupOf = new Map(
+    SNAPSHOT_HELP_GROUPS.flatMap(([heading, flags]) => flags.map((flag) => [flag, heading])),
+  );
+  // Commander prints the groups in the order their first flag was added: add the order here.
+  const order = SNAPSHOT_HELP_GROUPS.flatMap(([, flags]) => flags);
+  const rank = (long: string | undefined) => {
+    const at = order.indexOf(long ?? "");
+    return at < 0 ? order.length : at;
+  };
+  // The array is commander's own (typed readonly); parsing does not depend on its order.
+  (command.options as Option[]).sort((a, b) => rank(a.long) - rank(b.long));
+  for (const option of command.options) {
+    if (LOCAL_COLLECTION_FLAGS.includes(option.long ?? "")) option.hideHelp();
+    const heading = groupOf.get(option.long ?? "");
+    if (heading) option.helpGroup(heading);
+  }
+  return command.addHelpText(
+    "after",
+    `\nLocal collection flags (${LOCAL_COLLECTION_FLAGS.join(", ")}) belong to 'aicr agent'\n` +
+      "(see aicr agent --help): the agent pod reads its own node.",
+  );
+}
+
+/**
+ * A local-collection flag typed on a Job run would change nothing (the pod reads its own node):
+ * refused, naming the verb that takes it. Inside the agent pod they still work.
+ */
+function refuseLocalCollectionFlags(command: Command, deps: CliDeps): void {
+  if (deps.env("AICR_AGENT_MODE") === "true") return;
+  for (const option of command.options) {
+    const long = option.long ?? "";
+    if (!LOCAL_COLLECTION_FLAGS.includes(long)) continue;
+    if (command.getOptionValueSource(option.attributeName()) !== "cli") continue;
+    throw new UsageError(
+      `Cannot use '${long}' with a Job run as the agent pod reads its own node: collect this host with 'aicr agent ${long} ...'`,
+    );
+  }
+}
+
+/**
  * The `snapshot` command.
  *
  * @param deps CLI dependencies
@@ -240,7 +339,7 @@ export function snapshotCommand(deps: CliDeps): Command {
   const command = new Command("snapshot").description(
     "deploy the aicr agent Job on a node, wait, and write its snapshot to stdout, a file or cm://<namespace>/<name>",
   );
-  addSnapshotFlags(addLocalAgentFlags(command));
+  groupSnapshotHelp(addSnapshotFlags(addLocalAgentFlags(command)));
   const seen = new Map<string, number>();
   for (const flag of SINGLE_VALUE_FLAGS) {
     command.on(`option:${flag}`, () => {
@@ -258,6 +357,7 @@ export function snapshotCommand(deps: CliDeps): Command {
       log: { prefixFromEnv: true },
       complete: async (cmd) => {
         rejectRepeatedGlobal(cmd, "namespace");
+        refuseLocalCollectionFlags(cmd, deps);
         const flags = cmd.opts() as SnapshotFlags;
         if (flags.config === undefined) return;
         await applySnapshotConfig(cmd, flags as unknown as Record<string, unknown>, {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { NOOP_LOGGER } from "../log.ts";
+import { NoKubeconfigError } from "../kube/mod.ts";
 import type { CliDeps } from "./context.ts";
 import { runCli } from "./mod.ts";
 
@@ -92,6 +93,16 @@ const BAD_INPUT: { name: string; args: string[]; message: RegExp }[] = [
     args: ["--cluster-config", "c.yaml"],
     message: /--cluster-config/,
   },
+  {
+    name: "--host-root, which only a local collection reads",
+    args: ["--host-root", "/srv/fixture"],
+    message: /Cannot use '--host-root' with a Job run .*'aicr agent --host-root \.\.\.'/,
+  },
+  {
+    name: "--systemd-unit, which only a local collection reads",
+    args: ["--systemd-unit", "crio"],
+    message: /Cannot use '--systemd-unit' with a Job run/,
+  },
 ];
 
 for (const { name, args, message } of BAD_INPUT) {
@@ -177,4 +188,73 @@ Deno.test("global flags are declared once on the root and reach every verb, befo
     assert.match(err.join(""), /'--namespace' as it must be a DNS-1123 label/, args.join(" "));
     assert.equal(connects.length, 0);
   }
+});
+
+/** The flags listed under each heading of a help text (a heading ends with ':'). */
+function helpGroups(help: string): Map<string, string[]> {
+  const groups = new Map<string, string[]>();
+  let heading = "";
+  for (const line of help.split("\n")) {
+    if (/^\S.*:$/.test(line)) heading = line;
+    const flag = /^ {2}(?:-\w, )?(--[\w-]+)/.exec(line)?.[1];
+    if (flag && heading) groups.set(heading, [...(groups.get(heading) ?? []), flag]);
+  }
+  return groups;
+}
+
+Deno.test("aicr snapshot --help groups the Job verb's flags and hides the local-collection ones", async () => {
+  const { deps, out } = fakeDeps();
+  assert.equal(await runCli(["snapshot", "--help"], deps), 0);
+  const help = out.join("");
+  const groups = helpGroups(help);
+  assert.deepEqual([...groups.keys()], [
+    "Output Options:",
+    "Agent Job Options:",
+    "Provider Data Options (files this CLI reads, merged into the K8s measurement):",
+    "Other Modes (each instead of a run):",
+    "Options:",
+    "Global Options:",
+  ]);
+  for (const flag of ["--image", "--node-selector", "--timeout", "--privileged", "--run-id"]) {
+    assert.ok(groups.get("Agent Job Options:")?.includes(flag), flag);
+  }
+  assert.deepEqual(groups.get("Output Options:")?.slice(0, 2), ["--output", "--format"]);
+  assert.deepEqual(
+    groups.get("Provider Data Options (files this CLI reads, merged into the K8s measurement):"),
+    ["--oke-addons", "--aks-gpu-pools", "--gke-gpu-pools"],
+  );
+  assert.deepEqual(groups.get("Options:"), ["--help"]);
+  const listed = [...groups.values()].flat();
+  for (const flag of ["--host-root", "--systemd-unit"]) {
+    assert.ok(!listed.includes(flag), `${flag} is not a Job flag`);
+  }
+  // They are named once, pointing at the verb that takes them.
+  assert.match(
+    help,
+    /Local collection flags \(--host-root, --systemd-unit\) belong to 'aicr agent'/,
+  );
+
+  const agent = fakeDeps();
+  assert.equal(await runCli(["agent", "--help"], agent.deps), 0);
+  const agentFlags = [...helpGroups(agent.out.join("")).values()].flat();
+  for (const flag of ["--host-root", "--systemd-unit"]) assert.ok(agentFlags.includes(flag), flag);
+});
+
+Deno.test("aicr snapshot inside the agent pod still takes --host-root and --systemd-unit", async () => {
+  const { deps, err } = fakeDeps();
+  const hosts: (string | undefined)[] = [];
+  const code = await runCli(["snapshot", "--host-root", "/srv/fixture", "--systemd-unit", "crio"], {
+    ...deps,
+    env: (name) => name === "AICR_AGENT_MODE" ? "true" : undefined,
+    connectKube: () => {
+      throw new NoKubeconfigError();
+    },
+    collectorDeps: ({ hostRoot }) => {
+      hosts.push(hostRoot);
+      throw new Error("collection reached");
+    },
+  });
+  assert.notEqual(code, 2, err.join(""));
+  assert.doesNotMatch(err.join(""), /with a Job run/);
+  assert.deepEqual(hosts, ["/srv/fixture"], err.join(""));
 });
