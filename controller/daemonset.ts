@@ -320,6 +320,16 @@ export async function runUninstall(
         ),
       };
     }
+    if (dryRun) {
+      // A dry run found what an uninstall would delete: say so, never "uninstalled".
+      log.info(
+        result.swept.length === 0
+          ? "dry run: nothing is installed, nothing would be deleted"
+          : "dry run: the uninstall would delete these objects; nothing was deleted",
+        { namespace, name, objects: result.swept.length, csrs: result.csrs.length },
+      );
+      return { content };
+    }
     log.info(result.swept.length === 0 ? "uninstall: nothing was installed" : "uninstalled", {
       namespace,
       name,

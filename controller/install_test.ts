@@ -9,6 +9,7 @@ import { createFakeKube } from "../tests/fakes/kube.ts";
 import { installCallerChecks, installDaemonSet } from "./install.ts";
 import { makeDaemonCa, renderDaemonSet } from "./render.ts";
 import { uninstallDaemonSet } from "./uninstall.ts";
+import { runUninstall } from "./daemonset.ts";
 import { grantableBaselines } from "./baseline_trust.ts";
 import { signBaseline } from "../snapshot/mod.ts";
 import { generateDaemonCa } from "../x509.ts";
@@ -845,4 +846,41 @@ Deno.test("install: names the targeted nodes the image's architectures leave out
   );
   assert.match(formatError(error), /say so with imagePlatforms/);
   assert.equal(arm.calls.filter((c) => c.method === "create").length, 0);
+});
+
+Deno.test("runUninstall() --dry-run says 'would delete' for each object, ends with a dry-run summary, deletes nothing", async () => {
+  const fake = fakeCluster();
+  await installDaemonSet(deps(fake), OPTIONS);
+  const before = [...fake.objects.keys()].sort();
+  const lines: string[] = [];
+  const uninstall = (dryRun: boolean) =>
+    runUninstall({
+      connect: () => fake.client,
+      log: createLogger({ write: (t) => void lines.push(...t.split("\n").filter(Boolean)) }),
+      stdout: { write: () => {} },
+      stderr: { write: () => {} },
+      now: () => NOW,
+      randomHex: () => "0".repeat(16),
+      signal: new AbortController().signal,
+    }, { namespace: "aicr-system", name: "aicr-daemon", timeoutMs: 1000, dryRun, reports: {} });
+  await uninstall(true);
+  assert.deepEqual([...fake.objects.keys()].sort(), before, "nothing was deleted");
+  assert.equal(fake.calls.filter((c) => c.method === "deleteIfUid").length, 0);
+  const wouldDelete = lines.filter((l) => l.startsWith("would delete "));
+  assert.equal(wouldDelete.length, 19, lines.join("\n"));
+  assert.ok(wouldDelete.some((l) => l.includes("kind=DaemonSet") && l.includes("aicr-daemon")));
+  assert.match(
+    lines.at(-1) ?? "",
+    /dry run: the uninstall would delete these objects; nothing was deleted .*objects=19/,
+  );
+  assert.ok(!lines.some((l) => /uninstalled|deleted=/.test(l)), lines.join("\n"));
+
+  // The real one deletes them all and says so; a dry run after it finds nothing.
+  lines.length = 0;
+  await uninstall(false);
+  assert.match(lines.at(-1) ?? "", /uninstalled .*deleted=19/);
+  lines.length = 0;
+  await uninstall(true);
+  assert.deepEqual(lines.filter((l) => l.startsWith("would delete ")), []);
+  assert.match(lines.at(-1) ?? "", /dry run: nothing is installed, nothing would be deleted/);
 });
