@@ -634,21 +634,26 @@ Deno.test({
         assert.deepEqual(await leftovers(admin, ns), before);
       });
 
-      await t.step("uninstall --dry-run says what it would delete and deletes nothing", async () => {
-        const before = await leftovers(admin, ns);
-        assert.ok(before.length > 0);
-        const run = await ds("uninstall", "--dry-run");
-        assert.equal(run.code, 0, run.stderr);
-        const wouldDelete = run.stderr.split("\n").filter((l) => l.includes("would delete kind="));
-        assert.ok(wouldDelete.some((l) => l.includes("kind=DaemonSet")), run.stderr);
-        assert.ok(wouldDelete.some((l) => l.includes("kind=ClusterRole ")), run.stderr);
-        assert.match(
-          run.stderr,
-          /dry run: the uninstall would delete these objects; nothing was deleted .*objects=\d+/,
-        );
-        assert.doesNotMatch(run.stderr, /uninstalled|deleted=/);
-        assert.deepEqual(await leftovers(admin, ns), before);
-      });
+      await t.step(
+        "uninstall --dry-run says what it would delete and deletes nothing",
+        async () => {
+          const before = await leftovers(admin, ns);
+          assert.ok(before.length > 0);
+          const run = await ds("uninstall", "--dry-run");
+          assert.equal(run.code, 0, run.stderr);
+          const wouldDelete = run.stderr.split("\n").filter((l) =>
+            l.includes("would delete kind=")
+          );
+          assert.ok(wouldDelete.some((l) => l.includes("kind=DaemonSet")), run.stderr);
+          assert.ok(wouldDelete.some((l) => l.includes("kind=ClusterRole ")), run.stderr);
+          assert.match(
+            run.stderr,
+            /dry run: the uninstall would delete these objects; nothing was deleted .*objects=\d+/,
+          );
+          assert.doesNotMatch(run.stderr, /uninstalled|deleted=/);
+          assert.deepEqual(await leftovers(admin, ns), before);
+        },
+      );
 
       await t.step("uninstall removes every object, namespaced and cluster-scoped", async () => {
         const run = await ds("uninstall");
