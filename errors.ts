@@ -16,6 +16,8 @@ export const EXIT_CODE_TABLE = {
   ok: { code: 0, help: "success" },
   /** `aicr diff --fail-on-drift` found drift (like `kubectl diff`). */
   drift: { code: 1, help: "drift found (aicr diff --fail-on-drift)" },
+  /** `aicr cleanup` without `--run-id` found runs that left objects (like `grep`: found is 1). */
+  leftovers: { code: 1, help: "runs left objects behind (aicr cleanup without --run-id)" },
   /** Invalid input: flags, files, documents. */
   usage: { code: 2, help: "invalid input (flags, files, documents)" },
   /** A conflicting object or directory already exists (upstream maps CONFLICT to 2). */

@@ -24,6 +24,8 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     "aicr agent --require-gpu -t json -o host.json",
   ],
   cleanup: [
+    "# Which runs left objects, in every namespace, and the command that removes each (exit 1 if any)",
+    "aicr cleanup",
     "# See, then remove, what a killed run left (its run ID is in its first lines)",
     "aicr cleanup --run-id 20260102-150405-0123456789abcdef -n gpu-operator --dry-run",
     "aicr cleanup --run-id 20260102-150405-0123456789abcdef -n gpu-operator --report cleanup.json",

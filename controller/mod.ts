@@ -18,6 +18,8 @@
 export { deploySnapshot } from "./deploy.ts";
 export type { AgentJobKnobs } from "./deploy.ts";
 export { runCleanup } from "./sweep.ts";
+export { runLeftoverListing } from "./leftovers.ts";
+export type { LeftoverRun } from "./leftovers.ts";
 export { makeDaemonCa, renderDaemonSet } from "./render.ts";
 export type { DaemonSetOptions } from "./render.ts";
 export { DEFAULT_MAX_ANSWER_BYTES, fetchFleet, FLEET_TRANSPORTS } from "./fleet.ts";

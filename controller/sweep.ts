@@ -44,7 +44,7 @@ const RUN_KINDS: ReadonlySet<KindName> = new Set([
 ]);
 
 /** The kinds a sweep visits, in the one deletion order (`DELETE_ORDER`). */
-const SWEPT_KINDS: readonly KindName[] = DELETE_ORDER.filter((kind) => RUN_KINDS.has(kind));
+export const SWEPT_KINDS: readonly KindName[] = DELETE_ORDER.filter((kind) => RUN_KINDS.has(kind));
 
 /** Options of {@link sweepRun}. */
 export interface SweepOptions {

@@ -297,11 +297,13 @@ function rows(): Row[] {
       code: 2,
       message: /^error: Cannot use '--run-id'/m,
     },
+    // Without --run-id, cleanup lists the runs that left objects (tests/e2e/cleanup_test.ts).
     {
-      name: "cleanup without a run ID",
-      args: ["cleanup", "--kubeconfig", "KC", "-n", "NS"],
+      name: "cleanup with an empty run ID",
+      args: ["cleanup", "--kubeconfig", "KC", "-n", "NS", "--run-id", ""],
       code: 2,
-      message: /required option '--run-id <id>'/,
+      message:
+        /^error: Cannot use '--run-id' as it must be <YYYYMMDD-HHMMSS>-<16 hex>: current value is ''/m,
     },
     // The controller-side projection files (read before the cluster is contacted).
     {
