@@ -80,7 +80,7 @@ export interface Substitutions {
   exact: { value: string; expr: string }[];
   /** Substrings replaced by an expression wherever they occur in a string. */
   strings: { sentinel: string; expr: string }[];
-  /** Numbers replaced by an expression (a port); their decimal text too, in strings. */
+  /** Numbers replaced by an expression (a port); their decimal text too, in strings, where whole. */
   numbers: { sentinel: number; expr: string }[];
   /**
    * Subtrees the user gives whole: a map holding the sentinel key, or a list holding the
@@ -107,19 +107,31 @@ function blockOf(value: unknown, subs: Substitutions): TBlock | undefined {
   return hit ? { kind: "block", expr: hit.expr } : undefined;
 }
 
+/**
+ * Where `digits` first stands as a whole number in `text` (no digit either side), or -1: a
+ * replica count of 9 is in `--replicas=9`, not in `96Mi`.
+ */
+export function wholeNumberAt(text: string, digits: string): number {
+  const isDigit = (c: string | undefined) => c !== undefined && c >= "0" && c <= "9";
+  for (let at = text.indexOf(digits); at >= 0; at = text.indexOf(digits, at + 1)) {
+    if (!isDigit(text[at - 1]) && !isDigit(text[at + digits.length])) return at;
+  }
+  return -1;
+}
+
 function stringExpr(value: string, subs: Substitutions): TExpr | string {
   const exact = subs.exact.find((e) => e.value === value);
   if (exact) return { kind: "expr", parts: [{ expr: exact.expr }], type: "string" };
   const needles = [
-    ...subs.strings.map((s) => ({ text: s.sentinel, expr: s.expr })),
-    ...subs.numbers.map((n) => ({ text: String(n.sentinel), expr: n.expr })),
+    ...subs.strings.map((s) => ({ text: s.sentinel, expr: s.expr, number: false })),
+    ...subs.numbers.map((n) => ({ text: String(n.sentinel), expr: n.expr, number: true })),
   ];
   const parts: TExpr["parts"] = [];
   let rest = value;
   for (;;) {
     let first: { at: number; text: string; expr: string } | undefined;
     for (const needle of needles) {
-      const at = rest.indexOf(needle.text);
+      const at = needle.number ? wholeNumberAt(rest, needle.text) : rest.indexOf(needle.text);
       if (at >= 0 && (first === undefined || at < first.at)) first = { at, ...needle };
     }
     if (!first) break;
