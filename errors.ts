@@ -59,6 +59,16 @@ export const EXIT_CODE_TABLE = {
     code: 10,
     help: "untrusted: the snapshot read is not the one this run's agent reported writing",
   },
+  /**
+   * A snapshot or baseline source given as an `http(s)://` URL could not be fetched: the name did
+   * not resolve, the connection was refused or cut, TLS failed, no answer in time, or the server
+   * answered an error status (404 is {@link EXIT_CODE_TABLE.notFound}). Never the API server's.
+   */
+  urlSource: {
+    code: 11,
+    help:
+      "a snapshot or baseline URL cannot be fetched (DNS, connection, TLS, timeout, HTTP status)",
+  },
   /** Interrupted by SIGINT or SIGTERM (after cleanup ran). */
   interrupted: { code: 130, help: "interrupted (cleanup ran)" },
 } as const;
@@ -268,6 +278,18 @@ export class UntrustedSnapshotError extends ToolError {
   constructor(message: ErrorText, options: ToolErrorOptions = {}) {
     super(message, "untrusted", 502, options);
     this.name = "UntrustedSnapshotError";
+  }
+}
+
+/**
+ * A snapshot or baseline URL could not be fetched (exit 11, HTTP 502): the message names the URL
+ * (credentials and query values redacted) and what failed (DNS, refused, TLS, timeout, status).
+ */
+export class UrlSourceError extends ToolError {
+  /** @param message the URL and what failed */
+  constructor(message: ErrorText, options: ToolErrorOptions = {}) {
+    super(message, "urlSource", 502, options);
+    this.name = "UrlSourceError";
   }
 }
 

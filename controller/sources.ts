@@ -13,7 +13,13 @@ import process from "node:process";
 import { Buffer } from "node:buffer";
 import http from "node:http";
 import https from "node:https";
-import { NotFoundError, TimeoutError, ToolError, UnavailableError, UsageError } from "../errors.ts";
+import {
+  NotFoundError,
+  ToolError,
+  UnavailableError,
+  UrlSourceError,
+  UsageError,
+} from "../errors.ts";
 import { concatBytes, writeFileAtomic } from "../io.ts";
 import { redactUrl } from "../redact.ts";
 import type { SnapshotSourceLoader } from "../snapshot/mod.ts";
@@ -158,26 +164,23 @@ async function readUrlBounded(
     });
   }
   for (let redirects = 0;; redirects++) {
-    const answer = await getOnce(current, maxBytes, { ...options, signal: deadline }).catch(
+    const target = current;
+    const answer = await getOnce(target, maxBytes, { ...options, signal: deadline }).catch(
       (error: unknown) => {
-        if (deadline.aborted) {
-          throw new TimeoutError(
-            `Cannot read snapshot '${shown}': no complete answer within ${
-              Math.round(options.timeoutMs / 1000)
-            }s`,
-          );
-        }
         if (error instanceof ToolError) throw error;
-        throw new UnavailableError(
-          `Cannot read snapshot '${shown}': ${error instanceof Error ? error.message : error}`,
-          { cause: error },
+        throw urlSourceError(
+          shown,
+          target,
+          deadline.aborted ? { timeoutMs: options.timeoutMs } : {
+            error,
+          },
         );
       },
     );
     if (answer.location && answer.status >= 300 && answer.status < 400) {
       const next = new URL(answer.location, current);
       if (redirects >= MAX_REDIRECTS) {
-        throw new UnavailableError(
+        throw new UrlSourceError(
           `Cannot read snapshot '${shown}': more than ${MAX_REDIRECTS} redirects`,
         );
       }
@@ -189,15 +192,107 @@ async function readUrlBounded(
       current = next;
       continue;
     }
-    if (answer.status === 404) {
-      throw new NotFoundError(`Cannot read snapshot '${shown}': HTTP 404`);
-    }
-    if (answer.status !== 200) {
-      throw new UnavailableError(`Cannot read snapshot '${shown}': HTTP ${answer.status}`);
-    }
+    if (answer.status !== 200) throw urlSourceError(shown, target, { status: answer.status });
     return answer.body;
   }
 }
+
+/** What went wrong with one URL read: a socket error, the deadline, or the answer's status. */
+export type UrlFailure = { error: unknown } | { timeoutMs: number } | { status: number };
+
+/** Node's error codes of a name that did not resolve. */
+const DNS_CODES = new Set(["ENOTFOUND", "EAI_AGAIN", "EAI_FAIL", "EAI_NONAME", "EAI_NODATA"]);
+/** Node's error codes of a TCP connection that failed or was cut, said for `host:port`. */
+const CONNECTION_FAILURES: Readonly<Record<string, (hostPort: string) => string>> = {
+  ECONNREFUSED: (at) => `the connection to ${at} was refused (nothing listens there)`,
+  ECONNRESET: (at) => `the connection to ${at} was cut before a complete answer`,
+  EPIPE: (at) => `the connection to ${at} was cut before a complete answer`,
+  EHOSTUNREACH: (at) => `${at} is unreachable (no route to the host)`,
+  ENETUNREACH: (at) => `${at} is unreachable (no route to its network)`,
+  ETIMEDOUT: (at) => `connecting to ${at} timed out`,
+};
+/** Node's error codes and code prefixes of a failed TLS handshake or an untrusted certificate. */
+const TLS_CODE_REGEXP =
+  /^(CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|ERR_TLS_|ERR_SSL_|EPROTO|HOSTNAME_MISMATCH)/;
+
+/** The advice Node appends to a certificate error: a runtime flag the binary's user cannot pass. */
+const NODE_CA_ADVICE_REGEXP = /;\s*if the root CA is installed locally.*$/s;
+
+/**
+ * The error for a URL source that could not be fetched: it names the URL (as shown, redacted)
+ * and what failed (DNS, refused, cut, TLS, timeout, HTTP status), with the fix; a 404 is a
+ * {@link NotFoundError} (exit 3), every other failure a {@link UrlSourceError} (exit 11), never
+ * the Kubernetes API server's exit code.
+ *
+ * @param shown the URL as messages show it (see `redactUrl`)
+ * @param url the URL requested (its host and port are named)
+ * @param failure the socket's error, the deadline, or the status
+ * @returns the error to throw
+ */
+export function urlSourceError(shown: string, url: URL, failure: UrlFailure): ToolError {
+  const head = `Cannot read snapshot '${shown}'`;
+  const host = url.hostname;
+  const hostPort = `${host}:${url.port || (url.protocol === "https:" ? "443" : "80")}`;
+  if ("status" in failure) {
+    const status = `HTTP ${failure.status}${STATUS_TEXT[failure.status] ?? ""}`;
+    if (failure.status === 404) return new NotFoundError(`${head}: the server answered ${status}`);
+    return new UrlSourceError(`${head}: the server answered ${status}`, {
+      details: ["  check the URL, and that the server serves it to this machine"],
+    });
+  }
+  if ("timeoutMs" in failure) {
+    return new UrlSourceError(
+      `${head}: timeout: no complete answer from ${hostPort} within ${
+        Math.round(failure.timeoutMs / 1000)
+      }s`,
+      { details: ["  check that the server answers (curl -sSfo /dev/null <URL>)"] },
+    );
+  }
+  const { error } = failure;
+  const code = String((error as { code?: unknown } | undefined)?.code ?? "");
+  const detail = error instanceof Error ? error.message : String(error);
+  if (DNS_CODES.has(code)) {
+    return new UrlSourceError(`${head}: DNS: the host name '${host}' does not resolve (${code})`, {
+      details: ["  check the URL's host name, and this machine's DNS"],
+    });
+  }
+  if (TLS_CODE_REGEXP.test(code)) {
+    // Node's own advice (a runtime flag) is no use to a user of the binary: the detail says the fix.
+    const reason = detail.replace(NODE_CA_ADVICE_REGEXP, "");
+    return new UrlSourceError(`${head}: TLS with ${hostPort} failed: ${reason} (${code})`, {
+      cause: error,
+      details: [
+        "  the server's certificate is not trusted here: add its CA with NODE_EXTRA_CA_CERTS=<ca.pem>, or use the URL the certificate names",
+      ],
+    });
+  }
+  const connection = CONNECTION_FAILURES[code];
+  return new UrlSourceError(
+    `${head}: ${
+      connection
+        ? `${connection(hostPort)} (${code})`
+        : `the request to ${hostPort} failed: ${detail}`
+    }`,
+    {
+      ...(connection ? {} : { cause: error }),
+      details: ["  check the URL's host and port, and that the server runs"],
+    },
+  );
+}
+
+/** Reason phrases of the statuses a file server commonly answers. */
+const STATUS_TEXT: Readonly<Record<number, string>> = {
+  400: " Bad Request",
+  401: " Unauthorized",
+  403: " Forbidden",
+  404: " Not Found",
+  410: " Gone",
+  429: " Too Many Requests",
+  500: " Internal Server Error",
+  502: " Bad Gateway",
+  503: " Service Unavailable",
+  504: " Gateway Timeout",
+};
 
 function getOnce(
   url: URL,

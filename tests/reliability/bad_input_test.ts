@@ -176,10 +176,11 @@ function rows(): Row[] {
         "--target",
         "http://127.0.0.1:9/b.yaml?sig=s3cret",
       ],
-      code: 6,
+      // A URL source's own exit code and wording (what failed, where), never the API server's.
+      code: 11,
       message:
-        /^error: Cannot read snapshot 'https?:\/\/(\*\*\*@)?127\.0\.0\.1:9\/[ab]\.yaml\?(token|sig)=\*\*\*/m,
-      absent: ["alice", "hunter2", "s3cret"],
+        /^error: Cannot read snapshot 'https?:\/\/(\*\*\*@)?127\.0\.0\.1:9\/[ab]\.yaml\?(token|sig)=\*\*\*(&x=\*\*\*)?': the connection to 127\.0\.0\.1:9 was refused \(nothing listens there\) \(ECONNREFUSED\)$/m,
+      absent: ["alice", "hunter2", "s3cret", "API server", "VPN"],
     },
     {
       name: "unknown --os",
