@@ -50,6 +50,8 @@ export function verbsFor(argv: readonly string[]): readonly Verb[] {
       if (ROOT_FLAGS_WITH_VALUE.has(word)) i++;
       continue;
     }
+    // The completion scripts' hidden verb needs no other verb (a shell waits on it).
+    if (word === "__complete") return [];
     const verb = VERBS.find((v) => v.name === word);
     return verb ? [verb] : VERBS;
   }

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { fakeCli } from "../tests/fakes/cli.ts";
 import { runCli } from "./mod.ts";
+import { createFakeKube } from "../tests/fakes/kube.ts";
+import { KubeApiError } from "../kube/mod.ts";
 
 const harness = () => fakeCli();
 
@@ -11,7 +13,11 @@ async function script(shell: string): Promise<string> {
 }
 
 /** Runs the bash completion for a command line (the last word is the one being completed). */
-async function complete(bashScript: string, words: string[]): Promise<string[]> {
+async function complete(
+  bashScript: string,
+  words: string[],
+  options: { cwd?: string; stderr?: string[] } = {},
+): Promise<string[]> {
   const program = [
     bashScript,
     `COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")})`,
@@ -19,8 +25,14 @@ async function complete(bashScript: string, words: string[]): Promise<string[]> 
     "_aicr_complete",
     'printf "%s\\n" "${COMPREPLY[@]}"',
   ].join("\n");
-  const out = await new Deno.Command("bash", { args: ["-c", program], stdout: "piped" }).output();
-  assert.equal(out.code, 0);
+  const out = await new Deno.Command("bash", {
+    args: ["-c", program],
+    stdout: "piped",
+    stderr: "piped",
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  options.stderr?.push(new TextDecoder().decode(out.stderr));
   return new TextDecoder().decode(out.stdout).split("\n").filter(Boolean).sort();
 }
 
@@ -96,4 +108,153 @@ Deno.test("completion: an unknown shell is exit 2; every verb's help has Example
     assert.match(help.stdout(), /\nExamples:\n {2}\S/, verb.join(" "));
     assert.match(help.stdout(), new RegExp(`aicr ${verb.join(" ")}`), verb.join(" "));
   }
+});
+
+/** A stand-in `aicr` for the completion's namespace call: records its arguments, then acts. */
+async function fakeAicr(dir: string, body: string): Promise<string> {
+  const path = `${dir}/aicr`;
+  await Deno.writeTextFile(path, `#!/bin/bash\necho "$*" >> "${dir}/calls"\n${body}\n`);
+  await Deno.chmod(path, 0o755);
+  return path;
+}
+
+Deno.test("completion bash: after -n the cluster's namespaces, never verbs; the call gets --kubeconfig and --context", async () => {
+  const bash = await script("bash");
+  const dir = await Deno.makeTempDir();
+  try {
+    const aicr = await fakeAicr(dir, 'printf "kube-system\\nteam-a\\nteam-b\\n"');
+    assert.deepEqual(await complete(bash, [aicr, "-n", ""]), ["kube-system", "team-a", "team-b"]);
+    assert.deepEqual(
+      await complete(bash, [
+        aicr,
+        "--kubeconfig",
+        "/tmp/kc",
+        "--context",
+        "lab",
+        "snapshot",
+        "-n",
+        "team-",
+      ]),
+      ["team-a", "team-b"],
+    );
+    assert.deepEqual(await complete(bash, [aicr, "daemonset", "fetch", "--namespace", "k"]), [
+      "kube-system",
+    ]);
+    const calls = (await Deno.readTextFile(`${dir}/calls`)).trim().split("\n");
+    assert.deepEqual(calls, [
+      "__complete namespaces",
+      "__complete namespaces --kubeconfig /tmp/kc --context lab",
+      "__complete namespaces",
+    ]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("completion bash: a namespace call that fails or hangs offers nothing, says nothing, and ends", async () => {
+  const bash = await script("bash");
+  const dir = await Deno.makeTempDir();
+  try {
+    const failing = await fakeAicr(dir, 'echo "error: no cluster" >&2; exit 6');
+    const stderr: string[] = [];
+    assert.deepEqual(await complete(bash, [failing, "-n", ""], { stderr }), []);
+    assert.deepEqual(stderr, [""]);
+    // A cluster that never answers: the shell's timeout ends the call (3 s), nothing offered.
+    const hanging = await fakeAicr(dir, "exec sleep 60");
+    const guard = setTimeout(() => assert.fail("the completion did not end"), 20_000);
+    try {
+      assert.deepEqual(await complete(bash, [hanging, "snapshot", "-n", ""], { stderr }), []);
+    } finally {
+      clearTimeout(guard);
+    }
+    assert.deepEqual(stderr, ["", ""]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("completion bash: file flags complete paths, folder flags folders, other value flags nothing", async () => {
+  const bash = await script("bash");
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/before.yaml`, "");
+    await Deno.writeTextFile(`${dir}/after.yaml`, "");
+    await Deno.mkdir(`${dir}/fleet`);
+    const cwd = { cwd: dir };
+    // Files after -b/--baseline, not the diff's flags (as before).
+    assert.deepEqual(await complete(bash, ["aicr", "diff", "--baseline", ""], cwd), [
+      "after.yaml",
+      "before.yaml",
+      "fleet",
+    ]);
+    assert.deepEqual(await complete(bash, ["aicr", "diff", "-b", "be"], cwd), ["before.yaml"]);
+    for (
+      const words of [
+        ["aicr", "snapshot", "-o", "a"],
+        ["aicr", "--kubeconfig", "a"],
+        ["aicr", "snapshot", "--config", "a"],
+        ["aicr", "daemonset", "baseline", "set", "-f", "a"],
+        ["aicr", "diff", "--target", "a"],
+      ]
+    ) assert.deepEqual(await complete(bash, words, cwd), ["after.yaml"], words.join(" "));
+    assert.deepEqual(await complete(bash, ["aicr", "image", "save", "--from", ""], cwd), ["fleet"]);
+    // A value only the user knows: neither verbs nor flags.
+    for (
+      const words of [
+        ["aicr", "snapshot", "--image", ""],
+        ["aicr", "--context", ""],
+        ["aicr", "daemonset", "install", "--name", ""],
+        ["aicr", "snapshot", "--timeout", "-"],
+      ]
+    ) assert.deepEqual(await complete(bash, words, cwd), [], words.join(" "));
+    // After the value, verbs and flags again.
+    assert.deepEqual(await complete(bash, ["aicr", "-n", "x", "da"]), ["daemon", "daemonset"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("completion fish: namespaces from the cluster (bounded), files for file flags, no files for the rest", async () => {
+  const fish = await script("fish");
+  assert.match(
+    fish,
+    /complete -c aicr -l namespace -s n -x -a '\(timeout 3 aicr __complete namespaces 2>\/dev\/null\)'/,
+  );
+  assert.match(fish, /-n '__fish_seen_subcommand_from diff' -l baseline -s b -r -F /);
+  assert.match(fish, /-l kubeconfig -s k -r -F /);
+  assert.match(fish, /-n '__fish_seen_subcommand_from snapshot' -l image -x -d /);
+  assert.match(fish, /-l from -x -a '\(__fish_complete_directories\)'/);
+  assert.doesNotMatch(fish, /__complete'/, "the hidden verb is not offered");
+});
+
+Deno.test("aicr __complete namespaces prints the cluster's namespaces; without a cluster nothing, exit 0", async () => {
+  const fake = createFakeKube();
+  for (const name of ["team-b", "default", "team-a"]) fake.put("Namespace", { metadata: { name } });
+  const seen: unknown[] = [];
+  const h = fakeCli({
+    connectKube: (source) => {
+      seen.push(source);
+      return fake.client;
+    },
+  });
+  assert.equal(
+    await runCli(["__complete", "namespaces", "--kubeconfig", "/kc", "--context", "lab"], h.deps),
+    0,
+  );
+  assert.equal(h.stdout(), "default\nteam-a\nteam-b\n");
+  assert.deepEqual(seen, [{ kubeconfig: "/kc", context: "lab" }]);
+  assert.deepEqual(fake.calls.map((c) => `${c.method} ${c.kind}`), ["list Namespace"]);
+
+  const down = fakeCli({
+    connectKube: () => {
+      throw new KubeApiError("Cannot reach Kubernetes API server", 0, "ConnectionFailure");
+    },
+  });
+  assert.equal(await runCli(["__complete", "namespaces"], down.deps), 0);
+  assert.equal(down.stdout(), "");
+  assert.equal(down.stderr(), "");
+  // Hidden from the help and from the scripts' verbs.
+  const help = harness();
+  assert.equal(await runCli(["--help"], help.deps), 0);
+  assert.doesNotMatch(help.stdout(), /__complete/);
 });

@@ -28,7 +28,7 @@ import {
   useLogEnvironment,
   useVerbContext,
 } from "./globals.ts";
-import { completionCommand } from "./completion.ts";
+import { COMPLETE_VERB, completeValuesCommand, completionCommand } from "./completion.ts";
 import { examplesHelp } from "./_examples.ts";
 import { withFlagNames } from "./_flags.ts";
 
@@ -69,10 +69,14 @@ export async function createProgram(deps: CliDeps, argv?: readonly string[]): Pr
     applyDefaults(command, deps, command.name());
     program.addCommand(command);
   }
+  // The completion scripts' own verb: hidden, small, always there.
+  program.addCommand(applyDefaults(completeValuesCommand(deps), deps, COMPLETE_VERB), {
+    hidden: true,
+  });
   return program;
 }
 
-function applyDefaults(command: Command, deps: CliDeps, path: string): void {
+function applyDefaults(command: Command, deps: CliDeps, path: string): Command {
   command.exitOverride().configureHelp({ showGlobalOptions: true }).configureOutput({
     writeOut: (text) => deps.stdout.write(text),
     writeErr: (text) => deps.stderr.write(text),
@@ -81,6 +85,7 @@ function applyDefaults(command: Command, deps: CliDeps, path: string): void {
   const examples = examplesHelp(path);
   if (examples) command.addHelpText("after", examples);
   for (const sub of command.commands) applyDefaults(sub, deps, `${path} ${sub.name()}`);
+  return command;
 }
 
 /**

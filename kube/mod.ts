@@ -23,6 +23,11 @@ export { ResponseTooLargeError } from "./rest.ts";
 export type { LineStream, RestRequest } from "./rest.ts";
 export { DELETE_ORDER, Ledger } from "./ledger.ts";
 export type { LedgerEntry } from "./ledger.ts";
-export { checkNamespace, CREATE_NAMESPACE_CHECK, createNamespaceIfAbsent } from "./namespace.ts";
+export {
+  checkNamespace,
+  CREATE_NAMESPACE_CHECK,
+  createNamespaceIfAbsent,
+  namespaceNames,
+} from "./namespace.ts";
 export { sweepObjects } from "./sweep.ts";
 export type { SweptObject } from "./sweep.ts";

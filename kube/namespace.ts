@@ -87,3 +87,25 @@ export async function createNamespaceIfAbsent(
     throw error;
   }
 }
+
+/**
+ * The names of the cluster's namespaces, sorted: what shell completion offers after `-n`. One
+ * bounded attempt, no retries (a shell waits on it).
+ *
+ * @param kube the client
+ * @param options per-attempt timeout and cancellation
+ * @returns the names
+ * @throws {KubeApiError} when the list fails
+ */
+export async function namespaceNames(
+  kube: Pick<KubeClient, "listAll">,
+  options: { timeoutMs: number; signal?: AbortSignal },
+): Promise<string[]> {
+  const { timeoutMs, signal } = options;
+  const items = await kube.listAll("Namespace", undefined, {
+    timeoutMs,
+    retries: 0,
+    ...(signal ? { signal } : {}),
+  });
+  return items.flatMap((ns) => ns.metadata?.name ?? []).sort();
+}

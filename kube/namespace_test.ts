@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { exitCodeOf, NotFoundError } from "../errors.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { KubeApiError } from "./errors.ts";
-import { checkNamespace } from "./namespace.ts";
+import { checkNamespace, namespaceNames } from "./namespace.ts";
 
 Deno.test("checkNamespace() passes for an existing namespace and refuses a missing one (exit 3)", async () => {
   const fake = createFakeKube();
@@ -28,4 +28,22 @@ Deno.test("checkNamespace() lets a caller who may not read namespaces through, a
     checkNamespace(fake.client, "x"),
     (e) => e instanceof KubeApiError && e.status === 0,
   );
+});
+
+Deno.test("namespaceNames() lists once, sorted, with the caller's timeout and no retries", async () => {
+  const asked: unknown[] = [];
+  const names = await namespaceNames({
+    listAll: <T>(kind: string, namespace: string | undefined, options?: unknown) => {
+      asked.push({ kind, namespace, options });
+      return Promise.resolve(
+        [{ metadata: { name: "team-b" } }, { metadata: { name: "default" } }, {}] as T[],
+      );
+    },
+  }, { timeoutMs: 2000 });
+  assert.deepEqual(names, ["default", "team-b"]);
+  assert.deepEqual(asked, [{
+    kind: "Namespace",
+    namespace: undefined,
+    options: { timeoutMs: 2000, retries: 0 },
+  }]);
 });
