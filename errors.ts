@@ -49,7 +49,8 @@ export const EXIT_CODE_TABLE = {
    */
   incomplete: {
     code: 9,
-    help: "incomplete: some nodes gave no snapshot (daemon pod not Ready or unreachable)",
+    help:
+      "incomplete: some nodes gave no snapshot (daemon pod not Ready or unreachable), or aicr diff --fleet could not read some (listed as unreadable, the rest compared)",
   },
   /**
    * The snapshot read is not what the run's agent says it wrote (replaced or forged between the
@@ -259,7 +260,7 @@ export class ConflictError extends ToolError {
 
 /**
  * Some targeted nodes gave no result although the API answered: not Ready or unreachable
- * daemons (exit 9, HTTP 502).
+ * daemons; or some members of a fleet could not be read for `aicr diff --fleet` (exit 9, HTTP 502).
  */
 export class IncompleteError extends ToolError {
   /** @param message which nodes and why */

@@ -154,6 +154,14 @@ Deno.test("daemonset render: -o writes the file (private with a CA key), -t json
       /'--format' as it must be 'yaml' or 'json'/,
     );
     await assert.rejects(renderIn(dir, ["-o", "json"]), /-t\/--format/);
+    // Both at once: the List goes to the file, nothing to stdout.
+    assert.equal(await renderIn(dir, ["-o", "aicr.json", "-t", "json"]), "");
+    const fromFile = JSON.parse(await Deno.readTextFile(`${dir}/aicr.json`));
+    assert.equal(fromFile.kind, "List");
+    assert.deepEqual(
+      fromFile.items.map((o: { kind: string }) => o.kind),
+      list.items.map((o: { kind: string }) => o.kind),
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
