@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { fakeCli } from "../tests/fakes/cli.ts";
 import { runCli } from "./mod.ts";
+import { completeInBash } from "../tests/_bash_completion.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { KubeApiError } from "../kube/mod.ts";
 
@@ -18,22 +19,9 @@ async function complete(
   words: string[],
   options: { cwd?: string; stderr?: string[] } = {},
 ): Promise<string[]> {
-  const program = [
-    bashScript,
-    `COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")})`,
-    `COMP_CWORD=${words.length - 1}`,
-    "_aicr_complete",
-    'printf "%s\\n" "${COMPREPLY[@]}"',
-  ].join("\n");
-  const out = await new Deno.Command("bash", {
-    args: ["-c", program],
-    stdout: "piped",
-    stderr: "piped",
-    ...(options.cwd ? { cwd: options.cwd } : {}),
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  options.stderr?.push(new TextDecoder().decode(out.stderr));
-  return new TextDecoder().decode(out.stdout).split("\n").filter(Boolean).sort();
+  const got = await completeInBash(bashScript, words, options);
+  options.stderr?.push(got.stderr);
+  return got.words.sort();
 }
 
 Deno.test("completion bash: verbs, nested verbs, flags and the values of --os and --format", async () => {

@@ -8,27 +8,12 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { createNamespace, type TestCluster, useTestCluster } from "../cluster/harness.ts";
 import { aicr, AICR_BIN } from "./_aicr.ts";
+import { completeInBash } from "../_bash_completion.ts";
 
 async function bashComplete(words: string[]): Promise<{ words: string[]; stderr: string }> {
   const script = await aicr(["completion", "bash"]);
   assert.equal(script.code, 0, script.stderr);
-  const program = [
-    script.stdout,
-    `COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")})`,
-    `COMP_CWORD=${words.length - 1}`,
-    "_aicr_complete",
-    'printf "%s\\n" "${COMPREPLY[@]}"',
-  ].join("\n");
-  const out = await new Deno.Command("bash", {
-    args: ["-c", program],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(out.code, 0);
-  return {
-    words: new TextDecoder().decode(out.stdout).split("\n").filter(Boolean),
-    stderr: new TextDecoder().decode(out.stderr),
-  };
+  return await completeInBash(script.stdout, words);
 }
 
 Deno.test({
