@@ -180,8 +180,8 @@ export interface LeftoverListingOptions {
 }
 
 /**
- * `aicr cleanup` without a run ID: lists the runs that left objects on stdout with the command
- * that sweeps each, deletes nothing. Every namespace is read when the caller may list there; one
+ * `aicr cleanup` without a run ID: lists the runs that left objects on stdout (stderr when a
+ * report goes to stdout) with the command that sweeps each, deletes nothing. Every namespace is read when the caller may list there; one
  * who may not gets the listing of the namespace it names.
  *
  * @param deps the cluster, logger, stdout and clock
@@ -190,7 +190,10 @@ export interface LeftoverListingOptions {
  * @throws {ToolError} with code `leftovers` (exit 1) when a run left objects
  */
 export async function runLeftoverListing(
-  deps: Pick<ClusterRunDeps, "connect" | "log" | "stdout" | "now" | "signal" | "nameOption">,
+  deps: Pick<
+    ClusterRunDeps,
+    "connect" | "log" | "stdout" | "stderr" | "now" | "signal" | "nameOption"
+  >,
   options: LeftoverListingOptions,
 ): Promise<void> {
   const verb = { kind: "CleanupReport" as const, namespace: options.namespace ?? "" };
@@ -206,9 +209,10 @@ export async function runLeftoverListing(
       });
       return { content };
     }
-    deps.stdout.write(
-      formatLeftoverRuns(runs, { now: deps.now(), cleanCommand: options.cleanCommand }),
-    );
+    // A report sent to stdout keeps stdout to itself: the table goes to stderr then.
+    const { json, junit } = options.reports;
+    const out = json === "-" || junit === "-" ? deps.stderr : deps.stdout;
+    out.write(formatLeftoverRuns(runs, { now: deps.now(), cleanCommand: options.cleanCommand }));
     return {
       content,
       failure: new ToolError(

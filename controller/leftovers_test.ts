@@ -168,15 +168,17 @@ Deno.test("formatLeftoverRuns() prints run ID, namespace, age and what is left, 
 
 function listingDeps(listAll: KubeClient["listAll"]) {
   const out: string[] = [];
+  const err: string[] = [];
   const logs: string[] = [];
   const deps = {
     connect: () => ({ listAll }) as unknown as KubeClient,
     log: createLogger({ write: (t) => void logs.push(t) }),
     stdout: { write: (t: string) => void out.push(t) },
+    stderr: { write: (t: string) => void err.push(t) },
     now: () => NOW,
     signal: new AbortController().signal,
   };
-  return { deps, out, logs };
+  return { deps, out, err, logs };
 }
 
 Deno.test("runLeftoverListing() lists and exits 1 when runs left objects, 0 with none, deletes nothing", async () => {
@@ -212,4 +214,22 @@ Deno.test("runLeftoverListing() falls back to the named namespace when every nam
   assert.match(logs.join(""), /cannot list every namespace, listing one namespace=snap-a/);
   assert.ok(out.join("").includes(RUN_A));
   assert.ok(!out.join("").includes(RUN_B));
+});
+
+Deno.test("runLeftoverListing() --report -: the JSON report alone on stdout, the table on stderr", async () => {
+  const { deps, out, err } = listingDeps(fakeLister(cluster()).listAll);
+  const error = await runLeftoverListing(deps, {
+    fallbackNamespace: "default",
+    cleanCommand: (run) => `aicr cleanup --run-id ${run.runId}`,
+    reports: { json: "-" },
+  }).catch((e) => e);
+  assert.equal(exitCodeOf(error), 1);
+  const report = JSON.parse(out.join(""));
+  assert.equal(report.kind, "CleanupReport");
+  assert.deepEqual(
+    [...new Set(report.objects.map((o: { detail: string }) => o.detail))],
+    [`run ${RUN_A}`, `run ${RUN_B}`],
+  );
+  assert.ok(report.objects.every((o: { status: string }) => o.status === "found"));
+  assert.match(err.join(""), /^RUN ID +NAMESPACE +AGE +LEFT\n/);
 });
