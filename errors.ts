@@ -313,6 +313,30 @@ export function exitCodeOf(error: unknown): number {
   return error instanceof ToolError ? error.exitCode : EXIT_CODES.internal;
 }
 
+/** One line of an error as shown: its message, a detail line, or a cause; redacted. */
+interface ShownLine {
+  kind: "message" | "detail" | "cause";
+  text: string;
+}
+
+function shownError(error: unknown): ShownLine[] {
+  const lines: ShownLine[] = [];
+  let current: unknown = error;
+  for (let depth = 0; current !== undefined && depth < 5; depth++) {
+    const message = redactSecrets(current instanceof Error ? current.message : String(current));
+    // A cause whose text the lines above already carry (a wrapper that quotes it) is said once.
+    const said = depth > 0 && lines.some((line) => line.text.includes(message.trim()));
+    if (!said) lines.push({ kind: depth === 0 ? "message" : "cause", text: message });
+    if (current instanceof ToolError) {
+      for (const detail of current.details) {
+        lines.push({ kind: "detail", text: redactSecrets(detail) });
+      }
+    }
+    current = current instanceof Error ? current.cause : undefined;
+  }
+  return lines;
+}
+
 /**
  * Renders an error for a terminal: the message, its details, and the chain of causes, with
  * every URL's credentials and query values redacted.
@@ -321,19 +345,30 @@ export function exitCodeOf(error: unknown): number {
  * @returns one or more lines, without a trailing newline
  */
 export function formatError(error: unknown): string {
-  const lines: string[] = [];
-  let current: unknown = error;
-  let depth = 0;
-  while (current !== undefined && depth < 5) {
-    const message = redactSecrets(current instanceof Error ? current.message : String(current));
-    // A cause whose text the lines above already carry (a wrapper that quotes it) is said once.
-    const said = depth > 0 && lines.some((line) => line.includes(message.trim()));
-    if (!said) lines.push(depth === 0 ? `error: ${message}` : `  caused by: ${message}`);
-    if (current instanceof ToolError) {
-      for (const detail of current.details) lines.push(redactSecrets(detail));
-    }
-    current = current instanceof Error ? current.cause : undefined;
-    depth++;
-  }
-  return lines.join("\n");
+  return shownError(error).map(({ kind, text }) =>
+    kind === "message" ? `error: ${text}` : kind === "cause" ? `  caused by: ${text}` : text
+  ).join("\n");
+}
+
+/**
+ * Renders an error as one JSON log line (`--log-json`): `level` error, `msg`, the detail lines
+ * and causes as arrays, and the exit code, redacted as {@link formatError}.
+ *
+ * @param error anything thrown
+ * @param now the line's time
+ * @returns one JSON line, without a trailing newline
+ */
+export function formatErrorJson(error: unknown, now: Date): string {
+  const lines = shownError(error);
+  const of = (kind: ShownLine["kind"]) =>
+    lines.filter((line) => line.kind === kind).map((line) => line.text.trim());
+  const [details, causes] = [of("detail"), of("cause")];
+  return JSON.stringify({
+    time: now.toISOString(),
+    level: "error",
+    msg: of("message")[0] ?? "",
+    ...(details.length > 0 ? { details } : {}),
+    ...(causes.length > 0 ? { causes } : {}),
+    exitCode: exitCodeOf(error),
+  });
 }

@@ -5,6 +5,7 @@ import {
   EXIT_CODES,
   exitCodeOf,
   formatError,
+  formatErrorJson,
   UsageError,
 } from "./errors.ts";
 
@@ -64,5 +65,26 @@ Deno.test("formatError() says a cause once when the message above already quotes
   assert.match(
     formatError(new UsageError("Cannot read 'x'", { cause: new Error("EACCES") })),
     /caused by: EACCES/,
+  );
+});
+
+Deno.test("formatErrorJson() is one JSON line: message, details, causes said once, exit code", () => {
+  const error = new UsageError("Cannot read 'https://a:b@h/x?t=1': no", {
+    details: ["  fix it"],
+    cause: new Error("socket closed"),
+  });
+  const line = formatErrorJson(error, new Date(0));
+  assert.ok(!line.includes("\n"));
+  assert.deepEqual(JSON.parse(line), {
+    time: "1970-01-01T00:00:00.000Z",
+    level: "error",
+    msg: "Cannot read 'https://***@h/x?t=***': no",
+    details: ["fix it"],
+    causes: ["socket closed"],
+    exitCode: 2,
+  });
+  assert.equal(
+    formatError(error),
+    "error: Cannot read 'https://***@h/x?t=***': no\n  fix it\n  caused by: socket closed",
   );
 });

@@ -29,6 +29,12 @@ export interface Logger {
   warn(message: LogText, fields?: LogFields): void;
   /** Something failed. */
   error(message: LogText, fields?: LogFields): void;
+  /**
+   * Re-emits a line another aicr process logged (the agent pod's log, streamed by the CLI) in
+   * this logger's format and level filter: a JSON line keeps its fields, a text line is parsed
+   * for its level; either way it carries `source` as its prefix (`[agent]`) or `component`.
+   */
+  relay(line: string, source: string): void;
 }
 
 /** Where log text goes. */
@@ -131,12 +137,86 @@ export function createLogger(writer: TextWriter, options: LoggerOptions = {}): L
     const line = formatLogLine(lineLevel, message, fields);
     writer.write((prefix ? `[${prefix}] ` : "") + line + "\n");
   }
+  function relay(line: string, source: string): void {
+    const relayed = parseLogLine(line, source);
+    if (!relayed || RANK[relayed.level] < min) return;
+    const text = redactSecrets(relayed.msg);
+    if (json) {
+      const { time = now().toISOString(), ...rest } = relayed.record;
+      writer.write(JSON.stringify({ time, level: relayed.level, msg: text, ...rest }) + "\n");
+      return;
+    }
+    const fields: LogFields = {};
+    for (const [key, value] of Object.entries(relayed.record)) {
+      if (key === "component" || key === "time") continue;
+      fields[key] = typeof value === "string"
+        ? redactSecrets(value)
+        : typeof value === "number" || typeof value === "boolean"
+        ? value
+        : JSON.stringify(value);
+    }
+    const component = String(relayed.record.component ?? source);
+    writer.write(`[${component}] ${formatLogLine(relayed.level, text, fields)}\n`);
+  }
   return {
     debug: (message, fields) => emit("debug", message, fields),
     info: (message, fields) => emit("info", message, fields),
     warn: (message, fields) => emit("warn", message, fields),
     error: (message, fields) => emit("error", message, fields),
+    relay,
   };
+}
+
+/** One line another aicr process logged, parsed: its level, message and other fields. */
+export interface ParsedLogLine {
+  /** The line's level (`info` for a text line without a level word). */
+  level: LogLevel;
+  /** The message. */
+  msg: string;
+  /** The line's other fields (`component` always set, `time` when it had one). */
+  record: Record<string, unknown>;
+}
+
+const TEXT_LINE_REGEXP = /^(?:\[([^\]\s]+)\] )?(?:(DEBUG|WARN|ERROR) )?(.*)$/s;
+
+/**
+ * Parses a line an aicr logger wrote, JSON or text (`[prefix] LEVEL message k=v`; the text's
+ * fields stay in the message). Any other text (a runtime's own warning) is an info line.
+ *
+ * @param line one line, without its newline
+ * @param source the component when the line names none, e.g. `agent`
+ * @returns the parsed line, or undefined for an empty line
+ */
+export function parseLogLine(line: string, source: string): ParsedLogLine | undefined {
+  const trimmed = line.replace(/\r$/, "");
+  if (trimmed.trim() === "") return undefined;
+  if (trimmed.startsWith("{")) {
+    try {
+      const parsed: unknown = JSON.parse(trimmed);
+      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
+        const { level, msg, ...rest } = parsed as Record<string, unknown>;
+        if (typeof msg === "string") {
+          return {
+            level: isLevel(level) ? level : "info",
+            msg,
+            record: { ...rest, component: rest.component ?? source },
+          };
+        }
+      }
+    } catch {
+      // Not JSON after all: a text line that starts with a brace.
+    }
+  }
+  const [, prefix, word, message = ""] = TEXT_LINE_REGEXP.exec(trimmed) ?? [];
+  return {
+    level: word ? (word.toLowerCase() as LogLevel) : "info",
+    msg: message,
+    record: { component: prefix ?? source },
+  };
+}
+
+function isLevel(value: unknown): value is LogLevel {
+  return typeof value === "string" && value in RANK;
 }
 
 /** A logger that drops everything (tests, library defaults). */
@@ -145,4 +225,5 @@ export const NOOP_LOGGER: Logger = {
   info() {},
   warn() {},
   error() {},
+  relay() {},
 };

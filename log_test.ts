@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger, formatLogLine } from "./log.ts";
+import { createLogger, formatLogLine, parseLogLine } from "./log.ts";
 
 Deno.test("formatLogLine() writes WARN lines with bare and quoted values", () => {
   assert.equal(
@@ -63,4 +63,81 @@ Deno.test("createLogger() never writes a URL's credentials or query values, text
     for (const leak of ["bob", "pw@", "abc", "u:p", "zz"]) assert.ok(!out.includes(leak), out);
     assert.ok(out.includes("https://***@h.example/x?token=***"), out);
   }
+});
+
+Deno.test("relay() puts [source] on a relayed text line, once, and keeps its level", () => {
+  const lines: string[] = [];
+  const log = createLogger({ write: (t) => lines.push(t) });
+  log.relay("namespace from the kubeconfig context namespace=default", "agent");
+  log.relay("[agent] WARN snapshot has no GPU data", "agent");
+  log.relay("DEBUG hidden below the level", "agent");
+  log.relay("", "agent");
+  assert.deepEqual(lines, [
+    "[agent] namespace from the kubeconfig context namespace=default\n",
+    "[agent] WARN snapshot has no GPU data\n",
+  ]);
+});
+
+Deno.test("relay() renders a relayed JSON line as text with its fields, prefixed", () => {
+  const lines: string[] = [];
+  const log = createLogger({ write: (t) => lines.push(t) }, { level: "debug" });
+  log.relay(
+    '{"time":"2026-01-01T00:00:00.000Z","level":"debug","msg":"collected","collector":"gpu","durationMs":12.5,"component":"agent"}',
+    "agent",
+  );
+  log.relay('{"level":"info","msg":"no component","uri":"cm://ns/x"}', "agent");
+  assert.deepEqual(lines, [
+    "[agent] DEBUG collected collector=gpu durationMs=12.5\n",
+    "[agent] no component uri=cm://ns/x\n",
+  ]);
+});
+
+Deno.test("relay() writes every relayed line as JSON in JSON mode, text lines included", () => {
+  const lines: string[] = [];
+  const log = createLogger({ write: (t) => lines.push(t) }, {
+    json: true,
+    now: () => new Date(0),
+  });
+  log.relay("[agent] WARN cannot read https://u:p@h/x?t=1", "agent");
+  log.relay("plain text from the runtime", "agent");
+  log.relay(
+    '{"time":"2026-01-01T00:00:00.000Z","level":"info","msg":"saved","uri":"cm://a/b","component":"agent"}',
+    "agent",
+  );
+  log.relay('{"level":"debug","msg":"below the level"}', "agent");
+  assert.deepEqual(lines.map((line) => JSON.parse(line)), [
+    {
+      time: "1970-01-01T00:00:00.000Z",
+      level: "warn",
+      msg: "cannot read https://***@h/x?t=***",
+      component: "agent",
+    },
+    {
+      time: "1970-01-01T00:00:00.000Z",
+      level: "info",
+      msg: "plain text from the runtime",
+      component: "agent",
+    },
+    {
+      time: "2026-01-01T00:00:00.000Z",
+      level: "info",
+      msg: "saved",
+      uri: "cm://a/b",
+      component: "agent",
+    },
+  ]);
+});
+
+Deno.test("parseLogLine() reads text and JSON lines, and a brace that is no JSON as text", () => {
+  assert.deepEqual(parseLogLine("[signer] ERROR boom k=v", "agent"), {
+    level: "error",
+    msg: "boom k=v",
+    record: { component: "signer" },
+  });
+  assert.deepEqual(parseLogLine("{not json", "agent"), {
+    level: "info",
+    msg: "{not json",
+    record: { component: "agent" },
+  });
+  assert.equal(parseLogLine("   ", "agent"), undefined);
 });

@@ -132,10 +132,14 @@ export function useContextNamespace(program: Command, deps: CliDeps): void {
     const found = await deps.contextNamespace(kubeConfigSource(globals)).catch(() => undefined);
     if (!found?.namespace) return;
     program.setOptionValueWithSource("namespace", found.namespace, "config");
-    commandLogger(deps, globals).info("namespace from the kubeconfig context", {
-      namespace: found.namespace,
-      context: found.context,
-    });
+    // Said by the verb's own logger: inside the agent pod that line carries `[agent]` too.
+    commandLogger(deps, globals, LOG_OPTIONS.get(action)).info(
+      "namespace from the kubeconfig context",
+      {
+        namespace: found.namespace,
+        context: found.context,
+      },
+    );
   });
 }
 
@@ -161,6 +165,24 @@ export function useLogEnvironment(program: Command, deps: CliDeps): void {
       }
     }
   });
+}
+
+/**
+ * Whether a command line asks for JSON logs (`--log-json` before any `--`, or `AICR_LOG_JSON`),
+ * read without parsing it: how a failure to parse it is still said as JSON.
+ *
+ * @param argv the arguments after the program name
+ * @param env environment lookup
+ * @returns whether stderr is JSON lines
+ */
+export function logJsonRequested(
+  argv: readonly string[],
+  env: (name: string) => string | undefined,
+): boolean {
+  const end = argv.indexOf("--");
+  if ((end < 0 ? argv : argv.slice(0, end)).includes("--log-json")) return true;
+  const value = env("AICR_LOG_JSON")?.trim().toLowerCase();
+  return value !== undefined && TRUE_VALUES.has(value);
 }
 
 /**

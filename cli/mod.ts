@@ -15,6 +15,7 @@ import {
   EXIT_CODES,
   exitCodeOf,
   formatError,
+  formatErrorJson,
   InterruptedError,
   ToolError,
   UsageError,
@@ -24,6 +25,7 @@ import type { CliDeps } from "./context.ts";
 import { VERBS, verbsFor } from "./commands.ts";
 import {
   addGlobalOptions,
+  logJsonRequested,
   useContextNamespace,
   useLogEnvironment,
   useVerbContext,
@@ -45,6 +47,7 @@ export type { CliDeps } from "./context.ts";
 export async function createProgram(deps: CliDeps, argv?: readonly string[]): Promise<Command> {
   const verbs = argv ? verbsFor(argv) : VERBS;
   const factories = await Promise.all(verbs.map((verb) => verb.load()));
+  const writeErr = errorWriter(deps, argv !== undefined && logJsonRequested(argv, deps.env));
   const program = new Command("aicr")
     .description("Capture, serve and compare what every GPU node really runs")
     .version(buildInfo().version, "-v, --version", "print the version (without a leading v)")
@@ -52,7 +55,7 @@ export async function createProgram(deps: CliDeps, argv?: readonly string[]): Pr
     .showHelpAfterError("(run with --help for usage)")
     .configureOutput({
       writeOut: (text) => deps.stdout.write(text),
-      writeErr: (text) => deps.stderr.write(text),
+      writeErr,
       outputError: (text, write) => write(text),
     })
     .exitOverride();
@@ -65,21 +68,42 @@ export async function createProgram(deps: CliDeps, argv?: readonly string[]): Pr
     // Small and always there: it builds the full program itself when it runs.
     completionCommand(deps, () => createProgram(deps)),
   ];
+  const withErr = { ...deps, writeErr };
   for (const command of commands) {
-    applyDefaults(command, deps, command.name());
+    applyDefaults(command, withErr, command.name());
     program.addCommand(command);
   }
   // The completion scripts' own verb: hidden, small, always there.
-  program.addCommand(applyDefaults(completeValuesCommand(deps), deps, COMPLETE_VERB), {
+  program.addCommand(applyDefaults(completeValuesCommand(deps), withErr, COMPLETE_VERB), {
     hidden: true,
   });
   return program;
 }
 
-function applyDefaults(command: Command, deps: CliDeps, path: string): Command {
+/**
+ * Where commander writes its errors (and the usage hint after one): stderr as is, or with
+ * `--log-json` each line as a JSON error line, so every stderr line is JSON.
+ */
+function errorWriter(deps: CliDeps, json: boolean): (text: string) => void {
+  if (!json) return (text) => deps.stderr.write(text);
+  return (text) => {
+    for (const line of text.split("\n")) {
+      const msg = line.trim().replace(/^error: /, "");
+      if (msg === "") continue;
+      const time = deps.now().toISOString();
+      deps.stderr.write(JSON.stringify({ time, level: "error", msg }) + "\n");
+    }
+  };
+}
+
+function applyDefaults(
+  command: Command,
+  deps: CliDeps & { writeErr: (text: string) => void },
+  path: string,
+): Command {
   command.exitOverride().configureHelp({ showGlobalOptions: true }).configureOutput({
     writeOut: (text) => deps.stdout.write(text),
-    writeErr: (text) => deps.stderr.write(text),
+    writeErr: deps.writeErr,
     outputError: (text, write) => write(text),
   });
   const examples = examplesHelp(path);
@@ -107,8 +131,12 @@ export async function runCli(argv: readonly string[], deps: CliDeps): Promise<nu
       // commander already printed its message; the exit code is ours.
       return new UsageError(error.message).exitCode;
     }
-    const failure = interruptedBy(deps.signal, error);
-    deps.stderr.write(formatError(withFlagNames(failure)) + "\n");
+    const failure = withFlagNames(interruptedBy(deps.signal, error));
+    deps.stderr.write(
+      (logJsonRequested(argv, deps.env)
+        ? formatErrorJson(failure, deps.now())
+        : formatError(failure)) + "\n",
+    );
     return exitCodeOf(failure);
   }
 }

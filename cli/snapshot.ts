@@ -553,7 +553,13 @@ async function snapshotOptions(
   const parsed = parseJobConfig(flags);
   const { autoTarget } = parsed;
   // Upstream passes `--debug` on to the agent with JSON logs: ["--debug", "--log-json", "snapshot", ...].
-  const job = globals.debug ? { ...parsed.job, debug: true, logJson: true } : parsed.job;
+  // `--log-json` goes on too, so the agent's relayed lines keep their fields; the CLI's logger
+  // re-emits each line in its own format either way.
+  const job = {
+    ...parsed.job,
+    ...(globals.debug ? { debug: true } : {}),
+    ...(globals.debug || globals.logJson ? { logJson: true } : {}),
+  };
   const projections = await readProjections(flags, createProjectionFileReader(deps.cwd));
   const redactor = await redactorFromFlags(flags, deps);
   return {

@@ -55,10 +55,8 @@ import { allSettledOrThrow, sleep } from "../io.ts";
 export interface DeployDeps {
   /** The client (the caller's kubeconfig identity). */
   kube: KubeClient;
-  /** Logger (stderr). */
+  /** Logger (stderr); the agent's streamed log is relayed through it. */
   log: Logger;
-  /** Where the agent's streamed log goes. */
-  stderr: TextWriter;
   /** Standard output: a delivery to stdout writes here (required for one). */
   stdout?: TextWriter;
   /** Clock. */
@@ -293,14 +291,14 @@ export interface SnapshotPreview {
  * @throws {NotFoundError} when a lookup fails the run (absent namespace or RuntimeClass)
  */
 export async function previewSnapshotRun(
-  deps: Omit<DeployDeps, "stderr">,
+  deps: DeployDeps,
   options: DeployOptions,
   preview: { offline: boolean },
 ): Promise<SnapshotPreview> {
   const runId = options.runId ?? newRunId(deps.now(), deps.randomHex);
   const invocationId = newInvocationId(deps.randomHex);
   const lookups = snapshotLookups(options, preview.offline);
-  const plan = await planRun({ ...deps, stderr: { write: () => {} } }, options, {
+  const plan = await planRun(deps, options, {
     runId,
     invocationId,
   }, { gate: false, offline: preview.offline });
@@ -572,7 +570,7 @@ async function executeRun(
     if (plan.createNamespace) await createNamespaceIfAbsent({ kube, log }, namespace);
     if (rbac) await createRunRbac({ ledger, log }, rbac, options.signal);
     jobUid = await createAgentJob({ kube, ledger, log }, options, plan);
-    const waited = await waitForAgentJob({ kube, log, stderr: deps.stderr }, {
+    const waited = await waitForAgentJob({ kube, log }, {
       namespace,
       jobName: name,
       jobUid,

@@ -19,7 +19,7 @@ import {
 } from "../errors.ts";
 import { sleep } from "../io.ts";
 import type { KubeClient, KubeObject, LineStream } from "../kube/mod.ts";
-import type { Logger, TextWriter } from "../log.ts";
+import type { Logger } from "../log.ts";
 
 /** A Job, as far as waiting reads it. */
 interface JobObject extends KubeObject {
@@ -54,10 +54,8 @@ export interface PodObject extends KubeObject {
 export interface WaitDeps {
   /** The client. */
   kube: KubeClient;
-  /** Logger. */
+  /** Logger; the agent's log lines are relayed through it. */
   log: Logger;
-  /** Where the agent's log lines go. */
-  stderr: TextWriter;
   /** Millisecond clock. */
   clock?: () => number;
 }
@@ -171,7 +169,7 @@ export function unschedulableReason(pod: PodObject | undefined): string | undefi
 /**
  * Waits until the agent Job completes.
  *
- * @param deps client, logger, stderr
+ * @param deps client and logger
  * @param options Job identity, timeout, cancellation
  * @returns the node the agent ran on, and its pod as last read (its termination message)
  * @throws {AgentJobError} when the Job fails, with the reason, exit code and log tail
@@ -277,7 +275,7 @@ function observeRun(
   return {
     events,
     watches,
-    agentLog: createLogFollower(deps.kube, namespace, deps.stderr, context.signal),
+    agentLog: createLogFollower(deps.kube, namespace, deps.log, context.signal),
     reportProgress: createProgressReporter(deps, {
       jobName,
       timeoutMs,
@@ -460,11 +458,14 @@ async function readJob(
   return job;
 }
 
-/** Streams the agent container's log to stderr once its pod has started; best effort. */
+/**
+ * Streams the agent container's log to stderr once its pod has started, each line re-emitted
+ * through the CLI's logger (its format, level and the `[agent]` prefix); best effort.
+ */
 function createLogFollower(
   kube: KubeClient,
   namespace: string,
-  stderr: TextWriter,
+  log: Logger,
   signal: AbortSignal,
 ): { follow(pod: PodObject): Promise<void>; settle(): Promise<void>; close(): void } {
   let stream: LineStream | undefined;
@@ -476,7 +477,7 @@ function createLogFollower(
       const opened = await openLog(kube, namespace, pod, signal);
       if (opened) {
         stream = opened;
-        pump = pumpLog(opened, stderr, output);
+        pump = pumpLog(opened, log, output);
       }
     },
     settle: () => settleLog(pump, stream),
@@ -510,15 +511,18 @@ async function openLog(
   }
 }
 
+/** The component the agent pod's relayed lines carry (`[agent]`, `"component":"agent"`). */
+const AGENT_LOG_SOURCE = "agent";
+
 async function pumpLog(
   stream: LineStream,
-  stderr: TextWriter,
+  log: Logger,
   output: { open: boolean },
 ): Promise<void> {
   try {
     for await (const line of stream) {
       if (!output.open) return;
-      stderr.write(line + "\n");
+      log.relay(line, AGENT_LOG_SOURCE);
     }
   } catch {
     // The stream ends when the pod does or the wait stops.

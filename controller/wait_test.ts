@@ -39,8 +39,7 @@ function scene(podStatus?: PodObject["status"], nodeName?: string) {
   fake.client.podLog = () => Promise.resolve("agent: reading /proc\nagent: denied\n");
   const lines: string[] = [];
   const log = createLogger({ write: (t) => void lines.push(t) });
-  const stderr = { write: (t: string) => void lines.push(`stderr: ${t}`) };
-  return { fake, jobUid, setPod, lines, log, stderr };
+  return { fake, jobUid, setPod, lines, log };
 }
 
 const UNSCHEDULABLE: PodObject["status"] = {
@@ -54,12 +53,11 @@ const UNSCHEDULABLE: PodObject["status"] = {
 };
 
 Deno.test("waitForAgentJob() says why the pod cannot be scheduled at once, then keeps a heartbeat", async () => {
-  const { fake, jobUid, lines, log, stderr } = scene(UNSCHEDULABLE);
+  const { fake, jobUid, lines, log } = scene(UNSCHEDULABLE);
   let now = 0;
   const error = await waitForAgentJob({
     kube: fake.client,
     log,
-    stderr,
     // Each reading of the clock is 250 ms of fake time: the heartbeat and the deadline are both
     // measured on it, so the wait ends after 30 fake seconds however slow or fast the machine.
     clock: () => (now += 250),
@@ -96,7 +94,7 @@ Deno.test("waitForAgentJob() says why the pod cannot be scheduled at once, then 
 });
 
 Deno.test("waitForAgentJob() ends on a failed image pull naming the injected selector, with no placement remedy", async () => {
-  const { fake, jobUid, log, stderr } = scene({
+  const { fake, jobUid, log } = scene({
     phase: "Pending",
     conditions: [{ type: "PodScheduled", status: "True" }],
     containerStatuses: [{
@@ -109,7 +107,7 @@ Deno.test("waitForAgentJob() ends on a failed image pull naming the injected sel
       },
     }],
   }, "gpu-1");
-  const error = await waitForAgentJob({ kube: fake.client, log, stderr }, {
+  const error = await waitForAgentJob({ kube: fake.client, log }, {
     namespace: NS,
     jobName: JOB,
     jobUid,
@@ -136,12 +134,12 @@ async function failedAgent(
   node: string,
   options: { log?: string; extra?: Partial<Parameters<typeof waitForAgentJob>[1]> } = {},
 ): Promise<unknown> {
-  const { fake, jobUid, log, stderr } = scene({
+  const { fake, jobUid, log } = scene({
     phase: "Failed",
     containerStatuses: [{ name: "aicr", state: { terminated: { exitCode, reason: "Error" } } }],
   }, node);
   if (options.log !== undefined) fake.client.podLog = () => Promise.resolve(options.log ?? "");
-  return await waitForAgentJob({ kube: fake.client, log, stderr }, {
+  return await waitForAgentJob({ kube: fake.client, log }, {
     namespace: NS,
     jobName: JOB,
     jobUid,
@@ -167,8 +165,8 @@ Deno.test("waitForAgentJob() explains an agent that ran and failed, naming the i
 });
 
 Deno.test("waitForAgentJob() returns the node once the pod succeeded", async () => {
-  const { fake, jobUid, log, stderr } = scene({ phase: "Succeeded" }, "gpu-2");
-  const result = await waitForAgentJob({ kube: fake.client, log, stderr }, {
+  const { fake, jobUid, log } = scene({ phase: "Succeeded" }, "gpu-2");
+  const result = await waitForAgentJob({ kube: fake.client, log }, {
     namespace: NS,
     jobName: JOB,
     jobUid,

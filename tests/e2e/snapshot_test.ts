@@ -65,6 +65,60 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "--log-json makes every stderr line JSON, the agent's relayed lines included",
+        async () => {
+          const namespace = await ns("snap-logjson");
+          const run = await runSnapshot(namespace, "--log-json");
+          assert.equal(run.code, 0, run.stderr);
+          const lines = run.stderr.split("\n").filter((line) => line !== "");
+          const records = lines.map((line) => {
+            try {
+              return JSON.parse(line) as Record<string, unknown>;
+            } catch {
+              throw new Error(`a stderr line is not JSON: ${line}\n${run.stderr}`);
+            }
+          });
+          for (const record of records) {
+            assert.equal(typeof record.msg, "string", JSON.stringify(record));
+            assert.ok(["debug", "info", "warn", "error"].includes(String(record.level)));
+          }
+          const agent = records.filter((r) => r.component === "agent").map((r) => r.msg);
+          // The in-pod agent's lines, relayed from its pod's log with their fields.
+          assert.ok(agent.includes("namespace from the kubeconfig context"), run.stderr);
+          const saved = records.find((r) => r.msg === "snapshot saved to ConfigMap");
+          assert.equal(saved?.component, "agent");
+          assert.match(String(saved?.uri), /^cm:\/\//);
+          assert.equal(parseSnapshot(run.stdout).kind, "Snapshot");
+          const runId = /runID=(\S+)$/.exec(
+            String(records.find((r) => String(r.msg).startsWith("snapshot agent run:"))?.msg),
+          )?.[1];
+          assert.ok(runId, run.stderr);
+          assert.deepEqual(await runObjects(admin, namespace, runId), []);
+        },
+      );
+
+      await t.step(
+        "in text mode every relayed agent line carries [agent], --debug's JSON ones too",
+        async () => {
+          const namespace = await ns("snap-agentprefix");
+          for (const args of [[], ["--debug"]]) {
+            const run = await runSnapshot(namespace, ...args);
+            assert.equal(run.code, 0, run.stderr);
+            const lines = run.stderr.split("\n").filter((line) => line !== "");
+            assert.deepEqual(lines.filter((line) => line.startsWith("{")), [], run.stderr);
+            // Lines only the in-pod agent says: each one relayed with its prefix.
+            const inPod = lines.filter((line) =>
+              /namespace from the kubeconfig context|snapshot saved to ConfigMap|\bcollected collector=/
+                .test(line)
+            );
+            assert.ok(inPod.length >= (args.length ? 3 : 2), run.stderr);
+            for (const line of inPod) assert.match(line, /^\[agent\] /, run.stderr);
+            assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
+          }
+        },
+      );
+
       await t.step("--format json and --output file write that file and nothing else", async () => {
         const namespace = await ns("snap-file");
         const dir = await mkdtemp(join(env.cluster.stateDir, "out-"));
