@@ -37,7 +37,11 @@ export interface CliDeps {
   /** Connects to a cluster. @throws {NoKubeconfigError} when there is no kubeconfig */
   connectKube: (
     source: KubeConfigSource,
-    options?: { onWarning?: (warning: string, object: string) => void },
+    options?: {
+      onWarning?: (warning: string, object: string) => void;
+      /** Ends every request that carries no signal of its own (SIGINT/SIGTERM). */
+      signal?: AbortSignal;
+    },
   ) => KubeClient;
   /**
    * Reads the kubeconfig (no cluster contact) for its current context and that context's

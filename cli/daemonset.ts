@@ -354,7 +354,8 @@ function uninstallCommand(deps: CliDeps): Command {
     addReportOptions(command),
     deps,
     async (flags: UninstallFlags, { globals, log }) => {
-      await runUninstall(clusterDeps(deps, { globals, log }), {
+      // Nothing to clean up after a signal: every request ends at once; a re-run finishes.
+      await runUninstall(clusterDeps(deps, { globals, log }, { interruptible: true }), {
         namespace: checkedNamespace(globals),
         name: validateDaemonName(flags.name),
         timeoutMs: parseTimeout(flags.timeout, "--timeout"),
@@ -406,7 +407,8 @@ function statusCommand(deps: CliDeps): Command {
       );
     }
     const output = checkOutputNotFormat(flags.output, { formats: ["table", "json"] });
-    const cluster = clusterDeps(deps, { globals, log });
+    // A read only: SIGINT/SIGTERM ends its requests at once.
+    const cluster = clusterDeps(deps, { globals, log }, { interruptible: true });
     await runStatus({
       kube: cluster.connect(),
       log,

@@ -219,7 +219,14 @@ function diffOptions(deps: DiffDeps, flags: DiffFlags, kubeconfig: KubeConfigSou
   for (const pattern of flags.ignore) validateIgnore(pattern);
   const connect = deps.connectKube;
   const loader = deps.snapshotSources ? deps.snapshotSources(kubeconfig) : createFsSourceLoader({
-    ...(connect ? { readConfigMap: createKubeConfigMapReader(() => connect(kubeconfig)) } : {}),
+    // A read only: SIGINT/SIGTERM ends the ConfigMap requests at once.
+    ...(connect
+      ? {
+        readConfigMap: createKubeConfigMapReader(() =>
+          connect(kubeconfig, deps.signal ? { signal: deps.signal } : {})
+        ),
+      }
+      : {}),
     ...(deps.signal ? { signal: deps.signal } : {}),
   });
   const fleet = flags.fleet ?? [];

@@ -393,8 +393,13 @@ export function clusterDeps(
   options: { interruptible?: boolean } = {},
 ): ClusterRunDeps {
   let kube: ReturnType<typeof connect> | undefined;
+  let interruptible: ReturnType<typeof connect> | undefined;
   return {
     connect: () => (kube ??= connect(deps, context.globals, options)),
+    connectInterruptible: () =>
+      options.interruptible
+        ? (kube ??= connect(deps, context.globals, options))
+        : (interruptible ??= connect(deps, context.globals, { interruptible: true })),
     log: context.log,
     stdout: deps.stdout,
     stderr: deps.stderr,

@@ -143,9 +143,23 @@ export async function runCli(argv: readonly string[], deps: CliDeps): Promise<nu
 
 /**
  * A failure the run's SIGINT/SIGTERM caused (a request it cancelled rejects with the signal's
- * reason) is the interrupt it is: exit 130, never internal (8).
+ * reason, which a library error may wrap as its cause) is the interrupt it is: exit 130, never
+ * internal (8) nor the wrapper's own code.
  */
 function interruptedBy(signal: AbortSignal, error: unknown): unknown {
-  if (!signal.aborted || error instanceof ToolError) return error;
-  return new InterruptedError(`Cannot finish: interrupted (${String(signal.reason)})`);
+  if (!signal.aborted || error instanceof InterruptedError) return error;
+  if (error instanceof ToolError && !causedBy(error, signal.reason)) return error;
+  return new InterruptedError(`Cannot finish: interrupted (${String(signal.reason)})`, {
+    ...(error instanceof ToolError ? { cause: error } : {}),
+  });
+}
+
+/** Whether `reason` is the error or one of its causes (a bounded walk). */
+function causedBy(error: unknown, reason: unknown): boolean {
+  let at: unknown = error;
+  for (let depth = 0; depth < 16 && at !== undefined && at !== null; depth++) {
+    if (at === reason) return true;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return false;
 }

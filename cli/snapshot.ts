@@ -421,7 +421,11 @@ async function snapshotAction(
     await previewSnapshot({ ...run, cwd: deps.cwd }, options, { offline: flags.offline });
     return;
   }
-  await runSnapshot({ ...run, kube: run.connect() }, options);
+  await runSnapshot({
+    ...run,
+    kube: run.connect(),
+    ...(run.connectInterruptible ? { preflightKube: run.connectInterruptible() } : {}),
+  }, options);
 }
 
 /** `--add-roles-to-service-account`: print the Roles a standing account needs, touch nothing. */

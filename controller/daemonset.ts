@@ -37,6 +37,11 @@ import type { UpgradeOptions } from "./upgrade.ts";
 export interface ClusterRunDeps {
   /** Connects to the cluster (called when the verb first needs it). */
   connect: () => KubeClient;
+  /**
+   * The same cluster, every request ending on SIGINT/SIGTERM: for what a verb reads and checks
+   * before it writes anything (nothing to clean up yet). @default {@link ClusterRunDeps.connect}
+   */
+  connectInterruptible?: () => KubeClient;
   /** Logger. */
   log: Logger;
   /** Standard output (reports sent to `-`, a stream fetch). */
@@ -93,6 +98,7 @@ export async function runInstall(
   await runReported(deps, { targets: reports, verb }, async () => {
     const result = await installDaemonSet({
       kube: deps.connect(),
+      ...(deps.connectInterruptible ? { preflightKube: deps.connectInterruptible() } : {}),
       log,
       now: deps.now,
       randomHex: deps.randomHex,
@@ -256,6 +262,7 @@ export async function runUpgrade(
   const started = deps.now().getTime();
   const result = await upgradeDaemonSet({
     kube: deps.connect(),
+    ...(deps.connectInterruptible ? { preflightKube: deps.connectInterruptible() } : {}),
     log: deps.log,
     now: deps.now,
     randomHex: deps.randomHex,
@@ -397,7 +404,9 @@ export async function runFleetFetch(
     let fleet: Awaited<ReturnType<typeof fetchFleet>>;
     let written: string[];
     try {
-      fleet = await fetchFleet({ kube: deps.connect(), log, now: deps.now }, {
+      // Reads and token requests only, nothing to clean up: a signal ends every request.
+      const kube = (deps.connectInterruptible ?? deps.connect)();
+      fleet = await fetchFleet({ kube, log, now: deps.now }, {
         ...fetch,
         signal: deps.signal,
         onResult: writer.put,
@@ -407,8 +416,9 @@ export async function runFleetFetch(
       written = await writer.close();
     } catch (error) {
       await writer.abort();
-      // A read the signal cut short is the interrupt it is (exit 130), not its own failure.
-      if (deps.signal.aborted && !(error instanceof ToolError)) {
+      // A read the signal cut short is the interrupt it is (exit 130), not its own failure
+      // (a missing CA, say, when the CA's read was cut).
+      if (deps.signal.aborted && !(error instanceof InterruptedError)) {
         throw new InterruptedError(
           `Cannot fetch every node's snapshot: interrupted (${String(deps.signal.reason)})`,
           { cause: error },

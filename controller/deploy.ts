@@ -55,6 +55,11 @@ import { allSettledOrThrow, sleep } from "../io.ts";
 export interface DeployDeps {
   /** The client (the caller's kubeconfig identity). */
   kube: KubeClient;
+  /**
+   * The same identity with every request ending on SIGINT/SIGTERM, for the pre-flight reads and
+   * the gate (nothing is written yet, so a signal there leaves nothing to clean up). @default kube
+   */
+  preflightKube?: KubeClient;
   /** Logger (stderr); the agent's streamed log is relayed through it. */
   log: Logger;
   /** Standard output: a delivery to stdout writes here (required for one). */
@@ -224,7 +229,10 @@ export async function deploySnapshot(
   const invocationId = newInvocationId(deps.randomHex);
   // Nothing is created before the plan is complete, so an interrupt here has nothing to clean.
   const plan = await planRun(deps, options, { runId, invocationId }).catch((error) => {
-    throw interrupted(error, options.signal);
+    // A review or read the signal cut short fails as the library says (a gate error, say):
+    // with nothing written, the signal is the whole story.
+    if (!(error instanceof InterruptedError)) throwIfInterrupted(options.signal);
+    throw error;
   });
   return await executeRun(deps, options, plan);
 }
@@ -474,7 +482,9 @@ async function planRun(
   const { runId, invocationId } = identity;
   const naming = outputNaming(options, runId);
   const { ownsOutput, outputFor, configMapsFor } = naming;
-  const gate = createRunGate(deps, options, naming);
+  // Reads and reviews only: a signal ends their requests at once.
+  const pre: DeployDeps = deps.preflightKube ? { ...deps, kube: deps.preflightKube } : deps;
+  const gate = createRunGate(pre, options, naming);
   // Without --service-account-name (and --create-namespace) the gate's questions are known
   // before any read, so its reviews run beside the pre-flight reads. Its verdict still comes
   // second: a read's or a manifest's error is reported before a permission error, as when they
@@ -485,7 +495,7 @@ async function planRun(
     : undefined;
   const [{ mode, serviceAccount }, injectedSelector, namespaceState] = planMode.offline
     ? [{ mode: "prefix" as const, serviceAccount: "" }, false, "exists" as const]
-    : await afterSettled(early, () => readCluster(deps, options));
+    : await afterSettled(early, () => readCluster(pre, options));
   const createNamespace = namespaceState === "absent";
   const output = outputFor(mode, serviceAccount);
   // Built again with the staging ConfigMap's UID once aicr created it (the agent writes into

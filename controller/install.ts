@@ -144,6 +144,11 @@ export function installCallerChecks(
 export interface InstallDeps {
   /** The client (the caller's kubeconfig identity). */
   kube: KubeClient;
+  /**
+   * The same identity with every request ending on SIGINT/SIGTERM, for the reads and the gate
+   * before anything is written (a signal then leaves nothing to clean up). @default kube
+   */
+  preflightKube?: KubeClient;
   /** Logger (stderr). */
   log: Logger;
   /** Clock. */
@@ -343,29 +348,11 @@ export async function installDaemonSet(
     createNamespace: _createNamespace,
     ...daemonOptions
   } = options;
-  const serviceMonitor = daemonOptions.service !== false &&
-    (daemonOptions.serviceMonitor ?? await hasServiceMonitorCrd(kube).catch((error) => {
-      log.warn("could not ask the API server for the ServiceMonitor CRD; none is created", {
-        error: error instanceof Error ? error.message.split("\n")[0] : String(error),
-      });
-      return false;
-    }));
-  const ca = makeDaemonCa({ now: deps.now() });
-  const baselineConfigMaps = await keptBaselines(deps, { namespace, name, caCert: ca.caCert });
-
-  const rendered = renderDaemonSet({
-    ...daemonOptions,
-    baselineConfigMaps,
-    serviceMonitor,
-    nodeBoundTokens: await bindsTokensToNodes(deps),
-    ca,
+  const { rendered, namespaceState, serviceMonitor, ca } = await preflight(deps, options, {
+    daemonOptions,
     runId,
     invocationId,
   });
-  const namespaceState = await checkBeforeInstall(deps, options, rendered);
-  if (daemonOptions.architectures) {
-    await checkDaemonArchitectures(deps, options, rendered, daemonOptions.architectures);
-  }
   // Logged once the inputs are proved and the install is about to write (not for bad input).
   log.info(`daemon install: runID=${runId}`, { namespace, name });
   if (namespaceState === "absent") await createNamespaceIfAbsent({ kube, log }, namespace);
@@ -389,6 +376,57 @@ export async function installDaemonSet(
     return { runId, created: ledger.entries, desired: 0, pods: [], ready: true };
   }
   return { runId, created: ledger.entries, ...await waitForInstall(deps, ledger, options, ca) };
+}
+
+/**
+ * The install's reads, render and checks before anything is written, on the interruptible client
+ * when there is one: a signal here ends the install at once (exit 130), nothing to clean up.
+ */
+async function preflight(
+  deps: InstallDeps,
+  options: InstallOptions,
+  ids: { daemonOptions: DaemonSetOptions; runId: string; invocationId: string },
+): Promise<{
+  rendered: RenderedDaemonSet;
+  namespaceState: Awaited<ReturnType<typeof checkNamespace>>;
+  serviceMonitor: boolean;
+  ca: DaemonCa;
+}> {
+  const pre: InstallDeps = deps.preflightKube ? { ...deps, kube: deps.preflightKube } : deps;
+  const { kube, log } = pre;
+  const { name = DEFAULT_DAEMON_NAME, namespace, signal } = options;
+  const { daemonOptions, runId, invocationId } = ids;
+  try {
+    const serviceMonitor = daemonOptions.service !== false &&
+      (daemonOptions.serviceMonitor ?? await hasServiceMonitorCrd(kube).catch((error) => {
+        interrupted(signal);
+        log.warn("could not ask the API server for the ServiceMonitor CRD; none is created", {
+          error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+        });
+        return false;
+      }));
+    const ca = makeDaemonCa({ now: deps.now() });
+    const baselineConfigMaps = await keptBaselines(pre, { namespace, name, caCert: ca.caCert });
+    const rendered = renderDaemonSet({
+      ...daemonOptions,
+      baselineConfigMaps,
+      serviceMonitor,
+      nodeBoundTokens: await bindsTokensToNodes(pre),
+      ca,
+      runId,
+      invocationId,
+    });
+    const namespaceState = await checkBeforeInstall(pre, options, rendered);
+    if (daemonOptions.architectures) {
+      await checkDaemonArchitectures(pre, options, rendered, daemonOptions.architectures);
+    }
+    interrupted(signal);
+    return { rendered, namespaceState, serviceMonitor, ca };
+  } catch (error) {
+    // A request the signal cut short (or a check it failed) is the interrupt it is.
+    interrupted(signal);
+    throw error;
+  }
 }
 
 /**

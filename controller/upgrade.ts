@@ -186,16 +186,7 @@ export async function upgradeDaemonSet(
 ): Promise<UpgradeResult> {
   const { kube, log } = deps;
   const { name = DEFAULT_DAEMON_NAME, namespace, signal } = options;
-  const existing = await readUpgradable(kube, namespace, name);
-  const { runId, ca, objects } = await renderUpgrade(deps, options, name);
-  sayPlacementChanges(deps, existing, objects);
-  const before = await Promise.all(
-    objects.map((o) =>
-      kube.get<KubeObject>(o.kind, namespaceOf(o, namespace), o.manifest.metadata.name, {
-        timeoutMs: 10_000,
-      })
-    ),
-  );
+  const { existing, runId, ca, objects, before } = await readBeforeUpgrade(deps, options, name);
   const fromImage = firstImage(existing);
   const toImage = options.image;
   log.info(`daemon upgrade: runID=${runId}`, { namespace, name, from: fromImage, to: toImage });
@@ -252,6 +243,47 @@ export async function upgradeDaemonSet(
     cause,
     restore: { namespace, objects, before, appliedIndexes },
   });
+}
+
+/**
+ * What the upgrade reads and checks before it writes, on the interruptible client when there is
+ * one: a signal here ends the upgrade at once (exit 130), nothing changed, nothing to roll back.
+ */
+async function readBeforeUpgrade(
+  deps: InstallDeps,
+  options: UpgradeOptions,
+  name: string,
+): Promise<{
+  existing: KubeObject;
+  runId: string;
+  ca: RenderCa;
+  objects: RenderedObject[];
+  before: (KubeObject | undefined)[];
+}> {
+  const pre: InstallDeps = deps.preflightKube ? { ...deps, kube: deps.preflightKube } : deps;
+  const { namespace, signal } = options;
+  try {
+    const existing = await readUpgradable(pre.kube, namespace, name);
+    const { runId, ca, objects } = await renderUpgrade(pre, options, name);
+    sayPlacementChanges(deps, existing, objects);
+    const before = await Promise.all(
+      objects.map((o) =>
+        pre.kube.get<KubeObject>(o.kind, namespaceOf(o, namespace), o.manifest.metadata.name, {
+          timeoutMs: 10_000,
+        })
+      ),
+    );
+    if (signal?.aborted) throw signal.reason;
+    return { existing, runId, ca, objects, before };
+  } catch (error) {
+    // A request the signal cut short is the interrupt it is: nothing was changed.
+    if (signal?.aborted) {
+      throw new InterruptedError(
+        `Cannot upgrade the daemon '${namespace}/${name}': interrupted (${String(signal.reason)})`,
+      );
+    }
+    throw error;
+  }
 }
 
 /** The install rendered anew from `options` with the CA kept, once the gate allows patching it. */

@@ -1,10 +1,18 @@
 /**
- * Issue #28 (1): SIGINT/SIGTERM ends the short cluster verbs while the API server holds their
- * request, on the real cluster: `daemonset baseline list`, `get`, `delete --all`, `set -f` and
- * `cleanup --run-id` each have one request held 20 s by the fault proxy; the signal, sent once the request
- * is held, ends the verb with exit 130 within a few seconds (not after the hold), naming the
- * signal, and nothing is written. (`snapshot`'s phases: `signals_test.ts`; `daemonset fetch`:
- * `tests/e2e/daemonset_test.ts`; `-o` a FIFO: `output_paths_test.ts`.)
+ * Issue #28 (1): SIGINT/SIGTERM ends the cluster verbs while the API server holds their request,
+ * on the real cluster: each verb has one request held 20 s by the fault proxy; the signal, sent
+ * once the request is held, ends the verb with exit 130 within a few seconds (not after the
+ * hold), naming the signal, and nothing is written.
+ *
+ * - `daemonset baseline list`, `get`, `delete --all`, `set -f` and `cleanup --run-id`;
+ * - `daemonset status`, `uninstall` (its discovery), `install` (its gate), `upgrade` (its read
+ *   of the DaemonSet), `diff` of a `cm://` source, `snapshot` (its gate) and
+ *   `snapshot --from-daemonset`: before the fix of these, each waited the hold or its request
+ *   timeout out (10 to 20 s) and then failed with its own exit code (3, 6, 8) or none (0).
+ *
+ * (`snapshot`'s later phases: `signals_test.ts`; `daemonset fetch`:
+ * `tests/e2e/daemonset_test.ts`; `upgrade` mid-rollout: `tests/e2e/upgrade_test.ts`; `-o` a FIFO:
+ * `output_paths_test.ts`.)
  */
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
@@ -18,8 +26,17 @@ const FIXTURE = fileURLToPath(
 /** How long the proxy holds the verb's request: a verb that ignores the signal waits it out. */
 const HOLD_MS = 20_000;
 
+/** A verb, the request held (method `GET` unless named) and the signal sent while it is. */
+type VerbCase = [
+  what: string,
+  args: string[] | ((namespace: string) => string[]),
+  path: RegExp,
+  signal: Deno.Signal,
+  method?: string,
+];
+
 Deno.test({
-  name: "reliability: signals end the baseline verbs and cleanup while the API server holds them",
+  name: "reliability: signals end the cluster verbs while the API server holds their request",
   ignore: !ENABLED,
   sanitizeOps: false,
   sanitizeResources: false,
@@ -29,7 +46,7 @@ Deno.test({
     try {
       const ns = await suite.namespace("rel-verb-signals");
       const baseline = (...args: string[]) => ["daemonset", "baseline", ...args];
-      const cases: [string, string[], RegExp, Deno.Signal][] = [
+      const cases: VerbCase[] = [
         ["baseline list", baseline("list"), /\/configmaps\?/, "SIGTERM"],
         ["baseline get", baseline("get"), /\/configmaps\?/, "SIGINT"],
         ["baseline delete --all", baseline("delete", "--all"), /\/configmaps\?/, "SIGTERM"],
@@ -41,16 +58,52 @@ Deno.test({
           /labelSelector=/,
           "SIGTERM",
         ],
+        ["daemonset status", ["daemonset", "status"], /\/daemonsets\/aicr-daemon$/, "SIGTERM"],
+        // An uninstall stopped midway is finished by running it again.
+        ["daemonset uninstall", ["daemonset", "uninstall"], /^\/apis$/, "SIGINT"],
+        [
+          "daemonset install (gate)",
+          ["daemonset", "install", "--image", "aicr:dev"],
+          /selfsubjectaccessreviews/,
+          "SIGTERM",
+          "POST",
+        ],
+        [
+          "daemonset upgrade (read)",
+          ["daemonset", "upgrade", "--image", "aicr:dev"],
+          /\/daemonsets\/aicr-daemon$/,
+          "SIGINT",
+        ],
+        [
+          "diff cm://",
+          (ns) => ["diff", "-b", `cm://${ns}/held`, "--target", FIXTURE],
+          /\/configmaps\/held$/,
+          "SIGTERM",
+        ],
+        [
+          "snapshot (gate)",
+          ["snapshot", "--timeout", "60s"],
+          /selfsubjectaccessreviews/,
+          "SIGINT",
+          "POST",
+        ],
+        [
+          "snapshot --from-daemonset",
+          ["snapshot", "--from-daemonset"],
+          /\/configmaps\/aicr-daemon-ca$/,
+          "SIGTERM",
+        ],
       ];
       const results: { what: string; code: number; seconds: number }[] = [];
-      for (const [what, args, path, signal] of cases) {
+      for (const [what, verb, path, signal, method = "GET"] of cases) {
         await t.step(`${what}: ${signal} while its request is held, exit 130`, async () => {
           const proxy = await startFaultProxy(suite.env.cluster);
           proxies.push(proxy);
           let held: () => void = () => {};
           const isHeld = new Promise<void>((resolve) => (held = resolve));
+          const args = typeof verb === "function" ? verb(ns) : verb;
           proxy.add({
-            method: "GET",
+            method,
             path,
             action: { kind: "delay", ms: HOLD_MS },
             times: 1,
@@ -86,7 +139,7 @@ Deno.test({
           assert.deepEqual(await suite.aicrObjects(ns), [], `${what}: nothing written`);
         });
       }
-      record("signals: baseline verbs with a held request", {
+      record("signals: cluster verbs with a held request", {
         faultsInjected: cases.length,
         faultsSurvived: results.filter((r) => r.code === 130 && r.seconds < 5).length,
         leftovers: (await suite.aicrObjects(ns)).length,
