@@ -57,6 +57,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import * as esbuild from "esbuild";
 import { DAEMON_V8_FLAGS } from "../runtime.ts";
+import { otherBuildReason, writeBuildRecord } from "./build_record.ts";
 import { FAST_FIRST_ARGUMENTS } from "../cli/fast.ts";
 import {
   type Arch,
@@ -1164,6 +1165,12 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
   );
   await selfTest(partial, info, arch);
   await rename(partial, outPath);
+  await writeBuildRecord(outPath, {
+    version: info.version,
+    commit: info.commit,
+    platform: `linux/${arch}`,
+    bundleSha256: createHash("sha256").update(text).digest("hex"),
+  });
   const bytes = (await stat(outPath)).size;
   const sha256 = createHash("sha256").update(await readFile(outPath)).digest("hex");
   const millis = Math.round(performance.now() - started);
@@ -1318,6 +1325,34 @@ const USAGE =
                                    [--out PATH] [--no-minify] [--no-code-cache] [--no-strip]
                                    [--v8-flags=FLAG,FLAG | --v8-flags=]`;
 
+/**
+ * Warns when `dist/` holds binaries of different builds after a build of some architectures:
+ * the test world runs `dist/aicr-linux-arm64` on its arm64 nodes, and one left from an earlier
+ * commit answers as another build (`daemonset fetch`: wrong-build), so its nodes refuse to pull it
+ * (`tests/kubelet/images.ts`) until it is rebuilt.
+ *
+ * @param built the architectures just built
+ * @param write where the warning goes
+ */
+export function warnMixedBuilds(
+  built: readonly Arch[],
+  write: (line: string) => void = (line) => void process.stdout.write(line + "\n"),
+): void {
+  const host = defaultOut(hostArch());
+  for (const arch of ARCHES) {
+    const other = defaultOut(arch);
+    if (other === host || !existsSync(other) || !existsSync(host)) continue;
+    const reason = otherBuildReason(other, host);
+    if (reason === undefined) continue;
+    write(
+      built.includes(hostArch())
+        ? `  WARNING   ${reason}: until then the test world's linux/${arch} nodes refuse it`
+        : `  WARNING   ${displayPath(host)} is another build than the linux/${arch} binary just ` +
+          "built: rebuild it with 'deno task build'",
+    );
+  }
+}
+
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
@@ -1374,6 +1409,7 @@ async function main(args: string[]): Promise<number> {
           : {}),
       });
     }
+    if (!values.out) warnMixedBuilds(arches);
     return 0;
   } catch (error) {
     process.stderr.write(`aicr build: ${(error as Error).message}\n`);

@@ -7,7 +7,9 @@
  * - this build's default image (`version.ts` `releaseImage` of package.json's version) and the
  *   test world's own name for the build under test (`aicr:<any tag>`): the built binary,
  *   `dist/aicr` on amd64 nodes and `dist/aicr-linux-arm64` on arm64 nodes, run under qemu-user
- *   (`scripts/node_base.ts`) there, as a real arm64 node runs the arm64 image;
+ *   (`scripts/node_base.ts`) there, as a real arm64 node runs the arm64 image; a binary that is
+ *   another build than `dist/aicr` (left from an earlier commit: `scripts/build_record.ts`) is
+ *   refused, naming the rebuild, rather than run as a daemon that answers as another build;
  * - NVIDIA's Go aicr (`ghcr.io/nvidia/aicr:v0.11.1`): the test world's stand-in for it
  *   (`notaicr.ts`), amd64 only;
  * - host userland images (`busybox`, `alpine`, ...): the host's own commands;
@@ -27,7 +29,13 @@ export type ImageTarget =
 
 /** One image the test world publishes. */
 export type ImageEntry =
-  | { kind: "exe"; platforms: Partial<Record<Arch, string>>; anyArch?: boolean }
+  | {
+    kind: "exe";
+    platforms: Partial<Record<Arch, string>>;
+    anyArch?: boolean;
+    /** Why a platform's executable cannot be pulled now (checked at each pull), if it cannot. */
+    refuse?: (path: string) => string | undefined;
+  }
   | { kind: "host" };
 
 /** The outcome of a pull: what to run, or the pull error's message. */
@@ -57,6 +65,11 @@ export interface CatalogOptions {
   defaultImage: string;
   /** The binary per architecture (an absent or missing file: the image lacks that platform). */
   aicr: Partial<Record<Arch, string>>;
+  /**
+   * Why one of `aicr`'s binaries is not the build under test (`scripts/build_record.ts`): it is
+   * then refused, as the image under test must be one build on every platform.
+   */
+  otherBuild?: (path: string) => string | undefined;
   /** The stand-in for NVIDIA's Go aicr, and its reference. */
   notAicr?: { image: string; path: string };
   /** Extra entries: reference or repository to an executable or `"host"`. */
@@ -71,7 +84,11 @@ export interface CatalogOptions {
  */
 export function testWorldImages(options: CatalogOptions): Map<string, ImageEntry> {
   const catalog = new Map<string, ImageEntry>();
-  const aicr: ImageEntry = { kind: "exe", platforms: options.aicr };
+  const aicr: ImageEntry = {
+    kind: "exe",
+    platforms: options.aicr,
+    ...(options.otherBuild ? { refuse: options.otherBuild } : {}),
+  };
   catalog.set(options.defaultImage, aicr);
   // The test world's own name for the build under test (`aicr:dev`): a repository with no
   // registry, which no real registry serves.
@@ -119,6 +136,8 @@ export function pullImage(
   if (!path || !existsSync(path)) {
     return failed(`no match for platform in manifest (linux/${arch}): not found`);
   }
+  const refused = entry.refuse?.(path);
+  if (refused !== undefined) return failed(refused);
   let emulator: Emulator | undefined;
   try {
     emulator = entry.anyArch ? undefined : emulatorFor(arch as Arch);

@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { imageRepository, pullImage, testWorldImages } from "./images.ts";
+import { otherBuildReason, writeBuildRecord } from "../../scripts/build_record.ts";
 
 const QEMU = { command: "/usr/bin/qemu-aarch64-static", args: ["-L", "/usr/aarch64-linux-gnu"] };
 const emulatorFor = (arch: string) => (arch === "arm64" ? QEMU : undefined);
@@ -55,4 +56,45 @@ Deno.test("kubelet images: imageRepository() drops the tag and the digest, not a
   assert.equal(imageRepository("registry.test:5000/aicr:1"), "registry.test:5000/aicr");
   assert.equal(imageRepository("registry.test:5000/aicr@sha256:ab"), "registry.test:5000/aicr");
   assert.equal(imageRepository("aicr"), "aicr");
+});
+
+Deno.test("kubelet images: an arm64 binary left from another build is refused, naming the rebuild", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "aicr-images-"));
+  try {
+    const amd = join(dir, "aicr");
+    const arm = join(dir, "aicr-linux-arm64");
+    for (const file of [amd, arm]) await writeFile(file, "");
+    const catalog = testWorldImages({
+      defaultImage: "ghcr.io/aicr-run/aicr:0.2.0",
+      aicr: { amd64: amd, arm64: arm },
+      otherBuild: (path) => path === amd ? undefined : otherBuildReason(path, amd),
+    });
+    const pull = (arch: string) => pullImage(catalog, "aicr:dev", arch, emulatorFor);
+    const record = (bundleSha256: string, commit: string, arch: string) => ({
+      version: "0.2.0",
+      commit,
+      platform: `linux/${arch}`,
+      bundleSha256,
+    });
+    // No records (AICR_BIN built elsewhere): nothing to compare, both are pulled.
+    assert.ok("target" in pull("arm64"));
+    await writeBuildRecord(amd, record("b".repeat(64), "2222222", "amd64"));
+    // The binary under test has a record, the arm64 one none: built before records, refused.
+    const unrecorded = pull("arm64");
+    assert.ok("error" in unrecorded);
+    assert.match(unrecorded.error, /no build record.*--arch all'$/);
+    await writeBuildRecord(arm, record("a".repeat(64), "1111111", "arm64"));
+    const stale = pull("arm64");
+    assert.ok("error" in stale);
+    assert.match(
+      stale.error,
+      /aicr-linux-arm64 is another build than aicr under test \(commit 1111111; aicr is commit 2222222\): rebuild it with 'deno run -A scripts\/build\.ts --arch arm64'$/,
+    );
+    assert.ok("target" in pull("amd64"), "the binary under test is always pulled");
+    // Rebuilt from the same tree: the same bundle, pulled.
+    await writeBuildRecord(arm, record("b".repeat(64), "2222222", "arm64"));
+    assert.deepEqual(pull("arm64"), { target: { kind: "exe", path: arm, emulator: QEMU } });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

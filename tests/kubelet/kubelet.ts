@@ -40,6 +40,7 @@ import { defaultOut } from "../../scripts/build.ts";
 import { commandLine, findEmulator, hostArch } from "../../scripts/node_base.ts";
 import pkg from "../../package.json" with { type: "json" };
 import { releaseImage } from "../../version.ts";
+import { otherBuildReason } from "../../scripts/build_record.ts";
 import { type ImageTarget, pullImage, type PullResult, testWorldImages } from "./images.ts";
 import { ensureNotAicr, NOT_AICR_IMAGE } from "./notaicr.ts";
 import type { ClusterInfo } from "../cluster/cluster.ts";
@@ -273,6 +274,7 @@ export async function startKubelet(
         defaultOut("arm64"),
       ...(hostArch() === "arm64" ? { arm64: aicrBin } : {}),
     },
+    otherBuild: (path) => path === aicrBin ? undefined : otherBuildReason(path, aicrBin),
     notAicr: { image: NOT_AICR_IMAGE, path: await ensureNotAicr() },
     extra: {
       ...JSON.parse(Deno.env.get("AICR_KUBELET_IMAGES") ?? "{}"),
