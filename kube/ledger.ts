@@ -96,22 +96,29 @@ export class Ledger {
   readonly #proof: OwnershipProof;
   readonly #retries: number;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  readonly #clock: () => number;
 
   /**
    * @param kube the client
    * @param proof the labels that prove ownership
    * @param options how often a create that provably did not land is sent again
-   *   (default 4) and the sleep between attempts (injectable for tests)
+   *   (default 4), the sleep between attempts and the clock cleanup's `until` is read on
+   *   (epoch ms, `Date.now`), both injectable for tests
    */
   constructor(
     kube: KubeClient,
     proof: OwnershipProof,
-    options: { retries?: number; sleep?: (ms: number, signal?: AbortSignal) => Promise<void> } = {},
+    options: {
+      retries?: number;
+      sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+      clock?: () => number;
+    } = {},
   ) {
     this.#kube = kube;
     this.#proof = proof;
     this.#retries = options.retries ?? 4;
     this.#sleep = options.sleep ?? sleep;
+    this.#clock = options.clock ?? Date.now;
   }
 
   /** Everything recorded so far, in creation order. */
@@ -266,11 +273,11 @@ export class Ledger {
   ): Promise<CleanupOutcome> {
     if (deadline === undefined) return await this.#remove(entry, log);
     for (let attempt = 0;; attempt++) {
-      const last = Date.now() >= deadline;
+      const last = this.#clock() >= deadline;
       const outcome = await this.#remove(entry, log, last, { retries: 0 });
       if (outcome.result !== "failed" || last || !outcome.away) return outcome;
       const backoff = Math.max(Math.min(250 * 2 ** attempt, 2000), outcome.retryAfterMs ?? 0);
-      const wait = Math.min(backoff, Math.max(0, deadline - Date.now()));
+      const wait = Math.min(backoff, Math.max(0, deadline - this.#clock()));
       log.debug("cleanup: the API server is away; deleting again", {
         kind: entry.kind,
         name: entry.name,
