@@ -369,9 +369,12 @@ Deno.test("serve() rejects a request head larger than maxHeaderBytes", async () 
 Deno.test("serve() aborts the request's signal when the client goes away", async () => {
   let aborted: (reason: unknown) => void = () => {};
   const abortedPromise = new Promise((resolve) => (aborted = resolve));
+  let entered: () => void = () => {};
+  const enteredPromise = new Promise<void>((resolve) => (entered = resolve));
   const app = new Hono();
   app.get("/wait", (c) =>
     new Promise<Response>((resolve) => {
+      entered();
       c.req.raw.signal.addEventListener("abort", () => {
         aborted(c.req.raw.signal.reason);
         resolve(new Response("late"));
@@ -382,7 +385,9 @@ Deno.test("serve() aborts the request's signal when the client goes away", async
     const req = httpsRequest(`${server.url}/wait`, { ca: TLS.ca, agent: false });
     req.on("error", () => {});
     req.end();
-    await sleep(150);
+    // The client goes away once the handler holds its request (not after a guessed delay: a
+    // slow handshake would let it go before, and the handler would never run).
+    await enteredPromise;
     req.destroy();
     const reason = await abortedPromise;
     assert.match(String(reason), /closed the connection/);
