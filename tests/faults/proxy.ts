@@ -82,6 +82,8 @@ export interface ProxiedRequest {
   status: number;
   /** The rule that fired, if any. */
   fault?: string;
+  /** A request held by a `delay` rule whose client went away before the hold ended. */
+  abandoned?: boolean;
 }
 
 /** A running proxy. */
@@ -246,11 +248,16 @@ export async function startFaultProxy(
         req.resume();
         req.socket.destroy();
       } else if (action?.kind === "delay") {
+        let released = false;
         const timer = setTimeout(() => {
+          released = true;
           delays.delete(timer);
           forward();
         }, action.ms);
         delays.add(timer);
+        res.on("close", () => {
+          if (!released) record.abandoned = true;
+        });
       } else forward();
     };
     if (hook) Promise.resolve(hook(record)).then(go, go);
