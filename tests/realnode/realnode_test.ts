@@ -167,14 +167,10 @@ Deno.test(gated(unavailable, {
           "a wrong pull secret fails fast: exit 8 naming the image and the kubelet's pull error, nothing left",
           async () => {
             const namespace = await ns("rn-badcreds", {}, { wrongPassword: true });
-            const started = performance.now();
             const run = await runSnapshot(namespace);
-            const seconds = (performance.now() - started) / 1000;
+            // Ended on the pull error, not at the 120 s timeout (exit 5, "did not finish within").
             assert.equal(run.code, 8, run.stderr);
-            assert.ok(
-              seconds < 90,
-              `ended after ${seconds.toFixed(0)} s, not at the 120 s timeout`,
-            );
+            assert.doesNotMatch(run.stderr, /did not finish within/);
             assert.ok(run.stderr.includes(env.image), run.stderr);
             assert.match(run.stderr, /401 Unauthorized/);
             // And what it means, in aicr's words: which registry, which Secret.

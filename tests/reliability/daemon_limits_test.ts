@@ -118,7 +118,9 @@ Deno.test({
             unauthorized >= 20 && unauthorized <= 20 + refilled,
             `401s: ${unauthorized} (refill ${refilled})`,
           );
-          assert.ok(limited.length >= 10, `429s: ${limited.length}`);
+          // The rest were limited: how many depends on the refill, so on how long the requests
+          // took (a fixed count of 429s assumed the 40 took under 10 s); one is enough to show it.
+          assert.ok(limited.length > 0, `no 429 in 40 requests (refill ${refilled})`);
           assert.equal(unauthorized + limited.length, 40);
           assert.ok(limited.every((a) => Number(a.retryAfter) >= 1), JSON.stringify(limited[0]));
           assert.equal(reviews() - before, unauthorized, "a limited token is never reviewed");

@@ -81,13 +81,11 @@ Deno.test({
         ];
         let refused = 0;
         for (const [what, args, message] of cases) {
-          const started = Date.now();
+          // The deadline is a hang guard: that nothing ran is read from what the run said.
           const r = await aicr(args, { deadlineMs: 30_000 });
-          const seconds = (Date.now() - started) / 1000;
           assert.equal(r.code, 2, `${what}: exit ${r.code}\n${r.stderr}`);
           assert.match(r.stderr, message, what);
           assert.doesNotMatch(r.stderr, /snapshot agent run: runID=/, `${what}: nothing was run`);
-          assert.ok(seconds < 20, `${what} ended in ${seconds} s`);
           refused++;
         }
         const left = await suite.aicrObjects(ns);
@@ -127,7 +125,11 @@ Deno.test({
             leftovers: results.reduce((n, r) => n + r.left.length, 0),
           });
           for (const r of results) {
-            assert.equal(r.done.code, 130, `${r.signal}:\n${r.done.stderr}`);
+            assert.equal(
+              r.done.code,
+              130,
+              `${r.signal}, ${r.seconds} s after it:\n${r.done.stderr}`,
+            );
             assert.match(
               r.done.stderr,
               new RegExp(
@@ -135,9 +137,8 @@ Deno.test({
               ),
             );
             assert.ok(r.done.runId, r.done.stderr);
-            // Cleanup ran: within a second of the signal for the wait to end, plus cleanup's own
-            // deletes (bounded by the API server, not by the pipe).
-            assert.ok(r.seconds < 10, `${r.signal}: exited ${r.seconds} s after the signal`);
+            // The signal ended the wait for a reader that never comes (a run that ignored it is
+            // killed at 20 s, and SIGKILL gives no 130); cleanup ran: nothing is left.
             assert.deepEqual(r.left, [], `${r.signal}: the run's objects are gone`);
           }
         },
