@@ -17,7 +17,7 @@ import type { KubeClient } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
 import { DEFAULT_DAEMON_NAME, formatManifest } from "../manifests/mod.ts";
 import { fetchFleet, fleetError, formatFleetTable } from "./fleet.ts";
-import type { FleetTransport } from "./fleet.ts";
+import type { FleetResult, FleetTransport } from "./fleet.ts";
 import { createFleetWriter } from "./fleet_writer.ts";
 import type { FleetOutput } from "./fleet_writer.ts";
 import { installDaemonSet } from "./install.ts";
@@ -373,6 +373,23 @@ export interface FleetFetchOptions {
   redactor?: Redactor;
 }
 
+/** A fetch's result as `--redact` shows it: each node by its token, each error's text redacted. */
+function redactFleetResult(fleet: FleetResult, redactor: Redactor): FleetResult {
+  redactor.learn(fleet.results.map((r) => r.node));
+  const { topology } = fleet;
+  return {
+    ...fleet,
+    results: fleet.results.map((r) => ({
+      ...r,
+      node: redactor.text(r.node),
+      ...(r.error !== undefined ? { error: redactor.text(r.error) } : {}),
+    })),
+    ...(topology?.message !== undefined
+      ? { topology: { ...topology, message: redactor.text(topology.message) } }
+      : {}),
+  };
+}
+
 /**
  * Fetches every node's snapshot from the installed daemons, writes them, prints the status table
  * on stderr, and throws the fleet's error when some node was not ok.
@@ -426,6 +443,8 @@ export async function runFleetFetch(
       }
       throw error;
     }
+    // With --redact the table, the reports and the error name each node by its token.
+    if (redactor) fleet = redactFleetResult(fleet, redactor);
     deps.stderr.write(formatFleetTable(fleet.results));
     log.info("fleet fetched", {
       nodes: fleet.results.length,

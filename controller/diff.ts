@@ -17,14 +17,13 @@ import {
   fleetDocument,
   loadSnapshot,
   readFleet,
-  redactReport,
   redactSnapshot,
   renderDiff,
   renderDiffHtml,
   renderFleetHtml,
   renderFleetTable,
 } from "../snapshot/mod.ts";
-import type { Redactor, SnapshotSourceLoader } from "../snapshot/mod.ts";
+import type { FleetSink, Redactor, SnapshotSourceLoader } from "../snapshot/mod.ts";
 
 /** What a diff reads from and writes to. */
 export interface DiffDeps {
@@ -116,17 +115,19 @@ async function diffFleet(
   // A directory's files in our own layout go straight into the builder, without a snapshot.
   // A file or document that cannot be read is an unreadable node of the report (exit 9 after the
   // output), and the rest is compared.
+  const { redactor } = options;
   await readFleet(fleet, deps.loader, {
     cwd: deps.cwd,
     option: "fleet",
     ...(deps.signal ? { signal: deps.signal } : {}),
-  }, builder);
+  }, redactor ? redactingSink(builder, redactor) : builder);
   throwIfInterrupted(deps.signal);
   const report = builder.finish();
   throwIfInterrupted(deps.signal);
   const format = options.format;
-  const { redactor } = options;
-  const redact = (text: string) => redactor ? redactReport(text, report.nodes, redactor) : text;
+  // The members are redacted already (the report's nodes are tokens); what is left is what the
+  // report adds: its sources.
+  const redact = (text: string) => redactor ? redactor.text(text) : text;
   await write(redact(
     format === "html"
       ? renderFleetHtml(report, {
@@ -178,10 +179,12 @@ async function diffPair(
   const [baseline, target] = redactor
     ? [redactSnapshot(loaded[0], redactor), redactSnapshot(loaded[1], redactor)] as const
     : loaded;
+  // The report names its sources as messages do: no URL credentials or query values, and with
+  // --redact no name either (`fleet/<node>.yaml`), in the tokens of the snapshots' names.
+  const source = (text: string) => redactor ? redactor.text(redactUrl(text)) : redactUrl(text);
   const result = diffSnapshots(baseline, target, {
-    // The report names its sources as messages do: no URL credentials or query values.
-    baselineSource: redactUrl(baselineSource),
-    targetSource: redactUrl(targetSource),
+    baselineSource: source(baselineSource),
+    targetSource: source(targetSource),
     ignore: [...options.ignore],
   });
   const format = options.format;
@@ -193,6 +196,34 @@ async function diffPair(
   if (options.failOnDrift && result.summary.total > 0) {
     throw new ToolError(`drift detected: ${result.summary.total} change(s) found`, "drift");
   }
+}
+
+/**
+ * A fleet sink that redacts each member before the builder sees it (so cohorts, outliers and
+ * readings are made of tokens, as they would be from redacted snapshots), and each unreadable
+ * member's name and source: a file's name is its node's. Members are parsed (no `addYaml`): the
+ * builder's fast path would read the names it must not see.
+ */
+function redactingSink(sink: FleetSink, redactor: Redactor): FleetSink {
+  return {
+    add(member) {
+      redactor.learn([member.node]);
+      const snapshot = redactSnapshot(member.snapshot, redactor);
+      sink.add({ node: redactor.text(member.node), snapshot });
+    },
+    ...(sink.unreadable
+      ? {
+        unreadable: (entry) => {
+          redactor.learn([entry.node]);
+          sink.unreadable?.({
+            node: redactor.text(entry.node),
+            source: redactor.text(entry.source),
+            reason: redactor.text(entry.reason),
+          });
+        },
+      }
+      : {}),
+  };
 }
 
 /** After a step the signal may have cut short: the interrupt (exit 130), nothing written. */

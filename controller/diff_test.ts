@@ -96,11 +96,20 @@ Deno.test("runDiff() --redact: a pair's drift and a fleet's outlier are reported
     assert.match(pair, /999\.1\.2/, "the drift is still found");
     const fleet = await run({ fleet: [dir] });
     assert.match(fleet, new RegExp(redactor.token("gpu-node-a3")), "the outlier, by its token");
-    for (const node of nodes) {
-      // The pair report names its sources as the user named them (file paths); nothing else.
-      const readings = pair.replaceAll(`${node}.yaml`, "");
-      assert.ok(!readings.includes(node), `${node} survived in the pair report`);
+    // The sources too (`gpu-node-a1.yaml`): a file named by its node says the node's name.
+    assert.match(pair, new RegExp(`${redactor.token("gpu-node-a1")}\\.yaml`));
+    // A corrupt member is an unreadable node named by its file: by token, in the report and
+    // in the error (exit 9).
+    writeFileSync(join(dir, "gpu-node-a4.yaml"), "{ not: [a snapshot");
+    const broken = await run({ fleet: [dir] }).then(() => undefined, (e: Error) => e);
+    assert.ok(broken, "an unreadable member is an error after the report");
+    assert.equal(exitCodeOf(broken), 9);
+    const said = [broken.message, ...((broken as { details?: string[] }).details ?? [])].join("\n");
+    assert.match(said, new RegExp(redactor.token("gpu-node-a4")));
+    for (const node of [...nodes, "gpu-node-a4"]) {
+      assert.ok(!pair.includes(node), `${node} survived in the pair report`);
       assert.ok(!fleet.includes(node), `${node} survived in the fleet report`);
+      assert.ok(!said.includes(node), `${node} survived in the error`);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

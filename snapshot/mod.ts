@@ -41,7 +41,7 @@ export {
 export type { SnapshotFormat } from "./codec.ts";
 export { YamlWriteCaches } from "./yaml_writer.ts";
 export { loadFleet, loadSnapshot, readFleet } from "./sources.ts";
-export type { SnapshotSourceLoader } from "./sources.ts";
+export type { FleetSink, SnapshotSourceLoader } from "./sources.ts";
 export {
   GPU_MODEL_PATH,
   GROUP_BY_NONE,
@@ -98,5 +98,5 @@ export {
   snapshotFromConfigMapData,
 } from "./target.ts";
 export type { ConfigMapRef, SnapshotTarget } from "./target.ts";
-export { createRedactor, redactReport, redactSnapshot } from "./redact.ts";
+export { createRedactor, redactSnapshot } from "./redact.ts";
 export type { Redactor } from "./redact.ts";

@@ -24,8 +24,11 @@ export const REDACTION_KEY_METADATA = "redaction-key-id";
 
 /** Keys whose reading is a host or node name. */
 const NAME_KEY_REGEXP = /(^|[.-])(source-node|node-name|nodename|hostname|host-name|node|host)$/i;
-/** An IPv4 address inside text. */
-const IPV4_REGEXP = /(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.]*\d)/g;
+/**
+ * An IPv4 address inside text, after a dot too (a label key's `node-ip.10.0.0.1`), never four
+ * numbers of a longer dotted run (`1.2.3.4.5`).
+ */
+const IPV4_REGEXP = /(?<!\d)(?<!\d\.)(?:\d{1,3}\.){3}\d{1,3}(?![\d.]*\d)/g;
 /** A run of hex digits and colons that may be an IPv6 address. */
 const IPV6_REGEXP = /(?<![\w:])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![\w:])/g;
 /** An image reference (`host[:port]/path:tag` or `@sha256:`): its registry host is group 1. */
@@ -40,22 +43,35 @@ const REPOSITORY_HOST_REGEXP =
 /** What a host or node name looks like (not `true`, a number or a sentence). */
 const NAME_REGEXP =
   /^(?!(true|false|none|null|unknown|n\/a)$)(?=.*[A-Za-z])[A-Za-z0-9][A-Za-z0-9.-]*$/i;
+/** A token, as {@link createRedactor} makes them. */
+const TOKEN_REGEXP = /^redacted-[0-9a-f]{12}$/;
 /** A `GET node/<name>` style source. */
 const NODE_SOURCE_REGEXP = /\bnodes?\/([A-Za-z0-9.-]+)/g;
 
-/** A redactor: one key, its tokens kept for the snapshot's names. */
+/**
+ * A redactor: one key, and the node and host names it has learnt. A run keeps one: every
+ * snapshot it redacts teaches it that snapshot's names, so a later text (another snapshot, a
+ * report, a log line) hides them too, with the same tokens.
+ */
 export interface Redactor {
   /** The token for one value under this key. */
   token(value: string): string;
   /** The key's id, safe to publish. */
   keyId: string;
+  /**
+   * Takes node or host names (a value that does not look like one, such as `true`, a number or
+   * a sentence, is left out), so that {@link Redactor.text} replaces them from now on.
+   */
+  learn(names: Iterable<string>): void;
+  /** A text with every learnt name, every IP address and every image's registry host replaced. */
+  text(value: string): string;
 }
 
 /**
  * Makes a redactor for a key.
  *
  * @param key the secret key (at least 16 bytes)
- * @returns the redactor
+ * @returns the redactor, with no name learnt yet
  * @throws {RangeError} when the key is shorter than 16 bytes
  */
 export function createRedactor(key: string | Uint8Array): Redactor {
@@ -66,9 +82,25 @@ export function createRedactor(key: string | Uint8Array): Redactor {
     );
   }
   const hmac = (value: string) => createHmac("sha256", bytes).update(value).digest("hex");
+  // A fleet repeats its names in every snapshot: one HMAC per distinct value.
+  const tokens = new Map<string, string>();
+  const token = (value: string) => {
+    let found = tokens.get(value);
+    if (found === undefined) tokens.set(value, found = `redacted-${hmac(value).slice(0, 12)}`);
+    return found;
+  };
+  const names = new Set<string>();
   return {
-    token: (value) => `redacted-${hmac(value).slice(0, 12)}`,
+    token,
     keyId: hmac("aicr redaction key id").slice(0, 16),
+    learn(given) {
+      for (const value of given) {
+        const name = value.trim();
+        // A token is never a name: text redacted twice stays as it was.
+        if (name.length >= 2 && NAME_REGEXP.test(name) && !TOKEN_REGEXP.test(name)) names.add(name);
+      }
+    },
+    text: (value) => redactText(value, names, token),
   };
 }
 
@@ -88,12 +120,9 @@ export function createRedactor(key: string | Uint8Array): Redactor {
  */
 export function redactSnapshot(snapshot: Snapshot, redactor: Redactor): Snapshot {
   if (snapshot.metadata[REDACTED_METADATA]) return snapshot;
-  const names = [...collectNames(snapshot)].filter((n) => n.length >= 2)
-    .sort((a, b) => b.length - a.length);
-  const text = (value: string) => redactText(value, names, redactor);
-  const nameSet = new Set(names);
-  const keyText = (key: string) =>
-    nameSet.has(key) ? redactor.token(key) : redactText(key, [], redactor);
+  // Its own names, and every name the run learnt before (another node's, in a topology).
+  redactor.learn(collectNames(snapshot));
+  const text = (value: string) => redactor.text(value);
   const metadata: Record<string, string> = {};
   for (const [key, value] of Object.entries(snapshot.metadata)) metadata[key] = text(value);
   metadata[REDACTED_METADATA] = REDACTED_CATEGORIES.join(",");
@@ -103,18 +132,18 @@ export function redactSnapshot(snapshot: Snapshot, redactor: Redactor): Snapshot
     metadata: metadata as Snapshot["metadata"],
     measurements: snapshot.measurements.map((m): Measurement => ({
       ...m,
-      subtypes: m.subtypes.map((s) => redactSubtype(s, { text, keyText, token: redactor.token })),
+      subtypes: m.subtypes.map((s) => redactSubtype(s, redactor)),
     })),
   };
 }
 
-function redactSubtype(subtype: Subtype, redact: SubtypeRedaction): Subtype {
-  const { text, keyText, token } = redact;
+function redactSubtype(subtype: Subtype, redactor: Redactor): Subtype {
+  const text = (value: string) => redactor.text(value);
   const data: Subtype["data"] = {};
   for (const [rawKey, value] of Object.entries(subtype.data)) {
-    // A key is a path or a label (`/proc/sys/vm/...`): a short host name inside one is
-    // a coincidence, so keys lose addresses and registries, and names only when whole.
-    const key = keyText(rawKey);
+    // A key is a path or a label, and may carry a name (`kubernetes.io/hostname.<node>`): keys
+    // are redacted as values are, so two nodes' readings still line up key by key.
+    const key = text(rawKey);
     if (typeof value !== "string") {
       data[key] = value;
       continue;
@@ -122,7 +151,9 @@ function redactSubtype(subtype: Subtype, redact: SubtypeRedaction): Subtype {
     const host = REPOSITORY_KEY_REGEXP.test(rawKey)
       ? REPOSITORY_HOST_REGEXP.exec(value)?.[1]
       : undefined;
-    data[key] = host === undefined ? text(value) : text(token(host) + value.slice(host.length));
+    data[key] = host === undefined
+      ? text(value)
+      : text(redactor.token(host) + value.slice(host.length));
   }
   const out: Subtype = { ...subtype, subtype: text(subtype.subtype), data };
   if (subtype.context) {
@@ -131,17 +162,6 @@ function redactSubtype(subtype: Subtype, redact: SubtypeRedaction): Subtype {
     );
   }
   return out;
-}
-
-/** How one snapshot's texts are redacted: values, reading keys, and one value's token. */
-interface SubtypeRedaction {
-  text: (value: string) => string;
-  keyText: (key: string) => string;
-  token: (value: string) => string;
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 /** The node and host names a snapshot carries, wherever they are said to be one. */
@@ -170,47 +190,53 @@ function collectNames(snapshot: Snapshot): Set<string> {
   return names;
 }
 
+/** A run of name characters and dots: where a name may stand, whole or between dots. */
+const NAME_RUN_REGEXP = /[A-Za-z0-9_.-]+/g;
+
 /**
- * Redacts one text: the names first (longest first, so a name inside another goes with it),
- * then addresses, then registry hosts.
- *
- * @param value the text
- * @param names the snapshot's node and host names, longest first
- * @param redactor the key's tokens
- * @returns the text with each sensitive part replaced by its token
+ * Replaces whole names only: `node-1` in `node-1.example.com`, `hostname.node-1` or
+ * `GET node/node-1`, never in `node-12` or `my-node-1`. A name is found between the text's other
+ * characters or dots, longest first, so a name inside a longer one goes with it. Linear in the
+ * text, whatever the number of names (a fleet of 10,000 nodes learns 10,000).
  */
-export function redactText(value: string, names: readonly string[], redactor: Redactor): string {
-  let out = value;
-  for (const name of names) {
-    if (!out.includes(name)) continue;
-    // Whole names only: `node-1` in `node-1.example.com` or `GET node/node-1`, not in `node-12`.
-    out = out.replace(
-      new RegExp(`(?<![A-Za-z0-9_-])${escapeRegExp(name)}(?![A-Za-z0-9_-])`, "g"),
-      redactor.token(name),
-    );
-  }
-  out = out.replace(IPV4_REGEXP, (ip) => isIP(ip) === 4 ? redactor.token(ip) : ip);
-  if (out.includes(":")) {
-    out = out.replace(IPV6_REGEXP, (ip) => isIP(ip) === 6 ? redactor.token(ip) : ip);
-  }
-  if (out.includes("/")) {
-    out = out.replace(IMAGE_REGEXP, (_, host: string, rest: string) => redactor.token(host) + rest);
-  }
-  return out;
+function replaceNames(value: string, names: ReadonlySet<string>, token: (v: string) => string) {
+  if (names.size === 0) return value;
+  return value.replace(NAME_RUN_REGEXP, (run) => {
+    if (!run.includes(".")) return names.has(run) ? token(run) : run;
+    const parts = run.split(".");
+    const out: string[] = [];
+    for (let i = 0; i < parts.length;) {
+      let end = parts.length;
+      while (end > i && !names.has(parts.slice(i, end).join("."))) end--;
+      if (end > i) {
+        out.push(token(parts.slice(i, end).join(".")));
+        i = end;
+      } else out.push(parts[i++] as string);
+    }
+    return out.join(".");
+  });
 }
 
 /**
- * Redacts a rendered report (a fleet diff's table, YAML, JSON or HTML): the node names it
- * compares, every address and every image's registry host, as {@link redactSnapshot} would
- * have replaced them in the snapshots (the same tokens under the same key).
+ * Redacts one text: the names first, then addresses, then registry hosts.
  *
- * @param text the report
- * @param names the node names the report names
- * @param redactor the key's tokens
- * @returns the report with each name, address and registry host replaced by its token
+ * @param value the text
+ * @param names the node and host names to replace
+ * @param token the key's token of a value
+ * @returns the text with each sensitive part replaced by its token
  */
-export function redactReport(text: string, names: readonly string[], redactor: Redactor): string {
-  const sorted = names.filter((n) => n.length >= 2 && NAME_REGEXP.test(n))
-    .sort((a, b) => b.length - a.length);
-  return redactText(text, sorted, redactor);
+function redactText(
+  value: string,
+  names: ReadonlySet<string>,
+  token: (value: string) => string,
+): string {
+  let out = replaceNames(value, names, token);
+  out = out.replace(IPV4_REGEXP, (ip) => isIP(ip) === 4 ? token(ip) : ip);
+  if (out.includes(":")) {
+    out = out.replace(IPV6_REGEXP, (ip) => isIP(ip) === 6 ? token(ip) : ip);
+  }
+  if (out.includes("/")) {
+    out = out.replace(IMAGE_REGEXP, (_, host: string, rest: string) => token(host) + rest);
+  }
+  return out;
 }

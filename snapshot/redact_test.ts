@@ -10,7 +10,7 @@ import { createRecordedCluster } from "../collectors/testdata/fake_cluster.ts";
 import { encodeSnapshot, parseSnapshot } from "./codec.ts";
 import { createSnapshot } from "./model.ts";
 import type { Snapshot } from "./model.ts";
-import { createRedactor, REDACTED_METADATA, redactSnapshot, redactText } from "./redact.ts";
+import { createRedactor, REDACTED_METADATA, redactSnapshot } from "./redact.ts";
 
 const KEY = "a test key of at least sixteen bytes";
 const H100_XML = fileURLToPath(
@@ -109,7 +109,7 @@ Deno.test("redactSnapshot() gives one token per value and key, across snapshots"
   assert.throws(() => createRedactor("short"), RangeError);
 });
 
-Deno.test("redactText() leaves versions, times and label keys alone", () => {
+Deno.test("redactor.text() leaves versions, times and label keys alone", () => {
   const r = createRedactor(KEY);
   for (
     const kept of [
@@ -120,6 +120,45 @@ Deno.test("redactText() leaves versions, times and label keys alone", () => {
       "containerd://2.0.3",
       "12:34:56",
     ]
-  ) assert.equal(redactText(kept, [], r), kept);
-  assert.equal(redactText("ip 192.168.1.20 up", [], r), `ip ${r.token("192.168.1.20")} up`);
+  ) assert.equal(r.text(kept), kept);
+  assert.equal(r.text("ip 192.168.1.20 up"), `ip ${r.token("192.168.1.20")} up`);
+  // After a dot too: a label key and its value (`<key>.<value>`, NodeTopology's readings).
+  assert.equal(
+    r.text("example.com/node-ip.10.0.0.7"),
+    `example.com/node-ip.${r.token("10.0.0.7")}`,
+  );
+  assert.equal(r.text("1.2.3.4.5"), "1.2.3.4.5");
+});
+
+Deno.test("redactor.text() replaces a learnt name only whole, between dots too, longest first", () => {
+  const r = createRedactor(KEY);
+  r.learn(["node-1", "node-1.corp.example", "true", "8", "a sentence, not a name"]);
+  const t = (v: string) => r.token(v);
+  assert.equal(r.text("kubernetes.io/hostname.node-1"), `kubernetes.io/hostname.${t("node-1")}`);
+  assert.equal(r.text("GET /api/v1/nodes/node-1"), `GET /api/v1/nodes/${t("node-1")}`);
+  assert.equal(r.text("node-1.corp.example:10250"), `${t("node-1.corp.example")}:10250`);
+  assert.equal(r.text("node-1.other.example"), `${t("node-1")}.other.example`);
+  for (const kept of ["node-12", "my-node-1", "node-1x.example", "node_1", "true", "8 GPUs"]) {
+    assert.equal(r.text(kept), kept);
+  }
+});
+
+Deno.test("redactSnapshot() hides a label key's node (kubernetes.io/hostname.<node>) and names learnt earlier", () => {
+  const r = createRedactor(KEY);
+  const node = (name: string, other: string): Snapshot =>
+    createSnapshot([{
+      type: "NodeTopology",
+      subtypes: [{
+        subtype: "label",
+        data: {
+          [`kubernetes.io/hostname.${name}`]: `${name}|${name}`,
+          "note": `paired with ${other}`,
+        },
+      }],
+    }], { nodeName: name, version: "1.0.0", timestamp: new Date("2026-12-05T13:00:00Z") });
+  // The first names the second only in free text: hidden once the second taught its name.
+  r.learn(["gpu-b7"]);
+  const text = encodeSnapshot(redactSnapshot(node("gpu-a3", "gpu-b7"), r), "yaml");
+  for (const name of ["gpu-a3", "gpu-b7"]) assert.ok(!text.includes(name), `${name} in\n${text}`);
+  assert.ok(text.includes(`kubernetes.io/hostname.${r.token("gpu-a3")}`));
 });
