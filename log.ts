@@ -55,6 +55,57 @@ export interface LoggerOptions {
   now?: () => Date;
   /** How messages name options (the CLI gives flags). @default the option's own name */
   nameOption?: OptionNamer;
+  /**
+   * Takes the values of a line's node and host fields (`node=`, `nodes=`, `host=`) before the
+   * line is written: `--redact` hides them in this line and every later one (a
+   * {@link ScreenedWriter}'s `learn`).
+   */
+  learnNames?: (names: readonly string[]) => void;
+}
+
+/** What `--redact` does to a text: a node's or host's name, an address, a registry host out. */
+export interface TextScreen {
+  /** The text with each name it learnt, each address and each registry host replaced. */
+  text(value: string): string;
+  /** Takes names to replace in this text and every later one. */
+  learn(names: Iterable<string>): void;
+}
+
+/** A writer that passes every text through a screen once one is set (`--redact`). */
+export interface ScreenedWriter extends TextWriter {
+  /** Sets the screen: every later write passes through it. */
+  screen(screen: TextScreen): void;
+  /** Hands names to the screen, once there is one. */
+  learn(names: readonly string[]): void;
+}
+
+/**
+ * Wraps a writer (the process's stderr): text passes as it is until {@link ScreenedWriter.screen}
+ * sets a screen, then through it. A verb with `--redact` sets it as soon as it has read its key,
+ * so its log lines, progress, tables and error messages name no node, host, address or registry.
+ *
+ * @param writer where the text goes
+ * @returns the screened writer
+ */
+export function screenedWriter(writer: TextWriter): ScreenedWriter {
+  let current: TextScreen | undefined;
+  return {
+    write: (text) => writer.write(current ? current.text(text) : text),
+    screen: (screen) => void (current = screen),
+    learn: (names) => current?.learn(names),
+  };
+}
+
+/** Log fields whose values are node or host names (`nodes=a,b (arm64)` is a list). */
+const NAME_FIELD_REGEXP = /^(node|nodes|source-node|host|hostname|servername)$/i;
+
+function fieldNames(fields: LogFields): string[] {
+  const names: string[] = [];
+  for (const [key, value] of Object.entries(fields)) {
+    if (typeof value !== "string" || !NAME_FIELD_REGEXP.test(key)) continue;
+    for (const item of value.split(",")) names.push(item.replace(/\(.*\)/, "").trim());
+  }
+  return names;
 }
 
 /**
@@ -109,10 +160,11 @@ export function formatLogLine(level: LogLevel, message: LogText, fields: LogFiel
  */
 export function createLogger(writer: TextWriter, options: LoggerOptions = {}): Logger {
   const { level = "info", prefix, json = false, now = () => new Date() } = options;
-  const { nameOption = optionName } = options;
+  const { nameOption = optionName, learnNames } = options;
   const min = RANK[level];
   function emit(lineLevel: LogLevel, text: LogText, given?: LogFields): void {
     if (RANK[lineLevel] < min) return;
+    if (learnNames && given) learnNames(fieldNames(given));
     // No line carries a URL's credentials or query values (redact.ts).
     const message = redactSecrets(renderLogText(text, nameOption));
     const fields = given && Object.fromEntries(

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger, formatLogLine, parseLogLine } from "./log.ts";
+import { createLogger, formatLogLine, parseLogLine, screenedWriter } from "./log.ts";
 
 Deno.test("formatLogLine() writes WARN lines with bare and quoted values", () => {
   assert.equal(
@@ -140,4 +140,32 @@ Deno.test("parseLogLine() reads text and JSON lines, and a brace that is no JSON
     record: { component: "agent" },
   });
   assert.equal(parseLogLine("   ", "agent"), undefined);
+});
+
+Deno.test("screenedWriter() passes text as is until a screen is set, then learns node fields first", () => {
+  let out = "";
+  const stderr = screenedWriter({ write: (t) => void (out += t) });
+  const names = new Set<string>();
+  const screen = {
+    learn: (given: Iterable<string>) => {
+      for (const n of given) if (n) names.add(n);
+    },
+    text: (value: string) => [...names].reduce((t, n) => t.replaceAll(n, "<token>"), value),
+  };
+  const log = createLogger(stderr, { learnNames: (n) => stderr.learn(n) });
+  log.info("before", { node: "gpu-7" });
+  stderr.screen(screen);
+  log.info("waiting for the agent", { node: "gpu-7", nodes: "gpu-8 (arm64),gpu-9" });
+  stderr.write("error: the Job ran on gpu-7; gpu-8 and gpu-9 left out\n");
+  const json = createLogger(stderr, { json: true, learnNames: (n) => stderr.learn(n) });
+  json.warn("placement", { host: "gpu-10" });
+  assert.deepEqual(out.split("\n"), [
+    "before node=gpu-7",
+    'waiting for the agent node=<token> nodes="<token> (arm64),<token>"',
+    "error: the Job ran on <token>; <token> and <token> left out",
+    out.split("\n")[3],
+    "",
+  ]);
+  assert.match(out.split("\n")[3] ?? "", /"host":"<token>"/);
+  assert.ok(!names.has("arm64"), "a list's note is not a name");
 });

@@ -21,7 +21,7 @@ import {
   SYSTEMD_PRIVATE_SOCKET,
 } from "./collectors/mod.ts";
 import { connectKube, readContextNamespace } from "./kube/mod.ts";
-import { createLogger } from "./log.ts";
+import { createLogger, screenedWriter } from "./log.ts";
 import { commandArgs } from "./runtime.ts";
 import { fdWriter } from "./stdio.ts";
 
@@ -53,10 +53,12 @@ function processEnv(name: string): string | undefined {
  */
 export function processDeps(signal: AbortSignal): CliDeps {
   const stdout = fdWriter(1, () => process.stdout);
-  const stderr = fdWriter(2, () => process.stderr);
+  // `--redact` screens everything said on stderr once the verb has its key.
+  const stderr = screenedWriter(fdWriter(2, () => process.stderr));
   return {
     stdout,
     stderr,
+    screenStderr: (screen) => stderr.screen(screen),
     env: processEnv,
     cwd: process.cwd(),
     now: () => new Date(),
@@ -92,6 +94,7 @@ export function processDeps(signal: AbortSignal): CliDeps {
         json,
         ...(prefix ? { prefix } : {}),
         ...(nameOption ? { nameOption } : {}),
+        learnNames: (names) => stderr.learn(names),
       }),
   };
 }

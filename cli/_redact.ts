@@ -13,6 +13,7 @@ import type { Command } from "commander";
 import { UsageError } from "../errors.ts";
 import { createRedactor } from "../snapshot/mod.ts";
 import type { Redactor } from "../snapshot/mod.ts";
+import type { CliDeps } from "./context.ts";
 
 /** The `--redact` flags. */
 export interface RedactFlags {
@@ -50,7 +51,7 @@ export function addRedactFlags(command: Command): Command {
  */
 export async function redactorFromFlags(
   flags: RedactFlags,
-  deps: { env: (name: string) => string | undefined; cwd: string },
+  deps: Pick<CliDeps, "env" | "cwd" | "screenStderr">,
 ): Promise<Redactor | undefined> {
   if (!flags.redact) {
     if (flags.redactKeyFile !== undefined) {
@@ -81,9 +82,14 @@ export async function redactorFromFlags(
       },
     );
   }
+  let redactor: Redactor;
   try {
-    return createRedactor(key);
+    redactor = createRedactor(key);
   } catch (error) {
     throw new UsageError(`Cannot use the '--redact' key: ${(error as Error).message}`);
   }
+  // What is shared may be the log too: stderr names nothing the snapshot hides, in the same
+  // tokens (the names each snapshot and log line teaches the redactor).
+  deps.screenStderr?.(redactor);
+  return redactor;
 }

@@ -7,7 +7,7 @@
 import type { CollectorDeps } from "../collectors/mod.ts";
 import type { KubeClient, KubeConfigSource } from "../kube/mod.ts";
 import type { OptionNamer } from "../errors.ts";
-import type { Logger, TextWriter } from "../log.ts";
+import type { Logger, TextScreen, TextWriter } from "../log.ts";
 
 /** Dependencies of the CLI, injected by the composition root. */
 export interface CliDeps {
@@ -15,6 +15,11 @@ export interface CliDeps {
   stdout: TextWriter;
   /** Standard error: logs, progress, errors. */
   stderr: TextWriter;
+  /**
+   * `--redact`: from now on every text on stderr (the logger's lines too) passes through the
+   * screen. Absent where stderr is not screened (tests that read it whole).
+   */
+  screenStderr?: (screen: TextScreen) => void;
   /** Environment lookup. */
   env: (name: string) => string | undefined;
   /** Working directory for relative paths. */

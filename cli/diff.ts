@@ -43,8 +43,11 @@ import { namingFlags } from "./_flags.ts";
  * Dependencies of `aicr diff`: the parts of {@link CliDeps} it uses, plus where snapshots
  * are read from.
  */
-export interface DiffDeps
-  extends Pick<CliDeps, "stdout" | "stderr" | "env" | "cwd" | "now" | "stdoutIsTerminal"> {
+export interface DiffDeps extends
+  Pick<
+    CliDeps,
+    "stdout" | "stderr" | "env" | "cwd" | "now" | "stdoutIsTerminal" | "screenStderr"
+  > {
   /** Connects to a cluster, for `cm://` sources (only when one is given). */
   connectKube?: CliDeps["connectKube"];
   /** SIGINT/SIGTERM: a long fleet comparison stops, and so does a write into a pipe. */
