@@ -192,6 +192,8 @@ export function createLogger(writer: TextWriter, options: LoggerOptions = {}): L
   function relay(line: string, source: string): void {
     const relayed = parseLogLine(line, source);
     if (!relayed || RANK[relayed.level] < min) return;
+    // The agent's own node= fields count as the CLI's (--redact).
+    if (learnNames) learnNames(fieldNames(relayed.record as LogFields));
     const text = redactSecrets(relayed.msg);
     if (json) {
       const { time = now().toISOString(), ...rest } = relayed.record;

@@ -168,4 +168,8 @@ Deno.test("screenedWriter() passes text as is until a screen is set, then learns
   ]);
   assert.match(out.split("\n")[3] ?? "", /"host":"<token>"/);
   assert.ok(!names.has("arm64"), "a list's note is not a name");
+  // The agent's relayed JSON records teach their node fields too.
+  log.relay('{"level":"info","msg":"collected","node":"gpu-11"}', "agent");
+  assert.ok(names.has("gpu-11"));
+  assert.ok(!out.includes("gpu-11"), out);
 });
