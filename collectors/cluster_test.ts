@@ -8,7 +8,12 @@
 import assert from "node:assert/strict";
 import { NOOP_LOGGER } from "../log.ts";
 import { connectKube } from "../kube/mod.ts";
-import { type TestCluster, useTestCluster, waitFor } from "../tests/cluster/harness.ts";
+import {
+  CLUSTER_POLICY_CRD,
+  type TestCluster,
+  useTestCluster,
+  waitFor,
+} from "../tests/cluster/harness.ts";
 import { collectK8s } from "./k8s.ts";
 import { createClusterReader } from "./kube_reader.ts";
 import { collectTopology } from "./topology.ts";
@@ -16,28 +21,6 @@ import type { KubeNode } from "./types.ts";
 
 const ENABLED = Boolean(Deno.env.get("AICR_CLUSTER_DIR"));
 const NAME = "aicr-collectors-test";
-const CRD = {
-  apiVersion: "apiextensions.k8s.io/v1",
-  kind: "CustomResourceDefinition",
-  metadata: { name: "clusterpolicies.nvidia.com" },
-  spec: {
-    group: "nvidia.com",
-    scope: "Cluster",
-    names: {
-      plural: "clusterpolicies",
-      singular: "clusterpolicy",
-      kind: "ClusterPolicy",
-      listKind: "ClusterPolicyList",
-    },
-    versions: [{
-      name: "v1",
-      served: true,
-      storage: true,
-      schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
-    }],
-  },
-};
-
 async function expectOk(
   env: TestCluster,
   method: string,
@@ -59,7 +42,12 @@ Deno.test({
     const env = await useTestCluster();
     const created: string[] = [];
     try {
-      await expectOk(env, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD);
+      await expectOk(
+        env,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        CLUSTER_POLICY_CRD,
+      );
       created.push(
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterpolicies.nvidia.com",
       );

@@ -236,3 +236,29 @@ export async function create(api: Api, path: string, obj: Obj): Promise<Obj> {
   }
   return res.body;
 }
+
+/**
+ * The GPU Operator's ClusterPolicy CRD (`nvidia.com/v1`, cluster-scoped, any spec), for tests that
+ * give the cluster a ClusterPolicy as a GPU cluster has one.
+ */
+export const CLUSTER_POLICY_CRD: Obj = {
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name: "clusterpolicies.nvidia.com" },
+  spec: {
+    group: "nvidia.com",
+    scope: "Cluster",
+    names: {
+      plural: "clusterpolicies",
+      singular: "clusterpolicy",
+      kind: "ClusterPolicy",
+      listKind: "ClusterPolicyList",
+    },
+    versions: [{
+      name: "v1",
+      served: true,
+      storage: true,
+      schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
+    }],
+  },
+};

@@ -16,7 +16,13 @@ import assert from "node:assert/strict";
 import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseSnapshot } from "../../snapshot/mod.ts";
-import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
+import {
+  CLUSTER_POLICY_CRD,
+  createNamespace,
+  type TestCluster,
+  useTestCluster,
+  waitFor,
+} from "../cluster/harness.ts";
 import type { Api, Obj } from "../kubelet/api.ts";
 import { aicr, type AicrResult } from "./_aicr.ts";
 
@@ -121,45 +127,34 @@ async function filesOf(dir: string, what: string): Promise<Output[]> {
   return out;
 }
 
-/** A GPU operator's ClusterPolicy CRD and one policy naming {@link PRIVATE_REGISTRY}. */
-async function seedClusterPolicy(admin: Api): Promise<void> {
-  const crd = await admin.request(
-    "POST",
-    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-    {
-      apiVersion: "apiextensions.k8s.io/v1",
-      kind: "CustomResourceDefinition",
-      metadata: { name: "clusterpolicies.nvidia.com" },
-      spec: {
-        group: "nvidia.com",
-        scope: "Cluster",
-        names: { plural: "clusterpolicies", singular: "clusterpolicy", kind: "ClusterPolicy" },
-        versions: [{
-          name: "v1",
-          served: true,
-          storage: true,
-          schema: {
-            openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
-          },
-        }],
-      },
-    },
-  );
+/**
+ * A GPU operator's ClusterPolicy CRD and one policy naming {@link PRIVATE_REGISTRY}.
+ *
+ * @returns the paths of what it created (what the test deletes after; nothing else)
+ */
+async function seedClusterPolicy(admin: Api): Promise<string[]> {
+  const created: string[] = [];
+  const crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  const crd = await admin.request("POST", crds, CLUSTER_POLICY_CRD);
   assert.ok([201, 409].includes(crd.status), JSON.stringify(crd.body));
+  if (crd.status === 201) created.push(`${crds}/${CLUSTER_POLICY_CRD.metadata.name}`);
   await waitFor("the ClusterPolicy CRD served", async () => {
     const res = await admin.request("GET", "/apis/nvidia.com/v1/clusterpolicies");
     return res.status === 200 ? true : undefined;
   });
-  const policy = await admin.request("POST", "/apis/nvidia.com/v1/clusterpolicies", {
+  const policies = "/apis/nvidia.com/v1/clusterpolicies";
+  const policy = await admin.request("POST", policies, {
     apiVersion: "nvidia.com/v1",
     kind: "ClusterPolicy",
-    metadata: { name: "cluster-policy" },
+    metadata: { name: "aicr-redact-test" },
     spec: {
       driver: { repository: `${PRIVATE_REGISTRY}/nvidia`, image: "driver", version: "570.86.15" },
       toolkit: { repository: `${PRIVATE_REGISTRY}/nvidia/k8s`, image: "container-toolkit" },
     },
   });
-  assert.ok([201, 409].includes(policy.status), JSON.stringify(policy.body));
+  assert.equal(policy.status, 201, JSON.stringify(policy.body));
+  created.unshift(`${policies}/aicr-redact-test`);
+  return created;
 }
 
 /** Labels each node with its address and a hostname of its own (as cloud providers' do). */
@@ -209,7 +204,7 @@ Deno.test({
     /** What the redacted runs gave back, and what the same runs gave without --redact. */
     const redacted: Output[] = [];
     const plain: Output[] = [];
-    await seedClusterPolicy(admin);
+    const seeded = await seedClusterPolicy(admin);
     await labelNodes(admin, env.nodes, true);
     try {
       await t.step("aicr snapshot --redact (Job mode): twice on one node, clean diff", async () => {
@@ -387,10 +382,7 @@ Deno.test({
     } finally {
       await run(["daemonset", "uninstall", ...kube, "--timeout", "60s"]);
       await labelNodes(admin, env.nodes, false);
-      await admin.request(
-        "DELETE",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterpolicies.nvidia.com",
-      );
+      for (const path of seeded) await admin.request("DELETE", path);
       await admin.request("DELETE", `/api/v1/namespaces/${ns}`);
       await env.stop();
     }
