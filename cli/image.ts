@@ -67,6 +67,7 @@ function imageSource(deps: CliDeps, flags: SourceFlags): ImageSource {
     ...(selfPath && selfPlatform ? { self: { platform: selfPlatform, path: selfPath } } : {}),
     cacheDir: defaultCacheDir(deps.env),
     log: (line) => deps.stderr.write(`${line}\n`),
+    signal: deps.signal,
   };
 }
 

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { Buffer } from "node:buffer";
-import { ToolError, UsageError } from "../errors.ts";
+import { InterruptedError, ToolError, UsageError } from "../errors.ts";
 import { IMAGE_REPOSITORY, releaseImage, releaseVersion } from "../version.ts";
 import type { BaseArchitecture } from "./base_packages.ts";
 import type { BaseLayer } from "./base.ts";
@@ -205,6 +205,7 @@ interface LayerRecord {
 async function binaryLayer(
   binary: { path: string; size: number; sha256: string },
   dir: string,
+  signal: AbortSignal | undefined,
 ): Promise<{ blob: Blob; diffId: Digest }> {
   const stem = join(dir, `${binary.sha256}.gz${LAYER_GZIP_LEVEL}`);
   const describe = (record: LayerRecord) => ({
@@ -229,7 +230,17 @@ async function binaryLayer(
   const out = await open(temp, "w");
   try {
     const tar = hashing(tarStream(binaryEntries(binary.path, binary.size)), diff);
-    for await (const chunk of hashing(gzipStream(tar), blob)) await out.write(chunk);
+    for await (const chunk of hashing(gzipStream(tar), blob)) {
+      // Compressing a binary takes seconds: a signal ends it between two chunks, nothing cached.
+      if (signal?.aborted) {
+        throw new InterruptedError(
+          `Cannot build the image layer of '${binary.path}': interrupted (${
+            String((signal.reason as Error)?.message ?? signal.reason)
+          }); nothing was written`,
+        );
+      }
+      await out.write(chunk);
+    }
     await out.close();
   } catch (error) {
     await out.close().catch(() => {});
@@ -252,6 +263,8 @@ export interface AssembleOptions {
   cacheDir: string;
   /** Progress lines. @default none */
   log?: (line: string) => void;
+  /** Ends the layer's compression (SIGINT/SIGTERM). */
+  signal?: AbortSignal;
 }
 
 /** A layers folder that can be written: the cache's, else a temporary one removed by dispose. */
@@ -360,7 +373,7 @@ export async function assembleImage(
       const base = await options.base(platform.architecture);
       const binary = { path, ...(await sha256File(path)) };
       log(`layer ${platformName(platform)}: ${path} (${(binary.size / 1048576).toFixed(1)} MiB)`);
-      const layer = await binaryLayer(binary, layers.dir);
+      const layer = await binaryLayer(binary, layers.dir, options.signal);
       const history = [
         {
           created: IMAGE_LAYOUT.created,

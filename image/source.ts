@@ -24,6 +24,8 @@ export interface ImageSource {
   cacheDir: string;
   /** Progress lines. */
   log?: (line: string) => void;
+  /** Ends the image's assembly (SIGINT/SIGTERM): nothing is cached half-written. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -142,5 +144,6 @@ export async function imageFromSource(source: ImageSource): Promise<AssembledIma
     cacheDir: source.cacheDir,
     base: (arch) => baseLayer(arch, options),
     ...(source.log ? { log: source.log } : {}),
+    ...(source.signal ? { signal: source.signal } : {}),
   });
 }

@@ -10,7 +10,7 @@
  * cases need root, `unshare`, `mount`, `chroot` and `tar`.
  */
 import assert from "node:assert/strict";
-import { chmod, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildAgentJob, buildDaemonSet } from "../../manifests/mod.ts";
@@ -219,6 +219,67 @@ Deno.test("binary image: the image tag is this project's image of this version, 
 Deno.test("binary image: the unpacked image holds no shell", async () => {
   for (const shell of ["bin/sh", "bin/bash", "usr/bin/sh", "bin/busybox"]) {
     await assert.rejects(Deno.lstat(join(IMAGE.root, shell)), Deno.errors.NotFound, shell);
+  }
+});
+
+Deno.test("binary image: SIGTERM while the binary's layer is compressed stops the compression, exit 130, nothing written or cached", async () => {
+  const binary = await ensureBinary();
+  const home = Deno.env.get("HOME") ?? "/root";
+  const work = await mkdtemp(join(tmpdir(), "aicr-image-signal-"));
+  try {
+    // A cache of its own, so the layer is compressed anew (seconds of work); the base's Debian
+    // packages are those unpackImage() fetched into the default cache.
+    const cache = join(work, "cache");
+    await mkdir(cache);
+    await symlink(join(home, ".cache", "aicr", "debs"), join(cache, "debs"));
+    const child = new Deno.Command(binary, {
+      args: ["image", "save", "-o", join(work, "aicr.tar")],
+      env: { HOME: home, PATH: "/usr/bin:/bin", AICR_CACHE_DIR: cache },
+      clearEnv: true,
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    let stderr = "";
+    const decoder = new TextDecoder();
+    const reader = child.stderr.getReader();
+    // The layer's line comes right before its compression starts.
+    while (!/^layer linux\/amd64: /m.test(stderr)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      stderr += decoder.decode(value, { stream: true });
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    const sent = Date.now();
+    child.kill("SIGTERM");
+    const guard = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      stderr += decoder.decode(value, { stream: true });
+    }
+    const { code } = await child.status;
+    clearTimeout(guard);
+    const seconds = (Date.now() - sent) / 1000;
+    assert.equal(code, 130, stderr);
+    // Stopped between two compressed chunks, not after the whole layer: a finished layer is
+    // cached (its .tar.gz and .json), a stopped one leaves nothing (proved by the files, not
+    // by the time it took).
+    assert.deepEqual(
+      await readdir(join(cache, "layers")),
+      [],
+      `the layer was finished and cached: exited ${seconds} s after SIGTERM`,
+    );
+    assert.match(
+      stderr,
+      /^error: Cannot build the image layer of '[^']+': interrupted \(received SIGTERM\); nothing was written$/m,
+    );
+    assert.deepEqual(
+      (await readdir(work)).sort(),
+      ["cache"],
+      "no archive, no temporary file",
+    );
+  } finally {
+    await rm(work, { recursive: true, force: true });
   }
 });
 
