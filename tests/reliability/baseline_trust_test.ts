@@ -114,6 +114,7 @@ Deno.test({
         assert.equal(run.code, 0, run.stderr);
         return run;
       };
+      let scraperToken: string | undefined;
       /** Scrapes one node's daemon's /metrics (its own certificate, the install's CA). */
       const scrape = async (node: string) => {
         const ca = (await ok(admin, "GET", cmPath("aicr-daemon-ca"))).data["ca.crt"] as string;
@@ -127,7 +128,9 @@ Deno.test({
         const pod = pods.find((p) => p.spec.nodeName === node && !p.metadata.deletionTimestamp);
         assert.ok(pod, `a daemon pod on ${node}`);
         const port = pod.spec.containers[0].ports[0].containerPort;
-        const token = await mintToken(admin, ns, "scraper");
+        // One token for every scrape: a new one per poll would spend the daemon's budget of
+        // TokenReviews for unseen tokens (429) and hide the state the wait is for.
+        const token = scraperToken ??= await mintToken(admin, ns, "scraper");
         const res = await httpsGet(`https://${pod.status.podIP}:${port}/metrics`, {
           ca,
           servername: node,
@@ -139,7 +142,10 @@ Deno.test({
       const waitState = (node: string, state: string) =>
         waitFor(`${node}: baseline ${state}`, async () => {
           const body = await scrape(node);
-          return sample(body, "aicr_baseline_info", { state }) === 1 ? body : undefined;
+          if (sample(body, "aicr_baseline_info", { state }) === 1) return body;
+          // Thrown, so a timeout names the state the daemon stayed in.
+          const now = /^aicr_baseline_info\{[^}]*state="([^"]+)"[^}]*\} 1$/m.exec(body)?.[1];
+          throw new Error(`the daemon says state="${now ?? "(none)"}"`);
         }, 90_000);
 
       let h100Baseline = "";
