@@ -88,6 +88,28 @@ Deno.test("readFleet() reads a directory one file at a time; a file over the per
   }
 });
 
+Deno.test("readFleet() refuses a stream file over the 256 MiB stream cap before reading it", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "aicr-fleet-stream-cap-"));
+  try {
+    // A sparse file: its size is over the cap, its blocks are not there to read.
+    const stream = join(dir, "fleet.yaml");
+    const cap = 256 * 1024 * 1024; // MAX_FLEET_STREAM_BYTES in snapshot/sources.ts
+    writeFileSync(stream, "");
+    truncateSync(stream, cap + 1);
+    const { loader, reads } = counting(createFsSourceLoader());
+    await assert.rejects(
+      readFleet([stream], loader, { cwd: "/" }, { add: () => {} }),
+      (e) =>
+        e instanceof UsageError &&
+        e.message ===
+          `Cannot read snapshot '${stream}': file is ${cap + 1} bytes, over the ${cap}-byte cap`,
+    );
+    assert.deepEqual(reads, [], "nothing was read");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 Deno.test("readFleet() names a stream of one after its file, of many after their nodes", async () => {
   const dir = mkdtempSync(join(tmpdir(), "aicr-fleet-names-"));
   try {
