@@ -240,6 +240,13 @@ Deno.test({
         const same = await run(["diff", "-b", "a.yaml", "--target", "b.json", "--fail-on-drift"]);
         assert.equal(same.code, 0, same.stdout + same.stderr);
         assert.match(same.stdout, /NO DRIFT/);
+        // Into a ConfigMap: the agent wrote its own, unredacted; the CLI replaces it.
+        const cm = await run([...job, ...redact, "--timeout", "120s", "-o", `cm://${ns}/shared`]);
+        redacted.push(...outputsOf("snapshot --redact -o cm://", cm));
+        const map = await admin.request("GET", `/api/v1/namespaces/${ns}/configmaps/shared`);
+        assert.equal(map.status, 200, JSON.stringify(map.body));
+        assert.match(JSON.stringify(map.body.data), /redaction-key-id/);
+        redacted.push({ what: "ConfigMap shared", text: JSON.stringify(map.body) });
         // And a redacted snapshot against the original, redacted on the way: no change either.
         const mixed = await run([
           "diff",
@@ -283,6 +290,8 @@ Deno.test({
         }
         const stream = await run(["daemonset", "fetch", ...kube, ...redact, "-o", "-"]);
         redacted.push(...outputsOf("daemonset fetch --redact -o -", stream));
+        const alias = await run(["snapshot", "--from-daemonset", ...kube, ...redact]);
+        redacted.push(...outputsOf("snapshot --from-daemonset --redact", alias));
         const original = await run(["daemonset", "fetch", ...kube, "-o", "plain-fleet/"]);
         plain.push(...outputsOf("daemonset fetch", original));
         plain.push(...await filesOf(join(work, "plain-fleet"), "plain-fleet/"));
