@@ -6,7 +6,7 @@
  */
 import { collectMeasurements } from "../collectors/mod.ts";
 import type { CollectOptions, CollectorDeps, CollectorReport } from "../collectors/mod.ts";
-import { NotFoundError, ToolError } from "../errors.ts";
+import { InterruptedError, NotFoundError, ToolError } from "../errors.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -122,10 +122,18 @@ export async function collectSnapshot(
  * @param options target, format and checks
  * @returns the snapshot, reports and destination
  * @throws {NotFoundError} when `requireGpu` is set and no GPU was found
+ * @throws {InterruptedError} when the signal aborts (nothing is delivered)
  */
 export async function runAgent(deps: AgentDeps, options: AgentOptions): Promise<AgentResult> {
   const format = options.format ?? "yaml";
   const collected = await collectSnapshot(deps, options);
+  // A signal cancels the collectors (each says so); what they left is not this node's snapshot,
+  // so none is delivered: exit 130, not a partial document with exit 0.
+  if (options.signal?.aborted) {
+    throw new InterruptedError(
+      `Cannot finish the snapshot: interrupted (${String(options.signal.reason)})`,
+    );
+  }
   const { reports } = collected;
   const snapshot = options.transform ? options.transform(collected.snapshot) : collected.snapshot;
   if (options.requireGpu && !hasGpu(snapshot)) throw new NotFoundError(REQUIRE_GPU_MESSAGE);

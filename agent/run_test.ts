@@ -3,7 +3,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createCommandRunner, createHostReader } from "../collectors/mod.ts";
-import { NotFoundError } from "../errors.ts";
+import { InterruptedError, NotFoundError } from "../errors.ts";
 import { NOOP_LOGGER } from "../log.ts";
 import { parseSnapshot } from "../snapshot/mod.ts";
 import { collectSnapshot, REQUIRE_GPU_MESSAGE, runAgent } from "./run.ts";
@@ -122,6 +122,42 @@ Deno.test("runAgent() with requireGpu and no nvidia-smi fails with exit 3 and le
   } finally {
     await rm(root, { recursive: true, force: true });
     await rm(empty, { recursive: true, force: true });
+  }
+});
+
+Deno.test("runAgent() interrupted mid-collection delivers nothing and fails with exit 130", async () => {
+  const root = await hostTree();
+  const dir = await mkdtemp(join(tmpdir(), "aicr-agent-slow-"));
+  try {
+    // An nvidia-smi that takes its time: the signal lands while the GPU is collected.
+    await writeFile(join(dir, "nvidia-smi"), "#!/bin/sh\nsleep 20\n", { mode: 0o755 });
+    const out: string[] = [];
+    const file = join(dir, "snap.yaml");
+    const interrupt = new AbortController();
+    const timer = setTimeout(() => interrupt.abort(new Error("received SIGTERM")), 100);
+    await assert.rejects(
+      runAgent(deps(root, dir, out), {
+        target: { kind: "file", path: file },
+        nodeName: "gpu-1",
+        collect: { only: ["gpu", "os"] },
+        signal: interrupt.signal,
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof InterruptedError, String(error));
+        assert.equal(error.exitCode, 130);
+        assert.equal(
+          error.message,
+          "Cannot finish the snapshot: interrupted (Error: received SIGTERM)",
+        );
+        return true;
+      },
+    );
+    clearTimeout(timer);
+    assert.deepEqual(out, [], "nothing on stdout");
+    assert.deepEqual((await readdir(dir)).sort(), ["nvidia-smi"], "no file, no temporary");
+  } finally {
+    await rm(root, { recursive: true, force: true });
+    await rm(dir, { recursive: true, force: true });
   }
 });
 

@@ -8,7 +8,8 @@
  * - `daemonset status`, `uninstall` (its discovery), `install` (its gate), `upgrade` (its read
  *   of the DaemonSet), `diff` of a `cm://` source, `snapshot` (its gate) and
  *   `snapshot --from-daemonset`: before the fix of these, each waited the hold or its request
- *   timeout out (10 to 20 s) and then failed with its own exit code (3, 6, 8) or none (0).
+ *   timeout out (10 to 20 s) and then failed with its own exit code (3, 6, 8) or none (0);
+ * - `agent`: its collectors were cancelled and it wrote what they left, exit 0.
  *
  * (`snapshot`'s later phases: `signals_test.ts`; `daemonset fetch`:
  * `tests/e2e/daemonset_test.ts`; `upgrade` mid-rollout: `tests/e2e/upgrade_test.ts`; `-o` a FIFO:
@@ -94,6 +95,8 @@ Deno.test({
           /\/configmaps\/aicr-daemon-ca$/,
           "SIGTERM",
         ],
+        // The node agent's collectors are cancelled: no partial snapshot on stdout, exit 130.
+        ["agent (its Node list)", ["agent"], /\/api\/v1\/nodes\?/, "SIGTERM"],
       ];
       const results: { what: string; code: number; seconds: number; letGo: boolean }[] = [];
       for (const [what, verb, path, signal, method = "GET"] of cases) {
@@ -149,6 +152,7 @@ Deno.test({
           assert.equal(request.status, 0, `${what}: its held request was answered`);
           assert.equal(request.abandoned, true, `${what}: exited ${seconds} s after ${signal}`);
           assert.deepEqual(await suite.aicrObjects(ns), [], `${what}: nothing written`);
+          assert.equal(done.stdout, "", `${what}: nothing delivered`);
         });
       }
       record("signals: cluster verbs with a held request", {
