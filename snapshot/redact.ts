@@ -90,6 +90,16 @@ export function createRedactor(key: string | Uint8Array): Redactor {
     return found;
   };
   const names = new Set<string>();
+  // The same texts come back in every snapshot of a fleet: each pattern pass is done once.
+  const passes = new Map<string, string>();
+  const patterns = (value: string) => {
+    let out = passes.get(value);
+    if (out === undefined) {
+      if (passes.size >= PATTERN_CACHE_SIZE) passes.clear();
+      passes.set(value, out = redactPatterns(value, token));
+    }
+    return out;
+  };
   return {
     token,
     keyId: hmac("aicr redaction key id").slice(0, 16),
@@ -100,7 +110,8 @@ export function createRedactor(key: string | Uint8Array): Redactor {
         if (name.length >= 2 && NAME_REGEXP.test(name) && !TOKEN_REGEXP.test(name)) names.add(name);
       }
     },
-    text: (value) => redactText(value, names, token),
+    // The names first (longest first), then addresses, then registry hosts.
+    text: (value) => patterns(replaceNames(value, names, token)),
   };
 }
 
@@ -218,25 +229,26 @@ function replaceNames(value: string, names: ReadonlySet<string>, token: (v: stri
 }
 
 /**
- * Redacts one text: the names first, then addresses, then registry hosts.
- *
- * @param value the text
- * @param names the node and host names to replace
- * @param token the key's token of a value
- * @returns the text with each sensitive part replaced by its token
+ * Replaces the addresses and registry hosts of one text (what does not depend on the names
+ * learnt), each pattern tried only when the text has what it needs: a fleet's snapshots repeat
+ * their texts, and most texts hold neither.
  */
-function redactText(
-  value: string,
-  names: ReadonlySet<string>,
-  token: (value: string) => string,
-): string {
-  let out = replaceNames(value, names, token);
-  out = out.replace(IPV4_REGEXP, (ip) => isIP(ip) === 4 ? token(ip) : ip);
+function redactPatterns(value: string, token: (value: string) => string): string {
+  let out = value;
+  if (DIGIT_DOT_DIGIT_REGEXP.test(out)) {
+    out = out.replace(IPV4_REGEXP, (ip) => isIP(ip) === 4 ? token(ip) : ip);
+  }
   if (out.includes(":")) {
     out = out.replace(IPV6_REGEXP, (ip) => isIP(ip) === 6 ? token(ip) : ip);
   }
-  if (out.includes("/")) {
+  // An image reference has a path and a tag (`:`) or a digest (`@`).
+  if (out.includes("/") && (out.includes(":") || out.includes("@"))) {
     out = out.replace(IMAGE_REGEXP, (_, host: string, rest: string) => token(host) + rest);
   }
   return out;
 }
+
+/** Where an IPv4 address may be. */
+const DIGIT_DOT_DIGIT_REGEXP = /\d\.\d/;
+/** How many texts a redactor keeps the pattern pass of, before it starts again. */
+const PATTERN_CACHE_SIZE = 65_536;
