@@ -119,6 +119,16 @@ export function renderLogText(text: LogText, name: OptionNamer = optionName): st
   return typeof text === "function" ? text(name) : text;
 }
 
+/**
+ * The level the root's flags ask for: `--debug` shows everything, `--quiet` errors only.
+ *
+ * @param flags `debug` and `quiet`
+ * @returns the lowest level written
+ */
+export function logLevelFor(flags: { debug: boolean; quiet?: boolean }): LogLevel {
+  return flags.debug ? "debug" : flags.quiet ? "error" : "info";
+}
+
 const RANK: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
 const BARE_VALUE_REGEXP = /^[A-Za-z0-9_.:/@+,=-]*$/;
 
@@ -271,6 +281,25 @@ export function parseLogLine(line: string, source: string): ParsedLogLine | unde
 
 function isLevel(value: unknown): value is LogLevel {
   return typeof value === "string" && value in RANK;
+}
+
+/**
+ * A writer whose lines become info lines of `log`: text a library writes to stderr (a per-node
+ * table) follows the logger's format and level, JSON with `--log-json`, nothing with `--quiet`.
+ * A line is emitted once its newline is written.
+ *
+ * @param log the logger
+ * @returns the writer
+ */
+export function logLineWriter(log: Logger): TextWriter {
+  let pending = "";
+  return {
+    write(text) {
+      const lines = (pending + text).split("\n");
+      pending = lines.pop() ?? "";
+      for (const line of lines) log.info(line);
+    },
+  };
 }
 
 /** A logger that drops everything (tests, library defaults). */

@@ -21,7 +21,7 @@ import {
   SYSTEMD_PRIVATE_SOCKET,
 } from "./collectors/mod.ts";
 import { connectKube, readContextNamespace } from "./kube/mod.ts";
-import { createLogger, screenedWriter } from "./log.ts";
+import { createLogger, logLevelFor, screenedWriter } from "./log.ts";
 import { commandArgs } from "./runtime.ts";
 import { fdWriter } from "./stdio.ts";
 
@@ -88,9 +88,9 @@ export function processDeps(signal: AbortSignal): CliDeps {
         log,
       };
     },
-    makeLogger: ({ debug, json, prefix, nameOption }) =>
+    makeLogger: ({ debug, quiet, json, prefix, nameOption }) =>
       createLogger(stderr, {
-        level: debug ? "debug" : "info",
+        level: logLevelFor({ debug, quiet: quiet === true }),
         json,
         ...(prefix ? { prefix } : {}),
         ...(nameOption ? { nameOption } : {}),

@@ -281,6 +281,21 @@ export function parseDuration(value: string, flag = "--timeout"): number {
   return total;
 }
 
+/**
+ * Parses `--request-timeout` (kubectl's meaning: how long one API request may take): a duration
+ * up to 24h, or `0` (or `0s`) for no bound.
+ *
+ * @param value the flag value
+ * @returns milliseconds, whole; 0 for none
+ * @throws {UsageError} naming `--request-timeout` when the value is not such a duration
+ */
+export function parseRequestTimeout(value: string): number {
+  const flag = "--request-timeout";
+  const ms = parseDuration(value, flag);
+  if (ms > 0 && ms < 1) throw usage(flag, value, "0 (no bound) or at least 1ms");
+  return Math.round(ms);
+}
+
 /** The shortest `--timeout`: 1s (a shorter wait cannot see a pod start). */
 export const MIN_TIMEOUT_MS = 1000;
 

@@ -246,3 +246,21 @@ Deno.test("aicr __complete namespaces prints the cluster's namespaces; without a
   assert.equal(await runCli(["--help"], help.deps), 0);
   assert.doesNotMatch(help.stdout(), /__complete/);
 });
+
+Deno.test("completion bash: --request-timeout and -q/--quiet everywhere; no verb after the timeout", async () => {
+  const bash = await script("bash");
+  for (const words of [["aicr", "--"], ["aicr", "snapshot", "--"], ["aicr", "diff", "--"]]) {
+    const flags = await complete(bash, words);
+    for (const flag of ["--request-timeout", "--quiet"]) {
+      assert.ok(flags.includes(flag), `${flag} after ${words.join(" ")}: ${flags.join(" ")}`);
+    }
+  }
+  assert.ok((await complete(bash, ["aicr", "-"])).includes("-q"));
+  // The timeout takes a value: no verb or flag is offered for it.
+  const after = await complete(bash, ["aicr", "--request-timeout", ""]);
+  assert.ok(!after.includes("snapshot"), after.join(" "));
+  // After it and its value, the verbs come back.
+  assert.ok(
+    (await complete(bash, ["aicr", "--request-timeout", "30s", "sn"])).includes("snapshot"),
+  );
+});

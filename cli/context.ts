@@ -37,7 +37,14 @@ export interface CliDeps {
    * the options the library's lines mention by their flags).
    */
   makeLogger: (
-    options: { debug: boolean; json: boolean; prefix?: string; nameOption?: OptionNamer },
+    options: {
+      debug: boolean;
+      /** `--quiet`: errors only. */
+      quiet?: boolean;
+      json: boolean;
+      prefix?: string;
+      nameOption?: OptionNamer;
+    },
   ) => Logger;
   /** Connects to a cluster. @throws {NoKubeconfigError} when there is no kubeconfig */
   connectKube: (
@@ -46,6 +53,8 @@ export interface CliDeps {
       onWarning?: (warning: string, object: string) => void;
       /** Ends every request that carries no signal of its own (SIGINT/SIGTERM). */
       signal?: AbortSignal;
+      /** `--request-timeout` in milliseconds (0: no bound). */
+      requestTimeoutMs?: number;
     },
   ) => KubeClient;
   /**

@@ -34,7 +34,8 @@ import { createFsSourceLoader, createKubeConfigMapReader, runDiff } from "../con
 import type { DiffFormat, DiffOptions } from "../controller/mod.ts";
 import type { SnapshotSourceLoader } from "../snapshot/mod.ts";
 import type { CliDeps } from "./context.ts";
-import { globalOptions, kubeConfigSource } from "./globals.ts";
+import { globalOptions, kubeConfigSource, requestOptions } from "./globals.ts";
+import type { GlobalOptions } from "./globals.ts";
 import { checkOutputNotFormat } from "./_output.ts";
 import type { KubeConfigSource } from "../kube/mod.ts";
 import { namingFlags } from "./_flags.ts";
@@ -149,7 +150,7 @@ export function diffCommand(deps: DiffDeps): Command {
     .addHelpText("after", HELP_AFTER)
     .action(namingFlags(async (flags: DiffFlags, cmd: Command) => {
       // The root's --kubeconfig and --context name the cluster of cm:// sources.
-      const { loader, options } = diffOptions(deps, flags, kubeConfigSource(globalOptions(cmd)));
+      const { loader, options } = diffOptions(deps, flags, globalOptions(cmd));
       const redactor = await redactorFromFlags(flags, deps);
       // Checked before anything is read: a path that cannot be written fails now (exit 2), not
       // after a long comparison.
@@ -214,19 +215,23 @@ function validateDiffFlags(flags: DiffFlags): void {
  * and builds its loader: the injected one, or the real readers with ConfigMaps through the
  * cluster the root's flags name, connected only when a `cm://` source is read.
  */
-function diffOptions(deps: DiffDeps, flags: DiffFlags, kubeconfig: KubeConfigSource): {
+function diffOptions(deps: DiffDeps, flags: DiffFlags, globals: GlobalOptions): {
   loader: SnapshotSourceLoader;
   options: DiffOptions;
 } {
   validateDiffFlags(flags);
   for (const pattern of flags.ignore) validateIgnore(pattern);
   const connect = deps.connectKube;
+  const kubeconfig = kubeConfigSource(globals);
   const loader = deps.snapshotSources ? deps.snapshotSources(kubeconfig) : createFsSourceLoader({
     // A read only: SIGINT/SIGTERM ends the ConfigMap requests at once.
     ...(connect
       ? {
         readConfigMap: createKubeConfigMapReader(() =>
-          connect(kubeconfig, deps.signal ? { signal: deps.signal } : {})
+          connect(kubeconfig, {
+            ...requestOptions(globals),
+            ...(deps.signal ? { signal: deps.signal } : {}),
+          })
         ),
       }
       : {}),

@@ -17,12 +17,12 @@ import type { Command } from "commander";
 import { UsageError } from "../errors.ts";
 import { NoKubeconfigError } from "../kube/mod.ts";
 import type { KubeClient, KubeConfigSource } from "../kube/mod.ts";
-import type { Logger } from "../log.ts";
+import { type Logger, logLineWriter } from "../log.ts";
 import type { ClusterRunDeps } from "../controller/mod.ts";
 import { validateNamespace } from "../manifests/mod.ts";
 import type { CliDeps } from "./context.ts";
 import { randomBytes } from "node:crypto";
-import { flagOf, namingFlags, withFlagNames } from "./_flags.ts";
+import { flagOf, namingFlags, parseRequestTimeout, withFlagNames } from "./_flags.ts";
 
 /** The root's flags, as every command reads them. */
 export interface GlobalOptions {
@@ -39,6 +39,13 @@ export interface GlobalOptions {
   debug: boolean;
   /** `--log-json`. */
   logJson: boolean;
+  /** `-q, --quiet`: only errors on stderr (and the result). */
+  quiet: boolean;
+  /**
+   * `--request-timeout`, in milliseconds: how long one API request may take; 0 for no bound.
+   * Without it each request keeps its own bound (30 s of silence by default).
+   */
+  requestTimeoutMs?: number;
 }
 
 /** How often each root flag was given on one command line (the root counts them). */
@@ -63,7 +70,16 @@ export function addGlobalOptions(program: Command): Command {
       ),
     )
     .option("--debug", "verbose logs on stderr; passed on to the agent Job (env AICR_DEBUG)", false)
-    .option("--log-json", "logs as JSON lines (env AICR_LOG_JSON)", false);
+    .option("--log-json", "logs as JSON lines (env AICR_LOG_JSON)", false)
+    .option(
+      "-q, --quiet",
+      "only errors on stderr (and the result): no info or warning lines",
+      false,
+    )
+    .option(
+      "--request-timeout <duration>",
+      "how long one Kubernetes API request may take, e.g. 30s; 0 for no bound (default: 30s of silence)",
+    );
   const counts = new Map<string, number>();
   FLAG_COUNTS.set(program, counts);
   for (const name of ["kubeconfig", "context", "namespace"]) {
@@ -89,13 +105,36 @@ export function globalOptions(command: Command): GlobalOptions {
   const text = (value: unknown) => typeof value === "string" ? value : undefined;
   const kubeconfig = text(opts.kubeconfig);
   const context = text(opts.context);
-  return {
+  const requestTimeout = text(opts.requestTimeout);
+  const globals: GlobalOptions = {
     ...(kubeconfig !== undefined ? { kubeconfig } : {}),
     ...(context !== undefined ? { context } : {}),
     namespace: text(opts.namespace) ?? "default",
     debug: opts.debug === true,
     logJson: opts.logJson === true,
+    quiet: opts.quiet === true,
+    ...(requestTimeout !== undefined
+      ? { requestTimeoutMs: parseRequestTimeout(requestTimeout) }
+      : {}),
   };
+  if (globals.quiet && globals.debug) {
+    throw new UsageError(
+      "Cannot use '--quiet' with '--debug': one drops the lines the other asks for: give one of them",
+    );
+  }
+  return globals;
+}
+
+/**
+ * The options every API connection takes from the root's flags: `--request-timeout`.
+ *
+ * @param globals the global options
+ * @returns the request bound, when given
+ */
+export function requestOptions(globals: GlobalOptions): { requestTimeoutMs?: number } {
+  return globals.requestTimeoutMs !== undefined
+    ? { requestTimeoutMs: globals.requestTimeoutMs }
+    : {};
 }
 
 /** Verbs that act in a namespace: without `-n`, theirs follows the kubeconfig context. */
@@ -239,6 +278,7 @@ export function connect(
 ): KubeClient {
   let log: Logger | undefined;
   return deps.connectKube(kubeConfigSource(globals), {
+    ...requestOptions(globals),
     // A verb with nothing to clean up: SIGINT/SIGTERM cancels the request in flight.
     ...(options.interruptible ? { signal: deps.signal } : {}),
     // Each Warning header of the API server becomes a WARN line naming the object.
@@ -293,6 +333,7 @@ export function commandLogger(
     (options.prefixFromEnv ? deps.env("AICR_LOG_PREFIX") || undefined : undefined);
   return deps.makeLogger({
     debug: globals.debug,
+    quiet: globals.quiet,
     json: globals.logJson,
     ...(prefix ? { prefix } : {}),
     nameOption: flagOf,
@@ -402,7 +443,8 @@ export function clusterDeps(
         : (interruptible ??= connect(deps, context.globals, { interruptible: true })),
     log: context.log,
     stdout: deps.stdout,
-    stderr: deps.stderr,
+    // What the library writes to stderr (a per-node table) follows --log-json and --quiet.
+    stderr: logLineWriter(context.log),
     now: deps.now,
     randomHex: () => randomBytes(8).toString("hex"),
     signal: deps.signal,

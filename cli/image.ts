@@ -24,7 +24,9 @@ import {
 import { singleExecutablePath } from "../runtime.ts";
 import { buildInfo, RELEASE_PLATFORMS } from "../version.ts";
 import type { CliDeps } from "./context.ts";
+import type { Logger } from "../log.ts";
 import { namingFlags } from "./_flags.ts";
+import { commandLogger, globalOptions } from "./globals.ts";
 
 /** The flags every subcommand shares: where the binaries come from. */
 interface SourceFlags {
@@ -47,8 +49,25 @@ function addSourceOptions(command: Command): Command {
     .option("--from <dir>", "a release folder: its aicr-<version>-linux-<arch> binaries");
 }
 
+/**
+ * How an image verb reports: its logger from the root's flags (`--log-json`, `-q`), and whether a
+ * progress bar may be drawn (a terminal, text logs, not quiet).
+ */
+interface ImageOutput {
+  log: Logger;
+  bar: boolean;
+}
+
+function imageOutput(deps: CliDeps, command: Command): ImageOutput {
+  const globals = globalOptions(command);
+  return {
+    log: commandLogger(deps, globals),
+    bar: deps.stderrIsTerminal && !globals.logJson && !globals.quiet,
+  };
+}
+
 /** Parses the source flags (Complete + Validate). */
-function imageSource(deps: CliDeps, flags: SourceFlags): ImageSource {
+function imageSource(deps: CliDeps, flags: SourceFlags, log: Logger): ImageSource {
   const binaries: ImageBinary[] = flags.binary.map((value) => {
     const eq = value.indexOf("=");
     const platform = eq > 0 ? parsePlatform(value.slice(0, eq)) : undefined;
@@ -66,7 +85,7 @@ function imageSource(deps: CliDeps, flags: SourceFlags): ImageSource {
     ...(flags.from ? { releaseDir: flags.from } : {}),
     ...(selfPath && selfPlatform ? { self: { platform: selfPlatform, path: selfPath } } : {}),
     cacheDir: defaultCacheDir(deps.env),
-    log: (line) => deps.stderr.write(`${line}\n`),
+    log: (line) => log.info(line),
     signal: deps.signal,
   };
 }
@@ -74,8 +93,12 @@ function imageSource(deps: CliDeps, flags: SourceFlags): ImageSource {
 const MIB = 1024 * 1024;
 
 /** A progress bar on a terminal (one line, redrawn), else nothing. */
-function progressBar(deps: CliDeps, label: string): (done: number, total: number) => void {
-  if (!deps.stderrIsTerminal) return () => {};
+function progressBar(
+  deps: CliDeps,
+  output: ImageOutput,
+  label: string,
+): (done: number, total: number) => void {
+  if (!output.bar) return () => {};
   let last = -1;
   return (done, total) => {
     const percent = total > 0 ? Math.floor((done / total) * 100) : 100;
@@ -96,18 +119,19 @@ function saveCommand(deps: CliDeps): Command {
     new Command("save")
       .description("write the image as an OCI archive (ctr images import, skopeo, podman load)")
       .option("-o, --output <file>", "the archive (default: aicr-<version>.tar)"),
-  ).action(namingFlags(async (flags: SourceFlags & { output?: string }) => {
+  ).action(namingFlags(async (flags: SourceFlags & { output?: string }, cmd: Command) => {
     const output = flags.output ?? `aicr-${buildInfo().version}.tar`;
+    const report = imageOutput(deps, cmd);
     const saved = await saveImage({
-      source: imageSource(deps, flags),
+      source: imageSource(deps, flags, report.log),
       output,
       signal: deps.signal,
-      progress: progressBar(deps, "writing"),
+      progress: progressBar(deps, report, "writing"),
     });
-    deps.stderr.write(
+    report.log.info(
       `wrote ${saved.path} (${(saved.bytes / MIB).toFixed(1)} MiB, ${
         saved.platforms.join(", ")
-      }): ${saved.reference}@${saved.digest}\n`,
+      }): ${saved.reference}@${saved.digest}`,
     );
   }));
 }
@@ -119,8 +143,9 @@ interface PushFlags extends SourceFlags {
   registryConfig?: string;
 }
 
-function pushProgress(deps: CliDeps): (event: PushEvent) => void {
-  const bar = progressBar(deps, "uploading");
+function pushProgress(deps: CliDeps, output: ImageOutput): (event: PushEvent) => void {
+  const bar = progressBar(deps, output, "uploading");
+  const { log } = output;
   let total = 0;
   let done = 0;
   let current = 0;
@@ -130,18 +155,16 @@ function pushProgress(deps: CliDeps): (event: PushEvent) => void {
       total = event.size;
       done = 0;
       current = 0;
-      if (!deps.stderrIsTerminal) {
-        deps.stderr.write(`uploading blob ${short} (${(event.size / MIB).toFixed(1)} MiB)\n`);
-      }
+      if (!output.bar) log.info(`uploading blob ${short} (${(event.size / MIB).toFixed(1)} MiB)`);
     } else if (event.kind === "blob" && event.state === "exists") {
-      deps.stderr.write(`blob ${short} already there (${(event.size / MIB).toFixed(1)} MiB)\n`);
+      log.info(`blob ${short} already there (${(event.size / MIB).toFixed(1)} MiB)`);
     } else if (event.kind === "sent") {
       current = event.bytes;
       bar(done + current, total);
     } else if (event.kind === "manifest") {
-      deps.stderr.write(`manifest ${event.platform} ${short}\n`);
+      log.info(`manifest ${event.platform} ${short}`);
     } else if (event.kind === "index") {
-      deps.stderr.write(`index ${short} tagged ${event.tag}\n`);
+      log.info(`index ${short} tagged ${event.tag}`);
     }
   };
 }
@@ -159,25 +182,26 @@ function pushCommand(deps: CliDeps): Command {
           "Docker config with the credentials (default: REGISTRY_AUTH_FILE, ~/.docker/config.json)",
         ),
       ),
-  ).action(namingFlags(async (target: string, flags: PushFlags) => {
+  ).action(namingFlags(async (target: string, flags: PushFlags, cmd: Command) => {
+    const report = imageOutput(deps, cmd);
     const pushed = await pushToRegistry({
-      source: imageSource(deps, flags),
+      source: imageSource(deps, flags, report.log),
       target,
       ...(flags.caFile ? { caFile: flags.caFile } : {}),
       plainHttp: flags.plainHttp,
       ...(flags.registryConfig ? { registryConfig: flags.registryConfig } : {}),
       env: deps.env,
       signal: deps.signal,
-      progress: pushProgress(deps),
+      progress: pushProgress(deps, report),
     });
     const use = imageFlags(pushed.pinned, pushed.platforms);
-    deps.stderr.write(
+    report.log.info(
       `pushed ${pushed.repository}:${pushed.tag} (${
         pushed.platforms.join(", ")
-      }; ${pushed.uploaded} blob(s) uploaded, ${pushed.skipped} already there)\n` +
-        `digest: ${pushed.digest}\n` +
-        `use it with: aicr snapshot ${use}  (or aicr daemonset install ${use})\n`,
+      }; ${pushed.uploaded} blob(s) uploaded, ${pushed.skipped} already there)`,
     );
+    report.log.info(`digest: ${pushed.digest}`);
+    report.log.info(`use it with: aicr snapshot ${use}  (or aicr daemonset install ${use})`);
     deps.stdout.write(`${pushed.pinned}\n`);
   }));
 }
@@ -203,7 +227,10 @@ function listCommand(deps: CliDeps): Command {
         "--image <repository>",
         "the repository (and tag) to name (default: this version's image)",
       ),
-  ).action(namingFlags(async (flags: SourceFlags & { format: string; image?: string }) => {
+  ).action(namingFlags(async (
+    flags: SourceFlags & { format: string; image?: string },
+    cmd: Command,
+  ) => {
     if (!(LIST_FORMATS as readonly string[]).includes(flags.format)) {
       throw new UsageError(
         `Cannot list as '--format' must be ${
@@ -211,16 +238,17 @@ function listCommand(deps: CliDeps): Command {
         }: current value is '${flags.format}'`,
       );
     }
+    const { log } = imageOutput(deps, cmd);
     const listed = await listImage({
-      source: imageSource(deps, flags),
+      source: imageSource(deps, flags, log),
       format: flags.format as ListFormat,
       ...(flags.image ? { image: flags.image } : {}),
     });
     if (listed.platforms.length < 2) {
-      deps.stderr.write(
+      log.info(
         `note: the digest covers ${
           listed.platforms.join(", ")
-        } only; the release's image (linux/amd64 and linux/arm64) has its own: give --from <release folder> or --binary for the other platform\n`,
+        } only; the release's image (linux/amd64 and linux/arm64) has its own: give --from <release folder> or --binary for the other platform`,
       );
     }
     deps.stdout.write(listed.text);

@@ -11,7 +11,7 @@ import type http from "node:http";
 import type https from "node:https";
 import type tls from "node:tls";
 import { Buffer } from "node:buffer";
-import { ToolError } from "../errors.ts";
+import { TimeoutError, ToolError } from "../errors.ts";
 import { sleep as sleepFor } from "../io.ts";
 import type { KubeConnection } from "./connection.ts";
 import {
@@ -107,6 +107,13 @@ export interface RestClientOptions {
    * A verb that cleans up after the signal never sets it (its cleanup calls must still run).
    */
   signal?: AbortSignal;
+  /**
+   * The most one request may take, from connecting to the last byte of its answer, per attempt
+   * (`--request-timeout`); it also caps each request's own silence bound. 0 lifts the default
+   * bound (30 s of silence) from requests that set none. Streams (watches, followed logs) are
+   * bounded until their answer starts. @default undefined: each request's own bound
+   */
+  requestTimeoutMs?: number;
 }
 
 /** Methods that write: they are sent with `fieldValidation=Strict`. */
@@ -208,8 +215,10 @@ export function createRestClient(
     sendRequest({ connection, base, server, pool, secure, identity }, request, stream);
   const signalled = <R extends { signal?: AbortSignal }>(request: R): R =>
     options.signal && !request.signal ? { ...request, signal: options.signal } : request;
+  const bounded = requestDeadline(options.requestTimeoutMs, server);
+  const attempt = (request: RestRequest) => withDeadline(bounded, request, attemptOnce);
 
-  async function attempt(request: RestRequest): Promise<string> {
+  async function attemptOnce(request: RestRequest): Promise<string> {
     const res = await send(request, false);
     // A connection cut mid-body is a connection failure too (retryable when idempotent),
     // not a bare "aborted".
@@ -258,7 +267,7 @@ export function createRestClient(
     },
     async lines(request): Promise<LineStream> {
       const full: RestRequest = { ...signalled(request), method: "GET" };
-      const res = await send(full, true);
+      const res = await withDeadline(bounded, full, (request) => send(request, true));
       const status = res.statusCode ?? 0;
       if (status < 200 || status >= 300) {
         throw statusError(full, status, await readAll(res), {
@@ -269,6 +278,65 @@ export function createRestClient(
       return lineStream(res);
     },
   };
+}
+
+/**
+ * The `--request-timeout` bound of one attempt: the request with a deadline in its signal (a
+ * {@link TimeoutError} naming the option when it passes) and its silence bound capped, and the
+ * call that ends the deadline.
+ *
+ * @param limitMs the bound; 0 lifts the default silence bound; undefined changes nothing
+ * @param server the API server, for the message
+ * @returns a function bounding one request
+ */
+function requestDeadline(
+  limitMs: number | undefined,
+  server: string,
+): (request: RestRequest) => { request: RestRequest; done(): void } {
+  return (request) => {
+    if (limitMs === undefined) return { request, done() {} };
+    if (limitMs === 0) {
+      return { request: { ...request, timeoutMs: request.timeoutMs ?? 0 }, done() {} };
+    }
+    const deadline = new AbortController();
+    const timer = setTimeout(() => {
+      deadline.abort(
+        new TimeoutError((option) =>
+          `Cannot ${
+            describeRequest(request)
+          } on '${server}': no complete answer within the request timeout of ${
+            formatMs(limitMs)
+          }: raise '${option("requestTimeout")}' (0 for none)`
+        ),
+      );
+    }, limitMs);
+    const signal = request.signal
+      ? AbortSignal.any([request.signal, deadline.signal])
+      : deadline.signal;
+    const timeoutMs = Math.min(request.timeoutMs ?? limitMs, limitMs);
+    return { request: { ...request, signal, timeoutMs }, done: () => clearTimeout(timer) };
+  };
+}
+
+/**
+ * Runs one call of a request under its deadline, and ends the deadline after it: a stream is
+ * bounded until its answer starts, then lasts as long as its caller wants.
+ */
+async function withDeadline<T>(
+  bounded: ReturnType<typeof requestDeadline>,
+  request: RestRequest,
+  call: (request: RestRequest) => Promise<T>,
+): Promise<T> {
+  const deadline = bounded(request);
+  try {
+    return await call(deadline.request);
+  } finally {
+    deadline.done();
+  }
+}
+
+function formatMs(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
 }
 
 /**

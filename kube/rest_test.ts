@@ -451,3 +451,79 @@ Deno.test("rest: text() hands the answer's headers to onHeaders (a daemon's buil
   assert.equal(body, "body");
   assert.equal(commit, "3c5f0d2");
 });
+
+/** A loopback server whose answers come slowly: headers after `headersMs`, then `chunks` lines every `everyMs`. */
+function slowServer(options: { headersMs: number; chunks: number; everyMs: number }) {
+  const later = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async () => {
+    await later(options.headersMs);
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (sent === options.chunks) {
+          controller.close();
+          return;
+        }
+        if (sent > 0) await later(options.everyMs);
+        controller.enqueue(new TextEncoder().encode(sent === 0 ? `{"n":${sent}` : ` \n`));
+        if (++sent === options.chunks) controller.enqueue(new TextEncoder().encode("}\n"));
+      },
+    });
+    return new Response(body, { headers: { "content-type": "application/json" } });
+  });
+  // Shutting down waits for the answers in flight (each ends within its own timers).
+  return { server, [Symbol.asyncDispose]: () => server.shutdown() };
+}
+
+Deno.test({
+  name: "rest: requestTimeoutMs bounds a whole answer, even one that keeps trickling in",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    // An answer that takes ~1 s in all, a byte every 100 ms: never silent for long.
+    await using slow = slowServer({ headersMs: 0, chunks: 10, everyMs: 100 });
+    const config = loopbackConfig(slow.server.addr.port);
+    const request = { method: "GET", path: "/api/v1/namespaces" } as const;
+    // Without the option the answer arrives whole (the silence bound never fires).
+    const whole = await createRestClient(config, { retries: 0 }).json<{ n: number }>(request);
+    assert.equal(whole.n, 0);
+
+    const started = Date.now();
+    const error = await createRestClient(config, { retries: 2, requestTimeoutMs: 300 })
+      .json(request).then(() => undefined, (e: unknown) => e);
+    const elapsed = Date.now() - started;
+    assert.equal(exitCodeOf(error), 5, String(error));
+    assert.match(
+      (error as Error).message,
+      /^Cannot GET \/api\/v1\/namespaces on 'http:\/\/127\.0\.0\.1:\d+': no complete answer within the request timeout of 300ms: raise 'requestTimeout' \(0 for none\)$/,
+    );
+    // Not retried: one bound, not three (a hang guard, not a speed claim).
+    assert.ok(elapsed < 900, `${elapsed} ms`);
+  },
+});
+
+Deno.test({
+  name: "rest: requestTimeoutMs bounds opening a stream, never the stream once it flows",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await using late = slowServer({ headersMs: 1000, chunks: 1, everyMs: 0 });
+    const lateClient = createRestClient(loopbackConfig(late.server.addr.port), {
+      requestTimeoutMs: 200,
+    });
+    const error = await lateClient.lines({ path: "/api/v1/pods", query: { watch: true } })
+      .then(() => undefined, (e: unknown) => e);
+    assert.equal(exitCodeOf(error), 5, String(error));
+
+    await using flowing = slowServer({ headersMs: 0, chunks: 6, everyMs: 100 });
+    const client = createRestClient(loopbackConfig(flowing.server.addr.port), {
+      requestTimeoutMs: 200,
+    });
+    const stream = await client.lines({ path: "/api/v1/pods", query: { watch: true } });
+    const lines: string[] = [];
+    for await (const line of stream) lines.push(line);
+    // Six chunks over ~500 ms, read to the end past the 200 ms bound.
+    assert.equal(lines.join("").replaceAll(" ", ""), '{"n":0}');
+    assert.equal(lines.length, 6);
+  },
+});

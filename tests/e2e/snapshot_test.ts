@@ -12,6 +12,7 @@ import { parseSnapshot } from "../../snapshot/mod.ts";
 import type { Snapshot } from "../../snapshot/mod.ts";
 import { createNamespace, type TestCluster, useTestCluster } from "../cluster/harness.ts";
 import { aicr, aicrObjects, nodeFixture, runObjects } from "./_aicr.ts";
+import { startFaultProxy } from "../faults/proxy.ts";
 import { assertQuiet } from "./binary_harness.ts";
 import { NOT_AICR_IMAGE, REFUSED_AGENT } from "../kubelet/notaicr.ts";
 
@@ -115,6 +116,71 @@ Deno.test({
             assert.ok(inPod.length >= (args.length ? 3 : 2), run.stderr);
             for (const line of inPod) assert.match(line, /^\[agent\] /, run.stderr);
             assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
+          }
+        },
+      );
+
+      await t.step("-q leaves stderr empty on success: the snapshot alone, on stdout", async () => {
+        const namespace = await ns("snap-quiet");
+        const run = await runSnapshot(namespace, "-q");
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(run.stderr, "", "no info or warning line, the agent's relayed ones included");
+        assert.equal(parseSnapshot(run.stdout).kind, "Snapshot");
+        assert.deepEqual(await aicrObjects(admin, namespace), []);
+      });
+
+      await t.step(
+        "--request-timeout bounds each API request: a held one fails the run, exit 5, nothing left",
+        async () => {
+          const namespace = await ns("snap-reqtimeout");
+          const proxy = await startFaultProxy(env.cluster);
+          try {
+            // The API server answers the run's first permission check only after 4 s.
+            const held = () =>
+              proxy.add({
+                method: "POST",
+                path: /selfsubjectaccessreviews/,
+                action: { kind: "delay", ms: 4000 },
+                times: 1,
+              });
+            held();
+            const started = Date.now();
+            const bounded = await aicr([
+              "snapshot",
+              "--kubeconfig",
+              proxy.kubeconfig,
+              "-n",
+              namespace,
+              "--request-timeout",
+              "1s",
+            ]);
+            assert.equal(bounded.code, 5, bounded.stderr);
+            assert.match(
+              bounded.stderr,
+              /^error: Cannot POST \/apis\/authorization\.k8s\.io\/v1\/selfsubjectaccessreviews on 'https:\/\/127\.0\.0\.1:\d+': no complete answer within the request timeout of 1s: raise '--request-timeout' \(0 for none\)$/m,
+            );
+            // A hang guard, not a speed claim: it did not wait out the held answer.
+            assert.ok(Date.now() - started < 3900, `${Date.now() - started} ms`);
+            assert.deepEqual(await aicrObjects(admin, namespace), []);
+
+            // 0 is no bound: the same held answer is waited for, and the run succeeds.
+            proxy.clear();
+            held();
+            const unbounded = await aicr([
+              "snapshot",
+              "--kubeconfig",
+              proxy.kubeconfig,
+              "-n",
+              namespace,
+              "--request-timeout",
+              "0",
+            ]);
+            assert.equal(unbounded.code, 0, unbounded.stderr);
+            assert.equal(parseSnapshot(unbounded.stdout).kind, "Snapshot");
+            assert.equal(proxy.injected.delay, 2);
+            assert.deepEqual(await aicrObjects(admin, namespace), []);
+          } finally {
+            await proxy.stop();
           }
         },
       );

@@ -5,7 +5,7 @@
  * @module
  */
 import type { CliDeps } from "../../cli/context.ts";
-import { createLogger } from "../../log.ts";
+import { createLogger, logLevelFor } from "../../log.ts";
 
 /** The fake and what it captured. */
 export interface FakeCli {
@@ -38,8 +38,13 @@ export function fakeCli(overrides: Partial<CliDeps> = {}): FakeCli {
     stdoutIsTerminal: false,
     stderrIsTerminal: false,
     signal: new AbortController().signal,
-    makeLogger: ({ nameOption }) =>
-      createLogger({ write: (text) => void (err += text) }, nameOption ? { nameOption } : {}),
+    makeLogger: ({ debug, quiet, json, nameOption }) =>
+      createLogger({ write: (text) => void (err += text) }, {
+        level: logLevelFor({ debug, quiet: quiet === true }),
+        json,
+        now: () => new Date("2026-12-02T18:00:00Z"),
+        ...(nameOption ? { nameOption } : {}),
+      }),
     connectKube: () => {
       connects++;
       throw new Error("the cluster must not be contacted");
