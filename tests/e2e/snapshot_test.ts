@@ -143,38 +143,31 @@ Deno.test({
                 action: { kind: "delay", ms: 4000 },
                 times: 1,
               });
+            /** The run through the proxy, with a --request-timeout. */
+            const viaProxy = (timeout: string) =>
+              aicr([
+                "snapshot",
+                "--kubeconfig",
+                proxy.kubeconfig,
+                "-n",
+                namespace,
+                "--request-timeout",
+                timeout,
+              ]);
             held();
-            const started = Date.now();
-            const bounded = await aicr([
-              "snapshot",
-              "--kubeconfig",
-              proxy.kubeconfig,
-              "-n",
-              namespace,
-              "--request-timeout",
-              "1s",
-            ]);
+            // The message is the deadline's own: the bound ended the request, not the answer.
+            const bounded = await viaProxy("1s");
             assert.equal(bounded.code, 5, bounded.stderr);
             assert.match(
               bounded.stderr,
               /^error: Cannot POST \/apis\/authorization\.k8s\.io\/v1\/selfsubjectaccessreviews on 'https:\/\/127\.0\.0\.1:\d+': no complete answer within the request timeout of 1s: raise '--request-timeout' \(0 for none\)$/m,
             );
-            // A hang guard, not a speed claim: it did not wait out the held answer.
-            assert.ok(Date.now() - started < 3900, `${Date.now() - started} ms`);
             assert.deepEqual(await aicrObjects(admin, namespace), []);
 
             // 0 is no bound: the same held answer is waited for, and the run succeeds.
             proxy.clear();
             held();
-            const unbounded = await aicr([
-              "snapshot",
-              "--kubeconfig",
-              proxy.kubeconfig,
-              "-n",
-              namespace,
-              "--request-timeout",
-              "0",
-            ]);
+            const unbounded = await viaProxy("0");
             assert.equal(unbounded.code, 0, unbounded.stderr);
             assert.equal(parseSnapshot(unbounded.stdout).kind, "Snapshot");
             assert.equal(proxy.injected.delay, 2);

@@ -183,6 +183,24 @@ function rows(): Row[] {
       absent: ["alice", "hunter2", "s3cret", "API server", "VPN"],
     },
     {
+      name: "baseline set -f from an unreachable URL (its own exit code, not the API server's)",
+      args: [
+        "daemonset",
+        "baseline",
+        "set",
+        "--kubeconfig",
+        "KC",
+        "-n",
+        "NS",
+        "-f",
+        "https://bob:pw@127.0.0.1:9/base.yaml?sig=s3cret",
+      ],
+      code: 11,
+      message:
+        /^error: Cannot read snapshot 'https:\/\/\*\*\*@127\.0\.0\.1:9\/base\.yaml\?sig=\*\*\*': the connection to 127\.0\.0\.1:9 was refused/m,
+      absent: ["bob", "s3cret", "API server"],
+    },
+    {
       name: "unknown --os",
       args: snap("--os", "plan9"),
       code: 2,
