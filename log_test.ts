@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { createLogger, formatLogLine, parseLogLine, screenedWriter } from "./log.ts";
+import {
+  createLogger,
+  formatLogLine,
+  logLevelFor,
+  logLineWriter,
+  parseLogLine,
+  screenedWriter,
+} from "./log.ts";
 
 Deno.test("formatLogLine() writes WARN lines with bare and quoted values", () => {
   assert.equal(
@@ -172,4 +179,28 @@ Deno.test("screenedWriter() passes text as is until a screen is set, then learns
   log.relay('{"level":"info","msg":"collected","node":"gpu-11"}', "agent");
   assert.ok(names.has("gpu-11"));
   assert.ok(!out.includes("gpu-11"), out);
+});
+
+Deno.test("logLineWriter() turns written lines into the logger's info lines: text, JSON, or none when quiet", () => {
+  const lines = (options: { json?: boolean; level?: "info" | "error" }) => {
+    const out: string[] = [];
+    const writer = logLineWriter(
+      createLogger({ write: (t) => out.push(t) }, { ...options, now: () => new Date(0) }),
+    );
+    writer.write("NODE   STATUS\nnode-a ok");
+    writer.write("\n");
+    return out;
+  };
+  assert.deepEqual(lines({}), ["NODE   STATUS\n", "node-a ok\n"]);
+  assert.deepEqual(lines({ json: true }).map((l) => JSON.parse(l).msg), [
+    "NODE   STATUS",
+    "node-a ok",
+  ]);
+  assert.deepEqual(lines({ level: "error" }), []);
+});
+
+Deno.test("logLevelFor() gives debug for --debug, error for --quiet, info otherwise", () => {
+  assert.equal(logLevelFor({ debug: true }), "debug");
+  assert.equal(logLevelFor({ debug: false, quiet: true }), "error");
+  assert.equal(logLevelFor({ debug: false }), "info");
 });
