@@ -61,6 +61,7 @@ export const GUARDS: Readonly<Record<string, string>> = {
   "output-never-exists": "output: a path under a regular file is refused up front",
   "output-pipe": "output: a pipe is written into, never renamed over",
   "output-device": "output: a device is written into, never renamed over",
+  "output-no-follow": "output: a file named in an output folder is never written through a link",
   // TokenReview and SubjectAccessReview decisions.
   "review-authenticated": "daemon auth: a TokenReview that did not authenticate admits no user",
   "review-bound-node": "daemon auth: a token bound to another node is refused",
