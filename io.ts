@@ -382,8 +382,8 @@ function statOrUndefined(path: string): Stats | undefined {
 
 /** A file written in pieces and published whole ({@link openAtomicFile}). */
 export interface AtomicFile {
-  /** Appends text. @throws {UsageError} naming the path */
-  write(text: string): Promise<void>;
+  /** Appends text or bytes. @throws {UsageError} naming the path */
+  write(data: string | Uint8Array): Promise<void>;
   /** Publishes the file: the temporary file is renamed over the path. @throws {UsageError} */
   commit(): Promise<void>;
   /** Removes the temporary file; nothing is published. Never throws. */
@@ -613,17 +613,14 @@ export async function openAtomicFile(
     if (temp !== undefined) removeTemp(temp);
   };
   return {
-    async write(text) {
+    async write(data) {
       try {
         if (opened.pipe) {
-          await writePipe(fd, new TextEncoder().encode(text), {
-            path,
-            what,
-            signal: options.signal,
-          });
+          const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+          await writePipe(fd, bytes, { path, what, signal: options.signal });
         } else {
           await new Promise<void>((done, fail) =>
-            writeFd(fd, text, (error) => error ? fail(error) : done())
+            writeFd(fd, data, (error) => error ? fail(error) : done())
           );
         }
       } catch (error) {

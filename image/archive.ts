@@ -4,14 +4,13 @@
  * layout's `index.json` names one entry, the image's index, with the reference it is known by
  * (`io.containerd.image.name` for containerd, `org.opencontainers.image.ref.name` for the others).
  * Written deterministically into a temporary file beside the target and renamed over it only when
- * complete: an interrupted or failed save leaves nothing behind.
+ * complete: an interrupted or failed save leaves nothing behind. A device or a pipe (`-o /dev/null`,
+ * `-o >(gzip)`) is written into, never replaced.
  *
  * @module
  */
-import { mkdir, open, rename, rm } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
-import process from "node:process";
 import { InterruptedError, UsageError } from "../errors.ts";
+import { type AtomicFile, openAtomicFile } from "../io.ts";
 import type { AssembledImage, Blob } from "./assemble.ts";
 import { createHasher, type Digest } from "./digest.ts";
 import { MEDIA_TYPES } from "./oci.ts";
@@ -107,6 +106,15 @@ function writeFailure(path: string, error: unknown): UsageError {
   return new UsageError(`Cannot write the image archive '${path}': ${why}`, { cause: error });
 }
 
+/** A failure of io.ts's atomic file, worded for the archive (a full disk said as such). */
+function archiveFailure(path: string, error: unknown): Error {
+  if (error instanceof InterruptedError) return error;
+  const cause = error instanceof UsageError ? error.cause : error;
+  const code = (cause as { code?: string } | undefined)?.code;
+  if (error instanceof UsageError && code !== "ENOSPC" && code !== "EDQUOT") return error;
+  return writeFailure(path, cause ?? error);
+}
+
 /**
  * Writes the image as an OCI archive, atomically.
  *
@@ -122,14 +130,16 @@ export async function writeArchive(
   path: string,
   options: { reference: string; signal?: AbortSignal; progress?: (bytes: number) => void },
 ): Promise<WrittenArchive> {
-  const temp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
-  let handle;
+  // io.ts's atomic file: folders made one level at a time, a device (`-o /dev/null`) or a pipe
+  // written into, never renamed over, and a link planted where it goes followed as for a snapshot.
+  let file: AtomicFile;
   try {
-    // Missing folders are made, as for a snapshot's output file.
-    await mkdir(dirname(path), { recursive: true });
-    handle = await open(temp, "wx", 0o644);
+    file = await openAtomicFile(path, 0o644, {
+      what: "the image archive",
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
   } catch (error) {
-    throw writeFailure(path, error);
+    throw archiveFailure(path, error);
   }
   const hasher = createHasher();
   try {
@@ -141,18 +151,15 @@ export async function writeArchive(
           }); nothing was written`,
         );
       }
-      await handle.write(chunk);
+      await file.write(chunk);
       hasher.update(chunk);
       options.progress?.(hasher.size);
     }
-    await handle.close();
-    handle = undefined;
-    await rename(temp, path);
+    await file.commit();
   } catch (error) {
-    await handle?.close().catch(() => {});
-    await rm(temp, { force: true });
+    await file.discard();
     if (error instanceof InterruptedError) throw error;
-    throw writeFailure(path, error);
+    throw archiveFailure(path, error);
   }
   return { path, bytes: hasher.size, sha256: hasher.digest().slice("sha256:".length) };
 }

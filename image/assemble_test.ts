@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
@@ -141,6 +141,25 @@ Deno.test("assembleImage() and writeArchive() give the same bytes twice; the arc
   }
   assert.equal(digests[0], digests[1]);
   assert.equal(archives[0], archives[1]);
+});
+
+Deno.test({
+  name: "writeArchive() to a device writes into it, never renames over it (-o /dev/null)",
+  // A character device of its own (the null device's numbers) in a scratch folder: creating one
+  // needs root, as CI runs; were the device renamed over, only this copy would be lost.
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    await withImage(async (image, dir) => {
+      const device = join(dir, "null");
+      const made = await new Deno.Command("mknod", { args: ["-m", "666", device, "c", "1", "3"] })
+        .output();
+      assert.ok(made.success, new TextDecoder().decode(made.stderr));
+      const written = await writeArchive(image, device, { reference: "reg.example/aicr:0.9.0" });
+      assert.ok(written.bytes > 0);
+      assert.ok(Deno.lstatSync(device).isCharDevice, "the device is still a device");
+      assert.deepEqual(readdirSync(dir).filter((n) => n.endsWith(".tmp")), [], "no temp left");
+    });
+  },
 });
 
 Deno.test("checkBinaries() refuses a binary of another machine, a non-ELF, a non-aicr and two builds", async () => {
