@@ -276,10 +276,16 @@ Deno.test({
             ),
           );
 
-          // The DaemonSet controller makes the pods; the kubelet cannot pull their image.
+          // The DaemonSet controller makes the pods; the kubelet cannot pull their image. (The
+          // signer's pods cannot either: they are not the daemon's, and not counted.)
           const gpuNodes = env.nodes.filter((n) => n.gpu).map((n) => n.name).sort();
           await waitFor("the daemon's pods, pulling", async () => {
-            const pods = await admin.request("GET", `/api/v1/namespaces/${namespace}/pods`);
+            const pods = await admin.request(
+              "GET",
+              `/api/v1/namespaces/${namespace}/pods?labelSelector=${
+                encodeURIComponent("app.kubernetes.io/component=daemon")
+              }`,
+            );
             const pulling = (pods.body.items ?? []).filter((p: Obj) =>
               /^(ErrImagePull|ImagePullBackOff)$/.test(
                 p.status?.containerStatuses?.[0]?.state?.waiting?.reason ?? "",
