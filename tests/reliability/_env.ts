@@ -26,7 +26,29 @@ export interface AicrProcess {
 }
 
 /**
- * Starts the built binary.
+ * What {@link spawnAicr} started and has not settled: its processes not yet exited and the
+ * deadlines of its `waitFor`s. A step that fails midway leaves them; {@link SuiteEnv.close}
+ * ends them, so nothing outlives the file's last test (its sanitizers are off).
+ */
+const unsettled = {
+  processes: new Set<{ kill: () => void; done: Promise<unknown> }>(),
+  timers: new Set<ReturnType<typeof setTimeout>>(),
+};
+
+/**
+ * Ends what {@link spawnAicr} left: SIGKILL to each process still running, awaited, and every
+ * pending `waitFor` deadline cleared.
+ */
+export async function endAicrProcesses(): Promise<void> {
+  for (const timer of unsettled.timers) clearTimeout(timer);
+  unsettled.timers.clear();
+  const left = [...unsettled.processes];
+  for (const p of left) p.kill();
+  await Promise.all(left.map((p) => p.done.catch(() => {})));
+}
+
+/**
+ * Starts the built binary; {@link endAicrProcesses} ends it if it is still running then.
  *
  * @param args arguments
  * @param options extra environment, working directory
@@ -75,7 +97,24 @@ export function spawnAicr(
     };
   })();
   let exited = false;
-  void done.then(() => (exited = true));
+  /** Ended by endAicrProcesses(): its pending waitFors are left unsettled, not rejected. */
+  let ended = false;
+  const entry = {
+    kill: () => {
+      ended = true;
+      try {
+        if (!exited) child.kill("SIGKILL");
+      } catch {
+        // It exited between the check and the kill.
+      }
+    },
+    done,
+  };
+  unsettled.processes.add(entry);
+  void done.then(() => {
+    exited = true;
+    unsettled.processes.delete(entry);
+  });
   return {
     kill(signal) {
       if (!exited) child.kill(signal);
@@ -85,21 +124,26 @@ export function spawnAicr(
     },
     waitFor(pattern, timeoutMs = 60_000) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new Error(`no ${pattern} in stderr:\n${stderr}`)),
-          timeoutMs,
-        );
+        const timer = setTimeout(() => {
+          unsettled.timers.delete(timer);
+          reject(new Error(`no ${pattern} in stderr:\n${stderr}`));
+        }, timeoutMs);
+        unsettled.timers.add(timer);
+        const settle = () => {
+          clearTimeout(timer);
+          unsettled.timers.delete(timer);
+        };
         waiters.push({
           pattern,
           resolve: (m) => {
-            clearTimeout(timer);
+            settle();
             resolve(m);
           },
         });
         check();
         void done.then(() => {
-          if (waiters.some((w) => w.pattern === pattern)) {
-            clearTimeout(timer);
+          settle();
+          if (!ended && waiters.some((w) => w.pattern === pattern)) {
             reject(new Error(`exited without ${pattern} in stderr:\n${stderr}`));
           }
         });
@@ -119,7 +163,7 @@ export interface SuiteEnv {
   leftovers(namespace: string, runId: string | undefined): Promise<string[]>;
   /** Every object labelled `app.kubernetes.io/name=aicr` in the namespace. */
   aicrObjects(namespace: string): Promise<string[]>;
-  /** Deletes the namespaces and stops what was started. */
+  /** Ends the processes `spawnAicr` left, deletes the namespaces and stops what was started. */
   close(): Promise<void>;
 }
 
@@ -147,8 +191,12 @@ export async function suiteEnv(options: { own?: boolean } = {}): Promise<SuiteEn
       return aicrObjects(env.admin, namespace, { clusterScoped: false });
     },
     async close() {
-      for (const ns of made) await env.admin.request("DELETE", `/api/v1/namespaces/${ns}`);
-      await env.stop();
+      try {
+        await endAicrProcesses();
+        for (const ns of made) await env.admin.request("DELETE", `/api/v1/namespaces/${ns}`);
+      } finally {
+        await env.stop();
+      }
     },
   };
 }
