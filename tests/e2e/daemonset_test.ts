@@ -500,12 +500,13 @@ Deno.test({
             stderr: "piped",
           }).spawn();
           const pods = `/api/v1/namespaces/${ns}/pods`;
-          // Reader tokens are bound to their node: the proxied pod's node must exist as an object.
-          const node = await admin.request("POST", "/api/v1/nodes", {
-            metadata: { name: "proxied-node" },
-          });
-          assert.equal(node.status, 201, JSON.stringify(node.body));
+          // The daemon is ended in `finally` whatever fails from here on.
           try {
+            // Reader tokens are bound to their node: the proxied pod's node must exist as an object.
+            const node = await admin.request("POST", "/api/v1/nodes", {
+              metadata: { name: "proxied-node" },
+            });
+            assert.equal(node.status, 201, JSON.stringify(node.body));
             // A controller owner of its own keeps the DaemonSet controller from adopting (and then
             // deleting) a pod of its selector on a node it does not target.
             const owner = await admin.request("POST", `/api/v1/namespaces/${ns}/configmaps`, {
@@ -568,7 +569,11 @@ Deno.test({
             );
             assert.deepEqual(docs.map((d) => d.metadata["source-node"]), ["proxied-node"]);
           } finally {
-            daemon.kill("SIGTERM");
+            try {
+              daemon.kill("SIGTERM");
+            } catch {
+              // It exited already (its status is read next).
+            }
             await daemon.status;
             await daemon.stderr.cancel().catch(() => {});
             await admin.request("DELETE", `${pods}/proxied`, {
