@@ -629,6 +629,15 @@ Deno.test({
         await admin.request("DELETE", `${CSR_PATH}/${csr.metadata.name}`);
       }
       await admin.request("DELETE", `/api/v1/namespaces/${ns}`);
+      // The daemons and signers this file's objects started end before the file does, passed or
+      // failed (a failed step leaves them running): bounded, and said when they do not.
+      await waitFor("the signer namespace's pods to end", async () => {
+        const res = await admin.request("GET", `/api/v1/namespaces/${ns}/pods`);
+        return res.status === 404 || (res.body.items ?? []).length === 0 ? true : undefined;
+      }, 120_000).catch((error) => {
+        // deno-lint-ignore no-console
+        console.error(`  ${(error as Error).message}`);
+      });
       await rm(work, { recursive: true, force: true });
       await env.stop();
     }
