@@ -36,6 +36,7 @@ import {
   nvidiaSmiXml,
 } from "./profiles.ts";
 import { createCert } from "../cluster/pki.ts";
+import { sleep } from "../../io.ts";
 import { defaultOut } from "../../scripts/build.ts";
 import { commandLine, findEmulator, hostArch } from "../../scripts/node_base.ts";
 import pkg from "../../package.json" with { type: "json" };
@@ -909,8 +910,9 @@ export async function startKubelet(
       c.probeReady = false;
       void probeReadiness(run, c, startedAt);
     }
-    // Deleted while this container was being set up: it must not outlive the pod.
-    if (run.deleting || run.gone) Deno.kill(-child.pid, "SIGKILL");
+    // Deleted (or the kubelet stopped) while this container was being set up: it must not
+    // outlive the pod, nor the kubelet.
+    if (run.deleting || run.gone || signal.aborted) Deno.kill(-child.pid, "SIGKILL");
     // A pod is Running once one of its (non-init) containers is.
     if (!c.init && run.phase === "Pending") run.phase = "Running";
     void post(run);
@@ -960,8 +962,9 @@ export async function startKubelet(
       : (c.spec.ports ?? []).find((p: Obj) => p.name === get.port)?.containerPort;
     const periodMs = Math.min(probe.periodSeconds ?? 10, 2) * 1000;
     const timeoutMs = (probe.timeoutSeconds ?? 1) * 1000;
-    const live = () => c.state.running?.startedAt === startedAt && !run.gone && !run.deleting;
-    await new Promise((r) => setTimeout(r, (probe.initialDelaySeconds ?? 0) * 1000));
+    const live = () =>
+      c.state.running?.startedAt === startedAt && !run.gone && !run.deleting && !signal.aborted;
+    await sleep((probe.initialDelaySeconds ?? 0) * 1000, signal);
     while (live()) {
       const ok = await new Promise<boolean>((resolve) => {
         const lib = String(get.scheme ?? "HTTP").toUpperCase() === "HTTPS" ? https : http;
@@ -986,7 +989,7 @@ export async function startKubelet(
         c.probeReady = ok;
         void post(run);
       }
-      await new Promise((r) => setTimeout(r, periodMs));
+      await sleep(periodMs, signal);
     }
   }
 
@@ -1066,7 +1069,11 @@ export async function startKubelet(
         void killContainers(run, pod.spec.terminationGracePeriodSeconds ?? 30);
       }, deadline * 1000);
     }
-    const stopped = () => run.deleting || run.reason === "DeadlineExceeded";
+    // A stopped kubelet restarts nothing: a container it killed on the way out stays dead.
+    const stopped = () => run.deleting || run.reason === "DeadlineExceeded" || signal.aborted;
+    /** Stopped with the kubelet, not deleted nor past its deadline. */
+    const stoppedKubelet = () =>
+      signal.aborted && !run.deleting && run.reason !== "DeadlineExceeded";
     try {
       for (const c of run.containers.filter((c) => c.init)) {
         while (true) {
@@ -1087,9 +1094,7 @@ export async function startKubelet(
           }
           c.lastState = c.state;
           c.restartCount++;
-          await new Promise((r) =>
-            setTimeout(r, Math.min(10_000, 1000 * 2 ** (c.restartCount - 1)))
-          );
+          await sleep(Math.min(10_000, 1000 * 2 ** (c.restartCount - 1)), signal);
         }
         await post(run);
       }
@@ -1103,9 +1108,12 @@ export async function startKubelet(
           void post(run);
           await c.exited;
           const code = c.state.terminated.exitCode as number;
-          const again = !stopped() &&
-            (restartPolicy === "Always" || (restartPolicy === "OnFailure" && code !== 0));
-          if (!again) return;
+          const restarts = restartPolicy === "Always" ||
+            (restartPolicy === "OnFailure" && code !== 0);
+          // Killed by the kubelet's stop: reported as waiting for a restart that never comes
+          // (the pod lingers, not Ready, as a vanished node's does); nothing is started again.
+          const halted = restarts && stoppedKubelet();
+          if (!halted && (stopped() || !restarts)) return;
           await post(run);
           c.lastState = c.state;
           c.restartCount++;
@@ -1116,9 +1124,8 @@ export async function startKubelet(
             },
           };
           await post(run);
-          await new Promise((r) =>
-            setTimeout(r, Math.min(10_000, 1000 * 2 ** (c.restartCount - 1)))
-          );
+          if (halted) return;
+          await sleep(Math.min(10_000, 1000 * 2 ** (c.restartCount - 1)), signal);
         }
       }));
       const codes = main.map((c) => c.state.terminated?.exitCode ?? 137);
@@ -1141,9 +1148,13 @@ export async function startKubelet(
           };
         }
       }
-      if (run.phase !== "Succeeded" && run.phase !== "Failed") run.phase = "Failed";
-      run.finished = true;
-      await post(run);
+      // A pod that would be restarted keeps the status the loop reported when the kubelet
+      // stopped: no final phase from a kubelet that is gone.
+      if (!(stoppedKubelet() && restartPolicy === "Always")) {
+        if (run.phase !== "Succeeded" && run.phase !== "Failed") run.phase = "Failed";
+        run.finished = true;
+        await post(run);
+      }
     }
   }
 
@@ -1327,6 +1338,12 @@ export async function startKubelet(
         abort.abort();
         for (const t of timers) clearTimeout(t);
         await Promise.all([...pods.values()].map((run) => killContainers(run, 0)));
+        // Each pod's loop sees the abort and ends (no restart): nothing it started outlives
+        // stop(). Bounded, in case a status post hangs.
+        const ended = Promise.allSettled([...pods.values()].map((run) => run.done));
+        let bound: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([ended, new Promise((r) => (bound = setTimeout(r, 10_000)))]);
+        clearTimeout(bound);
         await Promise.all(
           [...removals.values()].map((dir) => rm(dir, { recursive: true, force: true })),
         );
