@@ -354,7 +354,8 @@ Deno.test({
             action: { kind: "observe" },
             times: 1,
             onMatch: () => {
-              setTimeout(() => restarts.push(p.refuse(3000)), 200);
+              // Pushed at once, so the Promise.all below always awaits it, however fast the run.
+              restarts.push(new Promise((r) => setTimeout(r, 200)).then(() => p.refuse(3000)));
             },
           });
           p.add({
