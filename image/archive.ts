@@ -158,7 +158,6 @@ export async function writeArchive(
     await file.commit();
   } catch (error) {
     await file.discard();
-    if (error instanceof InterruptedError) throw error;
     throw archiveFailure(path, error);
   }
   return { path, bytes: hasher.size, sha256: hasher.digest().slice("sha256:".length) };
