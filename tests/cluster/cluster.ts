@@ -266,13 +266,14 @@ export function spawnComponent(
   const script = detach ? 'log="$1"; shift 3; exec "$@" >>"$log" 2>&1 </dev/null' : [
     'log="$1"; parent="$2"; linger="$3"; shift 3',
     '"$@" >>"$log" 2>&1 </dev/null &',
-    "child=$!",
-    `trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit $?' TERM INT`,
+    'child=$!; nap=""',
+    // The nap is ended with the shell, so no `sleep 1` outlives it.
+    `trap 'kill -TERM "$child" $nap 2>/dev/null; wait "$child"; exit $?' TERM INT`,
     'while kill -0 "$child" 2>/dev/null; do',
     '  if ! kill -0 "$parent" 2>/dev/null; then',
     '    sleep "$linger"; kill -TERM "$child" 2>/dev/null; sleep 5; kill -KILL "$child" 2>/dev/null; break',
     "  fi",
-    "  sleep 1 & wait $! 2>/dev/null",
+    '  sleep 1 & nap=$!; wait "$nap" 2>/dev/null; nap=""',
     "done",
     'wait "$child"',
   ].join("\n");

@@ -421,6 +421,14 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
   const logDir = join(stateDir, "logs");
   const inNetns = netnsPrefix(info.netns);
   let cluster: Cluster | undefined;
+  // The watchdog shells this process started: stopping the lane ends them, and stop() awaits
+  // them, so no test file ends with a child of ours still running.
+  const children: Deno.ChildProcess[] = [];
+  const stop = async () => {
+    await stopLaneAt(stateDir);
+    await cluster?.stop();
+    await settleChildren(children, 15_000);
+  };
   try {
     // 1. The network namespace: loopback, the nodes' addresses, the Service VIP.
     await sh(["ip", "netns", "add", info.netns], "create the lane's network namespace");
@@ -460,7 +468,8 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
     // 2. The forwarders: 127.0.0.1:<port> here → unix socket → 127.0.0.1:<port> in the netns.
     const sock = join(stateDir, "api.sock");
     const start = (name: string, bin: string, args: string[], prefix: string[], match: string) => {
-      const { proc } = spawnComponent(name, bin, args, logDir, detach, 0, prefix);
+      const { child, proc } = spawnComponent(name, bin, args, logDir, detach, 0, prefix);
+      if (!detach) children.push(child);
       proc.match = match;
       info.processes.push(proc);
       saveLane(info);
@@ -541,11 +550,32 @@ export async function startLane(options: StartLaneOptions): Promise<Lane> {
       } ms (netns ${info.netns}); kubeconfig ${info.adminKubeconfig}`,
     );
     const c = cluster;
-    return { ...info, cluster: c, stop: () => stopLaneAt(stateDir).then(() => {}) };
+    return { ...info, cluster: c, stop };
   } catch (e) {
-    await stopLaneAt(stateDir);
+    await stop();
     throw e;
   }
+}
+
+/**
+ * Awaits the exit of children already told to stop; one still running after `ms` is killed with
+ * its process group, then awaited.
+ */
+async function settleChildren(children: Deno.ChildProcess[], ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((resolve) => timer = setTimeout(() => resolve("late"), ms));
+  const all = Promise.allSettled(children.map((c) => c.status));
+  try {
+    if (await Promise.race([all, late]) !== "late") return;
+  } finally {
+    clearTimeout(timer);
+  }
+  for (const c of children) {
+    try {
+      Deno.kill(-c.pid, "SIGKILL");
+    } catch { /* gone */ }
+  }
+  await all;
 }
 
 /**
