@@ -84,8 +84,11 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     "aicr daemonset render -n aicr-system > aicr-daemonset.yaml",
   ],
   "daemonset upgrade": [
-    "# After upgrading the CLI: the daemons and the signer to its image, the install's flags again",
+    "# After upgrading the CLI: the daemons and the signer to its image, every setting kept",
+    "# (the install recorded its flags on the DaemonSet: annotation aicr.run/install-settings)",
     "aicr daemonset upgrade -n aicr-system",
+    "# One setting changed, the rest as installed (and the new value recorded)",
+    "aicr daemonset upgrade -n aicr-system --port 9443",
     "# A mirrored image; a rollout that fails is rolled back (exit 8 for a pull, 5 for a deadline)",
     "aicr daemonset upgrade -n aicr-system --image registry.local:5000/aicr:0.3.0 --timeout 10m",
   ],

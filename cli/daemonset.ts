@@ -16,6 +16,7 @@ import { Command, Option } from "commander";
 import {
   checkReportTargets,
   DEFAULT_MAX_ANSWER_BYTES,
+  pickSettings,
   runFleetFetch,
   runInstall,
   runStatus,
@@ -23,7 +24,12 @@ import {
   runUpgrade,
   writeRender,
 } from "../controller/mod.ts";
-import type { DaemonSetOptions } from "../controller/mod.ts";
+import type {
+  DaemonSetOptions,
+  InstallSettings,
+  SettingKind,
+  UpgradeSettings,
+} from "../controller/mod.ts";
 import { UsageError } from "../errors.ts";
 import {
   DEFAULT_DAEMON_NAME,
@@ -196,6 +202,61 @@ function installOnly(command: Command): Command {
     );
 }
 
+/** Install's flags that do not shape the objects, or that an upgrade moves (the image). */
+const UNRECORDED = new Set(["image", "imagePlatforms", "timeout", "wait"]);
+
+/**
+ * The settings an install records on its DaemonSet (`aicr.run/install-settings`) and an upgrade
+ * reuses: every flag install declares for what the daemon is, bar {@link UNRECORDED}; read off
+ * the flags' own declarations, so a new one is recorded with no list to keep.
+ */
+function recordedSettings(): { kinds: Record<string, SettingKind>; defaults: InstallSettings } {
+  const command = installOnly(placement(new Command()));
+  const kinds: Record<string, SettingKind> = {};
+  for (const option of command.options) {
+    const key = option.attributeName();
+    if (UNRECORDED.has(key)) continue;
+    kinds[key] = option.variadic
+      ? "strings"
+      : option.required || option.optional
+      ? "string"
+      : "boolean";
+  }
+  return { kinds, defaults: pickSettings(kinds, command.opts()) };
+}
+
+/** What the install's and the upgrade's flags (or settings) make: the daemon, its ServiceMonitor. */
+function installOptions(flags: InstallOnlyFlags, globals: GlobalOptions): DaemonSetOptions {
+  return {
+    ...daemonOptions(flags, globals),
+    // Left undefined, the install asks discovery whether the CRD exists.
+    ...(flags.serviceMonitor ? {} : { serviceMonitor: false }),
+  };
+}
+
+/** The upgrade's settings: the command line's, and which of them it gives. */
+function upgradeSettings(
+  flags: InstallOnlyFlags,
+  globals: GlobalOptions,
+  command: Command,
+): UpgradeSettings<DaemonSetOptions> {
+  const { kinds, defaults } = recordedSettings();
+  return {
+    kinds,
+    defaults,
+    flags: pickSettings(kinds, flags as unknown as Record<string, unknown>),
+    given: Object.keys(kinds).filter((k) =>
+      ["cli", "env"].includes(command.getOptionValueSource(k) ?? "")
+    ),
+    linked: [["allNodes", "nodeSelector"]],
+    // The settings alone, none of the command line's: what is not in them is unset.
+    toOptions: (settings) => {
+      const rest = Object.fromEntries(Object.entries(flags).filter(([k]) => !(k in kinds)));
+      return installOptions({ ...rest, ...settings } as unknown as InstallOnlyFlags, globals);
+    },
+  };
+}
+
 function daemonOptions(flags: InstallFlags, globals: GlobalOptions): DaemonSetOptions {
   const namespace = checkedNamespace(globals);
   const name = validateDaemonName(flags.name);
@@ -283,9 +344,8 @@ function installCommand(deps: CliDeps): Command {
     async (flags: InstallOnlyFlags, { globals, log }) => {
       warnAboutImage(log, flags);
       await runInstall(clusterDeps(deps, { globals, log }), {
-        ...daemonOptions(flags, globals),
-        // Left undefined, the install asks discovery whether the CRD exists.
-        ...(flags.serviceMonitor ? {} : { serviceMonitor: false }),
+        ...installOptions(flags, globals),
+        installSettings: pickSettings(recordedSettings().kinds, { ...flags }),
         timeoutMs: parseTimeout(flags.timeout, "--timeout"),
         noWait: !flags.wait,
         createNamespace: flags.createNamespace === true,
@@ -319,6 +379,10 @@ function renderCommand(deps: CliDeps): Command {
     const options = {
       ...daemonOptions(flags, globals),
       serviceMonitor: flags.service !== false && flags.serviceMonitor === true,
+      installSettings: pickSettings(recordedSettings().kinds, {
+        ...flags,
+        serviceMonitor: flags.serviceMonitor === true,
+      }),
     };
     const format = flags.format.trim().toLowerCase();
     if (format !== "yaml" && format !== "json") {
@@ -369,21 +433,25 @@ function uninstallCommand(deps: CliDeps): Command {
 function upgradeCommand(deps: CliDeps): Command {
   const command = placement(common(new Command("upgrade")))
     .description(
-      "upgrade the install in place to this build's image (or --image): the install's flags again, server-side applied; CA, Lease and baselines kept; a failed rolling update is rolled back",
+      "upgrade the install in place to this build's image (or --image), server-side applied; every flag not given keeps the install's value (recorded on its DaemonSet, annotation aicr.run/install-settings), a flag given overrides it; CA, Lease and baselines kept; a failed rolling update is rolled back",
     )
     .option("--timeout <duration>", "how long the rolling update may take", "5m")
     .option(
       "--no-service-monitor",
       "no ServiceMonitor, even where the monitoring.coreos.com/v1 CRD exists",
     );
-  return defineAction(command, deps, async (flags: InstallOnlyFlags, { globals, log }) => {
-    warnAboutImage(log, flags);
-    await runUpgrade(clusterDeps(deps, { globals, log }), {
-      ...daemonOptions(flags, globals),
-      ...(flags.serviceMonitor ? {} : { serviceMonitor: false }),
-      timeoutMs: parseTimeout(flags.timeout, "--timeout"),
-    });
-  });
+  return defineAction(
+    command,
+    deps,
+    async (flags: InstallOnlyFlags, { globals, log }, cmd) => {
+      warnAboutImage(log, flags);
+      await runUpgrade(clusterDeps(deps, { globals, log }), {
+        ...installOptions(flags, globals),
+        settings: upgradeSettings(flags, globals, cmd),
+        timeoutMs: parseTimeout(flags.timeout, "--timeout"),
+      });
+    },
+  );
 }
 
 /** Flags of status. */

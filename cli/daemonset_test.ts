@@ -300,3 +300,53 @@ Deno.test("daemonset render: --no-signer leaves the signer out, --signer-replica
     /--signer-replicas' as it must be a whole number from 1 to 10/,
   );
 });
+
+Deno.test("daemonset render: the DaemonSet records every flag that shapes the objects, bar the image", async () => {
+  const h = harness();
+  await run(h.deps, [
+    "render",
+    "--image",
+    "example.com/aicr:v1",
+    "--port",
+    "9443",
+    "--node-selector",
+    "pool=gpu",
+    "--toleration",
+    "gpu:NoSchedule",
+    "--baseline-interval",
+    "30s",
+    "--priority-class-name",
+    "gpu-infra",
+    "--no-signer",
+  ]);
+  const ds = parseAllDocuments(h.stdout()).map((d) => d.toJS()).find((d) => d.kind === "DaemonSet");
+  const recorded = JSON.parse(ds.metadata.annotations["aicr.run/install-settings"]);
+  assert.deepEqual(recorded, {
+    allNodes: false,
+    baselineInterval: "30s",
+    nodeSelector: ["pool=gpu"],
+    port: "9443",
+    priorityClassName: "gpu-infra",
+    privileged: "true",
+    service: true,
+    serviceMonitor: false,
+    signer: false,
+    signerReplicas: "2",
+    toleration: ["gpu:NoSchedule"],
+  });
+  // Read off install's own flag declarations: each one of what the daemon is, none hand-listed.
+  const install = (await createProgram(h.deps)).commands.find((c) => c.name() === "daemonset")!
+    .commands.find((c) => c.name() === "install")!;
+  const shaping = install.options.map((o) => o.attributeName()).filter((k) =>
+    !["name", "image", "imagePlatforms", "timeout", "wait", "createNamespace"].includes(k) &&
+    !/^report|^junit/.test(k)
+  );
+  for (const key of shaping) {
+    assert.ok(
+      key in recorded ||
+        ["imagePullSecret", "runtimeClass", "os", "requests", "limits", "nodeAffinity"]
+          .includes(key),
+      `install's --${key} is recorded`,
+    );
+  }
+});

@@ -725,7 +725,7 @@ function alreadyInstalled(namespace: string, name: string, cause?: unknown): Con
     {
       ...(cause ? { cause } : {}),
       details: [
-        `  upgrade it in place: aicr daemonset upgrade -n ${namespace} (the install's flags again)`,
+        `  upgrade it in place: aicr daemonset upgrade -n ${namespace} (its settings kept; flags given change them)`,
         `  or remove it first: aicr daemonset uninstall -n ${namespace}`,
       ],
     },

@@ -22,6 +22,8 @@ export { runLeftoverListing } from "./leftovers.ts";
 export type { LeftoverRun } from "./leftovers.ts";
 export { makeDaemonCa, renderDaemonSet } from "./render.ts";
 export type { DaemonSetOptions } from "./render.ts";
+export { pickSettings } from "./install_settings.ts";
+export type { InstallSettings, SettingKind, UpgradeSettings } from "./install_settings.ts";
 export { DEFAULT_MAX_ANSWER_BYTES, fetchFleet, FLEET_TRANSPORTS } from "./fleet.ts";
 export type { FleetTransport } from "./fleet.ts";
 export { resolveFleetOutput, writeFleet } from "./fleet_writer.ts";

@@ -43,6 +43,8 @@ import { baselinePlaceholderName } from "../snapshot/mod.ts";
 import { generateDaemonCa } from "../x509.ts";
 import type { DaemonCa } from "../x509.ts";
 import type { RenderCa } from "./render_ca.ts";
+import { encodeInstallSettings, INSTALL_SETTINGS_ANNOTATION } from "./install_settings.ts";
+import type { InstallSettings } from "./install_settings.ts";
 
 /** The knobs of one daemon install (the same placement and pod flags as `aicr snapshot`). */
 export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
@@ -85,6 +87,12 @@ export interface DaemonSetOptions extends Omit<PodOptions, "autoTargetGpu"> {
   priorityClassName?: string;
   /** The daemon pods' affinity, given whole (it replaces the architectures' one). */
   affinity?: Affinity;
+  /**
+   * The install's settings (the flags' values that shaped these options), recorded on the
+   * DaemonSet in the annotation `aicr.run/install-settings` for `aicr daemonset upgrade`.
+   * @default none: no annotation
+   */
+  installSettings?: InstallSettings;
 }
 
 /** Options for {@link renderDaemonSet}. */
@@ -294,6 +302,7 @@ function daemonSetManifest(
     serviceMonitor: _serviceMonitor,
     ca: _ca,
     nodeBoundTokens = true,
+    installSettings,
     ...pod
   } = options;
   const daemonSet = buildDaemonSet({
@@ -310,6 +319,12 @@ function daemonSetManifest(
     extraArgs: ["--baseline-namespace", namespace, "--baseline-name", name, ...(extraArgs ?? [])],
     ...identity,
   });
+  if (installSettings) {
+    daemonSet.metadata.annotations = {
+      ...daemonSet.metadata.annotations,
+      [INSTALL_SETTINGS_ANNOTATION]: encodeInstallSettings(installSettings),
+    };
+  }
   return daemonSet as unknown as RenderedObject["manifest"];
 }
 

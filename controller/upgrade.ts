@@ -51,9 +51,17 @@ import { renderDaemonSet } from "./render.ts";
 import type { DaemonSetOptions, RenderedObject } from "./render.ts";
 import type { RenderCa } from "./render_ca.ts";
 import { createImagePullCheck, explainPullFailure } from "./wait.ts";
+import { resolveInstallSettings } from "./install_settings.ts";
+import type { UpgradeSettings } from "./install_settings.ts";
 
 /** Options of {@link upgradeDaemonSet}: what the daemon is (install's flags) and the wait. */
 export interface UpgradeOptions extends DaemonSetOptions {
+  /**
+   * The command line's settings, merged over those the install recorded on its DaemonSet
+   * (`aicr.run/install-settings`): each one not given is the install's. Without them, or on an
+   * install that recorded none, the daemon is these options alone.
+   */
+  settings?: UpgradeSettings<DaemonSetOptions>;
   /** How long the rolling update may take before it is rolled back. @default 300000 */
   timeoutMs?: number;
   /** Poll interval while waiting. @default 1000 */
@@ -186,7 +194,9 @@ export async function upgradeDaemonSet(
 ): Promise<UpgradeResult> {
   const { kube, log } = deps;
   const { name = DEFAULT_DAEMON_NAME, namespace, signal } = options;
-  const { existing, runId, ca, objects, before } = await readBeforeUpgrade(deps, options, name);
+  const read = await readBeforeUpgrade(deps, options, name);
+  const { existing, runId, ca, objects, before } = read;
+  options = read.options;
   const fromImage = firstImage(existing);
   const toImage = options.image;
   log.info(`daemon upgrade: runID=${runId}`, { namespace, name, from: fromImage, to: toImage });
@@ -255,6 +265,7 @@ async function readBeforeUpgrade(
   name: string,
 ): Promise<{
   existing: KubeObject;
+  options: UpgradeOptions;
   runId: string;
   ca: RenderCa;
   objects: RenderedObject[];
@@ -264,8 +275,15 @@ async function readBeforeUpgrade(
   const { namespace, signal } = options;
   try {
     const existing = await readUpgradable(pre.kube, namespace, name);
-    const { runId, ca, objects } = await renderUpgrade(pre, options, name);
-    sayPlacementChanges(deps, existing, objects);
+    const { settings, ...given } = options;
+    const resolved = settings
+      ? resolveInstallSettings(existing, settings, { namespace, name })
+      : undefined;
+    const effective: UpgradeOptions = resolved
+      ? { ...given, ...resolved.options, namespace, installSettings: resolved.settings }
+      : given;
+    const { runId, ca, objects } = await renderUpgrade(pre, effective, name);
+    sayPlacementChanges(deps, existing, objects, resolved?.recorded ?? false);
     const before = await Promise.all(
       objects.map((o) =>
         pre.kube.get<KubeObject>(o.kind, namespaceOf(o, namespace), o.manifest.metadata.name, {
@@ -274,7 +292,7 @@ async function readBeforeUpgrade(
       ),
     );
     if (signal?.aborted) throw signal.reason;
-    return { existing, runId, ca, objects, before };
+    return { existing, options: effective, runId, ca, objects, before };
   } catch (error) {
     // A request the signal cut short is the interrupt it is: nothing was changed.
     if (signal?.aborted) {
@@ -296,7 +314,7 @@ async function renderUpgrade(
   const { namespace } = options;
   const runId = newRunId(deps.now(), deps.randomHex);
   const invocationId = newInvocationId(deps.randomHex);
-  const { timeoutMs: _t, pollMs: _p, signal: _s, ...daemonOptions } = options;
+  const { timeoutMs: _t, pollMs: _p, signal: _s, settings: _settings, ...daemonOptions } = options;
   const ca = await readInstallCa(kube, { namespace, name });
   const serviceMonitor = daemonOptions.service !== false &&
     (daemonOptions.serviceMonitor ?? await hasServiceMonitorCrd(kube).catch(() => false));
@@ -422,11 +440,16 @@ async function rollBackAndExplain(
   );
 }
 
-/** Says when the flags given move the daemons elsewhere than the install did. */
+/**
+ * Says when the upgrade moves the daemons elsewhere than the install did: with the install's
+ * settings recorded, only a flag given can (the rest are the install's); without them (an older
+ * build's install) the flags or their defaults may.
+ */
 function sayPlacementChanges(
   deps: InstallDeps,
   existing: KubeObject,
   objects: readonly RenderedObject[],
+  recorded: boolean,
 ): void {
   const rendered = objects.find((o) => o.kind === "DaemonSet")?.manifest as KubeObject | undefined;
   const pick = (o: KubeObject | undefined) => {
@@ -448,7 +471,9 @@ function sayPlacementChanges(
         field: key,
         from: was[key],
         to: now[key],
-        remedy: "pass the flags the install was given, as with install",
+        remedy: recorded
+          ? "a flag given overrides the install's setting; omit it to keep the install's"
+          : "this install recorded no settings: pass the flags the install was given",
       });
     }
   }

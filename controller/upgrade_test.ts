@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ConflictError, NotFoundError } from "../errors.ts";
+import { ConflictError, NotFoundError, UsageError } from "../errors.ts";
 import { createLogger } from "../log.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import {
@@ -120,5 +120,35 @@ Deno.test("upgradeDaemonSet() refuses a Helm release, naming helm upgrade, nothi
   assert.ok(error instanceof ConflictError, String(error));
   assert.match(error.message, /managed by 'Helm', not by aicr/);
   assert.match(String(error.details), /helm upgrade/);
+  assert.equal(fake.calls.filter((c) => c.method !== "get").length, 0);
+});
+
+Deno.test("upgradeDaemonSet() refuses a corrupted install-settings annotation, exit 2, nothing written", async () => {
+  const { fake, deps } = world();
+  fake.put("DaemonSet", {
+    metadata: {
+      name: "aicr-daemon",
+      namespace: "aicr-system",
+      labels: {
+        "app.kubernetes.io/name": "aicr",
+        "app.kubernetes.io/component": "daemon",
+        "app.kubernetes.io/instance": "aicr-daemon",
+        "app.kubernetes.io/managed-by": "aicr",
+      },
+      annotations: { "aicr.run/install-settings": '{"port":"9443","hostPath":"/"}' },
+    },
+  });
+  const settings = {
+    kinds: { port: "string" as const },
+    defaults: { port: "8443" },
+    flags: { port: "8443" },
+    given: [],
+    toOptions: () => OPTIONS,
+  };
+  const error = await upgradeDaemonSet(deps, { ...OPTIONS, settings }).catch((e) => e);
+  assert.ok(error instanceof UsageError, String(error));
+  assert.equal(error.exitCode, 2);
+  assert.match(error.message, /'aicr-system\/aicr-daemon'.*'aicr\.run\/install-settings'/);
+  assert.match(error.message, /'hostPath' is not a setting this build knows/);
   assert.equal(fake.calls.filter((c) => c.method !== "get").length, 0);
 });

@@ -99,6 +99,9 @@ function comparable(objects: Obj[]): Obj[] {
     const annotations = copy.metadata.annotations;
     if (annotations) {
       delete annotations["helm.sh/resource-policy"];
+      // render records its flags for `aicr daemonset upgrade`; a Helm release is upgraded by
+      // helm (which keeps its values), and `aicr daemonset upgrade` refuses it.
+      if (copy.kind === "DaemonSet") delete annotations["aicr.run/install-settings"];
       if (Object.keys(annotations).length === 0) delete copy.metadata.annotations;
     }
     return copy;
