@@ -14,13 +14,22 @@
  */
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseNvidiaSmi } from "../../collectors/mod.ts";
 import { FLEET_TOPOLOGY_FILE, parseSnapshot, type Snapshot } from "../../snapshot/mod.ts";
 import { isOurs, REPO_ROOT } from "../cluster/cluster.ts";
 import { createNamespace, waitFor } from "../cluster/harness.ts";
-import { aicrObjects, runObjects } from "../e2e/_aicr.ts";
+import { aicrObjects, type AicrResult, runObjects } from "../e2e/_aicr.ts";
+import {
+  clusterOriginals,
+  hits,
+  labelNodes,
+  outputsOf,
+  PRIVATE_REGISTRY,
+  seedClusterPolicy,
+  watchPods,
+} from "../e2e/_redact_search.ts";
 import { FIXTURES_DIR } from "../kubelet/profiles.ts";
 import { NOT_AICR_IMAGE, REFUSED_AGENT } from "../kubelet/notaicr.ts";
 import { releaseImage, releaseVersion } from "../../version.ts";
@@ -28,6 +37,9 @@ import pkg from "../../package.json" with { type: "json" };
 import { gated } from "../_gated.ts";
 import { laneUnavailable, PULL_SECRET, type RealNodeEnv, useRealNodeLane } from "./harness.ts";
 import { cgroupHierarchies, readLane } from "./lane.ts";
+
+/** The registry host the seeded ClusterPolicy names. */
+const PRIVATE_HOST = PRIVATE_REGISTRY.replace(/:\d+$/, "");
 
 const LANE = "real-kubelet lane: aicr in real containers under real kubelets";
 
@@ -68,6 +80,8 @@ Deno.test(gated(unavailable, {
     const gpuNode = env.nodes.find((n) => n.gpu)!.name;
     const namespaces: string[] = [];
     const steps: boolean[] = [];
+    /** The first step's plain run: what the --redact step's search must find there. */
+    let plain: AicrResult | undefined;
     /** The image flags of every run: the lane registry's aicr, pulled with the pull secret. */
     const image = ["--image", env.image, "--image-pull-secret", PULL_SECRET];
     /** `aicr snapshot` as the admin in a namespace, inside the lane's netns. */
@@ -115,6 +129,11 @@ Deno.test(gated(unavailable, {
       }
       return name;
     };
+    // What a real cluster has and the lane lacks, for the --redact step to look for in the
+    // first step's plain run: a hostname and an address label on each node, and a GPU
+    // operator's ClusterPolicy naming a private registry.
+    const seeded = await seedClusterPolicy(admin);
+    await labelNodes(admin, env.nodes, true);
     try {
       steps.push(
         await t.step(
@@ -132,6 +151,48 @@ Deno.test(gated(unavailable, {
             )?.data;
             assert.equal(node?.["container-runtime-name"], "containerd");
             assert.equal(node?.["kubelet-version"], env.cluster.version);
+            await assertNothingLeft(namespace, run.runId);
+            plain = run;
+          },
+        ),
+      );
+
+      steps.push(
+        await t.step(
+          "--redact in a real container: no node name, address, hostname or registry host the API server knows survives; the plain run carries them",
+          async () => {
+            const namespace = await ns("rn-redact");
+            const key = join(env.lane.stateDir, "aicr-redact.key");
+            await writeFile(
+              key,
+              btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32)))),
+            );
+            // The agent's pod (its address) is gone once the run ends: read while it runs.
+            const pods = watchPods(admin);
+            const run = await runSnapshot(namespace, ["--redact", "--redact-key-file", key])
+              .finally(
+                () => pods.stop(),
+              );
+            const redacted = outputsOf("snapshot --redact", run);
+            assert.equal(
+              parseSnapshot(run.stdout).metadata.redacted,
+              "hostnames,node-names,ip-addresses,registry-hosts",
+            );
+            plain ??= await runSnapshot(namespace);
+            const originals = await clusterOriginals(admin, await pods.stop());
+            const kinds = new Set([...originals.values()].flatMap((k) => k.split(", ")));
+            for (const kind of ["node name", "node InternalIP", "pod IP", "registry host"]) {
+              assert.ok(kinds.has(kind), `the lane knows a ${kind}: ${[...kinds].join(", ")}`);
+            }
+            assert.deepEqual(hits(redacted, originals), []);
+            // Not a vacuous search: the same run without --redact names them.
+            const seen = new Set(
+              hits(outputsOf("snapshot", plain), originals).map((h) => h.split("'")[1]),
+            );
+            const { ip } = env.nodes.find((n) => n.gpu)!;
+            for (const value of [gpuNode, ip, `${gpuNode}.gpu.corp.example`, PRIVATE_HOST]) {
+              assert.ok(seen.has(value), `${value} in the plain run: ${[...seen].join(" ")}`);
+            }
             await assertNothingLeft(namespace, run.runId);
           },
         ),
@@ -370,6 +431,8 @@ Deno.test(gated(unavailable, {
         printLogTails(join(env.lane.controlPlaneDir, "logs"));
       }
       for (const name of namespaces) await admin.request("DELETE", `/api/v1/namespaces/${name}`);
+      await labelNodes(admin, env.nodes, false);
+      for (const path of seeded) await admin.request("DELETE", path);
       await env.stop();
     }
   },
