@@ -2,7 +2,9 @@
  * `aicr daemonset` end to end: the built binary installs the DaemonSet, the kubelet stand-in runs
  * its pods (the same binary as `aicr daemon`), the binary fetches every GPU node's snapshot, the
  * daemons refuse a caller without a token (401) and one without the grant (403), and uninstall
- * leaves no object labelled aicr behind, namespaced or cluster-scoped.
+ * leaves no object labelled aicr behind, namespaced or cluster-scoped. With `--log-json` every
+ * stderr line of a fetch (its table, a warning, its final error) is one JSON object; with `-q` only
+ * its error is said, and stdout stays the same.
  *
  * The kubelet stand-in runs no probes (its README), so a pod is Ready once its process runs, not
  * once `/readyz` answers; the test therefore waits on `/readyz` itself, and checks that it never
@@ -114,6 +116,62 @@ async function leftovers(admin: Api, ns: string): Promise<string[]> {
     }
   }
   return found;
+}
+
+/** A node name no node has: the fetch reports it not-ready (exit 9). */
+const ABSENT_NODE = "no-such-node";
+const LEVELS = ["debug", "info", "warn", "error"];
+
+/** Every non-empty line of stderr, each one JSON object (fails naming the first that is not). */
+function jsonRecords(stderr: string): Record<string, unknown>[] {
+  return stderr.split("\n").filter((line) => line !== "").map((line) => {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      throw new Error(`a stderr line is not JSON: ${line}\n--- all of stderr:\n${stderr}`);
+    }
+    assert.ok(parsed && typeof parsed === "object" && !Array.isArray(parsed), line);
+    return parsed as Record<string, unknown>;
+  });
+}
+
+/** The API server refuses every LIST of Nodes (the fetch's cluster NodeTopology): a warning. */
+function refuseNodeList(proxy: Awaited<ReturnType<typeof startFaultProxy>>): void {
+  proxy.add({
+    method: "GET",
+    path: /^\/api\/v1\/nodes(\?|$)/,
+    action: {
+      kind: "status",
+      code: 403,
+      body: {
+        kind: "Status",
+        apiVersion: "v1",
+        status: "Failure",
+        reason: "Forbidden",
+        message: 'nodes is forbidden: cannot list resource "nodes" at the cluster scope',
+        code: 403,
+      },
+    },
+  });
+}
+
+/**
+ * A fetch's stream, what a daemon's next collection keeps: each document's node and scope, its
+ * readings' names, and the GPU data (the fixture's). Values such as `/proc/sys/fs/file-nr` change
+ * when a daemon collects again between two fetches.
+ */
+function streamOf(stdout: string) {
+  const docs = parseSnapshotStream(stdout);
+  assert.ok(docs.length > 0, "a stream of snapshots");
+  return docs.map((doc) => ({
+    node: doc.metadata["source-node"],
+    scope: doc.metadata["topology-scope"],
+    readings: doc.measurements.map((m) =>
+      `${m.type}: ${m.subtypes.map((s) => `${s.subtype}(${Object.keys(s.data).sort()})`)}`
+    ),
+    gpu: gpuData(doc),
+  }));
 }
 
 Deno.test({
@@ -294,6 +352,121 @@ Deno.test({
               .map((d) => d.metadata["source-node"]).sort(),
             gpuNodes,
           );
+        },
+      );
+
+      await t.step(
+        "--log-json: every stderr line of fetch is one JSON object, table, warning and error included",
+        async () => {
+          const proxy = await startFaultProxy(env.cluster);
+          try {
+            refuseNodeList(proxy);
+            const run = await aicr([
+              "--log-json",
+              "daemonset",
+              "fetch",
+              "--kubeconfig",
+              proxy.kubeconfig,
+              "-n",
+              ns,
+              "-o",
+              "-",
+              ...[...gpuNodes, ABSENT_NODE].flatMap((node) => ["--node", node]),
+            ]);
+            // An absent node: incomplete (exit 9); the ok nodes' snapshots are written anyway.
+            assert.equal(run.code, 9, run.stderr);
+            assert.deepEqual(
+              parseSnapshotStream(run.stdout).filter((d) => !isClusterTopologyDocument(d))
+                .map((d) => d.metadata["source-node"]).sort(),
+              gpuNodes,
+            );
+            const records = jsonRecords(run.stderr);
+            for (const record of records) {
+              assert.ok(!Number.isNaN(Date.parse(String(record.time))), JSON.stringify(record));
+              assert.ok(LEVELS.includes(String(record.level)), JSON.stringify(record));
+              assert.equal(typeof record.msg, "string", JSON.stringify(record));
+            }
+            // The per-node table: one info line per row, its header too.
+            const info = records.filter((r) => r.level === "info").map((r) => String(r.msg));
+            assert.ok(info.some((m) => /^NODE\s+STATUS\s+TRANSPORT/.test(m)), run.stderr);
+            for (const node of gpuNodes) {
+              assert.ok(info.some((m) => new RegExp(`^${node}\\s+ok\\s+direct`).test(m)), node);
+            }
+            assert.ok(info.some((m) => new RegExp(`^${ABSENT_NODE}\\s+not-ready`).test(m)));
+            // The warning, its fields as fields.
+            const warning = records.find((r) => r.level === "warn");
+            assert.equal(
+              warning?.msg,
+              "cannot list the nodes for the cluster's NodeTopology; the node snapshots are kept",
+              run.stderr,
+            );
+            assert.equal(warning?.status, "denied", run.stderr);
+            assert.match(String(warning?.remedy), /^grant 'list nodes' to ServiceAccount /);
+            // The error the run ends with: the last line, with its details and exit code.
+            const last = records.at(-1);
+            assert.equal(last?.level, "error", run.stderr);
+            assert.equal(
+              last?.msg,
+              `Cannot fetch every node's snapshot: 1 of ${
+                gpuNodes.length + 1
+              } nodes failed (not-ready)`,
+            );
+            assert.equal(last?.exitCode, 9);
+            assert.match(String((last?.details as string[])?.[0]), /^1 node\(s\) have no Ready/);
+            assert.equal(records.filter((r) => r.level === "error").length, 1, run.stderr);
+          } finally {
+            await proxy.stop();
+          }
+        },
+      );
+
+      await t.step(
+        "-q: fetch says no info or warning line, only its error; stdout is unchanged",
+        async () => {
+          // Without a fault: nothing at all on stderr, the same snapshots on stdout.
+          const loud = await ds("fetch", "-o", "-");
+          assert.equal(loud.code, 0, loud.stderr);
+          assert.match(loud.stderr, /NODE\s+STATUS\s+TRANSPORT/);
+          const quiet = await ds("fetch", "-q", "-o", "-");
+          assert.equal(quiet.code, 0, quiet.stderr);
+          assert.equal(quiet.stderr, "", "no table, no info line");
+          assert.deepEqual(streamOf(quiet.stdout), streamOf(loud.stdout));
+          // A warning and a failed node: the error alone on stderr, as text and as JSON.
+          const proxy = await startFaultProxy(env.cluster);
+          try {
+            refuseNodeList(proxy);
+            const faulted = (...args: string[]) =>
+              aicr([
+                ...args,
+                "daemonset",
+                "fetch",
+                "--kubeconfig",
+                proxy.kubeconfig,
+                "-n",
+                ns,
+                "-o",
+                "-",
+                ...[...gpuNodes, ABSENT_NODE].flatMap((node) => ["--node", node]),
+              ]);
+            const said = await faulted();
+            assert.equal(said.code, 9, said.stderr);
+            assert.match(said.stderr, /^WARN cannot list the nodes/m);
+            const run = await faulted("-q");
+            assert.equal(run.code, 9, run.stderr);
+            assert.deepEqual(streamOf(run.stdout), streamOf(said.stdout));
+            assert.deepEqual(run.stderr.split("\n").filter((l) => l !== ""), [
+              `error: Cannot fetch every node's snapshot: 1 of ${
+                gpuNodes.length + 1
+              } nodes failed (not-ready)`,
+              "  1 node(s) have no Ready daemon pod: wait and fetch again, or see why with 'kubectl describe pod' on the pods named above",
+            ]);
+            const json = await faulted("-q", "--log-json");
+            assert.equal(json.code, 9, json.stderr);
+            const records = jsonRecords(json.stderr);
+            assert.deepEqual(records.map((r) => [r.level, r.exitCode]), [["error", 9]]);
+          } finally {
+            await proxy.stop();
+          }
         },
       );
 
