@@ -7,7 +7,9 @@
  * - an upgrade given no flag but the image keeps every one of them, with no placement warning;
  * - an upgrade given `--port` changes the port only (and records it), warning of that one field;
  * - a corrupted annotation is refused, exit 2, naming the DaemonSet, the annotation and the fix,
- *   nothing written.
+ *   nothing written;
+ * - without the annotation (an older build's install) the flags or their defaults, warned of the
+ *   placement they change, and recorded from then on.
  */
 import assert from "node:assert/strict";
 import { createNamespace, type TestCluster, useTestCluster, waitFor } from "../cluster/harness.ts";
@@ -155,6 +157,28 @@ Deno.test({
             bad.stderr,
             /Cannot use '--port' as it must be a whole number from 1 to 65535/,
           );
+        },
+      );
+
+      await t.step(
+        "an install that recorded nothing: the flags or defaults, warned, then recorded",
+        async () => {
+          const removed = await admin.request("PATCH", dsPath, {
+            metadata: { annotations: { [ANNOTATION]: null } },
+          });
+          assert.equal(removed.status, 200, JSON.stringify(removed.body));
+          const run = await ds("upgrade", "--image", current, "--port", PORT2, "--timeout", "3m");
+          assert.equal(run.code, 0, run.stderr);
+          // The default selector (GPU nodes) replaces the install's one node, as before this build.
+          assert.match(run.stderr, /changes where or how the daemons run.*field=nodeSelector/);
+          assert.match(run.stderr, /this install recorded no settings/);
+          const daemonSet = await get(admin, dsPath);
+          assert.deepEqual(daemonSet.spec.template.spec.nodeSelector, {
+            "nvidia.com/gpu.present": "true",
+          });
+          const recorded = JSON.parse(daemonSet.metadata.annotations[ANNOTATION]);
+          assert.equal(recorded.port, PORT2);
+          assert.equal(recorded.nodeSelector, undefined);
         },
       );
     } finally {
