@@ -23,6 +23,7 @@ import {
   signPendingCsrs,
 } from "../csr/mod.ts";
 import type { CsrObject } from "../csr/mod.ts";
+import { InterruptedError, UsageError } from "../errors.ts";
 import { sleep as sleepFor } from "../io.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
@@ -108,6 +109,8 @@ export async function signOrLeaveToSigner(
     }
     return stateOf("fetch", outcome.requests, new Set(outcome.denied.map((d) => d.csr)));
   } catch (error) {
+    // A kubeconfig that cannot be loaded or a signal is the run's error, not a signing one.
+    if (error instanceof UsageError || error instanceof InterruptedError) throw error;
     if (!options.quiet) {
       log.warn("cannot sign pending daemon certificate requests; those daemons stay unproven", {
         error: error instanceof Error ? error.message.split("\n")[0] ?? "" : String(error),

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { KubeObject, RestRequest } from "../kube/mod.ts";
+import { UsageError } from "../errors.ts";
 import { createLogger } from "../log.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
 import { signAndAwaitReady, signOrLeaveToSigner } from "./fleet_signing.ts";
@@ -92,6 +93,29 @@ Deno.test("signOrLeaveToSigner() signs when no signer runs (an install made befo
     name: "aicr-daemon",
   });
   assert.equal(state.by, "fetch");
+});
+
+Deno.test("signOrLeaveToSigner() lets a kubeconfig error through, with no signing warning", async () => {
+  const w = world();
+  const lines: string[] = [];
+  const broken = new UsageError("Cannot load kubeconfig '/nowhere': no such file");
+  w.fake.client.rest.json = () => Promise.reject(broken);
+  const deps = { ...w.deps, log: createLogger({ write: (line: string) => void lines.push(line) }) };
+  await assert.rejects(
+    signOrLeaveToSigner(deps, { namespace: "aicr-system", name: "aicr-daemon" }),
+    (e) => e === broken,
+  );
+  assert.deepEqual(lines.filter((l) => /cannot sign/.test(l)), []);
+});
+
+Deno.test("signOrLeaveToSigner() warns and goes on when the API refuses the signing", async () => {
+  const w = world();
+  const lines: string[] = [];
+  w.fake.client.rest.json = () => Promise.reject(new Error("HTTP 403 forbidden"));
+  const deps = { ...w.deps, log: createLogger({ write: (line: string) => void lines.push(line) }) };
+  const state = await signOrLeaveToSigner(deps, { namespace: "aicr-system", name: "aicr-daemon" });
+  assert.equal(state.by, "nobody");
+  assert.equal(lines.filter((l) => /cannot sign pending daemon certificate/.test(l)).length, 1);
 });
 
 Deno.test("signAndAwaitReady() waits for a daemon whose certificate is coming, and no broken one", async () => {
