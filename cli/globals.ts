@@ -391,7 +391,8 @@ export interface VerbSetup {
 /**
  * Declares a verb's action: the flags commander parsed and the context the root made come in,
  * every error it ends with names flags ({@link namingFlags}). A verb parsed on its own (a test
- * of one command) makes its context at that moment.
+ * of one command) makes its context at that moment. A verb's positional arguments are the
+ * command's `processedArgs`.
  *
  * @param command the verb
  * @param deps CLI dependencies
@@ -408,7 +409,10 @@ export function defineAction<F>(
   LOG_OPTIONS.set(command, setup.log ?? {});
   const complete = setup.complete;
   if (complete) COMPLETIONS.set(command, namingFlags(complete));
-  return command.action(namingFlags(async (flags: F, cmd: Command) => {
+  // Commander passes the positional arguments first, then the flags and the command.
+  return command.action(namingFlags(async (...args: unknown[]) => {
+    const flags = args.at(-2) as F;
+    const cmd = args.at(-1) as Command;
     let context = CONTEXTS.get(cmd);
     if (!context) {
       await COMPLETIONS.get(cmd)?.(cmd);

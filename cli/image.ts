@@ -25,8 +25,7 @@ import { singleExecutablePath } from "../runtime.ts";
 import { buildInfo, RELEASE_PLATFORMS } from "../version.ts";
 import type { CliDeps } from "./context.ts";
 import type { Logger } from "../log.ts";
-import { namingFlags } from "./_flags.ts";
-import { commandLogger, globalOptions } from "./globals.ts";
+import { defineAction, type VerbContext } from "./globals.ts";
 
 /** The flags every subcommand shares: where the binaries come from. */
 interface SourceFlags {
@@ -58,12 +57,8 @@ interface ImageOutput {
   bar: boolean;
 }
 
-function imageOutput(deps: CliDeps, command: Command): ImageOutput {
-  const globals = globalOptions(command);
-  return {
-    log: commandLogger(deps, globals),
-    bar: deps.stderrIsTerminal && !globals.logJson && !globals.quiet,
-  };
+function imageOutput(deps: CliDeps, { globals, log }: VerbContext): ImageOutput {
+  return { log, bar: deps.stderrIsTerminal && !globals.logJson && !globals.quiet };
 }
 
 /** Parses the source flags (Complete + Validate). */
@@ -115,13 +110,14 @@ function progressBar(
 }
 
 function saveCommand(deps: CliDeps): Command {
-  return addSourceOptions(
+  const command = addSourceOptions(
     new Command("save")
       .description("write the image as an OCI archive (ctr images import, skopeo, podman load)")
       .option("-o, --output <file>", "the archive (default: aicr-<version>.tar)"),
-  ).action(namingFlags(async (flags: SourceFlags & { output?: string }, cmd: Command) => {
+  );
+  return defineAction(command, deps, async (flags: SourceFlags & { output?: string }, context) => {
     const output = flags.output ?? `aicr-${buildInfo().version}.tar`;
-    const report = imageOutput(deps, cmd);
+    const report = imageOutput(deps, context);
     const saved = await saveImage({
       source: imageSource(deps, flags, report.log),
       output,
@@ -133,7 +129,7 @@ function saveCommand(deps: CliDeps): Command {
         saved.platforms.join(", ")
       }): ${saved.reference}@${saved.digest}`,
     );
-  }));
+  });
 }
 
 /** Flags of `aicr image push`. */
@@ -170,7 +166,7 @@ function pushProgress(deps: CliDeps, output: ImageOutput): (event: PushEvent) =>
 }
 
 function pushCommand(deps: CliDeps): Command {
-  return addSourceOptions(
+  const command = addSourceOptions(
     new Command("push")
       .description("push the image to a registry over the OCI distribution API")
       .argument("<image>", "REGISTRY/REPOSITORY[:TAG] (tag default: this version's)")
@@ -182,8 +178,10 @@ function pushCommand(deps: CliDeps): Command {
           "Docker config with the credentials (default: REGISTRY_AUTH_FILE, ~/.docker/config.json)",
         ),
       ),
-  ).action(namingFlags(async (target: string, flags: PushFlags, cmd: Command) => {
-    const report = imageOutput(deps, cmd);
+  );
+  return defineAction(command, deps, async (flags: PushFlags, context, cmd) => {
+    const target = cmd.processedArgs[0] as string;
+    const report = imageOutput(deps, context);
     const pushed = await pushToRegistry({
       source: imageSource(deps, flags, report.log),
       target,
@@ -203,7 +201,7 @@ function pushCommand(deps: CliDeps): Command {
     report.log.info(`digest: ${pushed.digest}`);
     report.log.info(`use it with: aicr snapshot ${use}  (or aicr daemonset install ${use})`);
     deps.stdout.write(`${pushed.pinned}\n`);
-  }));
+  });
 }
 
 /**
@@ -217,7 +215,7 @@ export function imageFlags(pinned: string, platforms: readonly string[]): string
 }
 
 function listCommand(deps: CliDeps): Command {
-  return addSourceOptions(
+  const command = addSourceOptions(
     new Command("list")
       .description("print this version's image reference with its digest, for mirroring tools")
       .addOption(
@@ -227,9 +225,10 @@ function listCommand(deps: CliDeps): Command {
         "--image <repository>",
         "the repository (and tag) to name (default: this version's image)",
       ),
-  ).action(namingFlags(async (
+  );
+  return defineAction(command, deps, async (
     flags: SourceFlags & { format: string; image?: string },
-    cmd: Command,
+    context,
   ) => {
     if (!(LIST_FORMATS as readonly string[]).includes(flags.format)) {
       throw new UsageError(
@@ -238,7 +237,7 @@ function listCommand(deps: CliDeps): Command {
         }: current value is '${flags.format}'`,
       );
     }
-    const { log } = imageOutput(deps, cmd);
+    const { log } = context;
     const listed = await listImage({
       source: imageSource(deps, flags, log),
       format: flags.format as ListFormat,
@@ -252,7 +251,7 @@ function listCommand(deps: CliDeps): Command {
       );
     }
     deps.stdout.write(listed.text);
-  }));
+  });
 }
 
 /**
