@@ -360,7 +360,7 @@ const FLAG_LITERALS_ALLOWED: readonly { file: string; literal: RegExp; reason: s
     reason: "part of the kubectl command line to paste that runs the CronJob now",
   },
   {
-    file: "controller/deploy.ts",
+    file: "controller/deploy_plan.ts",
     literal: /^=true --limit 1$|^\)' --limit (1|20)$/,
     reason: "the dry run lists its lookups as kubectl-style requests",
   },
