@@ -345,7 +345,7 @@ const FLAG_LITERALS_ALLOWED: readonly { file: string; literal: RegExp; reason: s
     reason: "a heading of the rendered fleet report: it says how the cohorts were chosen",
   },
   {
-    file: "controller/fleet.ts",
+    file: "controller/fleet_transport.ts",
     literal: /\(--max-answer-bytes\); reading stopped$/,
     reason: "a node's outcome text, carried as data into the fetch report and its logs",
   },
