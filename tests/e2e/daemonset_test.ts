@@ -355,24 +355,28 @@ Deno.test({
         },
       );
 
+      /** `daemonset fetch` of every GPU node and one absent node, through a fault proxy. */
+      const fetchThrough = (proxy: { kubeconfig: string }, ...args: string[]) =>
+        aicr([
+          ...args,
+          "daemonset",
+          "fetch",
+          "--kubeconfig",
+          proxy.kubeconfig,
+          "-n",
+          ns,
+          "-o",
+          "-",
+          ...[...gpuNodes, ABSENT_NODE].flatMap((node) => ["--node", node]),
+        ]);
+
       await t.step(
         "--log-json: every stderr line of fetch is one JSON object, table, warning and error included",
         async () => {
           const proxy = await startFaultProxy(env.cluster);
           try {
             refuseNodeList(proxy);
-            const run = await aicr([
-              "--log-json",
-              "daemonset",
-              "fetch",
-              "--kubeconfig",
-              proxy.kubeconfig,
-              "-n",
-              ns,
-              "-o",
-              "-",
-              ...[...gpuNodes, ABSENT_NODE].flatMap((node) => ["--node", node]),
-            ]);
+            const run = await fetchThrough(proxy, "--log-json");
             // An absent node: incomplete (exit 9); the ok nodes' snapshots are written anyway.
             assert.equal(run.code, 9, run.stderr);
             assert.deepEqual(
@@ -435,19 +439,7 @@ Deno.test({
           const proxy = await startFaultProxy(env.cluster);
           try {
             refuseNodeList(proxy);
-            const faulted = (...args: string[]) =>
-              aicr([
-                ...args,
-                "daemonset",
-                "fetch",
-                "--kubeconfig",
-                proxy.kubeconfig,
-                "-n",
-                ns,
-                "-o",
-                "-",
-                ...[...gpuNodes, ABSENT_NODE].flatMap((node) => ["--node", node]),
-              ]);
+            const faulted = (...args: string[]) => fetchThrough(proxy, ...args);
             const said = await faulted();
             assert.equal(said.code, 9, said.stderr);
             assert.match(said.stderr, /^WARN cannot list the nodes/m);
