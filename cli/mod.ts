@@ -68,7 +68,9 @@ export async function createProgram(deps: CliDeps, argv?: readonly string[]): Pr
     // Small and always there: it builds the full program itself when it runs.
     completionCommand(deps, () => createProgram(deps)),
   ];
-  const withErr = { ...deps, writeErr };
+  // Only the two writers: spreading deps would read its lazy getters (stdoutIsTerminal makes
+  // process.stdout, a stream and its modules, a few ms of every run's start).
+  const withErr = { stdout: deps.stdout, writeErr };
   for (const command of commands) {
     applyDefaults(command, withErr, command.name());
     program.addCommand(command);
@@ -98,7 +100,7 @@ function errorWriter(deps: CliDeps, json: boolean): (text: string) => void {
 
 function applyDefaults(
   command: Command,
-  deps: CliDeps & { writeErr: (text: string) => void },
+  deps: Pick<CliDeps, "stdout"> & { writeErr: (text: string) => void },
   path: string,
 ): Command {
   command.exitOverride().configureHelp({ showGlobalOptions: true }).configureOutput({
