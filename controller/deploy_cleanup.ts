@@ -22,6 +22,13 @@ export const CLEANUP_TIMEOUT_MS = 30_000;
 const POD_SETTLE_MS = 1_500;
 /** Between two looks for such a pod: a short poll, so a pod that lands is deleted at once. */
 const POD_SETTLE_POLL_MS = 100;
+/**
+ * Longest one watch for a change of the run's terminating pods lasts before cleanup lists them
+ * again (a pod leaves when the Job controller drops its tracking finalizer, at no fixed time).
+ */
+const POD_CHANGE_WAIT_MS = 2_000;
+/** Between two lists of terminating pods when they cannot be watched. */
+const POD_POLL_MS = 250;
 
 /**
  * Waits (bounded) until no pod of the run's Job (by the Job's UID) is left, deleting each pinned
@@ -79,16 +86,67 @@ async function awaitJobPodsGone(
     );
     // A finished pod is removed by its delete at once: look again without pausing.
     if (deleted.some((d) => d !== undefined)) continue;
-    if (clock() + 500 >= deadline) {
+    const now = clock();
+    if (now + 500 >= deadline) {
       for (const p of ours) remaining.push(`Pod/${p.metadata?.name}`);
       log.warn("cleanup: the agent's pods are still terminating", {
         pods: ours.map((p) => p.metadata?.name).join(","),
       });
       break;
     }
-    await sleep(250);
+    // Terminating (finalizers not yet dropped): list again as soon as they change, not after
+    // a fixed pause (which made a run's end bimodal: the pods' end rarely waits for a poll).
+    await podsChanged(kube, namespace, {
+      labelSelector: runSelector(options.runId),
+      resourceVersion: pods?.resourceVersion,
+      waitMs: Math.min(POD_CHANGE_WAIT_MS, deadline - now),
+    });
   }
   return remaining;
+}
+
+/**
+ * Waits until the run's pods change after a list (a watch from the list's resource version, so
+ * a change between the two is not missed), at most `waitMs`; without a watch (no permission, an
+ * error, or no resource version), a short poll's pause instead.
+ */
+async function podsChanged(
+  kube: KubeClient,
+  namespace: string,
+  options: { labelSelector: string; resourceVersion: string | undefined; waitMs: number },
+): Promise<void> {
+  const { labelSelector, resourceVersion, waitMs } = options;
+  if (!resourceVersion || waitMs <= 0) {
+    return await sleep(Math.max(0, Math.min(POD_POLL_MS, waitMs)));
+  }
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), waitMs);
+  let refused = false;
+  try {
+    const watch = await kube.watch<KubeObject>("Pod", namespace, {
+      labelSelector,
+      resourceVersion,
+      timeoutSeconds: Math.ceil(waitMs / 1000),
+      signal: stop.signal,
+    });
+    try {
+      for await (const event of watch) {
+        if (event.type === "BOOKMARK") continue;
+        refused = event.type === "ERROR";
+        break;
+      }
+    } finally {
+      watch.close();
+    }
+  } catch {
+    // Not watchable (its end at `waitMs` aside): the pause below.
+    refused = !stop.signal.aborted;
+  } finally {
+    clearTimeout(timer);
+  }
+  // An error event or a watch that would not open: pause as a poll would, so a watch the server
+  // keeps refusing never turns the wait into a busy loop of lists.
+  if (refused) await sleep(POD_POLL_MS);
 }
 
 /** Options for {@link cleanupRun}. */

@@ -8,6 +8,7 @@ import {
 } from "../errors.ts";
 import { KubeApiError, Ledger } from "../kube/mod.ts";
 import type { AccessAttributes, KindName, KubeObject, NewObject } from "../kube/mod.ts";
+import type { WatchEvent, WatchOptions } from "../kube/client.ts";
 import { createLogger } from "../log.ts";
 import {
   digestText,
@@ -714,6 +715,65 @@ Deno.test("deploySnapshot() with no agent report names the program as not this b
     assert.match(bad.message, why);
     assert.deepEqual(s.left(), []);
   }
+});
+
+Deno.test("cleanupRun() lists a terminating pod again when a watch from the list's version sees it go, not after a pause", async () => {
+  const fake = createFakeKube();
+  const jobUid = "job-uid-2";
+  const pod = {
+    metadata: {
+      name: "aicr-run-fghij",
+      namespace: NS,
+      labels: { "app.kubernetes.io/name": "aicr", "aicr.run/run-id": RUN },
+      ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name: "aicr-run", uid: jobUid }],
+      // Terminating: the Job controller has not dropped its tracking finalizer yet.
+      deletionTimestamp: "2026-01-02T15:05:00Z",
+    },
+  } as unknown as NewObject & { metadata: { name: string } };
+  const stored = fake.put("Pod", pod);
+  const watched: WatchOptions[] = [];
+  // The finalizer goes (the pod with it) while the watch is open: only a watch sees it at once.
+  fake.client.watch = <T extends KubeObject>(
+    kind: KindName,
+    namespace: string | undefined,
+    options?: WatchOptions,
+  ) => {
+    assert.equal(kind, "Pod");
+    assert.equal(namespace, NS);
+    watched.push({ ...options });
+    return Promise.resolve({
+      close() {},
+      async *[Symbol.asyncIterator]() {
+        yield { type: "BOOKMARK", object: {} } as WatchEvent<T>;
+        await fake.client.deleteIfUid("Pod", NS, pod.metadata.name, stored.metadata?.uid ?? "");
+        yield { type: "DELETED", object: pod } as unknown as WatchEvent<T>;
+      },
+    });
+  };
+  const ledger = new Ledger(fake.client, {
+    labels: { "aicr.run/run-id": RUN },
+    runIdLabel: "aicr.run/run-id",
+    invocationIdLabel: "aicr.run/invocation-id",
+  });
+  // Each reading of the clock is 5 s: a loop that paused instead of watching would reach the
+  // 30 s deadline with the pod still there.
+  let now = 0;
+  const result = await cleanupRun({
+    kube: fake.client,
+    log: createLogger({ write: () => {} }),
+    clock: () => (now += 5_000),
+  }, {
+    ledger,
+    namespace: NS,
+    runId: RUN,
+    jobName: "aicr-run",
+    jobUid,
+    sawPod: true,
+  });
+  assert.deepEqual(result.remaining, []);
+  assert.equal(watched.length, 1);
+  assert.equal(watched[0]?.labelSelector, `app.kubernetes.io/name=aicr,aicr.run/run-id=${RUN}`);
+  assert.equal(watched[0]?.resourceVersion, "1");
 });
 
 Deno.test("cleanupRun() names the agent's pods still terminating at its deadline, measured on the clock", async () => {
