@@ -213,9 +213,8 @@ const UNRECORDED = new Set(["image", "imagePlatforms", "timeout", "wait"]);
 function recordedSettings(): { kinds: Record<string, SettingKind>; defaults: InstallSettings } {
   const command = installOnly(placement(new Command()));
   const kinds: Record<string, SettingKind> = {};
-  for (const option of command.options) {
+  for (const option of recordedOptions(command)) {
     const key = option.attributeName();
-    if (UNRECORDED.has(key)) continue;
     kinds[key] = option.variadic
       ? "strings"
       : option.required || option.optional
@@ -223,6 +222,23 @@ function recordedSettings(): { kinds: Record<string, SettingKind>; defaults: Ins
       : "boolean";
   }
   return { kinds, defaults: pickSettings(kinds, command.opts()) };
+}
+
+/** The options of install's command whose values an install records. */
+function recordedOptions(command: Command) {
+  return command.options.filter((option) => !UNRECORDED.has(option.attributeName()));
+}
+
+/**
+ * The long flags whose values an install records and an upgrade keeps, in declaration order
+ * (`docs/daemonset.md` names them; a test holds that list to this one).
+ *
+ * @returns the flags, e.g. `--port`
+ */
+export function recordedSettingFlags(): string[] {
+  return recordedOptions(installOnly(placement(new Command()))).map((option) =>
+    option.long ?? option.flags
+  );
 }
 
 /** What the install's and the upgrade's flags (or settings) make: the daemon, its ServiceMonitor. */

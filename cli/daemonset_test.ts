@@ -4,6 +4,7 @@ import { createLogger } from "../log.ts";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
 import type { CliDeps } from "./context.ts";
 import { createProgram } from "./mod.ts";
+import { recordedSettingFlags } from "./daemonset.ts";
 
 /** A document that is not a Snapshot (the fixture `aicr diff` refuses too). */
 const MALFORMED = new URL("../snapshot/testdata/invalid-kind.yaml", import.meta.url).pathname;
@@ -349,4 +350,13 @@ Deno.test("daemonset render: the DaemonSet records every flag that shapes the ob
       `install's --${key} is recorded`,
     );
   }
+});
+
+Deno.test("docs/daemonset.md names exactly the flags an install records for its upgrade", async () => {
+  const text = await Deno.readTextFile(new URL("../docs/daemonset.md", import.meta.url));
+  const start = text.indexOf("flag that shapes the objects:");
+  const end = text.indexOf("`upgrade` reads them back", start);
+  assert.ok(start >= 0 && end > start, "the paragraph listing the recorded flags is in the doc");
+  const named = [...text.slice(start, end).matchAll(/`(--[a-z][a-z-]*)`/g)].map((m) => m[1]);
+  assert.deepEqual([...named].sort(), recordedSettingFlags().sort());
 });
