@@ -717,19 +717,50 @@ Deno.test("deploySnapshot() with no agent report names the program as not this b
   }
 });
 
-Deno.test("cleanupRun() lists a terminating pod again when a watch from the list's version sees it go, not after a pause", async () => {
-  const fake = createFakeKube();
-  const jobUid = "job-uid-2";
-  const pod = {
+/** A pod of the run's Job already being deleted (its tracking finalizer not yet dropped). */
+function terminatingPod(name: string, jobUid: string) {
+  return {
     metadata: {
-      name: "aicr-run-fghij",
+      name,
       namespace: NS,
       labels: { "app.kubernetes.io/name": "aicr", "aicr.run/run-id": RUN },
       ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name: "aicr-run", uid: jobUid }],
-      // Terminating: the Job controller has not dropped its tracking finalizer yet.
       deletionTimestamp: "2026-01-02T15:05:00Z",
     },
   } as unknown as NewObject & { metadata: { name: string } };
+}
+
+/**
+ * Runs cleanup of a run whose Job's pod it saw, on a clock that moves 5 s at every reading (the
+ * 30 s deadline passes after a few rounds, not 30 s).
+ */
+function cleanupOnFastClock(
+  fake: ReturnType<typeof createFakeKube>,
+  jobUid: string,
+  log = createLogger({ write: () => {} }),
+) {
+  const ledger = new Ledger(fake.client, {
+    labels: { "aicr.run/run-id": RUN },
+    runIdLabel: "aicr.run/run-id",
+    invocationIdLabel: "aicr.run/invocation-id",
+  });
+  let now = 0;
+  const clock = () => (now += 5_000);
+  const result = cleanupRun({ kube: fake.client, log, clock }, {
+    ledger,
+    namespace: NS,
+    runId: RUN,
+    jobName: "aicr-run",
+    jobUid,
+    sawPod: true,
+  });
+  return { result, elapsed: () => now };
+}
+
+Deno.test("cleanupRun() lists a terminating pod again when a watch from the list's version sees it go, not after a pause", async () => {
+  const fake = createFakeKube();
+  const jobUid = "job-uid-2";
+  const pod = terminatingPod("aicr-run-fghij", jobUid);
   const stored = fake.put("Pod", pod);
   const watched: WatchOptions[] = [];
   // The finalizer goes (the pod with it) while the watch is open: only a watch sees it at once.
@@ -750,27 +781,9 @@ Deno.test("cleanupRun() lists a terminating pod again when a watch from the list
       },
     });
   };
-  const ledger = new Ledger(fake.client, {
-    labels: { "aicr.run/run-id": RUN },
-    runIdLabel: "aicr.run/run-id",
-    invocationIdLabel: "aicr.run/invocation-id",
-  });
-  // Each reading of the clock is 5 s: a loop that paused instead of watching would reach the
-  // 30 s deadline with the pod still there.
-  let now = 0;
-  const result = await cleanupRun({
-    kube: fake.client,
-    log: createLogger({ write: () => {} }),
-    clock: () => (now += 5_000),
-  }, {
-    ledger,
-    namespace: NS,
-    runId: RUN,
-    jobName: "aicr-run",
-    jobUid,
-    sawPod: true,
-  });
-  assert.deepEqual(result.remaining, []);
+  // A loop that paused instead of watching would reach the deadline with the pod still there.
+  const { result } = cleanupOnFastClock(fake, jobUid);
+  assert.deepEqual((await result).remaining, []);
   assert.equal(watched.length, 1);
   assert.equal(watched[0]?.labelSelector, `app.kubernetes.io/name=aicr,aicr.run/run-id=${RUN}`);
   assert.equal(watched[0]?.resourceVersion, "1");
@@ -779,40 +792,21 @@ Deno.test("cleanupRun() lists a terminating pod again when a watch from the list
 Deno.test("cleanupRun() names the agent's pods still terminating at its deadline, measured on the clock", async () => {
   const fake = createFakeKube();
   const jobUid = "job-uid-1";
-  // A pod of the run's Job already being deleted (a kubelet that has not confirmed): it stays.
-  fake.put(
-    "Pod",
-    {
-      metadata: {
-        name: "aicr-run-abcde",
-        namespace: NS,
-        labels: { "app.kubernetes.io/name": "aicr", "aicr.run/run-id": RUN },
-        ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name: "aicr-run", uid: jobUid }],
-        deletionTimestamp: "2026-01-02T15:05:00Z",
-      },
-    } as unknown as NewObject & { metadata: { name: string } },
-  );
+  // A kubelet that has not confirmed: the pod stays.
+  fake.put("Pod", terminatingPod("aicr-run-abcde", jobUid));
   const lines: string[] = [];
-  const log = createLogger({ write: (t) => void lines.push(t) });
-  // Each reading of the clock is 5 s: the 30 s deadline passes after a few rounds, not 30 s.
-  let now = 0;
-  const ledger = new Ledger(fake.client, {
-    labels: { "aicr.run/run-id": RUN },
-    runIdLabel: "aicr.run/run-id",
-    invocationIdLabel: "aicr.run/invocation-id",
-  });
-  const result = await cleanupRun({ kube: fake.client, log, clock: () => (now += 5_000) }, {
-    ledger,
-    namespace: NS,
-    runId: RUN,
-    jobName: "aicr-run",
+  const { result, elapsed } = cleanupOnFastClock(
+    fake,
     jobUid,
-    sawPod: true,
-  });
-  assert.deepEqual(result.remaining, ["Pod/aicr-run-abcde"]);
+    createLogger({ write: (t) => void lines.push(t) }),
+  );
+  assert.deepEqual((await result).remaining, ["Pod/aicr-run-abcde"]);
   assert.match(
     lines.join(""),
     /WARN cleanup: the agent's pods are still terminating pods=aicr-run-abcde/,
   );
-  assert.ok(now <= 60_000, `gave up on the clock's deadline, not the real one (${now} ms)`);
+  assert.ok(
+    elapsed() <= 60_000,
+    `gave up on the clock's deadline, not the real one (${elapsed()} ms)`,
+  );
 });
