@@ -43,6 +43,7 @@ async function awaitJobPodsGone(
   const { kube, log } = deps;
   const clock = deps.clock ?? Date.now;
   const { namespace } = options;
+  const labelSelector = runSelector(options.runId);
   const timeout = () => ({ timeoutMs: CLEANUP_TIMEOUT_MS });
   const remaining: string[] = [];
   const deadline = clock() + CLEANUP_TIMEOUT_MS;
@@ -50,7 +51,7 @@ async function awaitJobPodsGone(
   let settleUntil: number | undefined;
   while (clock() < deadline) {
     const pods = await kube.list<KubeObject>("Pod", namespace, {
-      labelSelector: runSelector(options.runId),
+      labelSelector,
       ...timeout(),
     }).catch(() => undefined);
     const ours = pods?.items.filter((p) =>
@@ -96,8 +97,9 @@ async function awaitJobPodsGone(
     }
     // Terminating (finalizers not yet dropped): list again as soon as they change, not after
     // a fixed pause (which made a run's end bimodal: the pods' end rarely waits for a poll).
+    // The deadline is over 500 ms away here, so the wait is never empty.
     await podsChanged(kube, namespace, {
-      labelSelector: runSelector(options.runId),
+      labelSelector,
       resourceVersion: pods?.resourceVersion,
       waitMs: Math.min(POD_CHANGE_WAIT_MS, deadline - now),
     });
@@ -107,8 +109,8 @@ async function awaitJobPodsGone(
 
 /**
  * Waits until the run's pods change after a list (a watch from the list's resource version, so
- * a change between the two is not missed), at most `waitMs`; without a watch (no permission, an
- * error, or no resource version), a short poll's pause instead.
+ * a change between the two is not missed), at most `waitMs` (positive); without a watch (no
+ * permission, an error, or no resource version), a short poll's pause instead.
  */
 async function podsChanged(
   kube: KubeClient,
@@ -116,18 +118,15 @@ async function podsChanged(
   options: { labelSelector: string; resourceVersion: string | undefined; waitMs: number },
 ): Promise<void> {
   const { labelSelector, resourceVersion, waitMs } = options;
-  if (!resourceVersion || waitMs <= 0) {
-    return await sleep(Math.max(0, Math.min(POD_POLL_MS, waitMs)));
-  }
-  const stop = new AbortController();
-  const timer = setTimeout(() => stop.abort(), waitMs);
+  if (!resourceVersion) return await sleep(POD_POLL_MS);
+  const stop = AbortSignal.timeout(waitMs);
   let refused = false;
   try {
     const watch = await kube.watch<KubeObject>("Pod", namespace, {
       labelSelector,
       resourceVersion,
       timeoutSeconds: Math.ceil(waitMs / 1000),
-      signal: stop.signal,
+      signal: stop,
     });
     try {
       for await (const event of watch) {
@@ -140,9 +139,7 @@ async function podsChanged(
     }
   } catch {
     // Not watchable (its end at `waitMs` aside): the pause below.
-    refused = !stop.signal.aborted;
-  } finally {
-    clearTimeout(timer);
+    refused = !stop.aborted;
   }
   // An error event or a watch that would not open: pause as a poll would, so a watch the server
   // keeps refusing never turns the wait into a busy loop of lists.
