@@ -211,9 +211,9 @@ const UNRECORDED = new Set(["image", "imagePlatforms", "timeout", "wait"]);
  * the flags' own declarations, so a new one is recorded with no list to keep.
  */
 function recordedSettings(): { kinds: Record<string, SettingKind>; defaults: InstallSettings } {
-  const command = installOnly(placement(new Command()));
+  const { command, options } = recordedOptions();
   const kinds: Record<string, SettingKind> = {};
-  for (const option of recordedOptions(command)) {
+  for (const option of options) {
     const key = option.attributeName();
     kinds[key] = option.variadic
       ? "strings"
@@ -224,9 +224,11 @@ function recordedSettings(): { kinds: Record<string, SettingKind>; defaults: Ins
   return { kinds, defaults: pickSettings(kinds, command.opts()) };
 }
 
-/** The options of install's command whose values an install records. */
-function recordedOptions(command: Command) {
-  return command.options.filter((option) => !UNRECORDED.has(option.attributeName()));
+/** A command with install's flags (defaults unparsed), and those of them an install records. */
+function recordedOptions(): { command: Command; options: Option[] } {
+  const command = installOnly(placement(new Command()));
+  const options = command.options.filter((option) => !UNRECORDED.has(option.attributeName()));
+  return { command, options };
 }
 
 /**
@@ -236,9 +238,7 @@ function recordedOptions(command: Command) {
  * @returns the flags, e.g. `--port`
  */
 export function recordedSettingFlags(): string[] {
-  return recordedOptions(installOnly(placement(new Command()))).map((option) =>
-    option.long ?? option.flags
-  );
+  return recordedOptions().options.map((option) => option.long ?? option.flags);
 }
 
 /** What the install's and the upgrade's flags (or settings) make: the daemon, its ServiceMonitor. */
