@@ -5,7 +5,7 @@
  * @module
  */
 import type { CollectorDeps } from "../collectors/mod.ts";
-import type { KubeClient, KubeConfigSource } from "../kube/mod.ts";
+import type { ConnectionInfo, KubeClient, KubeConfigSource } from "../kube/mod.ts";
 import type { OptionNamer } from "../errors.ts";
 import type { Logger, TextScreen, TextWriter } from "../log.ts";
 
@@ -55,6 +55,8 @@ export interface CliDeps {
       signal?: AbortSignal;
       /** `--request-timeout` in milliseconds (0: no bound). */
       requestTimeoutMs?: number;
+      /** Told each new connection to the API server and its protocol. */
+      onConnect?: (info: ConnectionInfo) => void;
     },
   ) => KubeClient;
   /**

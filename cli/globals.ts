@@ -286,6 +286,10 @@ export function connect(
       log ??= commandLogger(deps, globals);
       log.warn("the API server warned about a request", { object, warning });
     },
+    onConnect: ({ server, protocol }) => {
+      log ??= commandLogger(deps, globals);
+      log.debug("connected to the API server", { server, protocol });
+    },
   });
 }
 
@@ -441,10 +445,13 @@ export function clusterDeps(
   let interruptible: ReturnType<typeof connect> | undefined;
   return {
     connect: () => (kube ??= connect(deps, context.globals, options)),
-    connectInterruptible: () =>
-      options.interruptible
-        ? (kube ??= connect(deps, context.globals, options))
-        : (interruptible ??= connect(deps, context.globals, { interruptible: true })),
+    // Over the same connection as `connect`'s client where the client can say so.
+    connectInterruptible: () => {
+      kube ??= connect(deps, context.globals, options);
+      if (options.interruptible) return kube;
+      return interruptible ??= kube.withSignal?.(deps.signal) ??
+        connect(deps, context.globals, { interruptible: true });
+    },
     log: context.log,
     stdout: deps.stdout,
     // What the library writes to stderr (a per-node table) follows --log-json and --quiet.

@@ -10,7 +10,7 @@ import { KubeApiError } from "./errors.ts";
 import { bearerConnection, loadKubeConfig } from "./connection.ts";
 import { planKubeConfig } from "./kubeconfig.ts";
 import type { KubeConfigSource } from "./kubeconfig.ts";
-import { createLazyRestClient } from "./rest.ts";
+import { createLazyRestClient, restWithSignal } from "./rest.ts";
 import type { LineStream, Query, RestClient, RestClientOptions } from "./rest.ts";
 import { apiVersionOf, collectionPath, objectPath, RESOURCES } from "./resources.ts";
 import type { KindName, ResourceType } from "./resources.ts";
@@ -290,6 +290,11 @@ export interface KubeClient {
    * kubeconfig behind it (test fakes).
    */
   withBearerToken?(token: string): KubeClient;
+  /**
+   * The same client over the same connection, whose requests without a signal of their own end
+   * when `signal` aborts (a verb's reads that SIGINT/SIGTERM may cut). Absent in test fakes.
+   */
+  withSignal?(signal: AbortSignal): KubeClient;
 }
 
 /** One resource found by discovery. */
@@ -364,6 +369,7 @@ export function createKubeClient(rest: RestClient, options: KubeClientOptions = 
       return rest.defaultNamespace;
     },
     rest,
+    withSignal: (signal) => createKubeClient(restWithSignal(rest, signal), options),
     ...objectCalls(rest, fieldManager),
     ...applyCalls(rest, fieldManager),
     ...streamAndApplyCalls(rest, fieldManager),

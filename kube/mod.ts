@@ -21,6 +21,7 @@ export { NoKubeconfigError, readContextNamespace } from "./kubeconfig.ts";
 export type { KubeConfigSource } from "./kubeconfig.ts";
 export { ResponseTooLargeError } from "./rest.ts";
 export type { LineStream, RestRequest } from "./rest.ts";
+export type { ConnectionInfo } from "./h2.ts";
 export { DELETE_ORDER, Ledger } from "./ledger.ts";
 export type { LedgerEntry } from "./ledger.ts";
 export {

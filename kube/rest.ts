@@ -1,19 +1,29 @@
 /**
  * The HTTPS transport to the Kubernetes API: credentials from a kubeconfig (`connection.ts`:
  * read directly, or through `@kubernetes/client-node` for exec and auth-provider plugins),
- * connections kept alive and reused (one bounded pool per client), JSON in and out, Status bodies parsed into
- * {@link KubeApiError}, bounded retries with backoff for idempotent requests, and
- * line-delimited streams for watches and logs.
+ * one HTTP/2 connection per client carrying every request and stream when the server offers it
+ * (`h2.ts`), else HTTP/1.1 connections kept alive and reused (one bounded pool per client), JSON in
+ * and out, Status bodies parsed into {@link KubeApiError}, bounded retries with backoff for
+ * idempotent requests, and line-delimited streams for watches and logs.
  *
  * @module
  */
 import type http from "node:http";
 import type https from "node:https";
+import type { Readable } from "node:stream";
 import type tls from "node:tls";
 import { Buffer } from "node:buffer";
 import { TimeoutError, ToolError } from "../errors.ts";
 import { sleep as sleepFor } from "../io.ts";
 import type { KubeConnection } from "./connection.ts";
+import {
+  type Answer,
+  type ConnectionInfo,
+  createH2Transport,
+  type H2Transport,
+  TLS_OPTION_NAMES,
+  type TlsOptions,
+} from "./h2.ts";
 import {
   credentialsRejectedHints,
   KubeApiError,
@@ -114,6 +124,11 @@ export interface RestClientOptions {
    * bounded until their answer starts. @default undefined: each request's own bound
    */
   requestTimeoutMs?: number;
+  /**
+   * Told each new connection to the API server and its protocol (`h2`; `http/1.1` once, when
+   * the server offers no HTTP/2).
+   */
+  onConnect?: (info: ConnectionInfo) => void;
 }
 
 /** Methods that write: they are sent with `fieldValidation=Strict`. */
@@ -193,6 +208,30 @@ export function createLazyRestClient(
 }
 
 /**
+ * The same transport (its connection, retries and bounds), whose requests without a signal of
+ * their own carry `signal`.
+ *
+ * @param rest the transport
+ * @param signal ends those requests
+ * @returns the transport
+ */
+export function restWithSignal(rest: RestClient, signal: AbortSignal): RestClient {
+  const signalled = <R extends { signal?: AbortSignal }>(request: R): R =>
+    request.signal ? request : { ...request, signal };
+  return {
+    get server() {
+      return rest.server;
+    },
+    get defaultNamespace() {
+      return rest.defaultNamespace;
+    },
+    json: (request) => rest.json(signalled(request)),
+    text: (request) => rest.text(signalled(request)),
+    lines: (request) => rest.lines(signalled(request)),
+  };
+}
+
+/**
  * Creates the transport for a kubeconfig.
  *
  * @param connection the loaded kubeconfig: server, identity, credentials
@@ -208,34 +247,23 @@ export function createRestClient(
   const base = new URL(server);
   const defaultNamespace = connection.namespace;
   const identity: CallerIdentity = { context: connection.context, user: connection.user, server };
-  const pool = connectionPool(base.protocol);
-  const secure = secureContexts();
-
-  const send = (request: RestRequest, stream: boolean) =>
-    sendRequest({ connection, base, server, pool, secure, identity }, request, stream);
+  const transport: Transport = {
+    connection,
+    base,
+    server,
+    identity,
+    pool: connectionPool(base.protocol),
+    h2: createH2Transport(options.onConnect ? { onConnect: options.onConnect } : {}),
+    secure: secureContexts(),
+  };
+  const send = (request: RestRequest, stream: boolean) => sendRequest(transport, request, stream);
   const signalled = <R extends { signal?: AbortSignal }>(request: R): R =>
     options.signal && !request.signal ? { ...request, signal: options.signal } : request;
   const bounded = requestDeadline(options.requestTimeoutMs, server);
   const attempt = (request: RestRequest) => withDeadline(bounded, request, attemptOnce);
 
-  async function attemptOnce(request: RestRequest): Promise<string> {
-    const res = await send(request, false);
-    // A connection cut mid-body is a connection failure too (retryable when idempotent),
-    // not a bare "aborted".
-    const text = await readAll(res, request.maxResponseBytes).catch((error) => {
-      if (error instanceof ResponseTooLargeError) throw error;
-      throw connectionError(request, identity, error);
-    });
-    const status = res.statusCode ?? 0;
-    request.onHeaders?.(res.headers);
-    if (onWarning) {
-      for (const warning of parseWarningHeaders(res.headers.warning)) {
-        onWarning(warning, writtenObject(request));
-      }
-    }
-    if (status >= 200 && status < 300) return text;
-    throw statusError(request, status, text, { retryAfter: res.headers["retry-after"], identity });
-  }
+  const attemptOnce = async (request: RestRequest): Promise<string> =>
+    await readAnswer(request, await send(request, false), { identity, onWarning });
 
   async function withRetries(request: RestRequest): Promise<string> {
     const idempotent = request.idempotent ?? request.method === "GET";
@@ -268,16 +296,43 @@ export function createRestClient(
     async lines(request): Promise<LineStream> {
       const full: RestRequest = { ...signalled(request), method: "GET" };
       const res = await withDeadline(bounded, full, (request) => send(request, true));
-      const status = res.statusCode ?? 0;
+      const status = res.statusCode;
       if (status < 200 || status >= 300) {
-        throw statusError(full, status, await readAll(res), {
+        throw statusError(full, status, await readAll(res.body), {
           retryAfter: res.headers["retry-after"],
           identity,
         });
       }
-      return lineStream(res);
+      return lineStream(res.body);
     },
   };
+}
+
+/**
+ * Reads a whole answer: its text when the status is 2xx, else the status's error. Its headers go
+ * to the request's `onHeaders`, its warnings to `onWarning`.
+ */
+async function readAnswer(
+  request: RestRequest,
+  res: Answer,
+  context: { identity: CallerIdentity; onWarning: RestClientOptions["onWarning"] },
+): Promise<string> {
+  const { identity, onWarning } = context;
+  // A connection cut mid-body is a connection failure too (retryable when idempotent),
+  // not a bare "aborted".
+  const text = await readAll(res.body, request.maxResponseBytes).catch((error) => {
+    if (error instanceof ResponseTooLargeError) throw error;
+    throw connectionError(request, identity, error);
+  });
+  request.onHeaders?.(res.headers);
+  if (onWarning) {
+    for (const warning of parseWarningHeaders(res.headers.warning)) {
+      onWarning(warning, writtenObject(request));
+    }
+  }
+  const status = res.statusCode;
+  if (status >= 200 && status < 300) return text;
+  throw statusError(request, status, text, { retryAfter: res.headers["retry-after"], identity });
 }
 
 /**
@@ -421,29 +476,20 @@ export function secureContexts(): (options: TlsRequestOptions) => Promise<void> 
 }
 
 /**
- * Sends one request with the kubeconfig's credentials; resolves with the response once its
- * headers arrive (a connection failure rejects as a {@link KubeApiError} of status 0).
+ * Sends one request with the kubeconfig's credentials; resolves with the answer once its
+ * headers arrive (a connection failure rejects as a {@link KubeApiError} of status 0). Over the
+ * client's HTTP/2 connection when the server offers it, else over HTTP/1.1: pooled, a stream on a
+ * connection of its own.
  */
 async function sendRequest(
-  target: {
-    connection: KubeConnection;
-    base: URL;
-    server: string;
-    pool: () => Promise<http.Agent>;
-    secure: (options: TlsRequestOptions) => Promise<void>;
-    identity: CallerIdentity;
-  },
+  target: Transport,
   request: RestRequest,
   stream: boolean,
-): Promise<http.IncomingMessage> {
+): Promise<Answer> {
   const { connection, base } = target;
   const opts: TlsRequestOptions = {};
   await connection.apply(opts);
   if (base.protocol === "https:") await target.secure(opts);
-  if (opts.agent === undefined) {
-    // A stream gets a connection of its own, closed with it.
-    opts.agent = stream || !connection.pooled ? false : await target.pool();
-  }
   const url = new URL(base.pathname.replace(/\/$/, "") + request.path, base);
   for (const [key, value] of Object.entries(request.query ?? {})) {
     if (value !== undefined) url.searchParams.set(key, String(value));
@@ -464,14 +510,71 @@ async function sendRequest(
     headers["Content-Type"] = request.contentType ?? "application/json";
     headers["Content-Length"] = String(Buffer.byteLength(body));
   }
+  const retryStale = request.idempotent ?? request.method === "GET";
+  // A connection of the kubeconfig's own (a proxy's agent) is never replaced.
+  if (url.protocol === "https:" && opts.agent === undefined && connection.pooled) {
+    const answer = await target.h2.send({
+      url,
+      method: request.method,
+      headers,
+      ...(body !== undefined ? { body } : {}),
+      tls: tlsPart(opts),
+      ...(typeof opts.auth === "string" ? { auth: opts.auth } : {}),
+      timeoutMs: request.timeoutMs ?? 30_000,
+      stream,
+      ...(request.signal ? { signal: request.signal } : {}),
+    }, retryStale).catch((error) =>
+      Promise.reject(connectionError(request, target.identity, error))
+    );
+    if (answer) return answer;
+  }
+  if (opts.agent === undefined) {
+    // A stream gets a connection of its own, closed with it.
+    opts.agent = stream || !connection.pooled ? false : await target.pool();
+  }
+  return await sendHttp1(target, { url, opts, headers, body, stream }, request, retryStale);
+}
+
+/** The TLS options of a request's options, those set. */
+function tlsPart(opts: TlsRequestOptions): TlsOptions {
+  const out: Record<string, unknown> = {};
+  for (const name of TLS_OPTION_NAMES) if (opts[name] !== undefined) out[name] = opts[name];
+  return out as TlsOptions;
+}
+
+/** Where one client's requests go: its kubeconfig's connection and its transports. */
+interface Transport {
+  connection: KubeConnection;
+  base: URL;
+  server: string;
+  pool: () => Promise<http.Agent>;
+  h2: H2Transport;
+  secure: (options: TlsRequestOptions) => Promise<void>;
+  identity: CallerIdentity;
+}
+
+/** Sends one request over HTTP/1.1 (the pool, or a connection of its own). */
+async function sendHttp1(
+  target: Transport,
+  prepared: {
+    url: URL;
+    opts: TlsRequestOptions;
+    headers: Record<string, string>;
+    body: string | undefined;
+    stream: boolean;
+  },
+  request: RestRequest,
+  retryStale: boolean,
+): Promise<Answer> {
+  const { url, opts, headers, body, stream } = prepared;
   // Loaded on the first request: node:https (and TLS under it) costs every start of the binary
   // about 20 ms of CPU and 8 MiB, and a local agent or `aicr version` never sends one.
   const lib = url.protocol === "http:" ? await import("node:http") : await import("node:https");
-  const send = (retryStale: boolean): Promise<http.IncomingMessage> =>
+  const send = (retryStale: boolean): Promise<Answer> =>
     new Promise((resolve, reject) => {
       const req = lib.request(url, { ...opts, method: request.method, headers }, (res) => {
         if (!stream) req.setTimeout(0);
-        resolve(res);
+        resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, body: res });
       });
       const timeoutMs = request.timeoutMs ?? 30_000;
       if (!stream) {
@@ -495,7 +598,7 @@ async function sendRequest(
       if (body !== undefined) req.write(body);
       req.end();
     });
-  return await send(request.idempotent ?? request.method === "GET");
+  return await send(retryStale);
 }
 
 /** Whether an error is a closed connection (reset or broken pipe), not a timeout or refusal. */
@@ -504,7 +607,7 @@ function isStaleConnection(error: unknown): boolean {
   return code === "ECONNRESET" || code === "EPIPE";
 }
 
-function lineStream(res: http.IncomingMessage): LineStream {
+function lineStream(res: Readable): LineStream {
   res.setEncoding("utf8");
   return {
     close() {
@@ -542,7 +645,7 @@ export class ResponseTooLargeError extends Error {
   }
 }
 
-async function readAll(res: http.IncomingMessage, maxBytes = Infinity): Promise<string> {
+async function readAll(res: Readable, maxBytes = Infinity): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of res) {

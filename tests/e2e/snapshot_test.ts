@@ -120,6 +120,25 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "the whole run speaks HTTP/2 over one connection to the API server, the agent over its own",
+        async () => {
+          const namespace = await ns("snap-h2");
+          const run = await runSnapshot(namespace, "--debug");
+          assert.equal(run.code, 0, run.stderr);
+          const connects = run.stderr.split("\n").filter((line) =>
+            line.includes("connected to the API server")
+          );
+          // The CLI's pre-flight, gate, creates, wait, read and cleanup share one connection.
+          const cli = connects.filter((line) => !line.startsWith("[agent]"));
+          assert.equal(cli.length, 1, run.stderr);
+          assert.match(cli[0] ?? "", /protocol=h2/);
+          const agent = connects.filter((line) => line.startsWith("[agent]"));
+          assert.equal(agent.length, 1, run.stderr);
+          assert.match(agent[0] ?? "", /protocol=h2/);
+        },
+      );
+
       await t.step("-q leaves stderr empty on success: the snapshot alone, on stdout", async () => {
         const namespace = await ns("snap-quiet");
         const run = await runSnapshot(namespace, "-q");

@@ -1,6 +1,9 @@
 /**
  * A fault-injecting HTTPS proxy between the CLI and the test cluster's apiserver
- * (loopback only). It serves a certificate for 127.0.0.1 signed by the cluster's CA,
+ * (loopback only). It speaks HTTP/1.1 only, so the CLI behind it falls back from HTTP/2 (its
+ * transport with a real API server, `kube/h2.ts`): Deno's HTTP/2 server cannot drop one client's
+ * connection on cue. HTTP/2 connection loss is tested by `restart_test.ts` (the API server killed
+ * mid-run) and `kube/h2_test.ts`. It serves a certificate for 127.0.0.1 signed by the cluster's CA,
  * forwards every request upstream with the admin client certificate, and applies the
  * first matching rule (method + path regex, path including the query):
  *

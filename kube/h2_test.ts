@@ -1,0 +1,254 @@
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import type http2 from "node:http2";
+import { generateDaemonCa, generateServingKey, issueServingCertificate } from "../x509.ts";
+import { nativeConnection } from "./connection.ts";
+import type { ConnectionInfo } from "./h2.ts";
+import { mergeKubeConfigs, selectContext } from "./kubeconfig.ts";
+import { KubeApiError } from "./errors.ts";
+import { createRestClient, restWithSignal } from "./rest.ts";
+
+/** A CA and a serving certificate for 127.0.0.1. */
+function servingMaterial() {
+  const now = new Date();
+  const ca = generateDaemonCa({ now });
+  const key = generateServingKey();
+  const cert = issueServingCertificate({
+    ca,
+    publicKey: key.publicKey,
+    node: "localhost",
+    ipAddresses: ["127.0.0.1"],
+    now,
+    lifetimeSeconds: 3600,
+  });
+  return {
+    ca: ca.caCert,
+    cert,
+    key: key.privateKey.export({ type: "pkcs8", format: "pem" }) as string,
+  };
+}
+
+/** A client of `https://127.0.0.1:port` trusting `ca`, with a bearer token. */
+function clientOf(port: number, ca: string, onConnect: (info: ConnectionInfo) => void) {
+  const connection = nativeConnection(selectContext(
+    mergeKubeConfigs([{
+      path: "/lab.kubeconfig",
+      document: {
+        clusters: [{
+          name: "lab",
+          cluster: {
+            server: `https://127.0.0.1:${port}`,
+            "certificate-authority-data": Buffer.from(ca).toString("base64"),
+          },
+        }],
+        users: [{ name: "admin", user: { token: "t0ken" } }],
+        contexts: [{ name: "lab", context: { cluster: "lab", user: "admin" } }],
+        "current-context": "lab",
+      },
+    }]),
+    undefined,
+  ));
+  return createRestClient(connection, { retries: 0, onConnect });
+}
+
+type StreamHandler = (
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+  session: http2.ServerHttp2Session,
+  nth: number,
+) => void;
+
+/**
+ * An HTTP/2 server over TLS (ALPN `h2` only) counting its connections and each connection's
+ * streams; `handle` answers each stream.
+ */
+async function h2Server(handle: StreamHandler) {
+  const { createSecureServer } = await import("node:http2");
+  const material = servingMaterial();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const seen: http2.IncomingHttpHeaders[] = [];
+  let connections = 0;
+  const server = createSecureServer({ cert: material.cert, key: material.key });
+  server.on("session", (session) => {
+    connections++;
+    sessions.add(session);
+    let nth = 0;
+    session.on("close", () => sessions.delete(session));
+    session.on("error", () => {});
+    session.on("stream", (stream, headers) => {
+      seen.push(headers);
+      stream.on("error", () => {});
+      handle(stream, headers, session, ++nth);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  return {
+    port,
+    ca: material.ca,
+    seen,
+    get connections() {
+      return connections;
+    },
+    async [Symbol.asyncDispose]() {
+      for (const session of sessions) session.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+function answer(stream: http2.ServerHttp2Stream, body: unknown) {
+  stream.respond({ ":status": 200, "content-type": "application/json" });
+  stream.end(JSON.stringify(body));
+}
+
+Deno.test("rest: requests and a watch share one HTTP/2 connection, said once", async () => {
+  await using server = await h2Server((stream, headers) => {
+    if (String(headers[":path"]).includes("watch=true")) {
+      stream.respond({ ":status": 200 });
+      stream.write('{"type":"ADDED"}\n{"type":"MODIFIED"}\n');
+      stream.end('{"type":"DELETED"}');
+      return;
+    }
+    answer(stream, { path: headers[":path"] });
+  });
+  const told: ConnectionInfo[] = [];
+  const rest = clientOf(server.port, server.ca, (info) => told.push(info));
+  const watch = await rest.lines({ path: "/api/v1/pods", query: { watch: true } });
+  const gets = await Promise.all(
+    Array.from(
+      { length: 8 },
+      (_, i) => rest.json<{ path: string }>({ method: "GET", path: `/p/${i}` }),
+    ),
+  );
+  const lines: string[] = [];
+  for await (const line of watch) lines.push(line);
+  const created = await rest.json<{ path: string }>({
+    method: "POST",
+    path: "/api/v1/namespaces/ns/configmaps",
+    body: { metadata: { name: "x" } },
+  });
+
+  assert.deepEqual(gets.map((g) => g.path), Array.from({ length: 8 }, (_, i) => `/p/${i}`));
+  assert.deepEqual(lines, ['{"type":"ADDED"}', '{"type":"MODIFIED"}', '{"type":"DELETED"}']);
+  assert.equal(created.path, "/api/v1/namespaces/ns/configmaps?fieldValidation=Strict");
+  assert.equal(server.connections, 1, "one TLS connection for ten requests");
+  assert.equal(told.length, 1);
+  assert.equal(told[0]?.protocol, "h2");
+  for (const headers of server.seen) {
+    assert.equal(headers.authorization, "Bearer t0ken");
+    assert.equal(headers["user-agent"], "aicr");
+  }
+  const post = server.seen.find((h) => h[":method"] === "POST");
+  assert.equal(post?.["content-type"], "application/json");
+  assert.equal(post?.["content-length"], String('{"metadata":{"name":"x"}}'.length));
+});
+
+Deno.test("rest: after the server's GOAWAY the next request opens a new HTTP/2 connection", async () => {
+  await using server = await h2Server((stream, headers, session, nth) => {
+    answer(stream, { path: headers[":path"] });
+    if (nth > 1) return;
+    stream.on("close", () =>
+      setTimeout(() => {
+        if (!session.destroyed) session.goaway();
+      }, 20));
+  });
+  const told: ConnectionInfo[] = [];
+  const rest = clientOf(server.port, server.ca, (info) => told.push(info));
+  await rest.json({ method: "GET", path: "/one" });
+  // The GOAWAY frame reaches the client after the answer; give it the moment it takes.
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const second = await rest.json<{ path: string }>({ method: "GET", path: "/two" });
+
+  assert.equal(second.path, "/two");
+  assert.equal(server.connections, 2);
+  assert.deepEqual(told.map((t) => t.protocol), ["h2", "h2"]);
+});
+
+Deno.test("rest: a GET a reused HTTP/2 connection dropped goes once more on a new one; a create does not", async () => {
+  // Each connection answers its first request and drops itself at its second.
+  await using server = await h2Server((stream, headers, session, nth) => {
+    if (nth === 1) answer(stream, { path: headers[":path"] });
+    else session.destroy();
+  });
+  const rest = clientOf(server.port, server.ca, () => {});
+  await rest.json({ method: "GET", path: "/warm" });
+  const again = await rest.json<{ path: string }>({ method: "GET", path: "/again" });
+  assert.equal(again.path, "/again");
+  assert.equal(server.connections, 2, "the GET went once more, on a new connection");
+
+  await assert.rejects(
+    rest.json({ method: "POST", path: "/api/v1/namespaces/ns/configmaps", body: {} }),
+    (error) => error instanceof KubeApiError && error.status === 0,
+  );
+  assert.equal(server.connections, 2, "a create that may have landed is never sent twice");
+  assert.equal(server.seen.filter((h) => h[":method"] === "POST").length, 1);
+});
+
+Deno.test("rest: a server that offers no HTTP/2 is spoken to in HTTP/1.1, said once", async () => {
+  const { createServer } = await import("node:https");
+  const material = servingMaterial();
+  let connections = 0;
+  const versions: string[] = [];
+  const server = createServer({ cert: material.cert, key: material.key }, (req, res) => {
+    versions.push(req.httpVersion);
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify({ path: req.url }));
+  });
+  server.on("secureConnection", () => connections++);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const port = (server.address() as { port: number }).port;
+    const told: ConnectionInfo[] = [];
+    const rest = clientOf(port, material.ca, (info) => told.push(info));
+    // Two at once first: both learn the server's choice from the same handshake.
+    const [first, second] = await Promise.all([
+      rest.json<{ path: string }>({ method: "GET", path: "/one" }),
+      rest.json<{ path: string }>({ method: "GET", path: "/two" }),
+    ]);
+    const third = await rest.json<{ path: string }>({ method: "GET", path: "/three" });
+
+    assert.deepEqual([first.path, second.path, third.path], ["/one", "/two", "/three"]);
+    assert.deepEqual(versions, ["1.1", "1.1", "1.1"]);
+    assert.deepEqual(told.map((t) => t.protocol), ["http/1.1"]);
+    // The handshake that asked for h2, then kept-alive HTTP/1.1 connections (two at most).
+    assert.ok(connections <= 3, `${connections} connections`);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+Deno.test("rest: a request left unanswered on an HTTP/2 connection sends the next over a new one", async () => {
+  // The first connection answers its first request and then falls silent, as a host gone from
+  // the network does; a new connection answers.
+  await using server = await h2Server((stream, headers, _session, nth) => {
+    if (server.connections === 1 && nth > 1) return;
+    answer(stream, { path: headers[":path"] });
+  });
+  const rest = clientOf(server.port, server.ca, () => {});
+  await rest.json({ method: "GET", path: "/warm" });
+  await assert.rejects(
+    rest.json({ method: "GET", path: "/silent", timeoutMs: 200 }),
+    (error) => error instanceof KubeApiError && /timed out after 200 ms/.test(error.message),
+  );
+  const next = await rest.json<{ path: string }>({ method: "GET", path: "/next" });
+  assert.equal(next.path, "/next");
+  assert.equal(server.connections, 2);
+});
+
+Deno.test("rest: a transport with a signal shares its client's HTTP/2 connection; the signal ends its requests", async () => {
+  await using server = await h2Server((stream, headers) => {
+    if (headers[":path"] === "/hang") return;
+    answer(stream, { path: headers[":path"] });
+  });
+  const rest = clientOf(server.port, server.ca, () => {});
+  const stop = new AbortController();
+  const interruptible = restWithSignal(rest, stop.signal);
+  await rest.json({ method: "GET", path: "/plain" });
+  await interruptible.json({ method: "GET", path: "/cut-able" });
+  const hanging = interruptible.json({ method: "GET", path: "/hang" });
+  setTimeout(() => stop.abort(new Error("SIGINT")), 50);
+  await assert.rejects(hanging, /SIGINT/);
+  assert.equal(server.connections, 1);
+});
