@@ -31,6 +31,7 @@
  * deno task bench:upstream --no-local            # cluster rows only
  * deno task bench:upstream --no-local --realnode # also on the real-kubelet lane (root, containerd)
  * deno task bench:upstream --no-cluster --cold   # also with each binary dropped from the page cache
+ * deno task bench:upstream --no-local --busy     # cluster rows with one core kept busy
  * ```
  *
  * @module
@@ -497,6 +498,31 @@ const PHASES: { name: string; marker: RegExp }[] = [
   { name: "read (ConfigMap, validate)", marker: /snapshot read/ },
 ];
 
+/**
+ * Rows of our phases, medians over `--debug` runs; with `AICR_BENCH_TIMELINE=1`, also the last
+ * run's stderr lines with their arrival times (ms after spawn), for a closer look.
+ */
+function phaseRows(phased: readonly Ran[]): string[][] {
+  const rows: string[][] = [];
+  const names = [...PHASES.map((p) => p.name), "deliver (encode, stdout)"];
+  names.push("cleanup (UID-pinned deletes, pods gone), exit");
+  const perRun = phased.map(phasesOf);
+  for (const name of names) {
+    const values = perRun.map((p) => p.get(name)).filter((v): v is number => v !== undefined);
+    if (values.length > 0) {
+      rows.push([`  ours --debug: ${name}`, "", fmtMs(median(values)), "", ""]);
+    }
+  }
+  rows.push(["  ours --debug: total", "", fmtMs(median(phased.map((r) => r.millis))), "", ""]);
+  const last = phased.at(-1);
+  if (process.env.AICR_BENCH_TIMELINE === "1" && last) {
+    for (const { ms, line } of last.stderrLines) {
+      say(`${String(Math.round(ms)).padStart(6)} ${line}`);
+    }
+  }
+  return rows;
+}
+
 /** Splits one `--debug` run into phases by its lines' arrival times. */
 function phasesOf(ran: Ran): Map<string, number> {
   const out = new Map<string, number>();
@@ -598,22 +624,7 @@ async function clusterRows(
       ],
       ["  upstream: its snapshot reached stdout", fmtMs(upOut), "", "", ""],
     ];
-    const names = [...PHASES.map((p) => p.name), "deliver (encode, stdout)"];
-    names.push("cleanup (UID-pinned deletes, pods gone), exit");
-    const perRun = phased.map(phasesOf);
-    for (const name of names) {
-      const values = perRun.map((p) => p.get(name)).filter((v): v is number => v !== undefined);
-      if (values.length > 0) {
-        rows.push([`  ours --debug: ${name}`, "", fmtMs(median(values)), "", ""]);
-      }
-    }
-    rows.push([
-      "  ours --debug: total",
-      "",
-      fmtMs(median(phased.map((r) => r.millis))),
-      "",
-      "",
-    ]);
+    rows.push(...phaseRows(phased));
     return rows;
   } finally {
     await env.stop();
@@ -725,6 +736,9 @@ async function realnodeRows(
     check("aicr", await runTimed(netns, ourArgs, { env: base }));
     const up: Ran[] = [];
     const mine: Ran[] = [];
+    const phased: Ran[] = [];
+    const [, ...ourRest] = ourArgs.slice(netnsArgs.length);
+    const phasedArgs = [...netnsArgs, ours, "--debug", ...ourRest];
     for (let i = 0; i < options.runs; i++) {
       const u = await runTimed(netns, upArgs, { env: base });
       check("upstream", u);
@@ -732,6 +746,9 @@ async function realnodeRows(
       const o = await runTimed(netns, ourArgs, { env: base });
       check("aicr", o);
       mine.push(o);
+      const p = await runTimed(netns, phasedArgs, { env: base });
+      check("aicr --debug", p);
+      phased.push(p);
     }
     const upTotal = median(up.map((r) => r.millis));
     const ourTotal = median(mine.map((r) => r.millis));
@@ -750,6 +767,7 @@ async function realnodeRows(
         "",
         "",
       ],
+      ...phaseRows(phased),
     ];
   } finally {
     await env.stop();
@@ -768,6 +786,7 @@ async function main(args: string[]): Promise<number> {
       realnode: { type: "boolean", default: false },
       cold: { type: "boolean", default: false },
       "no-floor": { type: "boolean", default: false },
+      busy: { type: "boolean", default: false },
     },
   });
   const runs = Number(values.runs);
@@ -820,7 +839,16 @@ async function main(args: string[]): Promise<number> {
       work,
       cold: values.cold,
     });
-    if (!values["no-cluster"]) rows.push(...(await clusterRows(ours, upstream, { runs })));
+    // With --busy, one core is kept busy beside the cluster rows, as a laptop or CI runner is.
+    const busy = values.busy && !values["no-cluster"]
+      ? spawn("sh", ["-c", "exec yes > /dev/null"], { stdio: "ignore" })
+      : undefined;
+    try {
+      if (!values["no-cluster"]) rows.push(...(await clusterRows(ours, upstream, { runs })));
+    } finally {
+      busy?.kill("SIGKILL");
+    }
+    if (busy) say("cluster rows measured with one core kept busy (yes > /dev/null)");
     if (values.realnode) rows.push(...(await realnodeRows(ours, upstream, { runs })));
     say(
       `load average ${before.toFixed(2)} -> ${
