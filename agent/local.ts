@@ -10,6 +10,7 @@ import type { CollectorDeps } from "../collectors/mod.ts";
 import { UsageError } from "../errors.ts";
 import type { KubeClient } from "../kube/mod.ts";
 import type { Logger, TextWriter } from "../log.ts";
+import { formatAgentReportLine } from "../manifests/mod.ts";
 import { deliverSnapshot } from "../sink/mod.ts";
 import { formatSnapshotTable, redactSnapshot } from "../snapshot/mod.ts";
 import type { Redactor } from "../snapshot/mod.ts";
@@ -26,6 +27,11 @@ export interface LocalAgentDeps {
   collectorDeps: (options: { kube?: KubeClient; log: Logger; hostRoot?: string }) => CollectorDeps;
   /** Standard output. */
   stdout: TextWriter;
+  /**
+   * Standard error, where the logger writes: the report's log line goes after the log's own
+   * lines. Without it, no line (the termination message still carries the report).
+   */
+  stderr?: TextWriter;
   /** Clock. */
   now: () => Date;
   /** Logger. */
@@ -64,6 +70,11 @@ export interface LocalAgentOptions {
    * ConfigMap (the container's termination message file).
    */
   reportPath?: string;
+  /**
+   * `AICR_REPORT_NONCE` (set on the agent Job): the run's nonce; the report also goes to the log
+   * as `aicr-agent-report <nonce> <json>`, which the CLI reads as soon as it is written.
+   */
+  reportNonce?: string;
   /** This node (metadata and the K8s node lookup). */
   nodeName: string;
   /** `--redact`: names, addresses and registry hosts replaced by keyed tokens. */
@@ -131,6 +142,9 @@ export async function runLocalAgent(
       ? { transform: (snapshot: Snapshot) => finish(snapshot, projections, options.redactor) }
       : {}),
   });
+  if (result.report && options.reportNonce && deps.stderr) {
+    deps.stderr.write(`${formatAgentReportLine(options.reportNonce, result.report)}\n`);
+  }
   if (!options.table) return result;
   const destination = await deliverSnapshot({ stdout: deps.stdout, now: deps.now }, {
     target,

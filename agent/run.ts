@@ -19,6 +19,7 @@ import type { Snapshot, SnapshotFormat, SnapshotTarget } from "../snapshot/mod.t
 import { deliverSnapshot } from "../sink/mod.ts";
 import { writeFileSync } from "node:fs";
 import { digestText, formatAgentReport } from "../manifests/mod.ts";
+import type { AgentReport } from "../manifests/mod.ts";
 import type { SinkDeps } from "../sink/mod.ts";
 
 /** What an agent run needs. */
@@ -70,6 +71,8 @@ export interface AgentResult {
   reports: CollectorReport[];
   /** Where it went. */
   destination: string;
+  /** What the agent reported writing (a `cm://` target with a report path). */
+  report?: AgentReport;
 }
 
 /** The message upstream prints when `--require-gpu` finds no GPU. */
@@ -148,13 +151,16 @@ export async function runAgent(deps: AgentDeps, options: AgentOptions): Promise<
     ...(options.configMapUid ? { configMapUid: options.configMapUid } : {}),
     ...(options.keepLast !== undefined ? { keepLast: options.keepLast } : {}),
   });
+  let report: AgentReport | undefined;
   if (options.target.kind === "configmap") {
-    if (options.report) writeAgentReport(options.report, { encoded, version: deps.version });
+    if (options.report) {
+      report = writeAgentReport(options.report, { encoded, version: deps.version });
+    }
     deps.log.info("snapshot saved to ConfigMap", { uri: destination });
   } else if (options.target.kind === "file") {
     deps.log.info("snapshot saved to file", { path: destination });
   }
-  return { snapshot, reports, destination };
+  return { snapshot, reports, destination, ...(report ? { report } : {}) };
 }
 
 /**
@@ -164,18 +170,17 @@ export async function runAgent(deps: AgentDeps, options: AgentOptions): Promise<
  *
  * @param report where, and this build's commit
  * @param written the text stored in the ConfigMap and this build's version
+ * @returns the report written
  * @throws {ToolError} naming the file when it cannot be written (the run must not pass unproved)
  */
 export function writeAgentReport(
   report: { path: string; commit: string },
   written: { encoded: string; version: string },
-): void {
+): AgentReport {
   const { digest, bytes } = digestText(written.encoded);
+  const made: AgentReport = { digest, bytes, version: written.version, commit: report.commit };
   try {
-    writeFileSync(
-      report.path,
-      formatAgentReport({ digest, bytes, version: written.version, commit: report.commit }),
-    );
+    writeFileSync(report.path, formatAgentReport(made));
   } catch (error) {
     throw new ToolError(
       `Cannot write the agent's report to '${report.path}': ${
@@ -184,6 +189,7 @@ export function writeAgentReport(
       "internal",
     );
   }
+  return made;
 }
 
 /** What one collection of a long-lived server (the daemon) is made from. */

@@ -8,7 +8,7 @@ import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { createProjectionFileReader, readProjections } from "../collectors/mod.ts";
 import { checkOutputFile } from "../io.ts";
-import { AGENT_REPORT_ENV } from "../manifests/mod.ts";
+import { AGENT_REPORT_ENV, AGENT_REPORT_NONCE_ENV } from "../manifests/mod.ts";
 import { parseSnapshotTarget, resolveNodeName } from "../snapshot/mod.ts";
 import type { CliDeps } from "./context.ts";
 import { checkOutputNotFormat, refuseTemplate, snapshotFormatFlag } from "./_output.ts";
@@ -113,6 +113,7 @@ export async function localAgentOptions(
   const redactor = await redactorFromFlags(flags, deps);
   const configMapUid = deps.env("AICR_CONFIGMAP_UID");
   const reportPath = deps.env(AGENT_REPORT_ENV);
+  const reportNonce = deps.env(AGENT_REPORT_NONCE_ENV);
   // Checked before collection starts, so an output that cannot be written fails at once.
   if (target.kind === "file") await checkOutputFile(resolve(deps.cwd, target.path));
   return {
@@ -128,6 +129,7 @@ export async function localAgentOptions(
     ...(redactor ? { redactor } : {}),
     ...(configMapUid ? { configMapUid } : {}),
     ...(reportPath ? { reportPath } : {}),
+    ...(reportNonce ? { reportNonce } : {}),
     nodeName: resolveNodeName(deps.env),
   };
 }
@@ -144,6 +146,7 @@ export function localAgentDeps(deps: CliDeps, context: VerbContext): LocalAgentD
     connect: () => connectOptional(deps, context.globals, context.log),
     collectorDeps: deps.collectorDeps,
     stdout: deps.stdout,
+    stderr: deps.stderr,
     now: deps.now,
     log: context.log,
     signal: deps.signal,

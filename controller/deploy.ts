@@ -24,6 +24,7 @@ import { waitForAgentJob } from "./wait.ts";
 import { deliverRunSnapshot } from "./deliver.ts";
 import type { SnapshotDelivery } from "./deliver.ts";
 import { CLEANUP_TIMEOUT_MS, cleanupRun } from "./deploy_cleanup.ts";
+import type { CleanupRunOptions } from "./deploy_cleanup.ts";
 import { alreadyExists, createAgentJob, createRunRbac } from "./deploy_create.ts";
 import { throwIfInterrupted } from "./deploy_options.ts";
 import type { DeployDeps, DeployOptions, DeployResult } from "./deploy_options.ts";
@@ -56,8 +57,11 @@ export async function deploySnapshot(
 ): Promise<DeployResult> {
   const runId = options.runId ?? newRunId(deps.now(), deps.randomHex);
   const invocationId = newInvocationId(deps.randomHex);
+  // The agent's report comes through its log with this run's own value (`agent_report.ts`).
+  const reportNonce = deps.randomHex() + deps.randomHex();
   // Nothing is created before the plan is complete, so an interrupt here has nothing to clean.
-  const plan = await planRun(deps, options, { runId, invocationId }).catch((error) => {
+  const identity = { runId, invocationId, reportNonce };
+  const plan = await planRun(deps, options, identity).catch((error) => {
     // A review or read the signal cut short fails as the library says (a gate error, say):
     // with nothing written, the signal is the whole story.
     if (!(error instanceof InterruptedError)) throwIfInterrupted(options.signal);
@@ -87,6 +91,7 @@ async function executeRun(
   const name = plan.job.metadata.name;
   let jobUid: string | undefined;
   let sawPod = false;
+  let agentDone = false;
   let done: DeployResult | undefined;
   // Logged once the inputs are proved (pre-flight reads, manifests, gate) and the run is about
   // to write: the ID is what `aicr cleanup --run-id` needs, and a configuration error has none.
@@ -106,12 +111,19 @@ async function executeRun(
       ...(options.signal ? { signal: options.signal } : {}),
       onPod: () => (sawPod = true),
       ...(options.build ? { build: options.build } : {}),
+      ...(plan.reportNonce ? { reportNonce: plan.reportNonce } : {}),
     });
     // A finished Job had its one pod, and makes no other.
     sawPod = true;
+    // Its report came through its log: the agent has only its exit left.
+    agentDone = waited.report !== undefined;
     const { nodeName } = waited;
     log.debug("agent finished; reading its snapshot", { node: nodeName });
-    const snapshot = await readProvenSnapshot(deps, options, { output, pod: waited.pod });
+    const snapshot = await readProvenSnapshot(deps, options, {
+      output,
+      pod: waited.pod,
+      ...(waited.report ? { report: waited.report } : {}),
+    });
     done = { runId, snapshot, configMap: output, nodeName, ...selector, cleaned: 0 };
     // The caller has its snapshot while the run's objects are deleted; cleanup is still awaited
     // (and its outcome checked) before this returns.
@@ -125,26 +137,44 @@ async function executeRun(
       ? alreadyExists(failure, namespace, runId)
       : failure;
   } finally {
-    if (options.noCleanup) {
-      log.warn((option) => `${option("noCleanup")}: leaving the run's objects in the cluster`, {
-        runID: runId,
-        selector: runSelector(runId),
-      });
-    } else {
-      const cleanup = await cleanupRun({ kube, log }, {
-        ledger,
-        namespace,
-        runId,
-        // An API server that is restarting (or whose etcd is) is waited for, within --timeout.
-        retryForMs: Math.min(options.timeoutMs, CLEANUP_TIMEOUT_MS),
-        jobName: name,
-        ...(jobUid ? { jobUid } : {}),
-        sawPod,
-      });
-      // The returned object is the one `done` holds: its count is filled in here, after cleanup.
-      if (done) done.cleaned = cleanup.cleaned;
-    }
+    const cleaned = await endRun(deps, options, {
+      ledger,
+      runId,
+      jobName: name,
+      ...(jobUid ? { jobUid } : {}),
+      sawPod,
+      agentDone,
+    });
+    // The returned object is the one `done` holds: its count is filled in here, after cleanup.
+    if (done && cleaned !== undefined) done.cleaned = cleaned;
   }
+}
+
+/**
+ * The end of every run: its objects cleaned up (unless `noCleanup`, which says what it leaves).
+ *
+ * @returns how many objects cleanup removed (undefined with `noCleanup`)
+ */
+async function endRun(
+  deps: DeployDeps,
+  options: DeployOptions,
+  run: Omit<CleanupRunOptions, "namespace" | "retryForMs"> & { runId: string },
+): Promise<number | undefined> {
+  const { kube, log } = deps;
+  if (options.noCleanup) {
+    log.warn((option) => `${option("noCleanup")}: leaving the run's objects in the cluster`, {
+      runID: run.runId,
+      selector: runSelector(run.runId),
+    });
+    return undefined;
+  }
+  const cleanup = await cleanupRun({ kube, log }, {
+    ...run,
+    namespace: options.namespace,
+    // An API server that is restarting (or whose etcd is) is waited for, within --timeout.
+    retryForMs: Math.min(options.timeoutMs, CLEANUP_TIMEOUT_MS),
+  });
+  return cleanup.cleaned;
 }
 
 /** The deliver stage: the read snapshot where the run was told (`deliver.ts`); its bytes. */

@@ -38,7 +38,13 @@ const POD_POLL_MS = 250;
  */
 async function awaitJobPodsGone(
   deps: { kube: KubeClient; log: Logger; clock?: () => number },
-  options: { namespace: string; runId: string; jobUid: string; sawPod: boolean },
+  options: {
+    namespace: string;
+    runId: string;
+    jobUid: string;
+    sawPod: boolean;
+    agentDone?: boolean;
+  },
 ): Promise<string[]> {
   const { kube, log } = deps;
   const clock = deps.clock ?? Date.now;
@@ -49,6 +55,7 @@ async function awaitJobPodsGone(
   const deadline = clock() + CLEANUP_TIMEOUT_MS;
   let seenPod = options.sawPod;
   let settleUntil: number | undefined;
+  let forced = false;
   while (clock() < deadline) {
     const pods = await kube.list<KubeObject>("Pod", namespace, {
       labelSelector,
@@ -72,23 +79,26 @@ async function awaitJobPodsGone(
     }
     if (pods) seenPod = true;
     // The pods are the Job's (proved by its UID): delete them now instead of waiting
-    // for the garbage collector's next pass.
+    // for the garbage collector's next pass; a done agent's at once, terminating or not (a
+    // shorter grace period applies to a pod already terminating), once.
+    const force: boolean = options.agentDone === true && !forced;
+    forced ||= force;
     const deleted = await Promise.all(
-      ours.filter((p) => !p.metadata?.deletionTimestamp && p.metadata?.uid).map((p) =>
+      ours.filter((p) => (force || !p.metadata?.deletionTimestamp) && p.metadata?.uid).map((p) =>
         kube.deleteIfUid(
           "Pod",
           namespace,
           p.metadata?.name ?? "",
           p.metadata?.uid ?? "",
-          timeout(),
+          { ...timeout(), ...(force ? { gracePeriodSeconds: 0 } : {}) },
         )
           .catch(() => undefined)
       ),
     );
     // A finished pod is removed by its delete at once: look again without pausing.
     if (deleted.some((d) => d !== undefined)) continue;
-    const now = clock();
-    if (now + 500 >= deadline) {
+    const at = clock();
+    if (at + 500 >= deadline) {
       for (const p of ours) remaining.push(`Pod/${p.metadata?.name}`);
       log.warn("cleanup: the agent's pods are still terminating", {
         pods: ours.map((p) => p.metadata?.name).join(","),
@@ -101,7 +111,7 @@ async function awaitJobPodsGone(
     await podsChanged(kube, namespace, {
       labelSelector,
       resourceVersion: pods?.resourceVersion,
-      waitMs: Math.min(POD_CHANGE_WAIT_MS, deadline - now),
+      waitMs: Math.min(POD_CHANGE_WAIT_MS, deadline - at),
     });
   }
   return remaining;
@@ -163,6 +173,12 @@ export interface CleanupRunOptions {
    * gone, and cleanup does not look again for a pod still being created. @default false
    */
   sawPod?: boolean;
+  /**
+   * The agent reported its snapshot (its log's report line) and has nothing left to do but exit:
+   * its pod is deleted at once (grace period 0), not left terminating until the kubelet has
+   * noticed the exit and torn it down (about a second on a real kubelet). @default false
+   */
+  agentDone?: boolean;
   /** How long a delete is tried again while the API server does not answer (default 0). */
   retryForMs?: number;
 }
@@ -196,6 +212,7 @@ export async function cleanupRun(
         ...options,
         jobUid: options.jobUid,
         sawPod: options.sawPod ?? false,
+        agentDone: options.agentDone ?? false,
       })
       : Promise.resolve([]),
   ]);

@@ -58,6 +58,8 @@ export interface RunPlan {
   injectedSelector: boolean;
   /** Whether the run creates the namespace first (`--create-namespace`, found absent). */
   createNamespace: boolean;
+  /** The run's nonce for the agent report's log line (a run has one, a preview none). */
+  reportNonce?: string;
 }
 
 /** How a plan is made: for a run, or for a preview (`--dry-run`). */
@@ -272,12 +274,12 @@ function readCluster(deps: DeployDeps, options: DeployOptions) {
 export async function planRun(
   deps: DeployDeps,
   options: DeployOptions,
-  identity: { runId: string; invocationId: string },
+  identity: { runId: string; invocationId: string; reportNonce?: string },
   planMode: PlanMode = { gate: true, offline: false },
 ): Promise<RunPlan> {
   const { log } = deps;
   const { namespace } = options;
-  const { runId, invocationId } = identity;
+  const { runId, invocationId, reportNonce } = identity;
   const naming = outputNaming(options, runId);
   const { ownsOutput, outputFor, configMapsFor } = naming;
   // Reads and reviews only: a signal ends their requests at once.
@@ -313,6 +315,7 @@ export async function planRun(
         : serviceAccount,
       output,
       ...(outputUid ? { outputUid } : {}),
+      ...(reportNonce ? { reportNonce } : {}),
       autoTargetGpu: injectedSelector === true,
       timeoutMs: options.timeoutMs,
     });
@@ -345,6 +348,7 @@ export async function planRun(
     rbac,
     injectedSelector: injectedSelector === true,
     createNamespace,
+    ...(reportNonce ? { reportNonce } : {}),
   };
 }
 

@@ -16,23 +16,33 @@ import type { DeployDeps, DeployOptions } from "./deploy_options.ts";
 import { buildInfo } from "../version.ts";
 
 /**
- * The read stage: the agent's report (its pod's termination message) and the snapshot, side by
- * side; before anything is delivered, the agent that ran must be this build, and what was read
- * must be what it reported writing, on its own node.
+ * The read stage: the agent's report (the line its log carried, or its pod's termination message)
+ * and the snapshot, side by side; before anything is delivered, the agent that ran must be this
+ * build, and what was read must be what it reported writing, on its own node.
  */
 export async function readProvenSnapshot(
   deps: DeployDeps,
   options: DeployOptions,
-  from: { output: ConfigMapRef; pod: Parameters<typeof readAgentTermination>[1] },
+  from: {
+    output: ConfigMapRef;
+    pod: Parameters<typeof readAgentTermination>[1];
+    /** The report's JSON from the agent's log line, when it came first. */
+    report?: string;
+  },
 ): Promise<Snapshot> {
   const { kube, log } = deps;
   const { output } = from;
   const [{ pod, message }, { snapshot, text }] = await Promise.all([
-    readAgentTermination(kube, from.pod, options.signal),
+    from.report !== undefined
+      ? { pod: from.pod, message: from.report }
+      : readAgentTermination(kube, from.pod, options.signal),
     readSnapshot(kube, output, options.signal),
   ]);
   throwIfInterrupted(options.signal);
-  log.debug("snapshot read", { configMap: formatConfigMapUri(output) });
+  log.debug("snapshot read", {
+    configMap: formatConfigMapUri(output),
+    report: from.report !== undefined ? "log" : "termination message",
+  });
   const build = options.build ?? buildInfo();
   checkAgentBuild(agentBuildOf(snapshot, message), build, options.job.image);
   verifyAgentSnapshot(

@@ -11,11 +11,14 @@ import type { AccessAttributes, KindName, KubeObject, NewObject } from "../kube/
 import type { WatchEvent, WatchOptions } from "../kube/client.ts";
 import { createLogger } from "../log.ts";
 import {
+  AGENT_REPORT_NONCE_ENV,
   digestText,
   formatAgentReport,
+  formatAgentReportLine,
   snapshotConfigMapLabels,
   stagingConfigMapName,
 } from "../manifests/mod.ts";
+import type { AgentReport } from "../manifests/mod.ts";
 import { buildInfo } from "../version.ts";
 import { encodeSnapshot, formatConfigMapUri, parseSnapshot } from "../snapshot/mod.ts";
 import { createFakeKube } from "../tests/fakes/kube.ts";
@@ -65,6 +68,11 @@ interface SceneOptions {
   report?: string | false;
   /** The node the agent's pod runs on. @default "gpu-1" */
   podNode?: string;
+  /**
+   * `log`: the agent says its report in its log (the line with the run's nonce) while its pod
+   * still runs, and no termination message is there yet.
+   */
+  reportVia?: "log";
 }
 
 function agentOutput(job: KubeObject): { namespace: string; name: string } {
@@ -73,6 +81,17 @@ function agentOutput(job: KubeObject): { namespace: string; name: string } {
   const uri = args[args.indexOf("-o") + 1] ?? "";
   const [namespace = "", name = ""] = uri.replace("cm://", "").split("/");
   return { namespace, name };
+}
+
+function envOf(job: KubeObject, name: string): string | undefined {
+  const spec = job.spec as {
+    template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } };
+  };
+  return spec.template.spec.containers[0]?.env?.find((e) => e.name === name)?.value;
+}
+
+function parsed(report: string): AgentReport {
+  return JSON.parse(report) as AgentReport;
 }
 
 function stagingUid(job: KubeObject): string | undefined {
@@ -93,7 +112,7 @@ function scene(options: SceneOptions = {}) {
   const fake = createFakeKube();
   fake.put("Namespace", { metadata: { name: NS } });
   const reviews: AccessAttributes[] = [];
-  const deletes: { kind: KindName; name: string; uid: string }[] = [];
+  const deletes: { kind: KindName; name: string; uid: string; grace?: number }[] = [];
   const allowed = (a: AccessAttributes) =>
     !(options.denied && a.verb === options.denied.verb && a.resource === options.denied.resource);
   fake.client.selfAccessReview = (attributes) => {
@@ -126,7 +145,8 @@ function scene(options: SceneOptions = {}) {
   };
   const deleteIfUid = fake.client.deleteIfUid.bind(fake.client);
   fake.client.deleteIfUid = (kind, namespace, name, uid, callOptions) => {
-    deletes.push({ kind, name, uid });
+    const grace = callOptions?.gracePeriodSeconds;
+    deletes.push({ kind, name, uid, ...(grace !== undefined ? { grace } : {}) });
     return deleteIfUid(kind, namespace, name, uid, callOptions);
   };
 
@@ -189,7 +209,9 @@ function scene(options: SceneOptions = {}) {
           }],
         },
         spec: { nodeName: options.podNode ?? "gpu-1" },
-        status: agent === "succeeds"
+        status: agent === "succeeds" && options.reportVia === "log"
+          ? { phase: "Running", containerStatuses: [{ name: "aicr", state: { running: {} } }] }
+          : agent === "succeeds"
           ? {
             phase: "Succeeded",
             containerStatuses: [{
@@ -205,6 +227,19 @@ function scene(options: SceneOptions = {}) {
           },
       } as unknown as NewObject & { metadata: { name: string } },
     );
+    if (agent === "succeeds" && options.reportVia === "log" && report !== false) {
+      const line = formatAgentReportLine(envOf(job, AGENT_REPORT_NONCE_ENV) ?? "", parsed(report));
+      fake.client.followPodLog = () =>
+        Promise.resolve({
+          close() {},
+          async *[Symbol.asyncIterator]() {
+            yield "collected collector=gpu";
+            yield line;
+            // The container has not exited yet: the stream stays open until closed.
+            await new Promise(() => {});
+          },
+        });
+    }
     if (agent === "succeeds") {
       // The agent writes where its Job's `-o` says, as the real one does: into the staging
       // ConfigMap of the UID its Job names (never creating one), or by apply to a cm:// output.
@@ -491,6 +526,32 @@ Deno.test("deploySnapshot() whose pod the garbage collector took before cleanup'
   // The run saw its pod while waiting: one look finds it gone, and cleanup is done. The settle
   // guard (looking again after a pause) is for runs that never saw their pod.
   assert.equal(podListsAfterJobDelete, 1, "cleanup looked for the pod once");
+  assert.deepEqual(s.left(), []);
+});
+
+Deno.test("deploySnapshot() takes the agent's report from its log while its pod runs, and deletes the pod at once", async () => {
+  const s = scene({ reportVia: "log" });
+  // The pod never ends here: only the log's report can prove the snapshot.
+  const result = await deploySnapshot(s.deps, options());
+  assert.equal(result.snapshot.metadata["source-node"], "gpu-1");
+  assert.doesNotMatch(s.lines.join(""), /aicr-agent-report/);
+  const pod = s.deletes.find((d) => d.kind === "Pod");
+  assert.equal(pod?.grace, 0, "the done agent's pod is not left to the kubelet's teardown");
+  assert.deepEqual(s.left(), []);
+});
+
+Deno.test("deploySnapshot() refuses a snapshot replaced after the agent's log report (exit 10)", async () => {
+  const s = scene({
+    reportVia: "log",
+    report: formatAgentReport({
+      ...digestText("kind: Snapshot\nsomething: else\n"),
+      version: buildInfo().version,
+      commit: buildInfo().commit,
+    }),
+  });
+  const error = await deploySnapshot(s.deps, options()).catch((e: unknown) => e);
+  assert.ok(error instanceof UntrustedSnapshotError, String(error));
+  assert.equal(exitCodeOf(error), 10);
   assert.deepEqual(s.left(), []);
 });
 

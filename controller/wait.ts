@@ -18,6 +18,7 @@ import {
   ToolError,
 } from "../errors.ts";
 import { sleep } from "../io.ts";
+import { agentReportOfLine } from "../manifests/mod.ts";
 import type { KubeClient, KubeObject, LineStream } from "../kube/mod.ts";
 import type { Logger } from "../log.ts";
 
@@ -84,6 +85,11 @@ export interface WaitOptions {
   onPod?: (pod: PodObject) => void;
   /** The build the agent must be, named when another program ran. @default this one */
   build?: BuildInfo;
+  /**
+   * The run's nonce: the agent's report line in its log (`aicr-agent-report <nonce> <json>`)
+   * ends the wait as soon as it arrives, before the pod's status says the agent exited.
+   */
+  reportNonce?: string;
 }
 
 /** The agent Job failed: the one-screen explanation is the message and details. */
@@ -171,14 +177,15 @@ export function unschedulableReason(pod: PodObject | undefined): string | undefi
  *
  * @param deps client and logger
  * @param options Job identity, timeout, cancellation
- * @returns the node the agent ran on, and its pod as last read (its termination message)
+ * @returns the node the agent ran on, its pod as last read (its termination message), and the
+ *   agent's report when it came through its log first (its JSON, checked by the reader)
  * @throws {AgentJobError} when the Job fails, with the reason, exit code and log tail
  * @throws {TimeoutError} when the timeout passes, with what the pod was doing
  */
 export async function waitForAgentJob(
   deps: WaitDeps,
   options: WaitOptions,
-): Promise<{ nodeName: string | undefined; pod: PodObject | undefined }> {
+): Promise<{ nodeName: string | undefined; pod: PodObject | undefined; report?: string }> {
   const { kube } = deps;
   const clock = deps.clock ?? (() => Date.now());
   const { namespace, jobUid, runId, timeoutMs, pollMs = 1000 } = options;
@@ -212,6 +219,11 @@ export async function waitForAgentJob(
         if (pod) options.onPod?.(pod);
         reportProgress(pod);
         if (pod && isStarted(pod)) await agentLog.follow(pod);
+        // The agent's report in its log: it wrote its snapshot, and said so, from this pod.
+        const report = agentLog.report();
+        if (report !== undefined && pod?.spec?.nodeName) {
+          return { nodeName: pod.spec.nodeName, pod, report };
+        }
         // With backoffLimit 0 the Job's fate is its one pod's: a Succeeded pod (found by
         // the Job's UID) means the snapshot is written, without waiting for the Job
         // controller's batched Complete condition. A Failed pod fails the run the same way.
@@ -262,20 +274,25 @@ function observeRun(
 ) {
   const { namespace, jobName, runId, timeoutMs } = options;
   const events: { count: number; wake: (() => void) | undefined } = { count: 0, wake: undefined };
+  const onEvent = () => {
+    events.count++;
+    events.wake?.();
+  };
   const watches = startWatches(deps.kube, {
     namespace,
     jobName,
     runId,
     signal: context.signal,
-    onEvent: () => {
-      events.count++;
-      events.wake?.();
-    },
+    onEvent,
   });
   return {
     events,
     watches,
-    agentLog: createLogFollower(deps.kube, namespace, deps.log, context.signal),
+    agentLog: createLogFollower(deps.kube, namespace, deps.log, {
+      signal: context.signal,
+      // The report line wakes the loop as a watch event does.
+      ...(options.reportNonce ? { reportNonce: options.reportNonce, onReport: onEvent } : {}),
+    }),
     reportProgress: createProgressReporter(deps, {
       jobName,
       timeoutMs,
@@ -460,21 +477,31 @@ async function readJob(
 
 /**
  * Streams the agent container's log to stderr once its pod has started, each line re-emitted
- * through the CLI's logger (its format, level and the `[agent]` prefix); best effort.
+ * through the CLI's logger (its format, level and the `[agent]` prefix); best effort. The agent's
+ * report line (with the run's nonce) is kept, not relayed.
  */
 function createLogFollower(
   kube: KubeClient,
   namespace: string,
   log: Logger,
-  signal: AbortSignal,
-): { follow(pod: PodObject): Promise<void>; settle(): Promise<void>; close(): void } {
+  options: { signal: AbortSignal; reportNonce?: string; onReport?: () => void },
+): {
+  follow(pod: PodObject): Promise<void>;
+  settle(): Promise<void>;
+  close(): void;
+  report(): string | undefined;
+} {
   let stream: LineStream | undefined;
   let pump: Promise<void> | undefined;
-  const output = { open: true };
+  const output: LogOutput = { open: true };
+  if (options.reportNonce) {
+    output.reportNonce = options.reportNonce;
+    if (options.onReport) output.onReport = options.onReport;
+  }
   return {
     async follow(pod) {
       if (stream) return;
-      const opened = await openLog(kube, namespace, pod, signal);
+      const opened = await openLog(kube, namespace, pod, options.signal);
       if (opened) {
         stream = opened;
         pump = pumpLog(opened, log, output);
@@ -486,7 +513,16 @@ function createLogFollower(
       output.open = false;
       stream?.close();
     },
+    report: () => output.report,
   };
+}
+
+/** Where relayed lines go, and the report line once seen. */
+interface LogOutput {
+  open: boolean;
+  reportNonce?: string;
+  onReport?: () => void;
+  report?: string;
 }
 
 function isStarted(pod: PodObject): boolean {
@@ -517,12 +553,18 @@ const AGENT_LOG_SOURCE = "agent";
 async function pumpLog(
   stream: LineStream,
   log: Logger,
-  output: { open: boolean },
+  output: LogOutput,
 ): Promise<void> {
   try {
     for await (const line of stream) {
       if (!output.open) return;
-      log.relay(line, AGENT_LOG_SOURCE);
+      const report = output.reportNonce ? agentReportOfLine(line, output.reportNonce) : undefined;
+      if (report === undefined) log.relay(line, AGENT_LOG_SOURCE);
+      else if (output.report === undefined) {
+        // The agent writes one; only the first is kept.
+        output.report = report;
+        output.onReport?.();
+      }
     }
   } catch {
     // The stream ends when the pod does or the wait stops.

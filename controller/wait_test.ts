@@ -180,6 +180,77 @@ Deno.test("waitForAgentJob() returns the node once the pod succeeded", async () 
   assert.equal(result.pod?.spec?.nodeName, "gpu-2");
 });
 
+Deno.test("waitForAgentJob() ends at the agent's report line in its log, before the pod's status, and never relays it", async () => {
+  const { fake, jobUid, lines, log } = scene(
+    { phase: "Running", containerStatuses: [{ name: "aicr", state: { running: {} } }] },
+    "gpu-2",
+  );
+  const report = '{"digest":"sha256:' + "a".repeat(64) +
+    '","bytes":12,"version":"0.1.0","commit":"c"}';
+  let closed = false;
+  fake.client.followPodLog = () => {
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    return Promise.resolve({
+      close() {
+        closed = true;
+        release();
+      },
+      async *[Symbol.asyncIterator]() {
+        yield "agent: collecting";
+        // Text that only looks like a report (another run's nonce, or none): relayed, not taken.
+        yield `aicr-agent-report 0000 ${report}`;
+        yield `aicr-agent-report ${report}`;
+        yield `aicr-agent-report n0nce ${report}`;
+        // The container is still running: the stream stays open.
+        await held;
+      },
+    });
+  };
+  const result = await waitForAgentJob({ kube: fake.client, log }, {
+    namespace: NS,
+    jobName: JOB,
+    jobUid,
+    runId: RUN,
+    timeoutMs: 30_000,
+    pollMs: 60_000,
+    reportNonce: "n0nce",
+  });
+  assert.equal(result.report, report);
+  assert.equal(result.nodeName, "gpu-2");
+  assert.equal(result.pod?.status?.phase, "Running", "returned before the pod's status said so");
+  assert.ok(closed, "the log stream is closed when the wait ends");
+  const relayed = lines.join("");
+  assert.match(relayed, /agent: collecting/);
+  assert.match(relayed, /aicr-agent-report 0000/);
+  assert.doesNotMatch(relayed, /aicr-agent-report n0nce/);
+});
+
+Deno.test("waitForAgentJob() without a nonce takes no report line and waits for the pod's status", async () => {
+  const { fake, jobUid, log, setPod } = scene(
+    { phase: "Running", containerStatuses: [{ name: "aicr", state: { running: {} } }] },
+    "gpu-2",
+  );
+  fake.client.followPodLog = () =>
+    Promise.resolve({
+      close() {},
+      async *[Symbol.asyncIterator]() {
+        yield 'aicr-agent-report n0nce {"digest":"x"}';
+      },
+    });
+  setTimeout(() => setPod({ phase: "Succeeded" }, "gpu-2"), 30);
+  const result = await waitForAgentJob({ kube: fake.client, log }, {
+    namespace: NS,
+    jobName: JOB,
+    jobUid,
+    runId: RUN,
+    timeoutMs: 30_000,
+    pollMs: 5,
+  });
+  assert.equal(result.report, undefined);
+  assert.equal(result.pod?.status?.phase, "Succeeded");
+});
+
 Deno.test("createImagePullCheck() fails backoffs at once and ErrImagePull after its grace", () => {
   const failed = createImagePullCheck(15_000);
   assert.equal(failed("a", "ContainerCreating", 0), false);

@@ -194,7 +194,11 @@ export interface KubeClient {
     namespace: string | undefined,
     name: string,
     uid: string,
-    options?: CallOptions & { propagationPolicy?: "Background" | "Foreground" | "Orphan" },
+    options?: CallOptions & {
+      propagationPolicy?: "Background" | "Foreground" | "Orphan";
+      /** The grace period of the delete (0: at once, without the kubelet's confirmation). */
+      gracePeriodSeconds?: number;
+    },
   ): Promise<"deleted" | "gone" | "conflict">;
   /** Watches objects; iterate, and break or abort the signal to stop. */
   watch<T extends KubeObject>(
@@ -438,13 +442,7 @@ function objectCalls(
         await rest.json({
           method: "DELETE",
           path: objectPath(resource, ns(resource, namespace), name),
-          body: {
-            apiVersion: "v1",
-            kind: "DeleteOptions",
-            // guard: uid-delete: the delete removes only the object of this UID
-            preconditions: { uid },
-            ...(options?.propagationPolicy ? { propagationPolicy: options.propagationPolicy } : {}),
-          },
+          body: deleteOptions(uid, options),
           // A UID-pinned delete is safe to resend: it can only ever remove that one object.
           idempotent: true,
           ...call(options),
@@ -456,6 +454,23 @@ function objectCalls(
         throw error;
       }
     },
+  };
+}
+
+/** The DeleteOptions of a UID-pinned delete. */
+function deleteOptions(
+  uid: string,
+  options: Parameters<KubeClient["deleteIfUid"]>[4],
+): Record<string, unknown> {
+  return {
+    apiVersion: "v1",
+    kind: "DeleteOptions",
+    // guard: uid-delete: the delete removes only the object of this UID
+    preconditions: { uid },
+    ...(options?.propagationPolicy ? { propagationPolicy: options.propagationPolicy } : {}),
+    ...(options?.gracePeriodSeconds !== undefined
+      ? { gracePeriodSeconds: options.gracePeriodSeconds }
+      : {}),
   };
 }
 

@@ -13,6 +13,15 @@
  * there between the agent's write and the CLI's read is refused; `version` and `commit` say which
  * build the agent is.
  *
+ * The same report also goes, once, to the container's log, as the last line the agent writes on
+ * its stderr: `aicr-agent-report <nonce> <json>` ({@link formatAgentReportLine}). The kubelet only
+ * reads the termination message after it has noticed the container's exit and reports it with the
+ * pod's status (about 2 s later on a real kubelet); the log line reaches the CLI as soon as it is
+ * written. The log is as much the container's own as its termination message (no ConfigMap writer
+ * can add to it); the nonce, a random value the CLI puts in the Job's environment
+ * ({@link AGENT_REPORT_NONCE_ENV}) for this run only, keeps a line that merely looks like a report
+ * (node text the agent logged, say) from being taken for one.
+ *
  * @module
  */
 import { createHash } from "node:crypto";
@@ -23,6 +32,12 @@ export const AGENT_REPORT_PATH = "/dev/termination-log";
 
 /** The environment variable that tells the agent where to write its report. */
 export const AGENT_REPORT_ENV = "AICR_REPORT_PATH";
+
+/** The environment variable that carries the run's nonce for the report's log line. */
+export const AGENT_REPORT_NONCE_ENV = "AICR_REPORT_NONCE";
+
+/** What starts the report's log line, before the nonce. */
+const REPORT_LINE_PREFIX = "aicr-agent-report ";
 
 /** The most a termination message holds (the kubelet keeps the last 4096 bytes of the file). */
 export const AGENT_REPORT_MAX_BYTES = 4096;
@@ -70,6 +85,32 @@ export function formatAgentReport(report: AgentReport): string {
     version: report.version,
     commit: report.commit,
   });
+}
+
+/**
+ * The report as the agent writes it to its log: the prefix, the run's nonce, the JSON.
+ *
+ * @param nonce the run's nonce ({@link AGENT_REPORT_NONCE_ENV})
+ * @param report what was written and by which build
+ * @returns the line, without its newline
+ */
+export function formatAgentReportLine(nonce: string, report: AgentReport): string {
+  return `${REPORT_LINE_PREFIX}${nonce} ${formatAgentReport(report)}`;
+}
+
+/**
+ * The report's JSON in one line of the agent's log, when the line is the report of the run with
+ * this nonce; parsed and checked later as the termination message is ({@link parseAgentReport}).
+ *
+ * @param line one log line
+ * @param nonce the run's nonce
+ * @returns the JSON text, or undefined for any other line
+ */
+export function agentReportOfLine(line: string, nonce: string): string | undefined {
+  const head = `${REPORT_LINE_PREFIX}${nonce} `;
+  if (nonce === "" || !line.startsWith(head)) return undefined;
+  const json = line.slice(head.length).trimEnd();
+  return json.startsWith("{") ? json : undefined;
 }
 
 /** The agent's report cannot be read: absent (another program ran) or malformed. */

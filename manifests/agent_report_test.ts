@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import {
   AGENT_REPORT_MAX_BYTES,
   AgentReportError,
+  agentReportOfLine,
   digestText,
   formatAgentReport,
+  formatAgentReportLine,
   parseAgentReport,
 } from "./agent_report.ts";
 
@@ -56,4 +58,15 @@ Deno.test("parseAgentReport() refuses an absent, oversized, non-JSON or malforme
       text.slice(0, 40),
     );
   }
+});
+
+Deno.test("agentReportOfLine() takes the report from the line formatAgentReportLine() writes, with this run's nonce only", () => {
+  const report = { ...digestText("kind: Snapshot\n"), version: "0.1.0", commit: "3c5f0d2" };
+  const line = formatAgentReportLine("9f3a", report);
+  assert.equal(line, `aicr-agent-report 9f3a ${formatAgentReport(report)}`);
+  assert.deepEqual(parseAgentReport(agentReportOfLine(line, "9f3a")), report);
+  assert.equal(agentReportOfLine(`${line}\r`, "9f3a"), formatAgentReport(report));
+  for (const other of ["9f3", "9f3aa", ""]) assert.equal(agentReportOfLine(line, other), undefined);
+  assert.equal(agentReportOfLine(`x ${line}`, "9f3a"), undefined);
+  assert.equal(agentReportOfLine("aicr-agent-report 9f3a not json", "9f3a"), undefined);
 });

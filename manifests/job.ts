@@ -18,7 +18,7 @@ import type { RunIdentity } from "./names.ts";
 import { formatConfigMapUri } from "../snapshot/mod.ts";
 import type { ConfigMapRef } from "../snapshot/mod.ts";
 import { agentPodParts } from "./_pod.ts";
-import { AGENT_REPORT_ENV, AGENT_REPORT_PATH } from "./agent_report.ts";
+import { AGENT_REPORT_ENV, AGENT_REPORT_NONCE_ENV, AGENT_REPORT_PATH } from "./agent_report.ts";
 import type { PodOptions } from "./_pod.ts";
 import type { JobManifest, ResourceRequirements } from "./types.ts";
 
@@ -113,6 +113,11 @@ export interface AgentJobConfig extends RunIdentity, PodOptions {
    * object only (`AICR_CONFIGMAP_UID`), never creating one.
    */
   outputUid?: string;
+  /**
+   * The run's nonce for the report's log line (`AICR_REPORT_NONCE`, `agent_report.ts`): the CLI
+   * takes the agent's report from its log only with this value.
+   */
+  reportNonce?: string;
   /** `--format`; `json` is passed to the agent, which then writes `snapshot.json`. */
   format?: "yaml" | "json";
   /** `--require-gpu`: a GPU limit in privileged mode, and the in-pod GPU check. */
@@ -217,6 +222,9 @@ export function buildAgentJob(config: AgentJobConfig): JobManifest {
                 : []),
               // Where the agent reports what it wrote (agent_report.ts): read by the kubelet only.
               { name: AGENT_REPORT_ENV, value: AGENT_REPORT_PATH },
+              ...(config.reportNonce
+                ? [{ name: AGENT_REPORT_NONCE_ENV, value: config.reportNonce }]
+                : []),
               ...pod.env,
             ],
             resources: pod.container.resources,

@@ -31,9 +31,12 @@ export { buildDaemonSet, DEFAULT_DAEMON_PORT } from "./daemonset.ts";
 export type { DaemonSetConfig } from "./daemonset.ts";
 export {
   AGENT_REPORT_ENV,
+  AGENT_REPORT_NONCE_ENV,
   AgentReportError,
+  agentReportOfLine,
   digestText,
   formatAgentReport,
+  formatAgentReportLine,
   parseAgentReport,
 } from "./agent_report.ts";
 export type { AgentReport } from "./agent_report.ts";

@@ -139,6 +139,18 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "the agent's report comes through its log, never relayed, and proves the snapshot read",
+        async () => {
+          const namespace = await ns("snap-report-log");
+          const run = await runSnapshot(namespace, "--debug");
+          assert.equal(run.code, 0, run.stderr);
+          assert.match(run.stderr, /snapshot read configMap=\S+ report=log/, run.stderr);
+          assert.doesNotMatch(run.stderr, /aicr-agent-report/, run.stderr);
+          assert.deepEqual(await runObjects(admin, namespace, run.runId!), []);
+        },
+      );
+
       await t.step("-q leaves stderr empty on success: the snapshot alone, on stdout", async () => {
         const namespace = await ns("snap-quiet");
         const run = await runSnapshot(namespace, "-q");
