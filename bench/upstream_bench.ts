@@ -494,7 +494,7 @@ const PHASES: { name: string; marker: RegExp }[] = [
   { name: "start and gate (process, pre-flight reads, access reviews)", marker: /gate passed/ },
   { name: "RBAC (run-scoped creates)", marker: /run RBAC created/ },
   { name: "Job (create)", marker: /agent Job created/ },
-  { name: "agent (schedule, run, complete)", marker: /agent finished; reading its snapshot/ },
+  { name: "agent (schedule, run, report)", marker: /agent finished; reading its snapshot/ },
   { name: "read (ConfigMap, validate)", marker: /snapshot read/ },
 ];
 
