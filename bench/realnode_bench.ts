@@ -24,9 +24,14 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { REPO_ROOT } from "../tests/cluster/cluster.ts";
 import { createNamespace, type TestCluster, useTestCluster } from "../tests/cluster/harness.ts";
-import { aicr } from "../tests/e2e/_aicr.ts";
+import { aicr, AICR_BIN } from "../tests/e2e/_aicr.ts";
 import { jobTrue } from "./_job_true.ts";
-import { laneUnavailable } from "../tests/realnode/harness.ts";
+import {
+  laneUnavailable,
+  PULL_SECRET,
+  type RealNodeEnv,
+  useRealNodeLane,
+} from "../tests/realnode/harness.ts";
 import { TRUE_IMAGE } from "../tests/realnode/lane.ts";
 
 const { values } = parseArgs({
@@ -75,7 +80,7 @@ const figures: Record<string, number[]> = {
 };
 // Fresh starts, alternating; the last of each stays for the runs.
 let standIn: TestCluster | undefined;
-let lane: TestCluster | undefined;
+let lane: RealNodeEnv | undefined;
 try {
   for (let i = 0; i < starts; i++) {
     await standIn?.stop();
@@ -84,17 +89,21 @@ try {
     let t0 = performance.now();
     // useTestCluster reuses $AICR_CLUSTER_DIR: a benchmark starts its own.
     Deno.env.delete("AICR_CLUSTER_DIR");
-    standIn = await useTestCluster();
+    // One amd64 GPU node and a system node: an arm64 one's agent would run under qemu-user here.
+    standIn = await useTestCluster({
+      kubelet: { nodes: { "p5-h100": 1, "system-m7i": 1 }, aicrBin: AICR_BIN },
+    });
     figures.start_standin_ms!.push(performance.now() - t0);
     t0 = performance.now();
     Deno.env.delete("AICR_REALNODE_DIR");
-    lane = await useTestCluster({ realKubelet: true });
+    lane = await useRealNodeLane({ nodes: 2 });
     figures.start_lane_ms!.push(performance.now() - t0);
   }
   const s = standIn!;
   const l = lane!;
   const nsS = await createNamespace(s.admin, "bench-rn");
   const nsL = await createNamespace(l.admin, "bench-rn");
+  await l.createPullSecret(nsL);
   for (let i = 0; i < runs; i++) {
     figures.job_true_standin_ms!.push(
       await jobTrue(s.admin, nsS, `true-${i}`, "busybox:1.36", ["true"]),
@@ -107,9 +116,18 @@ try {
     figures.snapshot_standin_ms!.push(performance.now() - t0);
     if (a.code !== 0) throw new Error(`stand-in aicr snapshot failed (${a.code}):\n${a.stderr}`);
     t0 = performance.now();
-    const b = await aicr(["snapshot", "--kubeconfig", l.cluster.adminKubeconfig, "-n", nsL], {
-      prefix: l.inNetns ?? [],
-    });
+    // The lane's nodes pull the binary's own image from the lane's registry, as a cluster would.
+    const b = await l.aicr([
+      "snapshot",
+      "--kubeconfig",
+      l.kubeconfig,
+      "-n",
+      nsL,
+      "--image",
+      l.image,
+      "--image-pull-secret",
+      PULL_SECRET,
+    ]);
     figures.snapshot_lane_ms!.push(performance.now() - t0);
     if (b.code !== 0) throw new Error(`lane aicr snapshot failed (${b.code}):\n${b.stderr}`);
   }

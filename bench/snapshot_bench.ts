@@ -7,7 +7,8 @@
  * - `aicr`: a full `aicr snapshot` with the built binary (gate, RBAC, Job, the agent's
  *   collection in the pod, read, cleanup until the pod is gone).
  *
- * Runs alternate so both see the same machine load. Goal: aicr adds under 1.5 s.
+ * Runs alternate so both see the same machine load. Goal: aicr adds under 1.5 s. The cluster has
+ * one amd64 GPU node and a system node (an arm64 one would run its agent under emulation here).
  *
  * ```sh
  * deno run -A bench/snapshot_bench.ts --runs=5     # reuses $AICR_CLUSTER_DIR if set
@@ -17,7 +18,7 @@
  */
 import { parseArgs } from "node:util";
 import { createNamespace, useTestCluster } from "../tests/cluster/harness.ts";
-import { aicr } from "../tests/e2e/_aicr.ts";
+import { aicr, AICR_BIN } from "../tests/e2e/_aicr.ts";
 import { jobTrue } from "./_job_true.ts";
 
 const { values } = parseArgs({
@@ -36,7 +37,12 @@ function say(line: string): void {
   console.log(line);
 }
 
-const env = await useTestCluster();
+// One amd64 GPU node and one system node, as the other snapshot benches: with the default nodes the
+// scheduler may pick the GB200 node, whose arm64 agent runs under qemu-user here (seconds, not the
+// tool's cost).
+const env = await useTestCluster({
+  kubelet: { nodes: { "p5-h100": 1, "system-m7i": 1 }, aicrBin: AICR_BIN },
+});
 try {
   const ns = await createNamespace(env.admin, "bench-snapshot");
   const floor: number[] = [];
