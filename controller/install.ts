@@ -191,7 +191,10 @@ export interface DaemonPodState {
   unschedulable?: string;
   /** The pod's IP, once it has one. */
   ip?: string;
-  /** How its container last ended, when it did: exit code and the last line it left. */
+  /**
+   * How its container last ended, when it did: exit code and the line it left that names a
+   * foreign program (else its last line).
+   */
   exited?: { code: number; line?: string };
   /** The daemon's container port. */
   port?: number;
@@ -250,7 +253,10 @@ function podState(pod: KubeObject): DaemonPodState {
   const unschedulable = unschedulableReason(pod as PodObject);
   const container = status?.containerStatuses?.[0];
   const terminated = container?.state?.terminated ?? container?.lastState?.terminated;
-  const line = terminated?.message?.split("\n").map((l) => l.trim()).filter((l) => l).at(-1);
+  // The line that says what ran: the program's own refusal of the `daemon` verb wherever it is
+  // in the log's tail (its stdout and stderr interleave in any order), else the last line.
+  const lines = terminated?.message?.split("\n").map((l) => l.trim()).filter((l) => l) ?? [];
+  const line = lines.findLast((l) => isForeignDaemonExit(l)) ?? lines.at(-1);
   return {
     node: spec?.nodeName ?? "",
     pod: pod.metadata?.name ?? "",

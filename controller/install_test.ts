@@ -481,6 +481,51 @@ Deno.test("install: a pull that fails ends the wait early and rolls the install 
   );
 });
 
+Deno.test("install: another program's exit on the daemon verb ends the wait, wherever its line is in the log", async () => {
+  const fake = fakeCluster();
+  const clock = { ms: NOW.getTime() };
+  const labels = {
+    "app.kubernetes.io/name": "aicr",
+    "app.kubernetes.io/component": "daemon",
+    "app.kubernetes.io/instance": "aicr-daemon",
+  };
+  // Its stderr's refusal first, then its stdout's usage: the two pipes interleave as they will.
+  const message = [
+    "Incorrect Usage: flag provided but not defined: -port",
+    "NAME:",
+    "   aicr - AICR CLI",
+    "USAGE:",
+    "   aicr [global options] [command [command options]]",
+  ].join("\n");
+  const error = await installDaemonSet({
+    ...deps(fake),
+    log: createLogger({ write: () => {} }),
+    ...waitWorld(clock, fake, 1, () => [{
+      metadata: { name: "a", namespace: "aicr-system", labels },
+      spec: { nodeName: "gpu-1" },
+      status: {
+        phase: "Running",
+        containerStatuses: [{
+          state: { waiting: { reason: "CrashLoopBackOff" } },
+          lastState: { terminated: { exitCode: 1, message } },
+        }],
+      },
+    }]),
+  }, {
+    namespace: "aicr-system",
+    image: "ghcr.io/nvidia/aicr:v0.11.1",
+    timeoutMs: 120_000,
+    pollMs: 1000,
+  })
+    .then(() => undefined, (e: unknown) => e);
+  assert.equal(exitCodeOf(error), 8, String(error));
+  assert.match(
+    formatError(error),
+    /the daemon that ran on node 'gpu-1' is NVIDIA's Go aicr: it exited 1 on the 'daemon' verb \('Incorrect Usage: flag provided but not defined: -port'\)/,
+  );
+  assert.ok(clock.ms - NOW.getTime() < 120_000, "ended before its timeout");
+});
+
 Deno.test("install: uninstall deletes this namespace's objects only, then finds nothing left", async () => {
   const fake = fakeCluster();
   await installDaemonSet(deps(fake), OPTIONS);
