@@ -6,7 +6,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ClusterProcess, isOurs, stopProcesses, strayProcesses } from "./cluster.ts";
@@ -23,12 +23,26 @@ function spawnSh(arg: string): Deno.ChildProcess {
   }).spawn();
 }
 
+/**
+ * Waits until `setsid` has exec'd the shell: until then the pid's command line is setsid's, which
+ * no recorded program matches (a loaded machine showed that window).
+ */
+async function execd(child: Deno.ChildProcess): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const argv0 = readFileSync(`/proc/${child.pid}/cmdline`, "utf8").split("\0")[0];
+    if (argv0 === "/bin/sh") return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`pid ${child.pid} did not exec /bin/sh within 2 s`);
+}
+
 Deno.test("strayProcesses finds an unrecorded component of this state folder only, and stopProcesses stops it", async () => {
   const stateDir = mkdtempSync(join(tmpdir(), "aicr-stray-"));
   const stray = spawnSh(join(stateDir, "etcd"));
   const other = spawnSh(`${stateDir}-other/etcd`);
   const recordedChild = spawnSh(join(stateDir, "apiserver"));
   try {
+    for (const child of [stray, other, recordedChild]) await execd(child);
     const recorded: ClusterProcess[] = [
       { name: "kube-apiserver", pid: recordedChild.pid, log: "", match: "/bin/sh" },
     ];
