@@ -104,3 +104,49 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "kube: the real API server answers each PING: a watch silent for several idle bounds is kept on its one HTTP/2 connection",
+  ignore: !ENABLED,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const env = await useTestCluster();
+    const ns = await createNamespace(env.admin, "kube-ping");
+    const stop = new AbortController();
+    try {
+      let pings = 0;
+      const connections: string[] = [];
+      // Short bounds, so a test shows in seconds what every command does after 30 s of silence.
+      const kube = connectKube({ kubeconfig: env.cluster.adminKubeconfig }, () => undefined, {
+        onConnect: (info) => connections.push(info.protocol),
+        h2: { idleMs: 200, pingTimeoutMs: 2000, onPing: () => pings++ },
+      });
+      const watch = await kube.watch("ConfigMap", ns, {
+        fieldSelector: "metadata.name=after-silence",
+        signal: stop.signal,
+      });
+      const added = (async () => {
+        for await (const event of watch) {
+          if (event.type === "ADDED") return event.object.metadata?.name;
+        }
+        return "the watch ended";
+      })();
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await kube.applyConfigMap(ns, "after-silence", { labels: {}, data: { a: "1" } });
+      const name = await Promise.race([
+        added,
+        new Promise((resolve) => setTimeout(() => resolve("no event within 10 s"), 10_000)),
+      ]);
+
+      assert.equal(name, "after-silence", "the watch outlived its silence");
+      assert.ok(pings >= 3, `${pings} PINGs answered by kube-apiserver in 1.5 s of silence`);
+      assert.deepEqual(connections, ["h2"], "one connection for the watch and the write");
+    } finally {
+      stop.abort();
+      await env.admin.request("DELETE", `/api/v1/namespaces/${ns}`);
+      await env.stop();
+    }
+  },
+});

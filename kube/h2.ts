@@ -111,6 +111,8 @@ export interface H2TransportOptions {
   idleMs?: number;
   /** How long a PING may go unanswered. @default PING_TIMEOUT_MS */
   pingTimeoutMs?: number;
+  /** Told each answered PING's round trip. */
+  onPing?: (ms: number) => void;
 }
 
 /** Request headers HTTP/2 forbids (RFC 9113 8.2.2) or carries as pseudo-headers. */
@@ -246,7 +248,7 @@ interface Session {
  * chose `h2`. It holds the process only while a stream is open.
  */
 function openSession(request: H2Request, key: string, options: H2TransportOptions): Session {
-  const { onConnect, idleMs = IDLE_SESSION_MS, pingTimeoutMs = PING_TIMEOUT_MS } = options;
+  const { onConnect, idleMs = IDLE_SESSION_MS, pingTimeoutMs = PING_TIMEOUT_MS, onPing } = options;
   let closed = false;
   let open = 0;
   const ready = connectTls(request).then(async (socket) => {
@@ -274,7 +276,10 @@ function openSession(request: H2Request, key: string, options: H2TransportOption
     };
     // The session's timer fires once per silence: an answered PING sets it again.
     const checkAlive = livenessCheck(session, pingTimeoutMs, {
-      onAlive: () => session.setTimeout(idleMs, onSilence),
+      onAlive: (ms) => {
+        onPing?.(ms);
+        session.setTimeout(idleMs, onSilence);
+      },
       onDead: retired,
     });
     session.setTimeout(idleMs, onSilence);
@@ -309,14 +314,15 @@ function openSession(request: H2Request, key: string, options: H2TransportOption
 }
 
 /**
- * Asks a silent connection for a PING, at most one at a time: answered, `onAlive` is told;
+ * Asks a silent connection for a PING, at most one at a time: answered, `onAlive` is told the
+ * round trip;
  * unanswered within `timeoutMs`, or failed, the connection is destroyed (its open streams fail)
  * and `onDead` told.
  */
 function livenessCheck(
   session: http2.ClientHttp2Session,
   timeoutMs: number,
-  hooks: { onAlive: () => void; onDead: () => void },
+  hooks: { onAlive: (ms: number) => void; onDead: () => void },
 ): () => void {
   let asking = false;
   const dead = (why: string) => {
@@ -334,12 +340,12 @@ function livenessCheck(
       timeoutMs,
     ).unref();
     try {
-      session.ping((error) => {
+      session.ping((error, ms) => {
         clearTimeout(timer);
         asking = false;
         if (session.destroyed) return;
         if (error) dead(`the PING failed (${error.message})`);
-        else hooks.onAlive();
+        else hooks.onAlive(ms);
       });
     } catch (error) {
       clearTimeout(timer);

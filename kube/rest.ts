@@ -21,6 +21,7 @@ import {
   type ConnectionInfo,
   createH2Transport,
   type H2Transport,
+  type H2TransportOptions,
   TLS_OPTION_NAMES,
   type TlsOptions,
 } from "./h2.ts";
@@ -129,6 +130,11 @@ export interface RestClientOptions {
    * the server offers no HTTP/2).
    */
   onConnect?: (info: ConnectionInfo) => void;
+  /**
+   * The HTTP/2 connection's idle and PING bounds, and a hook told each answered PING (tests
+   * shorten the bounds; every command keeps client-go's 30 s and 15 s).
+   */
+  h2?: Pick<H2TransportOptions, "idleMs" | "pingTimeoutMs" | "onPing">;
 }
 
 /** Methods that write: they are sent with `fieldValidation=Strict`. */
@@ -253,7 +259,10 @@ export function createRestClient(
     server,
     identity,
     pool: connectionPool(base.protocol),
-    h2: createH2Transport(options.onConnect ? { onConnect: options.onConnect } : {}),
+    h2: createH2Transport({
+      ...options.h2,
+      ...(options.onConnect ? { onConnect: options.onConnect } : {}),
+    }),
     secure: secureContexts(),
   };
   const send = (request: RestRequest, stream: boolean) => sendRequest(transport, request, stream);

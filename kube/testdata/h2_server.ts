@@ -162,16 +162,21 @@ async function readBody(body: AsyncIterable<Buffer | string>): Promise<string> {
 
 /** What {@link pingScenarios} saw. */
 export interface PingReport {
-  /** A watch on a connection that fell silent: its first line, how it failed, after how long. */
-  dead: { first: string; error: string; tookMs: number };
+  /**
+   * A watch on a connection that fell silent: its first line, the PINGs answered before the
+   * silence, how it failed, after how long.
+   */
+  dead: { first: string; pings: number; error: string; tookMs: number };
   /** The request after it: its answer and the server's connection count then. */
   next: { body: string; connections: number };
-  /** A watch silent for several PING rounds on a live connection: its text and connections. */
-  live: { body: string; connections: number };
+  /** A watch silent for several PING rounds on a live connection: its text, PINGs, connections. */
+  live: { body: string; pings: number; connections: number };
 }
 
-/** The idle and PING bounds the scenarios use. */
-const BOUNDS = { idleMs: 200, pingTimeoutMs: 300 };
+/** The idle and PING bounds the scenarios use, and a counter of the PINGs answered. */
+function bounds(pings: { n: number }) {
+  return { idleMs: 200, pingTimeoutMs: 300, onPing: () => pings.n++ };
+}
 
 /**
  * Runs the transport's PING scenarios: a watch whose connection falls silent after several
@@ -192,7 +197,8 @@ export async function pingScenarios(): Promise<PingReport> {
     answer(stream, { path: headers[":path"] });
   });
   await using relay = await silencingRelay(server.port);
-  const transport = createH2Transport(BOUNDS);
+  const deadPings = { n: 0 };
+  const transport = createH2Transport(bounds(deadPings));
   const watch = await transport.send(watchRequest(relay.port, server.ca, "/watch"), false);
   if (!watch) throw new Error("the server answered in HTTP/1.1");
   const first = await new Promise<string>((resolve) =>
@@ -201,19 +207,25 @@ export async function pingScenarios(): Promise<PingReport> {
   // Live for several idle bounds first: each silence is asked about, not only the first.
   await new Promise((resolve) => setTimeout(resolve, 900));
   relay.silence();
+  const pings = deadPings.n;
   const started = Date.now();
   const error = await withDeadline(readBody(watch.body), 5000).then(
     (text) => `no error; the watch ended with '${text}'`,
     (e: Error) => e.message,
   );
-  const dead = { first, error, tookMs: Date.now() - started };
+  const dead = { first, pings, error, tookMs: Date.now() - started };
   const nextAnswer = await transport.send(watchRequest(relay.port, server.ca, "/p", false), true);
   const next = { body: nextAnswer ? await readBody(nextAnswer.body) : "", connections: 0 };
   next.connections = server.connections;
-  const live = await createH2Transport(BOUNDS).send(
+  const livePings = { n: 0 };
+  const live = await createH2Transport(bounds(livePings)).send(
     watchRequest(server.port, server.ca, "/watch-live"),
     false,
   );
   const liveBody = live ? await withDeadline(readBody(live.body), 5000) : "";
-  return { dead, next, live: { body: liveBody, connections: server.connections - 2 } };
+  return {
+    dead,
+    next,
+    live: { body: liveBody, pings: livePings.n, connections: server.connections - 2 },
+  };
 }
