@@ -2,7 +2,9 @@
  * The verbs the CLI registers, in help order, each loaded only when a command line needs it: a
  * command line that names one verb (`aicr agent ...`) evaluates that verb's code alone, so the agent
  * and the daemon never evaluate the Kubernetes controller, Hono or the diff code they do not use;
- * root help and unknown verbs load them all.
+ * root help and unknown verbs load them all. The binary also holds a bundle of `aicr agent` alone
+ * (`scripts/build.ts`, defining `__AICR_AGENT_ONLY__`), whose registry is that one verb: no other
+ * verb's code is in it at all, so an agent's start compiles less.
  *
  * @module
  */
@@ -20,10 +22,24 @@ export interface Verb {
   load: () => Promise<CommandFactory>;
 }
 
-/** Every verb, in help order. */
-export const VERBS: readonly Verb[] = [
+declare global {
+  /** True in the agent's own bundle (an esbuild define): its registry is `agent` alone. */
+  var __AICR_AGENT_ONLY__: boolean | undefined;
+}
+
+/** `aicr agent`. */
+const AGENT_VERB: Verb = {
+  name: "agent",
+  load: async () => (await import("./agent.ts")).agentCommand,
+};
+
+/**
+ * Every verb, in help order; in the agent's own bundle, `agent` alone (the define makes the other
+ * branch dead code, so the bundler leaves the other verbs' modules out).
+ */
+export const VERBS: readonly Verb[] = globalThis.__AICR_AGENT_ONLY__ ? [AGENT_VERB] : [
   { name: "snapshot", load: async () => (await import("./snapshot.ts")).snapshotCommand },
-  { name: "agent", load: async () => (await import("./agent.ts")).agentCommand },
+  AGENT_VERB,
   { name: "cleanup", load: async () => (await import("./cleanup.ts")).cleanupCommand },
   { name: "diff", load: async () => (await import("./diff.ts")).diffCommand },
   { name: "daemon", load: async () => (await import("./daemon.ts")).daemonCommand },

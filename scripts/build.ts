@@ -236,39 +236,44 @@ const H100_FIXTURE = join(REPO_ROOT, "tests", "fixtures", "nvidia-smi-q-x.h100.x
 export const FAST_ENTRY: string = join(REPO_ROOT, "cli", "fast.ts");
 
 /**
- * The warm code cache the loader compiles the bundle with: the agent's own (`agent.cache`) for
- * `aicr agent` and for the agent pod's `aicr [--debug] [--log-json] snapshot -o cm://...` with
- * `AICR_AGENT_MODE=true` (as the Job runs it, and as upstream's pod runs), the general one
- * (`main.cache`) otherwise. Its source is copied into the loader, so it uses nothing from outside.
+ * The bundle the loader runs and the warm code cache it compiles it with: for `aicr agent`, the
+ * agent's own bundle (`agent-main.js`, the CLI with that verb alone) and its cache; for the agent
+ * pod's `aicr [--debug] [--log-json] snapshot -o cm://...` with `AICR_AGENT_MODE=true` (as the Job
+ * runs it, and as upstream's pod runs), the bundle with the agent's cache (`agent.cache`); the
+ * bundle with the general cache (`main.cache`) otherwise. Its source is copied into the loader, so
+ * it uses nothing from outside.
  *
  * @param args the command line after the executable
  * @param agentMode `AICR_AGENT_MODE`
- * @returns the asset's name
+ * @returns the assets' names
  */
-export function warmCacheFor(
+export function mainAssetsFor(
   args: readonly string[],
   agentMode: string | undefined,
-): "agent.cache" | "main.cache" {
-  if (args[0] === "agent") return "agent.cache";
-  return agentMode === "true" && args.includes("snapshot") ? "agent.cache" : "main.cache";
+): {
+  script: "agent-main.js" | "main.js";
+  cache: "agent-main.cache" | "agent.cache" | "main.cache";
+} {
+  if (args[0] === "agent") return { script: "agent-main.js", cache: "agent-main.cache" };
+  const agentPod = agentMode === "true" && args.includes("snapshot");
+  return { script: "main.js", cache: agentPod ? "agent.cache" : "main.cache" };
 }
 
 /**
  * The Node single executable's main script. When the first argument is one of
  * `FAST_FIRST_ARGUMENTS` it first runs the `fast.js` asset ({@link FAST_ENTRY}), a few KiB that
  * answer `aicr version` and `aicr --version` without the CLI, and stops there when that answered.
- * Otherwise it compiles the bundle (the `main.js` asset, ASCII, so read as Latin-1 without a UTF-8
- * decode) with a warm code cache and runs it as the main module. The cache is the agent's own
- * (`agent.cache`, {@link AGENT_WARM_COMMAND_LINE}) for an agent's run ({@link warmCacheFor}), the
- * general one (`main.cache`, {@link WARM_COMMAND_LINES}) otherwise. For `aicr daemon` it first sets the
+ * Otherwise it compiles the bundle (the `main.js` asset, or for `aicr agent` the agent's own,
+ * `agent-main.js`; ASCII, so read as Latin-1 without a UTF-8 decode) with a warm code cache and
+ * runs it as the main module. The cache is the agent's (`agent-main.cache` or `agent.cache`,
+ * {@link AGENT_WARM_COMMAND_LINE}) for an agent's run ({@link mainAssetsFor}), the general one
+ * (`main.cache`, {@link WARM_COMMAND_LINES}) otherwise. For `aicr daemon` it first sets the
  * daemon's V8 flags (`runtime.ts` `DAEMON_V8_FLAGS`), after the compile (V8 rejects a code cache
  * made under other flags) and before the bundle runs (its start already tiers functions up: 2 MiB
  * of the daemon's RSS when the command sets them later).
  */
 function mainLoader(withCache: boolean): string {
-  const cache = withCache
-    ? `, cachedData: asset(warmCacheFor(process.argv.slice(2), process.env.AICR_AGENT_MODE))`
-    : "";
+  const cache = withCache ? `, cachedData: asset(main.cache)` : "";
   return `"use strict";
 const sea = require("node:sea");
 const vm = require("node:vm");
@@ -277,7 +282,7 @@ const wrapped = (name) => ${JSON.stringify(CHUNK_HEAD)} + asset(name).toString("
     JSON.stringify(CHUNK_TAIL)
   };
 const first = process.argv[2];
-const warmCacheFor = ${warmCacheFor.toString()};
+const mainAssetsFor = ${mainAssetsFor.toString()};
 const fast = () => {
   const chunk = { exports: {} };
   new vm.Script(wrapped("fast.js"), { filename: "aicr:fast" })
@@ -285,7 +290,8 @@ const fast = () => {
   return chunk.exports.answerFast(process.argv.slice(2));
 };
 if (!(${JSON.stringify(FAST_FIRST_ARGUMENTS)}.includes(first) && fast())) {
-  const script = new vm.Script(wrapped("main.js"), {
+  const main = mainAssetsFor(process.argv.slice(2), process.env.AICR_AGENT_MODE);
+  const script = new vm.Script(wrapped(main.script), {
     filename: __filename${cache},
     // The bundle's import("node:https") goes to Node's own loader, as from the main script itself.
     importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
@@ -426,6 +432,8 @@ export async function bundle(
      * every start copied into `module.exports` one getter at a time.
      */
     exports?: readonly string[];
+    /** The agent's own bundle: the CLI with `aicr agent` alone (`cli/commands.ts`). */
+    agentOnly?: boolean;
   },
 ): Promise<string> {
   const source = await readFile(entry, "utf8");
@@ -473,6 +481,7 @@ export async function bundle(
       loader: { ".yaml": "text", ".yml": "text", ".txt": "text", ".tmpl": "text" },
       define: {
         "globalThis.__AICR_BUILD__": JSON.stringify(options.info),
+        "globalThis.__AICR_AGENT_ONLY__": options.agentOnly ? "true" : "false",
         "import.meta.main": "true",
         "import.meta.url": "__aicr_import_meta_url",
         "import.meta.filename": "__filename",
@@ -1144,7 +1153,23 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
   );
   await rm(partial, { force: true });
   if (base) {
-    await sealBundle(bundlePath, partial, {
+    const agentBundlePath = join(work, "agent-main.cjs");
+    const agentText = await bundle(join(REPO_ROOT, "mod.ts"), {
+      info,
+      minify,
+      exports: ["runCli", "processDeps"],
+      chunks,
+      lazyBuiltins: LAZY_BUILTINS,
+      lazyPackages,
+      agentOnly: true,
+    });
+    await writeFile(agentBundlePath, agentText);
+    write(
+      `  bundle    mod.ts with 'aicr agent' alone -> ${relative(REPO_ROOT, agentBundlePath)} (${
+        formatBytes(agentText.length)
+      }): the agent's start compiles no other verb`,
+    );
+    await sealBundle(bundlePath, agentBundlePath, partial, {
       work,
       info,
       minify,
@@ -1183,11 +1208,13 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
 }
 
 /**
- * Seals the bundle into a Node single executable of the base's architecture: the lazy chunks,
- * the warm code caches (made by that architecture's Node), the loader, then {@link sealNodeSea}.
+ * Seals the bundle and the agent's own bundle into a Node single executable of the base's
+ * architecture: the lazy chunks, the warm code caches (made by that architecture's Node), the
+ * loader, then {@link sealNodeSea}.
  */
 async function sealBundle(
   bundlePath: string,
+  agentBundlePath: string,
   output: string,
   options: {
     work: string;
@@ -1219,11 +1246,12 @@ async function sealBundle(
       }, with a warm code cache): loaded on the first use of an import`,
     );
   }
-  const text = await readFile(bundlePath, "latin1");
-  // The loader reads the bundle as Latin-1, which only ASCII (esbuild's charset) keeps intact.
-  // deno-lint-ignore no-control-regex
-  if (/[^\x00-\x7f]/.test(text)) {
-    throw new Error(`Cannot seal '${bundlePath}' as the main asset: it is not ASCII`);
+  for (const path of [bundlePath, agentBundlePath]) {
+    // The loader reads a bundle as Latin-1, which only ASCII (esbuild's charset) keeps intact.
+    // deno-lint-ignore no-control-regex
+    if (/[^\x00-\x7f]/.test(await readFile(path, "latin1"))) {
+      throw new Error(`Cannot seal '${path}' as a main asset: it is not ASCII`);
+    }
   }
   Object.assign(assets, await imageBaseAssets(work, write, options.env));
   const fast = join(work, "fast.cjs");
@@ -1237,6 +1265,7 @@ async function sealBundle(
   const loader = join(work, "main-loader.cjs");
   await writeFile(loader, mainLoader(codeCache));
   assets["main.js"] = bundlePath;
+  assets["agent-main.js"] = agentBundlePath;
   if (codeCache) {
     const cache = join(work, "main.cache");
     await makeWarmCache(bundlePath, cache, v8Flags, WARM_COMMAND_LINES, {}, base);
@@ -1253,6 +1282,14 @@ async function sealBundle(
       `  cache     agent.cache (${formatBytes((await stat(agentCache)).size)}) after running '${
         AGENT_WARM_COMMAND_LINE.join(" ")
       }' on a fake 8x H100 node`,
+    );
+    const agentMainCache = join(work, "agent-main.cache");
+    await makeAgentWarmCache(agentBundlePath, agentMainCache, v8Flags, base);
+    assets["agent-main.cache"] = agentMainCache;
+    write(
+      `  cache     agent-main.cache (${
+        formatBytes((await stat(agentMainCache)).size)
+      }) the same run, in the agent's own bundle`,
     );
   }
   await sealNodeSea(loader, output, {

