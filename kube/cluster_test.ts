@@ -135,10 +135,11 @@ Deno.test({
       })();
       await new Promise((resolve) => setTimeout(resolve, 1500));
       await kube.applyConfigMap(ns, "after-silence", { labels: {}, data: { a: "1" } });
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const name = await Promise.race([
         added,
-        new Promise((resolve) => setTimeout(() => resolve("no event within 10 s"), 10_000)),
-      ]);
+        new Promise((resolve) => timer = setTimeout(() => resolve("no event within 10 s"), 10_000)),
+      ]).finally(() => clearTimeout(timer));
 
       assert.equal(name, "after-silence", "the watch outlived its silence");
       assert.ok(pings >= 3, `${pings} PINGs answered by kube-apiserver in 1.5 s of silence`);
