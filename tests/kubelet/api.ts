@@ -41,6 +41,11 @@ export interface Api {
   close(): void;
 }
 
+/** How long the server keeps one watch open before ending it (the loop opens the next). */
+const WATCH_SECONDS = 30;
+/** How long one watch may take in all before it is taken as stalled and cut. */
+const WATCH_BOUND_MS = (WATCH_SECONDS + 10) * 1000;
+
 /** Files of one identity. */
 export interface ApiIdentity {
   ca: string;
@@ -102,9 +107,16 @@ export function createApi(server: string, id: ApiIdentity): Api {
         // After a (re)list: objects deleted while no watch was open are missing from it.
         onEvent("LISTED", list.body);
         while (!signal.aborted) {
+          // The server ends each watch after WATCH_SECONDS; one that goes past WATCH_BOUND_MS has
+          // stalled without a word (nothing arrives, nothing ends it): cut and relisted, so a pod
+          // bound to the node meanwhile waits seconds, not a test's whole timeout.
           const res = await fetch(
-            `${server}${path}${sep}watch=true&allowWatchBookmarks=true&resourceVersion=${rv}&timeoutSeconds=300`,
-            { client, signal, headers: { accept: "application/json" } },
+            `${server}${path}${sep}watch=true&allowWatchBookmarks=true&resourceVersion=${rv}&timeoutSeconds=${WATCH_SECONDS}`,
+            {
+              client,
+              signal: AbortSignal.any([signal, AbortSignal.timeout(WATCH_BOUND_MS)]),
+              headers: { accept: "application/json" },
+            },
           );
           if (res.status !== 200 || !res.body) {
             await res.body?.cancel();
