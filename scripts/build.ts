@@ -1125,16 +1125,16 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
   const t0 = performance.now();
   // The lazy chunks need the Node single executable's assets; deno compile gets one bundle.
   const sea = backend === "node-sea";
-  const chunks = sea ? LAZY_CHUNKS : [];
-  const lazyPackages = sea ? LAZY_PACKAGES : [];
-  const text = await bundle(join(REPO_ROOT, "mod.ts"), {
+  // The same for the agent's own bundle (node-sea only), but for its one verb.
+  const bundleOptions = {
     info,
     minify,
     ...(sea ? { exports: ["runCli", "processDeps"] } : {}),
-    chunks,
+    chunks: sea ? LAZY_CHUNKS : [],
     lazyBuiltins: sea ? LAZY_BUILTINS : [],
-    lazyPackages,
-  });
+    lazyPackages: sea ? LAZY_PACKAGES : [],
+  };
+  const text = await bundle(join(REPO_ROOT, "mod.ts"), bundleOptions);
   await writeFile(bundlePath, text);
   // Code that resolves files from import.meta.url would look beside the binary at run time,
   // where nothing is: everything it needs must be imported (and so bundled) instead.
@@ -1155,12 +1155,7 @@ export async function build(options: BuildOptions = {}): Promise<BuildResult> {
   if (base) {
     const agentBundlePath = join(work, "agent-main.cjs");
     const agentText = await bundle(join(REPO_ROOT, "mod.ts"), {
-      info,
-      minify,
-      exports: ["runCli", "processDeps"],
-      chunks,
-      lazyBuiltins: LAZY_BUILTINS,
-      lazyPackages,
+      ...bundleOptions,
       agentOnly: true,
     });
     await writeFile(agentBundlePath, agentText);
