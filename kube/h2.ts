@@ -314,10 +314,9 @@ function openSession(request: H2Request, key: string, options: H2TransportOption
 }
 
 /**
- * Asks a silent connection for a PING, at most one at a time: answered, `onAlive` is told the
- * round trip;
- * unanswered within `timeoutMs`, or failed, the connection is destroyed (its open streams fail)
- * and `onDead` told.
+ * Asks a silent connection for a PING, at most one at a time: answered, `onAlive` is told the round
+ * trip; unanswered within `timeoutMs`, or failed, the connection is destroyed (its open streams
+ * fail) and `onDead` told.
  */
 function livenessCheck(
   session: http2.ClientHttp2Session,
@@ -339,18 +338,17 @@ function livenessCheck(
       () => dead(`no answer to a PING within ${timeoutMs} ms`),
       timeoutMs,
     ).unref();
-    try {
-      session.ping((error, ms) => {
-        clearTimeout(timer);
-        asking = false;
-        if (session.destroyed) return;
-        if (error) dead(`the PING failed (${error.message})`);
-        else hooks.onAlive(ms);
-      });
-    } catch (error) {
+    const answered = (error: Error | null, ms: number) => {
       clearTimeout(timer);
       asking = false;
-      dead(`the PING failed (${(error as Error).message})`);
+      if (session.destroyed) return;
+      if (error) dead(`the PING failed (${error.message})`);
+      else hooks.onAlive(ms);
+    };
+    try {
+      session.ping(answered);
+    } catch (error) {
+      answered(error as Error, 0);
     }
   };
 }
