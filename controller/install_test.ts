@@ -274,6 +274,13 @@ function deps(fake: ReturnType<typeof createFakeKube>) {
 
 const OPTIONS = { namespace: "aicr-system", image: "aicr:dev", noWait: true };
 
+/** The labels of the daemon's pods, as the install's wait selects them. */
+const DAEMON_POD_LABELS = {
+  "app.kubernetes.io/name": "aicr",
+  "app.kubernetes.io/component": "daemon",
+  "app.kubernetes.io/instance": "aicr-daemon",
+};
+
 Deno.test("install: a denied gate lists every missing permission and creates nothing", async () => {
   const fake = fakeCluster({ denied: ["create daemonsets", "create clusterroles"] });
   const error = await installDaemonSet(deps(fake), OPTIONS).catch((e) => e);
@@ -345,13 +352,8 @@ function waitWorld(
 Deno.test("install: the wait reports the pods that are not Ready when time runs out", async () => {
   const fake = fakeCluster();
   const clock = { ms: NOW.getTime() };
-  const labels = {
-    "app.kubernetes.io/name": "aicr",
-    "app.kubernetes.io/component": "daemon",
-    "app.kubernetes.io/instance": "aicr-daemon",
-  };
   const pod = (name: string, node: string, ready: boolean): KubeObject => ({
-    metadata: { name, namespace: "aicr-system", labels },
+    metadata: { name, namespace: "aicr-system", labels: DAEMON_POD_LABELS },
     spec: { nodeName: node },
     status: {
       phase: "Running",
@@ -379,11 +381,6 @@ Deno.test("install: the wait reports the pods that are not Ready when time runs 
 Deno.test("install: a Ready pod counts once its certificate request was signed", async () => {
   const fake = fakeCluster();
   const clock = { ms: NOW.getTime() };
-  const labels = {
-    "app.kubernetes.io/name": "aicr",
-    "app.kubernetes.io/component": "daemon",
-    "app.kubernetes.io/instance": "aicr-daemon",
-  };
   fake.client.rest.json = <T>(request: RestRequest) => {
     const uid = fake.objects.get("Pod/aicr-system/a")?.metadata?.uid;
     const items = uid
@@ -403,7 +400,7 @@ Deno.test("install: a Ready pod counts once its certificate request was signed",
     ...deps(fake),
     ...waitWorld(clock, fake, 1, () => [
       {
-        metadata: { name: "a", namespace: "aicr-system", labels },
+        metadata: { name: "a", namespace: "aicr-system", labels: DAEMON_POD_LABELS },
         spec: { nodeName: "gpu-1" },
         status: {
           phase: "Running",
@@ -421,17 +418,12 @@ Deno.test("install: a pull that fails ends the wait early and rolls the install 
   const fake = fakeCluster();
   const clock = { ms: NOW.getTime() };
   const lines: string[] = [];
-  const labels = {
-    "app.kubernetes.io/name": "aicr",
-    "app.kubernetes.io/component": "daemon",
-    "app.kubernetes.io/instance": "aicr-daemon",
-  };
   const error = await installDaemonSet({
     ...deps(fake),
     log: createLogger({ write: (t) => void lines.push(t) }),
     ...waitWorld(clock, fake, 2, () => [
       {
-        metadata: { name: "a", namespace: "aicr-system", labels },
+        metadata: { name: "a", namespace: "aicr-system", labels: DAEMON_POD_LABELS },
         spec: { nodeName: "gpu-1" },
         status: {
           phase: "Pending",
@@ -446,7 +438,7 @@ Deno.test("install: a pull that fails ends the wait early and rolls the install 
         },
       },
       {
-        metadata: { name: "b", namespace: "aicr-system", labels },
+        metadata: { name: "b", namespace: "aicr-system", labels: DAEMON_POD_LABELS },
         status: {
           phase: "Pending",
           conditions: [{
@@ -484,11 +476,6 @@ Deno.test("install: a pull that fails ends the wait early and rolls the install 
 Deno.test("install: another program's exit on the daemon verb ends the wait, wherever its line is in the log", async () => {
   const fake = fakeCluster();
   const clock = { ms: NOW.getTime() };
-  const labels = {
-    "app.kubernetes.io/name": "aicr",
-    "app.kubernetes.io/component": "daemon",
-    "app.kubernetes.io/instance": "aicr-daemon",
-  };
   // Its stderr's refusal first, then its stdout's usage: the two pipes interleave as they will.
   const message = [
     "Incorrect Usage: flag provided but not defined: -port",
@@ -501,7 +488,7 @@ Deno.test("install: another program's exit on the daemon verb ends the wait, whe
     ...deps(fake),
     log: createLogger({ write: () => {} }),
     ...waitWorld(clock, fake, 1, () => [{
-      metadata: { name: "a", namespace: "aicr-system", labels },
+      metadata: { name: "a", namespace: "aicr-system", labels: DAEMON_POD_LABELS },
       spec: { nodeName: "gpu-1" },
       status: {
         phase: "Running",

@@ -15,6 +15,22 @@ const NS = "snap";
 const JOB = "aicr-20260102-150405-0123456789abcdef";
 const RUN = "20260102-150405-0123456789abcdef";
 
+/** The wait every test starts from: this file's Job and run, a 30 s bound, 5 ms polls. */
+function waitOptions(
+  jobUid: string,
+  extra: Partial<Parameters<typeof waitForAgentJob>[1]> = {},
+): Parameters<typeof waitForAgentJob>[1] {
+  return {
+    namespace: NS,
+    jobName: JOB,
+    jobUid,
+    runId: RUN,
+    timeoutMs: 30_000,
+    pollMs: 5,
+    ...extra,
+  };
+}
+
 /** A fake cluster holding the run's Job and, when given, its one pod with this status. */
 function scene(podStatus?: PodObject["status"], nodeName?: string) {
   const fake = createFakeKube();
@@ -55,21 +71,16 @@ const UNSCHEDULABLE: PodObject["status"] = {
 Deno.test("waitForAgentJob() says why the pod cannot be scheduled at once, then keeps a heartbeat", async () => {
   const { fake, jobUid, lines, log } = scene(UNSCHEDULABLE);
   let now = 0;
-  const error = await waitForAgentJob({
-    kube: fake.client,
-    log,
-    // Each reading of the clock is 250 ms of fake time: the heartbeat and the deadline are both
-    // measured on it, so the wait ends after 30 fake seconds however slow or fast the machine.
-    clock: () => (now += 250),
-  }, {
-    namespace: NS,
-    jobName: JOB,
-    jobUid,
-    runId: RUN,
-    timeoutMs: 30_000,
-    pollMs: 5,
-    injectedSelector: "nvidia.com/gpu.present=true",
-  }).then(() => undefined, (e: unknown) => e);
+  const error = await waitForAgentJob(
+    {
+      kube: fake.client,
+      log,
+      // Each reading of the clock is 250 ms of fake time: the heartbeat and the deadline are both
+      // measured on it, so the wait ends after 30 fake seconds however slow or fast the machine.
+      clock: () => (now += 250),
+    },
+    waitOptions(jobUid, { injectedSelector: "nvidia.com/gpu.present=true" }),
+  ).then(() => undefined, (e: unknown) => e);
   const warnings = lines.filter((l) => l.includes("the agent pod cannot be scheduled"));
   assert.equal(warnings.length, 1, "said once, as soon as the scheduler gave the reason");
   assert.match(warnings[0] ?? "", /^WARN /);
@@ -107,15 +118,10 @@ Deno.test("waitForAgentJob() ends on a failed image pull naming the injected sel
       },
     }],
   }, "gpu-1");
-  const error = await waitForAgentJob({ kube: fake.client, log }, {
-    namespace: NS,
-    jobName: JOB,
-    jobUid,
-    runId: RUN,
-    timeoutMs: 30_000,
-    pollMs: 5,
-    injectedSelector: "nvidia.com/gpu.present=true",
-  }).then(() => undefined, (e: unknown) => e);
+  const error = await waitForAgentJob(
+    { kube: fake.client, log },
+    waitOptions(jobUid, { injectedSelector: "nvidia.com/gpu.present=true" }),
+  ).then(() => undefined, (e: unknown) => e);
   assert.equal(exitCodeOf(error), 8);
   const text = formatError(error);
   assert.match(text, /the agent image could not be pulled \(ImagePullBackOff\)/);
@@ -139,15 +145,10 @@ async function failedAgent(
     containerStatuses: [{ name: "aicr", state: { terminated: { exitCode, reason: "Error" } } }],
   }, node);
   if (options.log !== undefined) fake.client.podLog = () => Promise.resolve(options.log ?? "");
-  return await waitForAgentJob({ kube: fake.client, log }, {
-    namespace: NS,
-    jobName: JOB,
-    jobUid,
-    runId: RUN,
-    timeoutMs: 30_000,
-    pollMs: 5,
-    ...options.extra,
-  }).then(() => undefined, (e: unknown) => e);
+  return await waitForAgentJob(
+    { kube: fake.client, log },
+    waitOptions(jobUid, options.extra),
+  ).then(() => undefined, (e: unknown) => e);
 }
 
 Deno.test("waitForAgentJob() explains an agent that ran and failed, naming the injected selector without a placement remedy", async () => {
@@ -166,14 +167,7 @@ Deno.test("waitForAgentJob() explains an agent that ran and failed, naming the i
 
 Deno.test("waitForAgentJob() returns the node once the pod succeeded", async () => {
   const { fake, jobUid, log } = scene({ phase: "Succeeded" }, "gpu-2");
-  const result = await waitForAgentJob({ kube: fake.client, log }, {
-    namespace: NS,
-    jobName: JOB,
-    jobUid,
-    runId: RUN,
-    timeoutMs: 30_000,
-    pollMs: 5,
-  });
+  const result = await waitForAgentJob({ kube: fake.client, log }, waitOptions(jobUid));
   assert.equal(result.nodeName, "gpu-2");
   // The pod as last read: the caller reads its agent's termination message from it.
   assert.equal(result.pod?.status?.phase, "Succeeded");
@@ -207,15 +201,13 @@ Deno.test("waitForAgentJob() ends at the agent's report line in its log, before 
       },
     });
   };
-  const result = await waitForAgentJob({ kube: fake.client, log }, {
-    namespace: NS,
-    jobName: JOB,
-    jobUid,
-    runId: RUN,
-    timeoutMs: 30_000,
-    pollMs: 60_000,
-    reportNonce: "n0nce",
-  });
+  const result = await waitForAgentJob(
+    { kube: fake.client, log },
+    waitOptions(jobUid, {
+      pollMs: 60_000,
+      reportNonce: "n0nce",
+    }),
+  );
   assert.equal(result.report, report);
   assert.equal(result.nodeName, "gpu-2");
   assert.equal(result.pod?.status?.phase, "Running", "returned before the pod's status said so");
@@ -239,14 +231,7 @@ Deno.test("waitForAgentJob() without a nonce takes no report line and waits for 
       },
     });
   setTimeout(() => setPod({ phase: "Succeeded" }, "gpu-2"), 30);
-  const result = await waitForAgentJob({ kube: fake.client, log }, {
-    namespace: NS,
-    jobName: JOB,
-    jobUid,
-    runId: RUN,
-    timeoutMs: 30_000,
-    pollMs: 5,
-  });
+  const result = await waitForAgentJob({ kube: fake.client, log }, waitOptions(jobUid));
   assert.equal(result.report, undefined);
   assert.equal(result.pod?.status?.phase, "Succeeded");
 });
