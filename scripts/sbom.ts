@@ -30,6 +30,7 @@ export interface NpmPackage {
  * @returns the packages, sorted by name
  */
 export async function bundledPackages(root: string): Promise<NpmPackage[]> {
+  // esbuild's service process outlives the build unless stopped (build.ts does the same).
   const result = await esbuild.build({
     entryPoints: [join(root, "mod.ts")],
     bundle: true,
@@ -40,7 +41,7 @@ export async function bundledPackages(root: string): Promise<NpmPackage[]> {
     metafile: true,
     logLevel: "silent",
     absWorkingDir: root,
-  });
+  }).finally(() => esbuild.stop());
   const folders = new Set<string>();
   for (const input of Object.keys(result.metafile.inputs)) {
     const match = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
