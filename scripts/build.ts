@@ -445,6 +445,7 @@ export async function bundle(
   try {
     const result = await esbuild.build({
       plugins: [
+        globalProcessPlugin(),
         ...(exported ? [entryPlugin(entry, adaptEntry(source))] : []),
         ...(chunks.length > 0 ? [lazyChunkPlugin(chunks)] : []),
         ...(lazyBuiltins.length + lazyPackages.length > 0
@@ -605,6 +606,35 @@ function lazyModulePlugin(
           if (args.kind === "dynamic-import" && args.path.startsWith("node:")) return undefined;
           return { path: `${args.path}${LAZY_MARK}`, external: true };
         },
+      );
+    },
+  };
+}
+
+/** The namespace of {@link globalProcessPlugin}'s module. */
+const GLOBAL_PROCESS_NAMESPACE = "aicr-global-process";
+
+/**
+ * An esbuild plugin that binds `import process from "node:process"` to the global `process`.
+ * esbuild's own CommonJS interop copies the module's ~80 properties into a new object at each
+ * importing module's start (its `__toESM`): 6 copies in the agent's bundle and 12 in the full one,
+ * about 0.12 ms each in a fresh process, for the object the global already is. A named import
+ * from `node:process` has no export here and fails the build, so it is not silently undefined.
+ */
+function globalProcessPlugin(): esbuild.Plugin {
+  return {
+    name: "aicr-global-process",
+    setup(build) {
+      build.onResolve(
+        { filter: /^node:process$/ },
+        (args) =>
+          args.kind === "import-statement"
+            ? { path: "process", namespace: GLOBAL_PROCESS_NAMESPACE }
+            : undefined,
+      );
+      build.onLoad(
+        { filter: /.*/, namespace: GLOBAL_PROCESS_NAMESPACE },
+        () => ({ contents: "export default globalThis.process;\n", loader: "js" }),
       );
     },
   };
