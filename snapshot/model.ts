@@ -124,7 +124,19 @@ export function isMeasurementType(value: unknown): value is MeasurementType {
  * @returns the timestamp string
  */
 export function formatTimestamp(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, "Z");
+  // From the UTC fields rather than `toISOString()`, whose first call in a process has V8 look up
+  // the host's time zone (reading /etc/localtime through ICU, 0.2-0.3 ms of the agent's start),
+  // which a UTC timestamp never needs.
+  const year = date.getUTCFullYear();
+  // An invalid date (toISOString throws its RangeError) or a year outside 0-9999 (its +/- form).
+  if (!(year >= 0 && year <= 9999)) return date.toISOString().replace(/\.\d{3}Z$/, "Z");
+  const two = (n: number) => (n < 10 ? `0${n}` : `${n}`);
+  const day = `${String(year).padStart(4, "0")}-${two(date.getUTCMonth() + 1)}-${
+    two(date.getUTCDate())
+  }`;
+  return `${day}T${two(date.getUTCHours())}:${two(date.getUTCMinutes())}:${
+    two(date.getUTCSeconds())
+  }Z`;
 }
 
 /**
