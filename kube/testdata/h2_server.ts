@@ -8,8 +8,13 @@ import { Buffer } from "node:buffer";
 import type http2 from "node:http2";
 import type { Socket } from "node:net";
 import { generateDaemonCa, generateServingKey, issueServingCertificate } from "../../x509.ts";
+import { nativeConnection } from "../connection.ts";
+import { KubeApiError } from "../errors.ts";
 import { createH2Transport } from "../h2.ts";
-import type { H2Request } from "../h2.ts";
+import type { ConnectionInfo, H2Request } from "../h2.ts";
+import { mergeKubeConfigs, selectContext } from "../kubeconfig.ts";
+import { createRestClient } from "../rest.ts";
+import type { RestClient } from "../rest.ts";
 
 /** A CA and a serving certificate for 127.0.0.1. */
 export function servingMaterial(): { ca: string; cert: string; key: string } {
@@ -90,18 +95,56 @@ export async function h2Server(handle: StreamHandler): Promise<H2TestServer> {
   };
 }
 
+/** A REST client of `https://127.0.0.1:port` trusting `ca`, with a bearer token, no retries. */
+export function restClientOf(
+  port: number,
+  ca: string,
+  onConnect: (info: ConnectionInfo) => void,
+): RestClient {
+  const connection = nativeConnection(selectContext(
+    mergeKubeConfigs([{
+      path: "/lab.kubeconfig",
+      document: {
+        clusters: [{
+          name: "lab",
+          cluster: {
+            server: `https://127.0.0.1:${port}`,
+            "certificate-authority-data": Buffer.from(ca).toString("base64"),
+          },
+        }],
+        users: [{ name: "admin", user: { token: "t0ken" } }],
+        contexts: [{ name: "lab", context: { cluster: "lab", user: "admin" } }],
+        "current-context": "lab",
+      },
+    }]),
+    undefined,
+  ));
+  return createRestClient(connection, { retries: 0, onConnect });
+}
+
 /** Answers a stream with `body` as JSON. */
 export function answer(stream: http2.ServerHttp2Stream, body: unknown): void {
   stream.respond({ ":status": 200, "content-type": "application/json" });
   stream.end(JSON.stringify(body));
 }
 
+/** A running {@link tcpRelay}. */
+export interface TcpRelay extends AsyncDisposable {
+  /** Its port on 127.0.0.1. */
+  port: number;
+  /** Stops carrying bytes on the connections it has, keeping them open. */
+  silence(): void;
+  /** Closes the connections it has. */
+  cut(): void;
+}
+
 /**
- * A TCP relay in front of `port` whose `silence()` stops carrying bytes either way on the
- * connections it has, keeping them open: a host gone from the network, as the client sees it.
- * Connections made afterwards are carried.
+ * A TCP relay in front of `port`. Its `silence()` stops carrying bytes either way on the
+ * connections it has, keeping them open: a host gone from the network, as the client sees it. Its
+ * `cut()` closes them: a killed server, as the client sees it. Connections made afterwards are
+ * carried.
  */
-async function silencingRelay(port: number) {
+export async function tcpRelay(port: number): Promise<TcpRelay> {
   const net = await import("node:net");
   const live = new Set<{ silent: boolean }>();
   const sockets = new Set<Socket>();
@@ -123,6 +166,11 @@ async function silencingRelay(port: number) {
     port: (relay.address() as { port: number }).port,
     silence: () => {
       for (const state of live) state.silent = true;
+      live.clear();
+    },
+    cut: () => {
+      for (const socket of sockets) socket.destroy();
+      sockets.clear();
       live.clear();
     },
     async [Symbol.asyncDispose]() {
@@ -196,7 +244,7 @@ export async function pingScenarios(): Promise<PingReport> {
     }
     answer(stream, { path: headers[":path"] });
   });
-  await using relay = await silencingRelay(server.port);
+  await using relay = await tcpRelay(server.port);
   const deadPings = { n: 0 };
   const transport = createH2Transport(bounds(deadPings));
   const watch = await transport.send(watchRequest(relay.port, server.ca, "/watch"), false);
@@ -228,4 +276,39 @@ export async function pingScenarios(): Promise<PingReport> {
     next,
     live: { body: liveBody, pings: livePings.n, connections: server.connections - 2 },
   };
+}
+
+/** What {@link cutScenarios} saw: per body length sent before the cut, how the GET failed. */
+export type CutReport = { bodyLength: number; status: number; retryable: boolean; error: string }[];
+
+/**
+ * GETs whose answer is cut by its connection closing after the headers (and no body, or part of
+ * one): a killed API server, as the client sees it.
+ *
+ * @returns how each failed (a GET that resolved is reported with status -1)
+ */
+export async function cutScenarios(): Promise<CutReport> {
+  const report: CutReport = [];
+  for (const partial of ["", '{"kind":"Job","metadata":{"na']) {
+    const relay: { cut?: () => void } = {};
+    await using server = await h2Server((stream) => {
+      stream.respond({ ":status": 200, "content-type": "application/json" });
+      if (partial !== "") stream.write(partial);
+      setTimeout(() => relay.cut?.(), 50);
+    });
+    await using cutting = await tcpRelay(server.port);
+    relay.cut = cutting.cut;
+    const rest = restClientOf(cutting.port, server.ca, () => {});
+    const outcome = await rest.json({ method: "GET", path: "/apis/batch/v1/namespaces/ns/jobs/j" })
+      .then(
+        (body) => ({ status: -1, retryable: false, error: `resolved: ${JSON.stringify(body)}` }),
+        (error) => ({
+          status: error instanceof KubeApiError ? error.status : -2,
+          retryable: error instanceof KubeApiError && error.isRetryable,
+          error: String(error),
+        }),
+      );
+    report.push({ bodyLength: partial.length, ...outcome });
+  }
+  return report;
 }

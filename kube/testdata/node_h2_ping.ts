@@ -1,12 +1,13 @@
 /**
- * The transport's PING scenarios under Node 24, bundled by `h2_test.ts`: prints their report as
- * one JSON line.
+ * The transport's PING and cut-answer scenarios under Node 24, bundled by `h2_test.ts`: prints
+ * their reports as one JSON line.
  *
  * @module
  */
 import process from "node:process";
-import { pingScenarios } from "./h2_server.ts";
+import { cutScenarios, pingScenarios } from "./h2_server.ts";
 
 if (import.meta.main) {
-  process.stdout.write(JSON.stringify(await pingScenarios()) + "\n");
+  const report = { ping: await pingScenarios(), cut: await cutScenarios() };
+  process.stdout.write(JSON.stringify(report) + "\n");
 }
