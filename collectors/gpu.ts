@@ -195,7 +195,9 @@ function gpuDetails(gpu: XmlElement): ReadingMap {
   const data: ReadingMap = {};
   const busId = gpu.attributes.id ?? textAt(gpu, "pci/pci_bus_id");
   if (busId) data["pci-bus-id"] = busId.trim();
-  for (const [key, paths] of GPU_DETAIL_STEPS) {
+  // Indexed loops: see `child()` in xml.ts.
+  for (let k = 0; k < GPU_DETAIL_STEPS.length; k++) {
+    const [key, paths] = GPU_DETAIL_STEPS[k] as (typeof GPU_DETAIL_STEPS)[number];
     const value = firstPresentSteps(gpu, paths);
     if (value !== undefined) data[key] = value;
   }
@@ -221,7 +223,8 @@ function firstPresentSteps(
   element: XmlElement,
   paths: readonly (readonly string[])[],
 ): string | undefined {
-  for (const steps of paths) {
+  for (let p = 0; p < paths.length; p++) {
+    const steps = paths[p] as readonly string[];
     let current: XmlElement | undefined = element;
     for (let i = 0; i < steps.length && current !== undefined; i++) {
       current = child(current, steps[i] as string);

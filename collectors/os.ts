@@ -154,7 +154,9 @@ export async function readSysctl(host: HostReader, signal?: AbortSignal): Promis
     throwIfAborted(signal, "sysctl");
     const entries = await host.readDir(dir);
     const subdirs: string[] = [];
-    for (const entry of entries) {
+    // Indexed: see `child()` in xml.ts.
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i] as (typeof entries)[number];
       const full = `${dir}/${entry.name}`;
       if (entry.isSymlink) continue;
       if (entry.isDirectory) {

@@ -275,7 +275,12 @@ export function compareKeys(a: string, b: string): number {
 function sortKeys<T>(record: Record<string, T>): Record<string, T> {
   const out: Record<string, T> = {};
   // The default order of `sort()` is `compareKeys`' (UTF-16 code units), without a callback.
-  for (const key of Object.keys(record).sort()) setOwn(out, key, record[key] as T);
+  // Indexed: see `child()` in collectors/xml.ts.
+  const keys = Object.keys(record).sort();
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i] as string;
+    setOwn(out, key, record[key] as T);
+  }
   return out;
 }
 

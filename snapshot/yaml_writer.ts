@@ -219,7 +219,9 @@ function writeMap(
     return;
   }
   out.push(`${name}:\n`);
-  for (const key of entries) {
+  // Indexed: see `child()` in collectors/xml.ts (an agent writes one snapshot per process).
+  for (let i = 0; i < entries.length; i++) {
+    const key = entries[i] as string;
     const value = record[key] as Reading;
     const k = keyText(caches, key);
     if (k !== null && typeof value === "string" && PLAIN_LINES.test(value)) {
