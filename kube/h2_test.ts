@@ -11,6 +11,7 @@ import {
   answer,
   cutScenarios,
   h2Server,
+  http1WatchKeepalive,
   pingScenarios,
   restClientOf,
   servingMaterial,
@@ -194,7 +195,8 @@ Deno.test("h2: a watch on a connection that leaves its PING unanswered fails and
 });
 
 Deno.test({
-  name: "h2: the PING and cut-answer scenarios hold under Node 24 (the release runtime)",
+  name:
+    "h2: the PING, cut-answer and HTTP/1.1 keepalive scenarios hold under Node 24 (the release runtime)",
   ignore: !existsSync(NODE),
   async fn() {
     const { bundle } = await import("../scripts/build.ts");
@@ -214,6 +216,7 @@ Deno.test({
       const report = JSON.parse(new TextDecoder().decode(ran.stdout));
       assertPingReport(report.ping);
       assertCutReport(report.cut);
+      assertKeepalive(report.keepalive);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -232,4 +235,15 @@ function assertCutReport(report: CutReport): void {
 
 Deno.test("rest: an answer cut short by its connection's end is a connection failure, never an empty or partial body", async () => {
   assertCutReport(await cutScenarios());
+});
+
+/** The watch read its line, and its connection has the kernel's keepalive timer, at most 30 s. */
+function assertKeepalive(report: { first: string; keepaliveSec?: number }): void {
+  assert.equal(report.first, '{"type":"ADDED"}');
+  assert.ok(report.keepaliveSec !== undefined, "the watch's connection has no keepalive timer");
+  assert.ok(report.keepaliveSec > 0 && report.keepaliveSec <= 30, `${report.keepaliveSec} s`);
+}
+
+Deno.test("rest: a watch over HTTP/1.1 keeps TCP keepalive on its connection, first probe within 30 s", async () => {
+  assertKeepalive(await http1WatchKeepalive());
 });

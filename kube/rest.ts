@@ -562,6 +562,16 @@ interface Transport {
   identity: CallerIdentity;
 }
 
+/**
+ * TCP keepalive of an HTTP/1.1 stream's connection: its first probe after this long without a
+ * byte (client-go's dialer keeps 30 s too). A watch on HTTP/2 has the transport's PING instead; on
+ * HTTP/1.1 (a proxy that offers no h2) nothing else would notice its connection die without a word
+ * (a host gone from the network, a NAT entry expired), and the watch would wait for ever. Under
+ * Node, libuv then probes every second, ten times: such a connection fails about 40 s after its
+ * last byte. The probes also keep a NAT entry alive.
+ */
+export const STREAM_KEEPALIVE_MS = 30_000;
+
 /** Sends one request over HTTP/1.1 (the pool, or a connection of its own). */
 async function sendHttp1(
   target: Transport,
@@ -588,7 +598,7 @@ async function sendHttp1(
       const timeoutMs = request.timeoutMs ?? 30_000;
       if (!stream) {
         req.setTimeout(timeoutMs, () => req.destroy(new Error(`timed out after ${timeoutMs} ms`)));
-      }
+      } else req.once("socket", (socket) => socket.setKeepAlive(true, STREAM_KEEPALIVE_MS));
       const onAbort = () => req.destroy(request.signal?.reason ?? new Error("aborted"));
       if (request.signal) {
         if (request.signal.aborted) onAbort();

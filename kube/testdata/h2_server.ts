@@ -312,3 +312,38 @@ export async function cutScenarios(): Promise<CutReport> {
   }
   return report;
 }
+
+/**
+ * A watch over HTTP/1.1 (a server that offers no h2), held open after its first line: the TCP
+ * keepalive timer of its connection as the kernel shows it (`ss -o`), in seconds, or undefined
+ * when the socket has none.
+ *
+ * @returns the first line and the keepalive timer
+ */
+export async function http1WatchKeepalive(): Promise<{ first: string; keepaliveSec?: number }> {
+  const { createServer } = await import("node:https");
+  const { execFileSync } = await import("node:child_process");
+  const material = servingMaterial();
+  const server = createServer({ cert: material.cert, key: material.key }, (_req, res) => {
+    res.setHeader("content-type", "application/json");
+    res.write('{"type":"ADDED"}\n'); // then nothing: the watch has nothing to say
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  try {
+    const rest = restClientOf(port, material.ca, () => {});
+    const watch = await rest.lines({ path: "/api/v1/pods", query: { watch: true } });
+    const lines = watch[Symbol.asyncIterator]();
+    const first = String((await lines.next()).value);
+    const shown = execFileSync("ss", ["-tnoH", "state", "established", `dport = :${port}`], {
+      encoding: "utf8",
+    });
+    watch.close();
+    const timer = /timer:\(keepalive,(?:(\d+)min)?(\d+(?:\.\d+)?)sec/.exec(shown);
+    if (!timer) return { first };
+    return { first, keepaliveSec: Number(timer[1] ?? 0) * 60 + Number(timer[2]) };
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
