@@ -15,6 +15,7 @@ import {
   diffSnapshots,
   encodeDocument,
   fleetDocument,
+  formatTimestamp,
   loadSnapshot,
   readFleet,
   redactSnapshot,
@@ -132,9 +133,7 @@ async function diffFleet(
     format === "html"
       ? renderFleetHtml(report, {
         allReadings: options.allReadings,
-        subtitle: `${fleet.map(redactUrl).join(", ")} · ${
-          deps.now().toISOString().replace(/\.\d+Z$/, "Z")
-        }`,
+        subtitle: `${fleet.map(redactUrl).join(", ")} · ${formatTimestamp(deps.now())}`,
       })
       : format === "table"
       ? renderFleetTable(report, { color: options.color })
@@ -190,7 +189,7 @@ async function diffPair(
   const format = options.format;
   await write(
     format === "html"
-      ? renderDiffHtml(result, { subtitle: deps.now().toISOString().replace(/\.\d+Z$/, "Z") })
+      ? renderDiffHtml(result, { subtitle: formatTimestamp(deps.now()) })
       : renderDiff(result, format, { color: options.color }),
   );
   if (options.failOnDrift && result.summary.total > 0) {

@@ -8,7 +8,12 @@
  *
  * @module
  */
-import { DEFAULT_IGNORE_PATTERNS, diffSnapshots, readPath } from "../snapshot/mod.ts";
+import {
+  DEFAULT_IGNORE_PATTERNS,
+  diffSnapshots,
+  formatTimestamp,
+  readPath,
+} from "../snapshot/mod.ts";
 import type { ChangeKind, Reading, Snapshot } from "../snapshot/mod.ts";
 
 /** One reading that changed between two collections. */
@@ -90,7 +95,7 @@ export function createSnapshotHistory(options: HistoryOptions = {}): SnapshotHis
     record(snapshot, atMs) {
       const previous = last;
       last = snapshot;
-      const at = new Date(atMs).toISOString().replace(/\.\d{3}Z$/, "Z");
+      const at = formatTimestamp(new Date(atMs));
       if (!previous) return keep({ at, atMs, initial: true, changes: [], total: 0 });
       const result = diffSnapshots(previous, snapshot, { ignore });
       if (result.summary.total === 0) return undefined;

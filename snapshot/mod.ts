@@ -67,6 +67,7 @@ export {
   findMeasurement,
   findSubtype,
   FLEET_TOPOLOGY_FILE,
+  formatTimestamp,
   hasGpu,
   isClusterTopologyDocument,
   isMeasurementType,
