@@ -11,10 +11,10 @@ import {
   answer,
   cutScenarios,
   h2Server,
+  http1Server,
   http1WatchKeepalive,
   pingScenarios,
   restClientOf,
-  servingMaterial,
 } from "./testdata/h2_server.ts";
 import type { CutReport, PingReport } from "./testdata/h2_server.ts";
 
@@ -106,37 +106,26 @@ Deno.test("rest: a GET a reused HTTP/2 connection dropped goes once more on a ne
 });
 
 Deno.test("rest: a server that offers no HTTP/2 is spoken to in HTTP/1.1, said once", async () => {
-  const { createServer } = await import("node:https");
-  const material = servingMaterial();
-  let connections = 0;
   const versions: string[] = [];
-  const server = createServer({ cert: material.cert, key: material.key }, (req, res) => {
+  await using server = await http1Server((req, res) => {
     versions.push(req.httpVersion);
     res.setHeader("content-type", "application/json");
     res.end(JSON.stringify({ path: req.url }));
   });
-  server.on("secureConnection", () => connections++);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  try {
-    const port = (server.address() as { port: number }).port;
-    const told: ConnectionInfo[] = [];
-    const rest = restClientOf(port, material.ca, (info) => told.push(info));
-    // Two at once first: both learn the server's choice from the same handshake.
-    const [first, second] = await Promise.all([
-      rest.json<{ path: string }>({ method: "GET", path: "/one" }),
-      rest.json<{ path: string }>({ method: "GET", path: "/two" }),
-    ]);
-    const third = await rest.json<{ path: string }>({ method: "GET", path: "/three" });
+  const told: ConnectionInfo[] = [];
+  const rest = restClientOf(server.port, server.ca, (info) => told.push(info));
+  // Two at once first: both learn the server's choice from the same handshake.
+  const [first, second] = await Promise.all([
+    rest.json<{ path: string }>({ method: "GET", path: "/one" }),
+    rest.json<{ path: string }>({ method: "GET", path: "/two" }),
+  ]);
+  const third = await rest.json<{ path: string }>({ method: "GET", path: "/three" });
 
-    assert.deepEqual([first.path, second.path, third.path], ["/one", "/two", "/three"]);
-    assert.deepEqual(versions, ["1.1", "1.1", "1.1"]);
-    assert.deepEqual(told.map((t) => t.protocol), ["http/1.1"]);
-    // The handshake that asked for h2, then kept-alive HTTP/1.1 connections (two at most).
-    assert.ok(connections <= 3, `${connections} connections`);
-  } finally {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
+  assert.deepEqual([first.path, second.path, third.path], ["/one", "/two", "/three"]);
+  assert.deepEqual(versions, ["1.1", "1.1", "1.1"]);
+  assert.deepEqual(told.map((t) => t.protocol), ["http/1.1"]);
+  // The handshake that asked for h2, then kept-alive HTTP/1.1 connections (two at most).
+  assert.ok(server.connections <= 3, `${server.connections} connections`);
 });
 
 Deno.test("rest: a request left unanswered on an HTTP/2 connection sends the next over a new one", async () => {

@@ -5,6 +5,7 @@
  * @module
  */
 import { Buffer } from "node:buffer";
+import type http from "node:http";
 import type http2 from "node:http2";
 import type { Socket } from "node:net";
 import { generateDaemonCa, generateServingKey, issueServingCertificate } from "../../x509.ts";
@@ -95,6 +96,37 @@ export async function h2Server(handle: StreamHandler): Promise<H2TestServer> {
   };
 }
 
+/** A running {@link http1Server}. */
+export interface Http1TestServer extends AsyncDisposable {
+  /** Its port on 127.0.0.1. */
+  port: number;
+  /** The CA its certificate is from. */
+  ca: string;
+  /** TLS connections made so far. */
+  readonly connections: number;
+}
+
+/** An HTTPS server that offers no HTTP/2 (ALPN none: HTTP/1.1), counting its connections. */
+export async function http1Server(handle: http.RequestListener): Promise<Http1TestServer> {
+  const { createServer } = await import("node:https");
+  const material = servingMaterial();
+  let connections = 0;
+  const server = createServer({ cert: material.cert, key: material.key }, handle);
+  server.on("secureConnection", () => connections++);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    ca: material.ca,
+    get connections() {
+      return connections;
+    },
+    async [Symbol.asyncDispose]() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
 /** A REST client of `https://127.0.0.1:port` trusting `ca`, with a bearer token, no retries. */
 export function restClientOf(
   port: number,
@@ -162,19 +194,20 @@ export async function tcpRelay(port: number): Promise<TcpRelay> {
     }
   });
   await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+  const cut = () => {
+    for (const socket of sockets) socket.destroy();
+    sockets.clear();
+    live.clear();
+  };
   return {
     port: (relay.address() as { port: number }).port,
     silence: () => {
       for (const state of live) state.silent = true;
       live.clear();
     },
-    cut: () => {
-      for (const socket of sockets) socket.destroy();
-      sockets.clear();
-      live.clear();
-    },
+    cut,
     async [Symbol.asyncDispose]() {
-      for (const socket of sockets) socket.destroy();
+      cut();
       await new Promise((resolve) => relay.close(resolve));
     },
   };
@@ -321,29 +354,20 @@ export async function cutScenarios(): Promise<CutReport> {
  * @returns the first line and the keepalive timer
  */
 export async function http1WatchKeepalive(): Promise<{ first: string; keepaliveSec?: number }> {
-  const { createServer } = await import("node:https");
   const { execFileSync } = await import("node:child_process");
-  const material = servingMaterial();
-  const server = createServer({ cert: material.cert, key: material.key }, (_req, res) => {
+  await using server = await http1Server((_req, res) => {
     res.setHeader("content-type", "application/json");
     res.write('{"type":"ADDED"}\n'); // then nothing: the watch has nothing to say
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as { port: number }).port;
-  try {
-    const rest = restClientOf(port, material.ca, () => {});
-    const watch = await rest.lines({ path: "/api/v1/pods", query: { watch: true } });
-    const lines = watch[Symbol.asyncIterator]();
-    const first = String((await lines.next()).value);
-    const shown = execFileSync("ss", ["-tnoH", "state", "established", `dport = :${port}`], {
-      encoding: "utf8",
-    });
-    watch.close();
-    const timer = /timer:\(keepalive,(?:(\d+)min)?(\d+(?:\.\d+)?)sec/.exec(shown);
-    if (!timer) return { first };
-    return { first, keepaliveSec: Number(timer[1] ?? 0) * 60 + Number(timer[2]) };
-  } finally {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
+  const rest = restClientOf(server.port, server.ca, () => {});
+  const watch = await rest.lines({ path: "/api/v1/pods", query: { watch: true } });
+  const lines = watch[Symbol.asyncIterator]();
+  const first = String((await lines.next()).value);
+  const shown = execFileSync("ss", ["-tnoH", "state", "established", `dport = :${server.port}`], {
+    encoding: "utf8",
+  });
+  watch.close();
+  const timer = /timer:\(keepalive,(?:(\d+)min)?(\d+(?:\.\d+)?)sec/.exec(shown);
+  if (!timer) return { first };
+  return { first, keepaliveSec: Number(timer[1] ?? 0) * 60 + Number(timer[2]) };
 }
