@@ -486,9 +486,9 @@ Deno.test({
       for (const row of rows()) {
         await t.step(`${row.name}: exit ${row.code}`, async () => {
           tried++;
-          const args = row.args.map((a) =>
-            a.replaceAll("KC", proxy.kubeconfig).replaceAll("NS", ns).replaceAll("DIR", dir)
-          );
+          // One pass: a temporary name may itself contain "DIR" or "NS".
+          const values: Record<string, string> = { KC: proxy.kubeconfig, NS: ns, DIR: dir };
+          const args = row.args.map((a) => a.replace(/KC|NS|DIR/g, (token) => values[token]));
           const seen = proxy.requests.length;
           const run = await aicr(args, { env: { HOME: dir } });
           const wrote = writes(proxy.requests.slice(seen));
