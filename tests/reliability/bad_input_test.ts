@@ -488,7 +488,9 @@ Deno.test({
           tried++;
           // One pass: a temporary name may itself contain "DIR" or "NS".
           const values: Record<string, string> = { KC: proxy.kubeconfig, NS: ns, DIR: dir };
-          const args = row.args.map((a) => a.replace(/KC|NS|DIR/g, (token) => values[token]));
+          const args = row.args.map((a) =>
+            a.replace(/KC|NS|DIR/g, (token) => values[token] ?? token)
+          );
           const seen = proxy.requests.length;
           const run = await aicr(args, { env: { HOME: dir } });
           const wrote = writes(proxy.requests.slice(seen));
