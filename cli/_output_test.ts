@@ -77,7 +77,7 @@ Deno.test("-v prints the version; AICR_DEBUG passes --debug (with --log-json) to
     const debug = "AICR_DEBUG" in env || args.length > 0;
     assert.deepEqual(
       agentArgs.slice(0, 2),
-      debug ? ["--debug", "--log-json"] : ["snapshot", "-o"],
+      debug ? ["--debug", "--log-json"] : ["agent", "-o"],
       JSON.stringify({ env, args }),
     );
   }

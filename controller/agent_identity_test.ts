@@ -82,6 +82,17 @@ Deno.test("agent identity: NVIDIA's Go aicr's failure line is recognised in a lo
     ) ?? "",
     /flag provided but not defined/,
   );
+  // The agent Job's command line run by NVIDIA's Go aicr v0.11.1 (its log tail, captured from
+  // `aicr --debug --log-json agent -o cm://a/b`, built offline): it has no agent verb taking -o.
+  const agentVerb = [
+    "GLOBAL OPTIONS:",
+    "   --debug        enable debug logging [$AICR_DEBUG]",
+    "   --version, -v  print the version",
+    "Incorrect Usage: flag provided but not defined: -o",
+    "",
+    '2026/12/07 04:13:17 ERROR command failed error="flag provided but not defined: -o" exitCode=1',
+  ].join("\n");
+  assert.match(upstreamLogLine(agentVerb) ?? "", /^2026\/12\/07 .*-o" exitCode=1$/);
   assert.equal(upstreamLogLine("[agent] error: Cannot read /proc/modules: EACCES\n"), undefined);
   assert.ok(isForeignDaemonExit("Incorrect Usage: flag provided but not defined: -port"));
   assert.ok(isForeignDaemonExit("No help topic for 'daemon'"));

@@ -135,7 +135,7 @@ Deno.test("job: without a cm:// the agent stages into the run's ConfigMap, which
 
 Deno.test("job: in-pod flags follow the config", () => {
   const output = resolveAgentOutput(undefined, "ns", RUN_ID);
-  assert.deepEqual(agentArgs(BASE, output), ["snapshot", "-o", output.uri]);
+  assert.deepEqual(agentArgs(BASE, output), ["agent", "-o", output.uri]);
   assert.deepEqual(
     agentArgs({
       ...BASE,
@@ -143,20 +143,10 @@ Deno.test("job: in-pod flags follow the config", () => {
       logJson: true,
       os: "talos",
       requireGpu: true,
-      discoverNetwork: true,
-      format: "yaml",
+      format: "json",
     }, output),
-    [
-      "--debug",
-      "--log-json",
-      "snapshot",
-      "-o",
-      output.uri,
-      "--os",
-      "talos",
-      "--require-gpu",
-      "--discover-network",
-    ],
+    // --os shapes the pod's volumes only: the agent reads the node the same way on every family.
+    ["--debug", "--log-json", "agent", "-o", output.uri, "--format", "json", "--require-gpu"],
   );
 });
 

@@ -236,12 +236,12 @@ const H100_FIXTURE = join(REPO_ROOT, "tests", "fixtures", "nvidia-smi-q-x.h100.x
 export const FAST_ENTRY: string = join(REPO_ROOT, "cli", "fast.ts");
 
 /**
- * The bundle the loader runs and the warm code cache it compiles it with: for `aicr agent`, the
- * agent's own bundle (`agent-main.js`, the CLI with that verb alone) and its cache; for the agent
- * pod's `aicr [--debug] [--log-json] snapshot -o cm://...` with `AICR_AGENT_MODE=true` (as the Job
- * runs it, and as upstream's pod runs), the bundle with the agent's cache (`agent.cache`); the
- * bundle with the general cache (`main.cache`) otherwise. Its source is copied into the loader, so
- * it uses nothing from outside.
+ * The bundle the loader runs and the warm code cache it compiles it with: for `aicr agent`, after
+ * the log flags the agent Job puts first (`aicr [--debug] [--log-json] agent -o cm://...`), the
+ * agent's own bundle (`agent-main.js`, the CLI with that verb alone) and its cache; for
+ * `aicr snapshot` with `AICR_AGENT_MODE=true` (as upstream's pod runs it), the bundle with the
+ * agent's cache (`agent.cache`); the bundle with the general cache (`main.cache`) otherwise. Its
+ * source is copied into the loader, so it uses nothing from outside.
  *
  * @param args the command line after the executable
  * @param agentMode `AICR_AGENT_MODE`
@@ -254,7 +254,9 @@ export function mainAssetsFor(
   script: "agent-main.js" | "main.js";
   cache: "agent-main.cache" | "agent.cache" | "main.cache";
 } {
-  if (args[0] === "agent") return { script: "agent-main.js", cache: "agent-main.cache" };
+  let verb = 0;
+  while (args[verb] === "--debug" || args[verb] === "--log-json") verb++;
+  if (args[verb] === "agent") return { script: "agent-main.js", cache: "agent-main.cache" };
   const agentPod = agentMode === "true" && args.includes("snapshot");
   return { script: "main.js", cache: agentPod ? "agent.cache" : "main.cache" };
 }

@@ -284,7 +284,7 @@ Deno.test("build: an unknown --arch is refused before any work, naming the accep
   );
 });
 
-Deno.test("build: 'aicr agent' runs the agent's own bundle; the agent pod's command line the agent's cache", () => {
+Deno.test("build: 'aicr agent' and the agent Job's command line run the agent's own bundle", () => {
   for (const [debug, logJson] of [[false, false], [true, true]]) {
     const job = buildAgentJob(
       {
@@ -301,19 +301,24 @@ Deno.test("build: 'aicr agent' runs the agent's own bundle; the agent pod's comm
     const container = job.spec.template.spec.containers[0]!;
     const agentMode = container.env?.find((e) => e.name === "AICR_AGENT_MODE")?.value;
     assert.deepEqual(mainAssetsFor(container.args ?? [], agentMode), {
-      script: "main.js",
-      cache: "agent.cache",
+      script: "agent-main.js",
+      cache: "agent-main.cache",
     });
   }
   const agent = { script: "agent-main.js", cache: "agent-main.cache" };
+  // `snapshot` in agent mode, as upstream's pod runs it: the full bundle, the agent's cache.
+  assert.deepEqual(mainAssetsFor(["--debug", "snapshot", "-o", "cm://a/b"], "true"), {
+    script: "main.js",
+    cache: "agent.cache",
+  });
   assert.deepEqual(mainAssetsFor(["agent", "-o", "f"], undefined), agent);
   assert.deepEqual(mainAssetsFor(["agent", "--help"], "true"), agent);
   // The controller-side snapshot, and every other verb, take the bundle with the general cache;
-  // a root flag before the verb too (the general bundle holds every verb).
+  // so does a root flag with a value before the verb (the general bundle holds every verb).
   const general = { script: "main.js", cache: "main.cache" };
   assert.deepEqual(mainAssetsFor(["snapshot", "-o", "-"], undefined), general);
   assert.deepEqual(mainAssetsFor(["--debug", "snapshot"], "false"), general);
-  assert.deepEqual(mainAssetsFor(["--debug", "agent"], undefined), general);
+  assert.deepEqual(mainAssetsFor(["--kubeconfig", "agent", "snapshot"], undefined), general);
   assert.deepEqual(mainAssetsFor(["daemon"], undefined), general);
   assert.deepEqual(mainAssetsFor(["version"], "true"), general);
 });

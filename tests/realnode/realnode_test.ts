@@ -278,7 +278,7 @@ Deno.test(gated(unavailable, {
 
       steps.push(
         await t.step(
-          "NVIDIA's image in a real container: its snapshot is refused by name (exit 8), its daemon's exit on the daemon verb too, nothing left",
+          "NVIDIA's image in a real container: its exit on the agent verb is refused by name (exit 8), on the daemon verb too, nothing left",
           async () => {
             const namespace = await ns("rn-upstream");
             const run = await runSnapshot(namespace, ["--image", NOT_AICR_IMAGE]);

@@ -3,14 +3,15 @@
 // refuse. It behaves as upstream's binary does for what aicr's manifests ask of it (observed from
 // upstream's source and its binary, built offline):
 //
-//   - `[--debug] [--log-json] snapshot -o cm://NS/NAME [--format json]` (the agent Job, with
-//     AICR_AGENT_MODE=true): writes its own snapshot document (apiVersion
+//   - `[--debug] [--log-json] snapshot -o cm://NS/NAME [--format json]` (upstream's own agent
+//     pod, AICR_AGENT_MODE=true): writes its own snapshot document (apiVersion
 //     aicr.nvidia.com/v1alpha1, metadata.version v0.11.1) into that ConfigMap through the
 //     in-cluster API (the pod's ServiceAccount token), as `snapshot.yaml` or `snapshot.json`
 //     with `format`, and exits 0; it writes no termination message.
-//   - `daemon ...` (the DaemonSet): urfave/cli's "Incorrect Usage: flag provided but not defined:
-//     -port" and upstream's `ERROR command failed ... exitCode=1` line on stderr, exit 1;
-//     a bare `daemon` prints "No help topic for 'daemon'" and exits 3.
+//   - any other verb with a flag: aicr's agent Job (`agent -o cm://...`) and DaemonSet
+//     (`daemon --port ...`): urfave/cli's "Incorrect Usage: flag provided but not defined: -o"
+//     (or -port) and upstream's `ERROR command failed ... exitCode=1` line on stderr, exit 1;
+//     a bare verb prints "No help topic for 'daemon'" and exits 3.
 //   - `--version`: `aicr version v0.11.1 (commit: ..., date: ...)`.
 //
 // Standard library only: it builds in seconds and runs in a scratch image (real-kubelet lane).
