@@ -23,17 +23,30 @@ function spawnSh(arg: string): Deno.ChildProcess {
   }).spawn();
 }
 
+/** A process's argv[0], or undefined once it is gone. */
+function argv0(pid: number | string): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0];
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * Waits until `setsid` has exec'd the shell: until then the pid's command line is setsid's, which
- * no recorded program matches (a loaded machine showed that window).
+ * Waits until `setsid` has exec'd the shell, and the shell's child has exec'd `sleep`. Until then
+ * the pid's command line is setsid's, which no recorded program matches, and the shell's forked
+ * child has the shell's command line, folder included, under another pid: a second match (loaded
+ * machines showed both windows).
  */
 async function execd(child: Deno.ChildProcess): Promise<void> {
   for (let i = 0; i < 200; i++) {
-    const argv0 = readFileSync(`/proc/${child.pid}/cmdline`, "utf8").split("\0")[0];
-    if (argv0 === "/bin/sh") return;
+    const children = argv0(child.pid) === "/bin/sh"
+      ? readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, "utf8").trim().split(" ")
+      : [];
+    if (children.length === 1 && argv0(children[0]!) === "sleep") return;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
-  throw new Error(`pid ${child.pid} did not exec /bin/sh within 2 s`);
+  throw new Error(`pid ${child.pid} did not exec /bin/sh and its sleep within 2 s`);
 }
 
 Deno.test("strayProcesses finds an unrecorded component of this state folder only, and stopProcesses stops it", async () => {
