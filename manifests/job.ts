@@ -148,8 +148,9 @@ export function autoTargetingAllowed(
 /**
  * The agent container's arguments: global log flags, then `agent -o <cm://…>` and the in-pod
  * flags that change collection. The pod runs the `agent` verb, not `snapshot` in agent mode: the
- * binary then starts its agent's own bundle (`scripts/build.ts` `mainAssetsFor`), 23 ms and 9 MiB
- * less per node. NVIDIA's Go aicr has no such verb: its failure line names it (`wait.ts`).
+ * binary then starts its agent's own bundle (`scripts/build.ts` `mainAssetsFor`): 70.7 -> 52.5 ms
+ * and 59.5 -> 50.6 MiB per node (bench/README.md). NVIDIA's Go aicr has no such verb: its failure
+ * line names it (`wait.ts`).
  *
  * @param config the Job config
  * @param output where the agent writes
