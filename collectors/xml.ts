@@ -76,9 +76,8 @@ const NAME_REGEXP = /[A-Za-z_:][-A-Za-z0-9_:.]*/y;
  * text holds no markup or reference.
  */
 const PLAIN_START_REGEXP = /<([A-Za-z_:][-A-Za-z0-9_:.]*)>(?:([^<&]*)<\/\1>)?/y;
-/** An end tag without spaces. */
-const PLAIN_END_REGEXP = /<\/([A-Za-z_:][-A-Za-z0-9_:.]*)>/y;
 const SLASH = 0x2f;
+const GT = 0x3e;
 const QUESTION = 0x3f;
 const BANG = 0x21;
 const ATTRIBUTE_REGEXP = /\s*([A-Za-z_:][-A-Za-z0-9_:.]*)\s*=\s*("([^"]*)"|'([^']*)')/y;
@@ -126,20 +125,10 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
   function fail(reason: string, at = pos): never {
     throw new XmlError(`Cannot parse XML at offset ${at}: ${reason}`);
   }
-  const tree: TreeBuilder = {
-    maxDepth,
-    maxElements,
-    maxKept: limits.maxKept ?? maxElements,
-    select: limits.select,
-    stack: [],
-    selections: [],
-    keeps: [],
-    skipUpTo: Infinity,
-    root: undefined,
-    elements: 0,
-    kept: 0,
-    fail: (reason) => fail(reason),
-  };
+  const tree = newTreeBuilder(
+    { maxDepth, maxElements, maxKept: limits.maxKept ?? maxElements, select: limits.select },
+    (reason) => fail(reason),
+  );
 
   while (pos < length) {
     const lt = input.indexOf("<", pos);
@@ -148,8 +137,13 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
       pos = length;
       break;
     }
-    // Character data is decoded only where it is kept or checked (see `appendText`).
-    if (lt > pos && needsText(tree)) appendText(tree, decodeEntities(input.slice(pos, lt)));
+    // Character data is decoded only where it is kept or checked: outside the root (it must be
+    // blank), in a whole-tree parse, or in a selected leaf. Anything else is read past.
+    // Inline, not a helper: a helper called per tag is hot enough for V8 to optimise it in the
+    // middle of a run that ends a few milliseconds later, on the main thread.
+    if (lt > pos && (tree.stack.length === 0 || tree.keeps[tree.keeps.length - 1] === true)) {
+      appendText(tree, decodeEntities(input.slice(pos, lt)));
+    }
     pos = lt;
     const next = input.charCodeAt(pos + 1);
     if (next === SLASH) {
@@ -195,8 +189,8 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
 }
 
 /**
- * Reads the end tag at `start` (its `</`) and closes its element: a plain one (`</name>`) in one
- * match, any other through {@link readEndTag}.
+ * Reads the end tag at `start` (its `</`) and closes its element: the open element's own plain
+ * end tag (`</name>`) checked in place, any other through {@link readEndTag}.
  *
  * @returns the offset after the tag
  */
@@ -206,11 +200,14 @@ function closeAt(
   start: number,
   fail: (reason: string, at: number) => never,
 ): number {
-  PLAIN_END_REGEXP.lastIndex = start;
-  const plain = PLAIN_END_REGEXP.exec(input);
-  if (plain) {
-    closeElement(tree, plain[1] as string);
-    return PLAIN_END_REGEXP.lastIndex;
+  // The usual end tag closes the open element, `</name>` with no space: checked in place.
+  const open = tree.stack[tree.stack.length - 1];
+  if (open !== undefined) {
+    const end = start + 2 + open.name.length;
+    if (input.charCodeAt(end) === GT && input.startsWith(open.name, start + 2)) {
+      closeElement(tree, open.name);
+      return end + 1;
+    }
   }
   const { name, close } = readEndTag(input, start, fail);
   closeElement(tree, name);
@@ -255,6 +252,24 @@ function readMarkup(
   return -1;
 }
 
+/** An empty {@link TreeBuilder} with its bounds and the parse's failure. */
+function newTreeBuilder(
+  bounds: Pick<TreeBuilder, "maxDepth" | "maxElements" | "maxKept" | "select">,
+  fail: (reason: string) => never,
+): TreeBuilder {
+  return {
+    ...bounds,
+    stack: [],
+    selections: [],
+    keeps: [],
+    skipUpTo: Infinity,
+    root: undefined,
+    elements: 0,
+    kept: 0,
+    fail,
+  };
+}
+
 /** The tree {@link parseXml} builds: its bounds, the open elements, the root once read. */
 interface TreeBuilder {
   maxDepth: number;
@@ -278,14 +293,6 @@ interface TreeBuilder {
   kept: number;
   /** Throws the parse error at the current offset. */
   fail: (reason: string) => never;
-}
-
-/**
- * Whether character data at this point is kept or checked: outside the root (it must be blank),
- * in a whole-tree parse, or in a selected leaf. Anything else is read past without decoding.
- */
-function needsText(tree: TreeBuilder): boolean {
-  return tree.stack.length === 0 || tree.keeps[tree.keeps.length - 1] === true;
 }
 
 function appendText(tree: TreeBuilder, text: string): void {
@@ -322,14 +329,18 @@ function openElement(tree: TreeBuilder, element: XmlElement, selfClosing: boolea
     tree.stack.push(element);
     tree.selections.push(selection);
     // Text is kept for whole-tree parses and for the selection's leaves only.
-    tree.keeps.push(selection === undefined || (selection !== SKIP && isLeaf(selection)));
+    tree.keeps.push(
+      selection === undefined ||
+        (selection !== SKIP && (LEAF_SELECTIONS.get(selection) ?? isLeaf(selection))),
+    );
   }
 }
 
 /**
  * A plain start tag (see {@link PLAIN_START_REGEXP}) and, given the leaf's text, its text and
- * end tag: {@link openElement}, the text and {@link closeElement}, in their order and with their
- * checks, without building an element the selection skips.
+ * end tag: {@link openElement}, the text and {@link closeElement} (for a kept leaf below the
+ * root, {@link keepLeaf}), in their order and with their checks, without building an element the
+ * selection skips.
  */
 function openPlain(tree: TreeBuilder, name: string, leafText: string | undefined): boolean {
   const depth = tree.stack.length;
@@ -352,15 +363,50 @@ function openPlain(tree: TreeBuilder, name: string, leafText: string | undefined
     return false;
   }
   const element: XmlElement = { name, attributes: {}, children: [], text: "" };
-  openElement(tree, element, false);
-  if (leafText === undefined) return false;
-  if (leafText !== "" && tree.keeps[tree.keeps.length - 1]) element.text = leafText;
-  closeElement(tree, name);
+  if (leafText === undefined || depth === 0) {
+    openElement(tree, element, false);
+    if (leafText === undefined) return false;
+    if (leafText !== "" && tree.keeps[tree.keeps.length - 1]) element.text = leafText;
+    closeElement(tree, name);
+    return false;
+  }
+  // Past the skip check, the parent's selection is the whole tree's or names the element.
+  keepLeaf(tree, element, parentSelection as XmlSelection | undefined, leafText);
   return false;
+}
+
+/**
+ * A kept leaf below the root, its end tag already matched: what {@link openElement}, the text and
+ * {@link closeElement} do for it, with the same checks in the same order, without the stack.
+ */
+function keepLeaf(
+  tree: TreeBuilder,
+  element: XmlElement,
+  parentSelection: XmlSelection | undefined,
+  leafText: string,
+): void {
+  const depth = tree.stack.length;
+  if (++tree.elements > tree.maxElements) {
+    tree.fail(`too many elements: limit is ${tree.maxElements}`);
+  }
+  if (++tree.kept > tree.maxKept) tree.fail(`too many elements to keep: limit is ${tree.maxKept}`);
+  (tree.stack[depth - 1] as XmlElement).children.push(element);
+  if (depth >= tree.maxDepth) tree.fail(`elements nest too deep: limit is ${tree.maxDepth}`);
+  // The parent's selection is the whole tree's (undefined) or names this element.
+  const selection = parentSelection === undefined ? undefined : parentSelection[element.name];
+  if (
+    leafText !== "" &&
+    (selection === undefined || (LEAF_SELECTIONS.get(selection) ?? isLeaf(selection)))
+  ) {
+    element.text = leafText;
+  }
+  if (depth < tree.skipUpTo) tree.skipUpTo = Infinity;
 }
 
 /** An innermost element with plain tags: what {@link skipPlainSubtree} removes, level by level. */
 const PLAIN_LEAF_GLOBAL = /<([A-Za-z_:][-A-Za-z0-9_:.]*)>[^<]*<\/\1>/g;
+/** Each `<`, for counting a plain subtree's tags. */
+const LT_GLOBAL = /</g;
 /** Levels {@link skipPlainSubtree} removes before it leaves a subtree to the tag-by-tag reading. */
 const MAX_SKIP_LEVELS = 8;
 
@@ -380,8 +426,10 @@ function skipPlainSubtree(tree: TreeBuilder, input: string, from: number, name: 
   const at = input.indexOf(endTag, from);
   if (at < 0) return -1;
   let content = input.slice(from, at);
-  let elements = 0;
-  for (let i = content.indexOf("</"); i >= 0; i = content.indexOf("</", i + 2)) elements++;
+  // Every element of plain content has one `<` in its start tag and one in its end tag, and
+  // its text none: counted in one native pass. A match of each `<` allocates only the list (V8
+  // shares one-character strings), where a replace would allocate a copy of the whole content.
+  const elements = (content.match(LT_GLOBAL)?.length ?? 0) / 2;
   if (tree.elements + elements > tree.maxElements) return -1;
   // The element's children open with it on the stack; each level below one deeper.
   const depth = tree.stack.length;
@@ -471,9 +519,18 @@ function childSelection(
   return Object.hasOwn(parent, name) ? parent[name] : SKIP;
 }
 
+/** Whether a selection names no child, by selection (each is asked once per parse, not per tag). */
+const LEAF_SELECTIONS = new WeakMap<XmlSelection, boolean>();
+
+/** Whether a selection names no child; remembered in {@link LEAF_SELECTIONS}. */
 function isLeaf(selection: XmlSelection): boolean {
-  for (const _ in selection) return false;
-  return true;
+  let leaf = true;
+  for (const _ in selection) {
+    leaf = false;
+    break;
+  }
+  LEAF_SELECTIONS.set(selection, leaf);
+  return leaf;
 }
 
 function skipDoctype(input: string, from: number, fail: (reason: string) => never): number {
