@@ -187,19 +187,22 @@ export function parseNvidiaSmi(xml: string): Subtype[] {
   return out;
 }
 
-/** {@link GPU_DETAIL_KEYS} with each path split into its steps once. */
-const GPU_DETAIL_STEPS: readonly (readonly [string, readonly (readonly string[])[]])[] =
-  GPU_DETAIL_KEYS.map(([key, ...paths]) => [key, paths.map((path) => path.split("/"))]);
-
 function gpuDetails(gpu: XmlElement): ReadingMap {
   const data: ReadingMap = {};
-  const busId = gpu.attributes.id ?? textAt(gpu, "pci/pci_bus_id");
+  const elements = firstElementsByPath(gpu);
+  const busId = gpu.attributes.id ?? elements.get("pci/pci_bus_id")?.text;
   if (busId) data["pci-bus-id"] = busId.trim();
   // Indexed loops: see `child()` in xml.ts.
-  for (let k = 0; k < GPU_DETAIL_STEPS.length; k++) {
-    const [key, paths] = GPU_DETAIL_STEPS[k] as (typeof GPU_DETAIL_STEPS)[number];
-    const value = firstPresentSteps(gpu, paths);
-    if (value !== undefined) data[key] = value;
+  for (let k = 0; k < GPU_DETAIL_KEYS.length; k++) {
+    // A key, then its candidate paths: indexed, without a rest array per key and GPU.
+    const entry = GPU_DETAIL_KEYS[k] as (typeof GPU_DETAIL_KEYS)[number];
+    for (let p = 1; p < entry.length; p++) {
+      const found = elements.get(entry[p] as string);
+      if (found !== undefined) {
+        data[entry[0]] = found.text.trim();
+        break;
+      }
+    }
   }
   const migRoot = child(gpu, "mig_devices");
   const migDevices = children(migRoot, "mig_device");
@@ -214,21 +217,34 @@ function gpuDetails(gpu: XmlElement): ReadingMap {
   return data;
 }
 
-function firstPresent(element: XmlElement, paths: readonly string[]): string | undefined {
-  return firstPresentSteps(element, paths.map((path) => path.split("/")));
+/**
+ * The elements below one, by slash-separated path (`pci/pci_gpu_link_info/pcie_gen`), each path's
+ * as a lookup step by step finds it: the first child of each name, then the first of the next name
+ * in that child. One walk of the kept tree (a few dozen elements per GPU), where a lookup per key
+ * scanned the GPU's children again for each of its ~40 keys.
+ */
+function firstElementsByPath(element: XmlElement): Map<string, XmlElement> {
+  const found = new Map<string, XmlElement>();
+  const pending: [XmlElement, string][] = [[element, ""]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [parent, prefix] = next;
+    const all = parent.children;
+    for (let i = 0; i < all.length; i++) {
+      const item = all[i] as XmlElement;
+      const path = prefix + item.name;
+      if (found.has(path)) continue;
+      found.set(path, item);
+      if (item.children.length > 0) pending.push([item, path + "/"]);
+    }
+  }
+  return found;
 }
 
-/** The trimmed text of the first path (given as steps) present below an element. */
-function firstPresentSteps(
-  element: XmlElement,
-  paths: readonly (readonly string[])[],
-): string | undefined {
-  for (let p = 0; p < paths.length; p++) {
-    const steps = paths[p] as readonly string[];
+/** The trimmed text of the first path present below an element. */
+function firstPresent(element: XmlElement, paths: readonly string[]): string | undefined {
+  for (const path of paths) {
     let current: XmlElement | undefined = element;
-    for (let i = 0; i < steps.length && current !== undefined; i++) {
-      current = child(current, steps[i] as string);
-    }
+    for (const step of path.split("/")) current = child(current, step);
     if (current !== undefined) return current.text.trim();
   }
   return undefined;

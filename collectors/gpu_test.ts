@@ -212,3 +212,24 @@ Deno.test("parseNvidiaSmi() refuses a document listing more GPUs than a node hol
   assert.throws(() => parseNvidiaSmi(doc(257)), /lists 257 GPUs, over the 256/);
   assert.throws(() => parseNvidiaSmi(doc(200_000)), /too many elements to keep/);
 });
+
+Deno.test("parseNvidiaSmi() reads each key from the first element of each name on its path", () => {
+  // MIG devices hold their own <fb_memory_usage> and come first: the GPU's keys never read them.
+  // A path is read step by step from the first element of each name, so a first <pci> without a
+  // link section hides a second one's (a document no driver writes; pinned so it stays one rule).
+  const xml = `<nvidia_smi_log><driver_version>1</driver_version><gpu id="00000000:01:00.0">
+<mig_devices><mig_device><index>0</index><fb_memory_usage><total>9 MiB</total></fb_memory_usage></mig_device></mig_devices>
+<pci><pci_device_id>2330</pci_device_id></pci>
+<pci><pci_gpu_link_info><pcie_gen><max_link_gen>5</max_link_gen></pcie_gen></pci_gpu_link_info></pci>
+<fb_memory_usage><reserved>1 MiB</reserved></fb_memory_usage>
+<fb_memory_usage><total>80 GiB</total></fb_memory_usage>
+<max_clocks><sm_clock> 1980 MHz </sm_clock></max_clocks>
+</gpu></nvidia_smi_log>`;
+  const gpu = parseNvidiaSmi(xml).find((s) => s.subtype === "gpu-0");
+  assert.equal(gpu?.data["pcie.device-id"], "2330");
+  assert.equal(gpu?.data["pcie.gen.max"], undefined);
+  assert.equal(gpu?.data["memory.total"], undefined);
+  assert.equal(gpu?.data["mig.0.memory.total"], "9 MiB");
+  assert.equal(gpu?.data["clocks.max.sm"], "1980 MHz");
+  assert.equal(gpu?.data["pci-bus-id"], "00000000:01:00.0");
+});
