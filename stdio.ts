@@ -12,6 +12,21 @@ import { Buffer } from "node:buffer";
 import { writeSync } from "node:fs";
 import type { TextWriter } from "./log.ts";
 
+/** The descriptors whose writer went over to the stream ({@link fdWriter}). */
+const streamedDescriptors = new Set<number>();
+
+/**
+ * Whether a writer made by {@link fdWriter} for one of these descriptors went over to its stream,
+ * which may still hold output that a `process.exit()` would lose. While none has, everything
+ * written to them is written.
+ *
+ * @param fds the descriptors. @default stdout and stderr
+ * @returns whether any did
+ */
+export function outputQueued(fds: readonly number[] = [1, 2]): boolean {
+  return fds.some((fd) => streamedDescriptors.has(fd));
+}
+
 /**
  * A writer to a file descriptor, by synchronous writes, with the stream of that descriptor made
  * only when a write would block (a descriptor left non-blocking by whoever opened it): then that
@@ -33,7 +48,10 @@ export function fdWriter(
   let made: NodeJS.WritableStream | undefined;
   let dropped = false;
   const toStream = (rest: string | Uint8Array) => {
-    made ??= stream().on("error", () => {});
+    if (!made) {
+      made = stream().on("error", () => {});
+      streamedDescriptors.add(fd);
+    }
     made.write(rest);
   };
   return {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fdWriter } from "./stdio.ts";
+import { fdWriter, outputQueued } from "./stdio.ts";
 
 /** A stream stand-in that records what it was given and whether it was made. */
 function recordingStream() {
@@ -76,4 +76,20 @@ Deno.test("fdWriter drops its output once the reader is gone, without throwing",
   writer.write("two\n");
   assert.equal(calls, 1);
   assert.equal(stream.made(), 0);
+});
+
+Deno.test("outputQueued says when a descriptor's writer went over to its stream", () => {
+  // Descriptors no other test writes through, so the process-wide record starts clean for them.
+  const stream = recordingStream();
+  const writer = fdWriter(97, stream.make, (_fd, _bytes, offset) => {
+    if (offset === 0) return 2;
+    throw errno("EAGAIN");
+  });
+  const untouched = fdWriter(98, recordingStream().make, (_fd, bytes) => bytes.length);
+  untouched.write("all of it\n");
+  assert.equal(outputQueued([97, 98]), false);
+  writer.write("abcdef");
+  assert.equal(outputQueued([97]), true);
+  assert.equal(outputQueued([98]), false);
+  assert.equal(stream.text(), "cdef");
 });

@@ -742,6 +742,9 @@ const compile = (cachedData) => new vm.Script(${JSON.stringify(CHUNK_HEAD)} + te
     `${compile}const [first, ...rest] = ${JSON.stringify(lines)};
 const script = compile(undefined);
 process.argv = [process.argv[0], "aicr", ...first];
+// \`aicr agent\` ends its process at once (mod.ts \`exitsAtOnce\`): here it records its code, so this
+// script lives on to write the cache.
+process.exit = (code) => { if (code !== undefined) process.exitCode = code; };
 const main = { exports: {} };
 script.runInThisContext()(main.exports, require, main, code, require("node:path").dirname(code));
 const settled = () => new Promise((done) => {
