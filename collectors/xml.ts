@@ -130,23 +130,19 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
     (reason) => fail(reason),
   );
 
+  // One loop with the common path inline: a helper called per tag is hot enough for V8 to compile
+  // it on the main thread, in the middle of a run that ends a few milliseconds later.
   while (pos < length) {
     const lt = input.indexOf("<", pos);
-    if (lt < 0) {
-      appendText(tree, decodeEntities(input.slice(pos)));
-      pos = length;
-      break;
-    }
+    const textEnd = lt < 0 ? length : lt;
     // Character data is decoded only where it is kept or checked: outside the root (it must be
     // blank), in a whole-tree parse, or in a selected leaf. Anything else is read past.
-    // Inline, not a helper: a helper called per tag is hot enough for V8 to optimise it in the
-    // middle of a run that ends a few milliseconds later, on the main thread.
-    if (lt > pos && (tree.stack.length === 0 || tree.keeps[tree.keeps.length - 1] === true)) {
-      appendText(tree, decodeEntities(input.slice(pos, lt)));
+    if (textEnd > pos && (tree.stack.length === 0 || tree.keeps[tree.keeps.length - 1] === true)) {
+      appendText(tree, decodeEntities(input.slice(pos, textEnd)));
     }
+    if (lt < 0) break;
     pos = lt;
-    const next = input.charCodeAt(pos + 1);
-    if (next === SLASH) {
+    if (input.charCodeAt(pos + 1) === SLASH) {
       pos = closeAt(tree, input, pos, fail);
       continue;
     }
@@ -157,26 +153,41 @@ export function parseXml(input: string, limits: XmlLimits = {}): XmlElement {
     }
     // The common start tag, `<name>` with no attribute or space, and with it, when it is a
     // leaf (`<name>text</name>`, text without markup or references), its text and end tag, in
-    // one match: the same steps as the general path below (open, text, close).
+    // one match: the same steps as the general path (open, text, close).
     PLAIN_START_REGEXP.lastIndex = pos;
     const plain = PLAIN_START_REGEXP.exec(input);
-    if (plain) {
-      const name = plain[1] as string;
-      pos += name.length + 2;
-      const skipping = openPlain(tree, name, plain[2]);
-      pos = PLAIN_START_REGEXP.lastIndex;
-      if (skipping && tree.stack.length <= tree.skipUpTo) {
-        const end = skipPlainSubtree(tree, input, pos, name);
-        // Not plain all through: read it tag by tag, and its elements too.
-        if (end < 0) tree.skipUpTo = tree.stack.length;
-        else pos = end;
-      }
+    if (!plain) {
+      const tag = readStartTag(input, pos, fail);
+      pos = tag.end;
+      openElement(tree, tag.element, tag.selfClosing);
       continue;
     }
-    const tag = readStartTag(input, pos, fail);
-    pos = tag.end;
-    openElement(tree, tag.element, tag.selfClosing);
+    const name = plain[1] as string;
+    pos = PLAIN_START_REGEXP.lastIndex;
+    const depth = tree.stack.length;
+    const selection = tree.selections[depth - 1];
+    if (depth === 0 || (selection !== SKIP && (!selection || Object.hasOwn(selection, name)))) {
+      openPlain(tree, name, plain[2]);
+      continue;
+    }
+    // Not built: counted and bounded as openElement does; a subtree is read past whole when it
+    // is plain all through, else tag by tag, and its elements too.
+    if (++tree.elements > maxElements) tree.fail(`too many elements: limit is ${maxElements}`);
+    if (depth >= maxDepth) tree.fail(`elements nest too deep: limit is ${maxDepth}`);
+    if (plain[2] !== undefined) continue;
+    tree.stack.push({ name, attributes: {}, children: [], text: "" });
+    tree.selections.push(SKIP);
+    tree.keeps.push(false);
+    if (tree.stack.length > tree.skipUpTo) continue;
+    const end = skipPlainSubtree(tree, input, pos, name);
+    if (end < 0) tree.skipUpTo = tree.stack.length;
+    else pos = end;
   }
+  return rootOf(tree);
+}
+
+/** The root of a finished parse. @throws {XmlError} when an element is open or none was read */
+function rootOf(tree: TreeBuilder): XmlElement {
   if (tree.stack.length > 0) {
     throw new XmlError(
       `Cannot parse XML: the document is truncated: element '${
@@ -337,42 +348,23 @@ function openElement(tree: TreeBuilder, element: XmlElement, selfClosing: boolea
 }
 
 /**
- * A plain start tag (see {@link PLAIN_START_REGEXP}) and, given the leaf's text, its text and
- * end tag: {@link openElement}, the text and {@link closeElement} (for a kept leaf below the
- * root, {@link keepLeaf}), in their order and with their checks, without building an element the
- * selection skips.
+ * A plain start tag (see {@link PLAIN_START_REGEXP}) of an element the selection keeps (or the
+ * root) and, given the leaf's text, its text and end tag: {@link openElement}, the text and
+ * {@link closeElement} (for a kept leaf below the root, {@link keepLeaf}), in their order and with
+ * their checks.
  */
-function openPlain(tree: TreeBuilder, name: string, leafText: string | undefined): boolean {
-  const depth = tree.stack.length;
-  const parentSelection = tree.selections[depth - 1];
-  if (
-    depth > 0 &&
-    (parentSelection === SKIP ||
-      (parentSelection !== undefined && !Object.hasOwn(parentSelection, name)))
-  ) {
-    if (++tree.elements > tree.maxElements) {
-      tree.fail(`too many elements: limit is ${tree.maxElements}`);
-    }
-    if (depth >= tree.maxDepth) tree.fail(`elements nest too deep: limit is ${tree.maxDepth}`);
-    if (leafText === undefined) {
-      tree.stack.push({ name, attributes: {}, children: [], text: "" });
-      tree.selections.push(SKIP);
-      tree.keeps.push(false);
-      return true;
-    }
-    return false;
-  }
+function openPlain(tree: TreeBuilder, name: string, leafText: string | undefined): void {
   const element: XmlElement = { name, attributes: {}, children: [], text: "" };
+  const depth = tree.stack.length;
   if (leafText === undefined || depth === 0) {
     openElement(tree, element, false);
-    if (leafText === undefined) return false;
+    if (leafText === undefined) return;
     if (leafText !== "" && tree.keeps[tree.keeps.length - 1]) element.text = leafText;
     closeElement(tree, name);
-    return false;
+    return;
   }
-  // Past the skip check, the parent's selection is the whole tree's or names the element.
-  keepLeaf(tree, element, parentSelection as XmlSelection | undefined, leafText);
-  return false;
+  // The parent's selection is the whole tree's or names the element.
+  keepLeaf(tree, element, tree.selections[depth - 1] as XmlSelection | undefined, leafText);
 }
 
 /**
