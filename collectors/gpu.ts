@@ -227,8 +227,9 @@ function firstElementsByPath(element: XmlElement): Map<string, XmlElement> {
   const found = new Map<string, XmlElement>();
   const pending: [XmlElement, string][] = [[element, ""]];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    const [parent, prefix] = next;
-    const all = parent.children;
+    // Indexed, not destructured: destructuring steps an iterator (see `child()` in xml.ts).
+    const prefix = next[1];
+    const all = next[0].children;
     for (let i = 0; i < all.length; i++) {
       const item = all[i] as XmlElement;
       const path = prefix + item.name;
