@@ -318,16 +318,18 @@ async function localRows(
     );
     await measure(ours, ["agent", "-o", ourOut], agentEnv, work);
   }
+  const agentUp = () =>
+    measure(upstream, ["snapshot", "-o", upOut], { ...agentEnv, AICR_AGENT_MODE: "true" }, work);
+  const agentOurs = () => measure(ours, ["agent", "-o", ourOut], agentEnv, work);
   for (let i = 0; i < runs; i++) {
-    agent.up.push(
-      await measure(
-        upstream,
-        ["snapshot", "-o", upOut],
-        { ...agentEnv, AICR_AGENT_MODE: "true" },
-        work,
-      ),
-    );
-    agent.ours.push(await measure(ours, ["agent", "-o", ourOut], agentEnv, work));
+    // Which binary goes first alternates: a run right after the other's is not a run after a pause.
+    if (i % 2 === 0) {
+      agent.up.push(await agentUp());
+      agent.ours.push(await agentOurs());
+    } else {
+      agent.ours.push(await agentOurs());
+      agent.up.push(await agentUp());
+    }
     version.up.push(await measure(upstream, ["--version"], {}, work));
     version.ours.push(await measure(ours, ["version"], {}, work));
     if (floorBin) version.floor.push(await measure(floorBin, [], {}, work));
