@@ -93,10 +93,13 @@ export const NODE_SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
  * off the daemon's steady RSS, with no more CPU (agent; a 100-node `aicr diff --fleet`, 2.3-3.1 s
  * either way). V8's default lets the young generation grow to 16 MiB per semi-space, which a
  * short-lived agent never needs. Optimising compiles on the main thread
- * (`--no-concurrent-recompilation`) take about 11 MiB more off the local agent's peak (74 -> 63
- * MiB under plain Node on a fake H100 node): the background compiler thread's own memory is never
- * touched; CPU is unchanged, for the agent and for a 300-node `aicr diff --fleet` (6.4-6.9 s
- * either way). `--lite-mode` would take 5 MiB more but tripled that diff's CPU.
+ * (`--no-concurrent-recompilation`) took about 11 MiB more off the local agent's peak when it ran
+ * under plain Node (74 -> 63 MiB on a fake H100 node), 1.4 MiB in this binary (2026-12-07): the
+ * background compiler thread's own memory is never touched; CPU is unchanged, for the agent and for
+ * a 300-node `aicr diff --fleet` (6.4-6.9 s either way). On the main thread a compile delays the
+ * run, so the agent's per-element code stays in a few long loops V8 does not compile in a run
+ * (see `collectors/xml.ts` `parseXml`). `--lite-mode` would take 5 MiB more but tripled that diff's
+ * CPU.
  */
 export const RUNTIME_V8_FLAGS: readonly string[] = [
   "--max-semi-space-size=1",
