@@ -330,13 +330,13 @@ function openElement(tree: TreeBuilder, element: XmlElement, selfClosing: boolea
   if (parent) {
     if (selection !== SKIP) parent.children.push(element);
   } else if (tree.root !== undefined) tree.fail("a second root element");
+  // guard: xml-depth: elements nesting too deeply are refused (a self-closing one too)
+  if (tree.stack.length >= tree.maxDepth) {
+    tree.fail(`elements nest too deep: limit is ${tree.maxDepth}`);
+  }
   if (selfClosing) {
     if (!parent) tree.root = element;
   } else {
-    // guard: xml-depth: elements nesting too deeply are refused
-    if (tree.stack.length >= tree.maxDepth) {
-      tree.fail(`elements nest too deep: limit is ${tree.maxDepth}`);
-    }
     tree.stack.push(element);
     tree.selections.push(selection);
     // Text is kept for whole-tree parses and for the selection's leaves only.

@@ -49,6 +49,12 @@ Deno.test("parseXml() enforces its size and depth bounds", () => {
   const deep = "<a>".repeat(70) + "</a>".repeat(70);
   assert.throws(() => parseXml(deep), /nest too deep: limit is 64/);
   assert.equal(parseXml("<a>".repeat(10) + "</a>".repeat(10), { maxDepth: 10 }).name, "a");
+  // Elements with attributes, and a self-closing one, nest no deeper than plain ones.
+  const attributed = '<a x="1">'.repeat(70) + "</a>".repeat(70);
+  assert.throws(() => parseXml(attributed), /nest too deep: limit is 64/);
+  const selfClosing = (n: number) => "<a>".repeat(n) + "<b/>" + "</a>".repeat(n);
+  assert.equal(parseXml(selfClosing(9), { maxDepth: 10 }).name, "a");
+  assert.throws(() => parseXml(selfClosing(10), { maxDepth: 10 }), /nest too deep: limit is 10/);
   assert.throws(() => parseXml("<a><b/><b/><b/></a>", { maxElements: 3 }), /too many elements/);
 });
 
