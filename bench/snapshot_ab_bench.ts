@@ -82,8 +82,10 @@ async function oneRun(binary: string, kubeconfig: string, ns: string, out: strin
   };
 }
 
+// A cluster of its own, with the agent binary asked for, even beside an `AICR_CLUSTER_DIR` one.
 const env = await useTestCluster({
   kubelet: { nodes: { "p5-h100": 1, "system-m7i": 1 }, aicrBin: resolve(values.agent ?? builds.A) },
+  own: true,
 });
 const dir = await mkdtemp(join(tmpdir(), "aicr-ab-"));
 try {

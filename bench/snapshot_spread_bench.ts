@@ -117,9 +117,12 @@ async function series(label: string, kubeconfig: string, ns: string, dir: string
 }
 
 // The same nodes as `bench:upstream`'s cluster rows: one H100 node (amd64) for the agent, one
-// system node. The image the stand-in maps has no arm64 build, so no GB200 node here.
+// system node; no GB200 node, whose agent would run under qemu-user here. A cluster of its own
+// even beside a running `AICR_CLUSTER_DIR` one, whose nodes (the test set has a GB200) would
+// put some runs on the arm64 node.
 const env = await useTestCluster({
   kubelet: { nodes: { "p5-h100": 1, "system-m7i": 1 }, aicrBin: AICR_BIN },
+  own: true,
 });
 const dir = await mkdtemp(join(tmpdir(), "aicr-spread-"));
 try {
