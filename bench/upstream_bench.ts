@@ -853,10 +853,8 @@ async function main(args: string[]): Promise<number> {
     if (busy) say("cluster rows measured with one core kept busy (yes > /dev/null)");
     if (values.realnode) rows.push(...(await realnodeRows(ours, upstream, { runs })));
     say(
-      `load average ${before.toFixed(2)} -> ${
-        loadavg()[0]!.toFixed(2)
-      } on ${cpus().length} cores; ` +
-        `local rows: median of ${agentRuns} alternating runs`,
+      `load average ${before.toFixed(2)} -> ${loadavg()[0]!.toFixed(2)} on ${cpus().length} cores` +
+        (values["no-local"] ? "" : `; local rows: median of ${agentRuns} alternating runs`),
     );
     say("");
     say(table(["measure (same run)", "upstream Go", "aicr", "ratio", "goal"], rows));
