@@ -8,7 +8,9 @@
  *   any other `&name;` stays in the text literally;
  * - input size and element depth are bounded;
  * - a truncated or malformed document throws {@link XmlError} instead of returning
- *   a partial tree.
+ *   a partial tree;
+ * - kept text and attribute values are strings of their own: a tree kept (or a value taken
+ *   from it) never keeps the document alive.
  *
  * @module
  */
@@ -103,6 +105,16 @@ export function decodeEntities(text: string): string {
       return PREDEFINED[name] ?? ref;
     },
   );
+}
+
+/**
+ * `text` as a string of its own. V8 makes a slice of 13 or more characters a view of the string it
+ * was sliced from: a leaf's text kept from a 200 KB `nvidia-smi` document would keep the whole
+ * document alive as long as the reading (the daemon holds its last snapshot for hours). The
+ * concatenation is flattened into a new string by the slice that follows.
+ */
+function detached(text: string): string {
+  return text.length < 13 ? text : (text + " ").slice(0, -1);
 }
 
 /**
@@ -319,7 +331,7 @@ function appendText(tree: TreeBuilder, text: string): void {
     if (text.trim() !== "") tree.fail("text outside the root element");
     return;
   }
-  if (tree.keeps[tree.keeps.length - 1]) top.text += text;
+  if (tree.keeps[tree.keeps.length - 1]) top.text += detached(text);
 }
 
 function openElement(tree: TreeBuilder, element: XmlElement, selfClosing: boolean): void {
@@ -366,7 +378,7 @@ function openPlain(tree: TreeBuilder, name: string, leafText: string | undefined
   if (leafText === undefined || depth === 0) {
     openElement(tree, element, false);
     if (leafText === undefined) return;
-    if (leafText !== "" && tree.keeps[tree.keeps.length - 1]) element.text = leafText;
+    if (leafText !== "" && tree.keeps[tree.keeps.length - 1]) element.text = detached(leafText);
     closeElement(tree, name);
     return;
   }
@@ -397,7 +409,7 @@ function keepLeaf(
     leafText !== "" &&
     (selection === undefined || (LEAF_SELECTIONS.get(selection) ?? isLeaf(selection)))
   ) {
-    element.text = leafText;
+    element.text = detached(leafText);
   }
   if (depth < tree.skipUpTo) tree.skipUpTo = Infinity;
 }
@@ -476,8 +488,8 @@ function readStartTag(
     ATTRIBUTE_REGEXP.lastIndex = pos;
     const attribute = ATTRIBUTE_REGEXP.exec(input);
     if (!attribute) break;
-    element.attributes[attribute[1] as string] = decodeEntities(
-      attribute[3] ?? attribute[4] ?? "",
+    element.attributes[attribute[1] as string] = detached(
+      decodeEntities(attribute[3] ?? attribute[4] ?? ""),
     );
     pos = ATTRIBUTE_REGEXP.lastIndex;
   }
