@@ -85,16 +85,22 @@ export function processStats(): {
 }
 
 /**
- * V8 flags of the long-running daemon (`aicr daemon`): no optimising compilers (TurboFan,
- * Maglev; Sparkplug's baseline code stays). In the Node single executable the compilers' machine
- * code is pages of the binary a process touches only when it optimises something: the daemon's
- * steady RSS after 100 cached requests went 76.7 -> 69.6 MiB without them
- * (`bench/upstream_bench.ts`), its CPU per collection unchanged (its time goes to `nvidia-smi`
- * and I/O, not to hot JavaScript). Every other verb keeps the compilers: the flags are set in the
- * daemon's process only, by the executable's loader when the verb is the first argument (as the
- * DaemonSet runs it, `scripts/build.ts`) and again by the command itself.
+ * V8 flags of the long-running daemon (`aicr daemon`): no compilers past the interpreter
+ * (TurboFan, Maglev, Sparkplug). In the Node single executable a compiler's machine code is pages
+ * of the binary a process touches only when it compiles something, and its code stays in the
+ * heap: the daemon's steady RSS after 100 cached requests went 76.7 -> 69.6 MiB without the
+ * optimising two (`bench/upstream_bench.ts`), and 64.0 -> 63.2 MiB over HTTPS without Sparkplug
+ * (`bench/daemon_bench.ts`). Its CPU per collection is unchanged (its time goes to `nvidia-smi`
+ * and I/O, not to hot JavaScript); a cached request costs about 17% more CPU without Sparkplug
+ * (about 0.1 ms). Every other verb keeps the compilers: the flags are set in the daemon's process
+ * only, by the executable's loader when the verb is the first argument (as the DaemonSet runs it,
+ * `scripts/build.ts`) and again by the command itself.
  */
-export const DAEMON_V8_FLAGS: readonly string[] = ["--no-turbofan", "--no-maglev"];
+export const DAEMON_V8_FLAGS: readonly string[] = [
+  "--no-turbofan",
+  "--no-maglev",
+  "--no-sparkplug",
+];
 
 /**
  * Applies {@link DAEMON_V8_FLAGS} under Node (the release runtime). Under Deno (development, and

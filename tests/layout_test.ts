@@ -319,7 +319,7 @@ const FLAG_LITERALS_ALLOWED: readonly { file: string; literal: RegExp; reason: s
   },
   {
     file: "runtime.ts",
-    literal: /^--no-(turbofan|maglev)$/,
+    literal: /^--no-(turbofan|maglev|sparkplug)$/,
     reason: "V8 flags the daemon's process sets on itself (DAEMON_V8_FLAGS), not aicr's options",
   },
   {
